@@ -1,0 +1,59 @@
+package errcode
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+)
+
+func TestCatalogue(t *testing.T) {
+	tests := []struct {
+		code  Code
+		errno syscall.Errno
+		exit  int
+	}{
+		{PathEscape, syscall.EACCES, ExitFailure},
+		{CredentialPathDenied, syscall.EACCES, ExitFailure},
+		{LockConflict, syscall.EBUSY, ExitFailure},
+		{WriteNotAtomic, syscall.EIO, ExitFailure},
+		{SchemaInvalid, syscall.EIO, ExitUsage},
+		{RealmNotActive, syscall.EIO, ExitInactive},
+		{ToolTimeout, syscall.EIO, ExitTimeout},
+		{RealmStopping, syscall.EIO, ExitStopping},
+	}
+	for _, tt := range tests {
+		if got := tt.code.Errno(); got != tt.errno {
+			t.Errorf("%s.Errno() = %v, want %v", tt.code, got, tt.errno)
+		}
+		if got := tt.code.ExitStatus(); got != tt.exit {
+			t.Errorf("%s.ExitStatus() = %d, want %d", tt.code, got, tt.exit)
+		}
+	}
+}
+
+func TestWrapping(t *testing.T) {
+	cause := errors.New("disk on fire")
+	err := fmt.Errorf("saving: %w", Wrap(WriteNotAtomic, cause, "rename %q", "f"))
+	if c, ok := Of(err); !ok || c != WriteNotAtomic {
+		t.Fatalf("Of = %q, %v; want WRITE_NOT_ATOMIC", c, ok)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("errors.Is(err, cause) = false")
+	}
+	if !errors.Is(err, &Error{Code: WriteNotAtomic}) {
+		t.Error("errors.Is(err, &Error{Code: WriteNotAtomic}) = false")
+	}
+	if errors.Is(err, &Error{Code: LockConflict}) {
+		t.Error("errors.Is matched the wrong code")
+	}
+	if got := ExitStatusOf(err); got != ExitFailure {
+		t.Errorf("ExitStatusOf = %d", got)
+	}
+	if got := ExitStatusOf(New(RealmStopping, "1 survivor")); got != ExitStopping {
+		t.Errorf("ExitStatusOf(REALM_STOPPING) = %d", got)
+	}
+	if got := ExitStatusOf(nil); got != ExitOK {
+		t.Errorf("ExitStatusOf(nil) = %d", got)
+	}
+}
