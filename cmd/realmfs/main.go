@@ -1,0 +1,211 @@
+// Command realmfs mounts a workspace directory through realm's guarded FUSE
+// filesystem. See realmfs --help.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs"
+)
+
+const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
+
+Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
+every open and change from any process on the mount is resolved beneath
+BACKING without following symlinks, verified against the object it expects,
+and refused (EACCES, audited) when it would leave BACKING.
+
+Without -f, realmfs detaches and returns once the mount is ready; its exit
+status says whether it is. Unmount with 'fusermount3 -u MOUNTPOINT' (or
+umount as root), or send SIGINT/SIGTERM to the daemon.
+
+/etc/fstab:  BACKING MOUNTPOINT fuse.realmfs defaults 0 0
+
+Exit status: 0 mounted (or clean unmount with -f), 1 runtime error, 2 usage.
+
+Flags:
+`
+
+const optionsText = `
+Mount options (-o, comma-separated):
+  allow_other          let users other than the mounter use the mount
+  default_permissions  let the kernel check permissions (on with allow_other)
+  ro                   read-only mount
+  fsname=NAME          name in the first column of df/mount (default BACKING)
+  subtype=NAME         accepted for compatibility; the type stays fuse.realmfs
+  passthrough=on|off   serve read-only opens by kernel FUSE passthrough (default on)
+  Generic mount(8) options (rw, dev, suid, exec, auto, nofail, _netdev,
+  x-*, ...) are accepted and ignored, so fstab lines work.
+`
+
+// version is set by the Makefile through -ldflags.
+var version = ""
+
+func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+
+// config is what the command line asks for.
+type config struct {
+	backing, mountpoint string
+	foreground          bool
+	debug               bool
+	auditLog            string
+	mount               mountOptions
+}
+
+func run(args []string, stderr io.Writer) int {
+	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var (
+		cfg         config
+		opts        []string
+		showVersion bool
+	)
+	flags.BoolVarP(&cfg.foreground, "foreground", "f", false, "stay in the foreground (do not detach)")
+	flags.StringSliceVarP(&opts, "options", "o", nil, "mount options, comma-separated (see below)")
+	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE`")
+	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
+	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
+	flags.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		flags.PrintDefaults()
+		fmt.Fprint(stderr, optionsText)
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return errcode.ExitUsage
+	}
+	if showVersion {
+		fmt.Fprintln(os.Stdout, "realmfs", versionString())
+		return 0
+	}
+	if flags.NArg() != 2 {
+		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
+		return errcode.ExitUsage
+	}
+	cfg.backing, cfg.mountpoint = flags.Arg(0), flags.Arg(1)
+	mo, err := parseMountOptions(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "realmfs: %v\n", err)
+		return errcode.ExitUsage
+	}
+	cfg.mount = mo
+	if cfg.debug {
+		cfg.foreground = true
+	}
+	if err := checkDirs(cfg.backing, cfg.mountpoint); err != nil {
+		fmt.Fprintf(stderr, "realmfs: %v\n", err)
+		return errcode.ExitUsage
+	}
+	if !cfg.foreground && !isDaemonChild() {
+		return detach(stderr)
+	}
+	return serve(cfg, stderr)
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+func checkDirs(backing, mountpoint string) error {
+	for _, d := range []struct{ role, path string }{{"backing directory", backing}, {"mountpoint", mountpoint}} {
+		st, err := os.Stat(d.path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.role, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s %s is not a directory", d.role, d.path)
+		}
+	}
+	return nil
+}
+
+// serve mounts and runs the filesystem until it is unmounted or signalled.
+func serve(cfg config, stderr io.Writer) int {
+	raiseFileLimit()
+	fail := func(format string, args ...any) int {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Fprintf(stderr, "realmfs: %s\n", msg)
+		notifyParent(msg)
+		return errcode.ExitFailure
+	}
+	var audit *fusefs.Auditor
+	if cfg.auditLog != "" {
+		f, err := os.OpenFile(cfg.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fail("audit log: %v", err)
+		}
+		defer f.Close()
+		audit = fusefs.NewAuditor(f)
+	}
+	isRoot := os.Geteuid() == 0
+	fsys, err := fusefs.New(cfg.backing, fusefs.Options{
+		ReadOnly:      cfg.mount.readOnly,
+		Passthrough:   cfg.mount.passthrough && isRoot,
+		ChownToCaller: isRoot && cfg.mount.allowOther,
+		Audit:         audit,
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer fsys.Close()
+	fsname := cfg.mount.fsname
+	if fsname == "" {
+		fsname = cfg.backing
+	}
+	fopts := fsys.MountOptions(fuse.MountOptions{
+		AllowOther: cfg.mount.allowOther,
+		FsName:     fsname,
+		Name:       "realmfs",
+		Options:    cfg.mount.kernelOptions(),
+		Debug:      cfg.debug,
+	})
+	server, err := fs.Mount(cfg.mountpoint, fsys.Root(), fopts)
+	if err != nil {
+		return fail("mount %s: %v", cfg.mountpoint, err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		if err := server.Unmount(); err != nil {
+			fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
+		}
+	}()
+	notifyParent("")
+	server.Wait()
+	return 0
+}
+
+// raiseFileLimit lifts the soft fd limit to the hard one: each directory the
+// kernel has cached holds one O_PATH fd in the daemon.
+func raiseFileLimit() {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	}
+}
+
+// errUnknownOption is wrapped by parseMountOptions for a usage error.
+var errUnknownOption = errors.New("unknown mount option")
+

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// mountOptions are the -o options realmfs understands.
+type mountOptions struct {
+	allowOther         bool
+	defaultPermissions bool
+	readOnly           bool
+	passthrough        bool
+	fsname             string
+}
+
+// genericOptions are mount(8)'s own options, which fstab and mount.fuse3
+// pass along; they mean nothing to a FUSE daemon and are accepted silently.
+var genericOptions = map[string]bool{
+	"rw": true, "defaults": true, "dev": true, "nodev": true, "suid": true, "nosuid": true,
+	"exec": true, "noexec": true, "auto": true, "noauto": true, "user": true, "nouser": true,
+	"users": true, "owner": true, "group": true, "async": true, "sync": true, "atime": true,
+	"noatime": true, "relatime": true, "norelatime": true, "strictatime": true, "lazytime": true,
+	"nodiratime": true, "diratime": true, "_netdev": true, "nofail": true, "silent": true, "loud": true,
+}
+
+// parseMountOptions reads -o values as sshfs and bindfs take them: each
+// value is a comma-separated list, and -o may repeat.
+func parseMountOptions(values []string) (mountOptions, error) {
+	mo := mountOptions{passthrough: true}
+	for _, v := range values {
+		for _, opt := range strings.Split(v, ",") {
+			opt = strings.TrimSpace(opt)
+			key, val, hasVal := strings.Cut(opt, "=")
+			switch {
+			case opt == "":
+			case key == "allow_other" && !hasVal:
+				mo.allowOther = true
+			case key == "default_permissions" && !hasVal:
+				mo.defaultPermissions = true
+			case key == "ro" && !hasVal:
+				mo.readOnly = true
+			case key == "fsname" && hasVal && val != "":
+				mo.fsname = val
+			case key == "subtype" && hasVal:
+			case key == "passthrough" && hasVal:
+				switch val {
+				case "on":
+					mo.passthrough = true
+				case "off":
+					mo.passthrough = false
+				default:
+					return mo, fmt.Errorf("-o passthrough=%q: want on or off: %w", val, errUnknownOption)
+				}
+			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
+			default:
+				return mo, fmt.Errorf("-o %q: %w (see realmfs --help)", opt, errUnknownOption)
+			}
+		}
+	}
+	// With other users on the mount, the kernel must check their
+	// permissions: the daemon itself acts as root.
+	if mo.allowOther {
+		mo.defaultPermissions = true
+	}
+	return mo, nil
+}
+
+// kernelOptions are the options handed to the kernel mount.
+func (mo mountOptions) kernelOptions() []string {
+	var o []string
+	if mo.defaultPermissions {
+		o = append(o, "default_permissions")
+	}
+	if mo.readOnly {
+		o = append(o, "ro")
+	}
+	return o
+}

@@ -1,0 +1,321 @@
+// Package dirfd is the only code in realm that makes system calls on the
+// backing directory. Every call names its object as (directory fd, name),
+// where the directory fd was itself opened beneath the root without following
+// a symlink, and acts on the name without following one either. Nothing here
+// builds or accepts a path longer than one name, except OpenBeneath, whose
+// walk checks every step.
+//
+// Flags are forced in one place, after gocryptfs's syscallcompat:
+// O_NOFOLLOW and O_CLOEXEC on every open, O_EXCL whenever O_CREAT,
+// AT_SYMLINK_NOFOLLOW on every *at call that would otherwise follow.
+// Resolution failures that mean "this would leave the root or follow a
+// link" (EXDEV and ELOOP from openat2) come back as ErrEscape.
+//
+// Objects already open are acted on through their fd with AT_EMPTY_PATH or
+// through /proc/self/fd/N, which names exactly that object: the gVisor gofer
+// pattern. A caller that holds an fd and verified it (Fstat, then comparing
+// dev and ino) therefore acts on the object it verified, whatever happens to
+// the names in between.
+package dirfd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrEscape reports that resolution would leave the root, follow a symlink
+// or a magic link, or met an object other than the one expected.
+var ErrEscape = errors.New("path escapes the backing root")
+
+// resolveFlags confine openat2 to the directory it starts from.
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// noOpenat2 is set once openat2 answered ENOSYS; from then on opens use the
+// openat fallback, which is equally safe for single names (O_NOFOLLOW) and
+// walks multi-name paths one checked step at a time.
+var noOpenat2 atomic.Bool
+
+// CheckName refuses names that are not a single directory entry. A name from
+// the kernel is never "", "." or ".." and never holds '/', but the layer does
+// not rely on that.
+func CheckName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("name %q: %w", name, ErrEscape)
+	}
+	return nil
+}
+
+// escapeErr maps openat2's refusals to ErrEscape and keeps other errnos.
+func escapeErr(err error) error {
+	if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%w (%v)", ErrEscape, err)
+	}
+	return err
+}
+
+// openName opens one name in dir. flags get O_NOFOLLOW and O_CLOEXEC, and
+// O_EXCL with O_CREAT.
+func openName(dir int, name string, flags int, mode uint32) (int, error) {
+	if err := CheckName(name); err != nil {
+		return -1, err
+	}
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if flags&unix.O_CREAT != 0 {
+		flags |= unix.O_EXCL
+	}
+	if !noOpenat2.Load() {
+		fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveFlags})
+		if err == nil {
+			return fd, nil
+		}
+		if !errors.Is(err, unix.ENOSYS) {
+			return -1, escapeErr(err)
+		}
+		noOpenat2.Store(true)
+	}
+	fd, err := unix.Openat(dir, name, flags, mode)
+	return fd, escapeErr(err)
+}
+
+// OpenDir opens the directory name in dir as an O_PATH fd: a handle that
+// pins the directory for later *at calls and grants no data access.
+func OpenDir(dir int, name string) (int, error) {
+	return openName(dir, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+}
+
+// OpenPath opens any object (including a symlink itself) as an O_PATH fd, so
+// it can be verified with Fstat and then acted on with the fd-based calls.
+func OpenPath(dir int, name string) (int, error) {
+	return openName(dir, name, unix.O_PATH, 0)
+}
+
+// Open opens name in dir for data. The caller must Fstat the result and
+// verify it is the regular file it expects before serving any byte; Open
+// itself refuses nothing but symlinks and escapes. O_NONBLOCK is added so
+// that a fifo swapped in for a file cannot hang the open.
+func Open(dir int, name string, flags int, mode uint32) (int, error) {
+	return openName(dir, name, flags|unix.O_NONBLOCK, mode)
+}
+
+// ReopenDir opens the directory held by the O_PATH fd dir for reading its
+// entries; "." names exactly that directory.
+func ReopenDir(dir int) (int, error) {
+	return unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// Reopen opens the object held by fd (an O_PATH fd) with new flags through
+// /proc/self/fd, which names exactly that object. Used for regular files
+// only; never with O_CREAT.
+func Reopen(fd int, flags int) (int, error) {
+	flags &^= unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW
+	return unix.Open(procPath(fd), flags|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+}
+
+func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// OpenRoot opens the backing root given on the command line. Symlinks in the
+// path the user typed are followed once, here; everything beneath is
+// resolved without following any.
+func OpenRoot(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// OpenBeneath opens rel, a slash-separated path relative to root, without
+// following any symlink and without leaving root, and returns an fd opened
+// with flags (O_PATH|O_DIRECTORY to get a directory handle). It uses one
+// openat2 call, or, where openat2 is missing or the path is longer than the
+// kernel takes in one call, a walk of one checked OpenDir per directory.
+// Empty components and "." are skipped; ".." is an escape.
+func OpenBeneath(root int, rel string, flags int) (int, error) {
+	rel = strings.Trim(rel, "/")
+	if rel == "" {
+		return unix.Openat(root, ".", flags|unix.O_CLOEXEC, 0)
+	}
+	if !noOpenat2.Load() && !forceWalk.Load() && len(rel) < unix.PathMax {
+		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC), Resolve: resolveFlags})
+		if !errors.Is(err, unix.ENOSYS) {
+			return fd, escapeErr(err)
+		}
+		noOpenat2.Store(true)
+	}
+	names := strings.Split(rel, "/")
+	dir, err := unix.Dup(root)
+	if err != nil {
+		return -1, err
+	}
+	for i, name := range names {
+		if name == "" || name == "." {
+			continue
+		}
+		if h := walkHook.Load(); h != nil {
+			(*h)(i, name)
+		}
+		var next int
+		if i == len(names)-1 {
+			next, err = openName(dir, name, flags, 0)
+		} else {
+			next, err = OpenDir(dir, name)
+			if errors.Is(err, unix.ENOTDIR) {
+				// O_PATH|O_DIRECTORY|O_NOFOLLOW meets a symlink as
+				// ENOTDIR; mid-walk it is an escape all the same.
+				var st unix.Stat_t
+				if Lstat(dir, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = fmt.Errorf("%q: %w", name, ErrEscape)
+				}
+			}
+		}
+		unix.Close(dir)
+		if err != nil {
+			return -1, err
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// Hooks for tests: forceWalk makes OpenBeneath walk name by name, walkHook
+// runs before each step so a test can swap objects between two steps.
+var (
+	forceWalk atomic.Bool
+	walkHook  atomic.Pointer[func(step int, name string)]
+)
+
+// Fstat stats an open object.
+func Fstat(fd int, st *unix.Stat_t) error { return unix.Fstat(fd, st) }
+
+// Lstat stats name in dir without following a symlink.
+func Lstat(dir int, name string, st *unix.Stat_t) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return unix.Fstatat(dir, name, st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// Mkdir creates a directory.
+func Mkdir(dir int, name string, mode uint32) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return unix.Mkdirat(dir, name, mode)
+}
+
+// Mknod creates a fifo or a socket; device nodes are the caller's to refuse.
+func Mknod(dir int, name string, mode uint32, dev int) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return unix.Mknodat(dir, name, mode, dev)
+}
+
+// Symlink creates name in dir pointing at target. The target is the
+// caller's to check; the kernel never follows it here.
+func Symlink(target string, dir int, name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return unix.Symlinkat(target, dir, name)
+}
+
+// Readlink reads the target of the symlink held by the O_PATH fd.
+func Readlink(fd int) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// Unlink removes name from dir; flags may be unix.AT_REMOVEDIR.
+func Unlink(dir int, name string, flags int) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return unix.Unlinkat(dir, name, flags)
+}
+
+// Rename renames between two directory fds; flags as for renameat2.
+func Rename(oldDir int, oldName string, newDir int, newName string, flags uint) error {
+	if err := CheckName(oldName); err != nil {
+		return err
+	}
+	if err := CheckName(newName); err != nil {
+		return err
+	}
+	return unix.Renameat2(oldDir, oldName, newDir, newName, flags)
+}
+
+// Link makes newName in newDir a hard link to the object held by fd, an
+// O_PATH fd the caller verified, so the link is to that object and no other.
+func Link(fd int, newDir int, newName string) error {
+	if err := CheckName(newName); err != nil {
+		return err
+	}
+	err := unix.Linkat(fd, "", newDir, newName, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
+		// AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc form is
+		// the unprivileged way to name the same object.
+		err = unix.Linkat(unix.AT_FDCWD, procPath(fd), newDir, newName, unix.AT_SYMLINK_FOLLOW)
+	}
+	return err
+}
+
+// Chmod changes the mode of the object held by fd. A symlink's mode cannot
+// be changed on Linux and answers EOPNOTSUPP.
+func Chmod(fd int, mode uint32) error {
+	return unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH)
+}
+
+// Chown changes the owner of the object held by fd; -1 keeps a value.
+func Chown(fd int, uid, gid int) error {
+	return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// Utimens sets the times of the object held by fd; UTIME_NOW and
+// UTIME_OMIT pass through.
+func Utimens(fd int, ts []unix.Timespec) error {
+	return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// Statfs reports on the filesystem holding the object held by fd.
+func Statfs(fd int, st *unix.Statfs_t) error { return unix.Fstatfs(fd, st) }
+
+// Extended attributes of the object held by fd. O_PATH fds take no
+// f*xattr calls, so they go through /proc/self/fd/N, which names that object.
+
+// Getxattr reads attribute attr into dest (nil asks for the size).
+func Getxattr(fd int, attr string, dest []byte) (int, error) {
+	return unix.Getxattr(procPath(fd), attr, dest)
+}
+
+// Setxattr writes attribute attr.
+func Setxattr(fd int, attr string, data []byte, flags int) error {
+	return unix.Setxattr(procPath(fd), attr, data, flags)
+}
+
+// Removexattr removes attribute attr.
+func Removexattr(fd int, attr string) error {
+	return unix.Removexattr(procPath(fd), attr)
+}
+
+// Listxattr lists attribute names into dest (nil asks for the size).
+func Listxattr(fd int, dest []byte) (int, error) {
+	return unix.Listxattr(procPath(fd), dest)
+}
+
+// Close closes an fd; an error is only worth a log line.
+func Close(fd int) error { return unix.Close(fd) }

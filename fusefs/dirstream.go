@@ -1,0 +1,73 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"realm/fusefs/dirfd"
+)
+
+// dirHandle is an open directory: go-fuse's fd-based stream over the backing
+// directory with some names left out. Seeking, fsyncdir and release go to
+// the stream it wraps.
+type dirHandle struct {
+	stream fs.DirStream // from fs.NewLoopbackDirStreamFd
+	hide   func(name string) bool
+}
+
+var (
+	_ = (fs.NodeOpendirHandler)((*Node)(nil))
+	_ = (fs.FileReaddirenter)((*dirHandle)(nil))
+	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
+	_ = (fs.FileReleasedirer)((*dirHandle)(nil))
+)
+
+// OpendirHandle opens n for listing: "." reopened relative to n's own
+// O_PATH fd names exactly the verified directory.
+func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	fd, err := dirfd.ReopenDir(pfd)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	stream, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		dirfd.Close(fd)
+		return nil, 0, errno
+	}
+	return &dirHandle{stream: stream, hide: n.fsys.hiddenEntry(n)}, 0, 0
+}
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	for {
+		de, errno := d.stream.(fs.FileReaddirenter).Readdirent(ctx)
+		if errno != 0 || de == nil {
+			return de, errno
+		}
+		if de.Name == "." || de.Name == ".." || !d.hide(de.Name) {
+			return de, 0
+		}
+	}
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	return d.stream.(fs.FileSeekdirer).Seekdir(ctx, off)
+}
+
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return d.stream.(fs.FileFsyncdirer).Fsyncdir(ctx, flags)
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.stream.Close() }
+
+// hiddenEntry returns the filter for listing directory n.
+func (f *FS) hiddenEntry(n *Node) func(name string) bool {
+	return hiddenName
+}

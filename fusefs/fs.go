@@ -1,0 +1,172 @@
+// Package fusefs is realm's guarded loopback filesystem: the go-fuse node
+// tree and file handles that stand between every process on the mount and
+// the backing directory.
+//
+// Every operation follows one shape: find the parent directory's fd (held by
+// the parent node, opened beneath the root with no symlink followed), run
+// the guard's checks, then make exactly one call into package dirfd on
+// (dirfd, name), and verify what it reached against the (dev, ino) the node
+// expects. No path string is ever handed to a system call, so a process
+// outside the mount that swaps directories for symlinks cannot steer an
+// operation out of the root, and a path longer than PATH_MAX through the
+// mount works as it does on the backing filesystem.
+//
+// Lock order: Node.mu (a directory's fd) is taken alone and never held
+// across a call into go-fuse or into another node; FS.auditMu is a leaf.
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+)
+
+// TempPrefix starts the names of realm's own temp files in the backing dir.
+// They are never listed, never found by lookup and never created through the
+// mount.
+const TempPrefix = ".realm-tmp-"
+
+// Options configure a mount's guard.
+type Options struct {
+	// ReadOnly refuses every change with EROFS, on top of the kernel's ro.
+	ReadOnly bool
+	// Passthrough lets the kernel serve reads of files opened read-only
+	// straight from the backing file (FUSE passthrough), where it can.
+	Passthrough bool
+	// ChownToCaller gives each created object to the calling uid/gid: set it
+	// when the daemon runs as root for other users (allow_other).
+	ChownToCaller bool
+	// Audit receives one event per refusal; nil discards them.
+	Audit *Auditor
+}
+
+// FS is one guarded mount's shared state.
+type FS struct {
+	opts    Options
+	rootFd  int
+	rootDev uint64
+	root    *Node
+}
+
+// New opens the backing root and returns the root node to mount.
+func New(backing string, opts Options) (*FS, error) {
+	fd, err := dirfd.OpenRoot(backing)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
+	}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
+	return fsys, nil
+}
+
+// Root is the node to hand to fs.Mount.
+func (f *FS) Root() *Node { return f.root }
+
+// RootStableAttr is the root's identity, for fs.Options.RootStableAttr.
+func (f *FS) RootStableAttr() *fs.StableAttr {
+	return &fs.StableAttr{Mode: syscall.S_IFDIR, Ino: f.root.ino}
+}
+
+// MountOptions returns the go-fuse options realm mounts with.
+func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
+	entry, attr, neg := time.Second, time.Second, time.Duration(0)
+	mo.EnableLocks = true
+	if mo.MaxWrite == 0 {
+		mo.MaxWrite = 1 << 20
+	}
+	if !f.opts.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	return &fs.Options{
+		MountOptions:    mo,
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &neg,
+		RootStableAttr:  f.RootStableAttr(),
+		NullPermissions: true,
+	}
+}
+
+// Close releases the root fd once the server has stopped.
+func (f *FS) Close() error { return dirfd.Close(f.rootFd) }
+
+// inoOf maps a backing (dev, ino) to the mount's inode number: files on the
+// root's device keep their own number; others are mixed with their device so
+// that a filesystem mounted inside the backing dir cannot collide.
+func (f *FS) inoOf(st *unix.Stat_t) uint64 {
+	if st.Dev == f.rootDev {
+		return st.Ino
+	}
+	swap := func(d uint64) uint64 { return d<<32 | d>>32 }
+	return (swap(st.Dev) ^ swap(f.rootDev)) ^ st.Ino
+}
+
+// hiddenName reports names the mount never shows.
+func hiddenName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
+
+// caller returns who made the request; the zero Caller if go-fuse did not say.
+func caller(ctx context.Context) fuse.Caller {
+	if c, ok := fuse.FromContext(ctx); ok && c != nil {
+		return *c
+	}
+	return fuse.Caller{}
+}
+
+// refuse audits a refusal and returns its errno.
+func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code errcode.Code) syscall.Errno {
+	errno := code.Errno()
+	if f.opts.Audit != nil {
+		f.opts.Audit.Record(ctx, op, f.relPath(n, name), code, errno)
+	}
+	return errno
+}
+
+// relPath is the workspace-relative path of name in n, for audit lines and
+// policy matching. It is built in memory only and never passed to a system
+// call.
+func (f *FS) relPath(n *Node, name string) string {
+	p := ""
+	if n != nil {
+		p = n.Path(f.root.EmbeddedInode())
+	}
+	switch {
+	case name == "":
+		return p
+	case p == "":
+		return name
+	default:
+		return p + "/" + name
+	}
+}
+
+func isEscape(err error) bool { return errors.Is(err, dirfd.ErrEscape) }
+
+// toErrno maps an error from the dirfd layer to what the caller sees.
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if isEscape(err) {
+		return syscall.EACCES
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}

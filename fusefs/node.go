@@ -1,0 +1,370 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+)
+
+// Node is one object of the mount. It knows the backing object it stands
+// for by (dev, ino), never by path. A directory node also holds an O_PATH fd
+// of its directory, opened lazily from its parent's fd and verified; every
+// operation on a child is relative to that fd.
+type Node struct {
+	fs.Inode
+
+	fsys *FS
+	dev  uint64 // the backing object's identity, fixed at lookup
+	ino  uint64
+
+	mu sync.Mutex
+	fd int // directories: O_PATH fd, or -1 until first use
+
+	locks lockFds // per-owner fds for POSIX record locks and flock
+}
+
+var (
+	_ = (fs.NodeLookuper)((*Node)(nil))
+	_ = (fs.NodeGetattrer)((*Node)(nil))
+	_ = (fs.NodeSetattrer)((*Node)(nil))
+	_ = (fs.NodeOnForgetter)((*Node)(nil))
+	_ = (fs.NodeStatfser)((*Node)(nil))
+	_ = (fs.NodeReadlinker)((*Node)(nil))
+)
+
+// newChild makes the node for a backing object just stat'ed in n. go-fuse may
+// answer with an existing node for the same inode number (a hard link, or a
+// second lookup racing this one); that node stands for the same object.
+func (n *Node) newChild(ctx context.Context, st *unix.Stat_t) *fs.Inode {
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1}
+	return n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st)})
+}
+
+// asNode returns the realm node behind a go-fuse inode.
+func asNode(in *fs.Inode) *Node {
+	if in == nil {
+		return nil
+	}
+	n, _ := in.Operations().(*Node)
+	return n
+}
+
+// dirFd returns the O_PATH fd of directory n, opening and verifying it on
+// first use. The fd stays valid while the kernel references n or any of its
+// children, which covers every caller: go-fuse forgets a directory only
+// after all of that has gone, and only then does OnForget close it.
+func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
+	n.mu.Lock()
+	fd := n.fd
+	n.mu.Unlock()
+	if fd >= 0 {
+		return fd, 0
+	}
+	name, parent := n.Parent()
+	pn := asNode(parent)
+	if pn == nil {
+		return -1, syscall.ENOENT // unlinked, or not attached yet
+	}
+	pfd, errno := pn.dirFd(ctx)
+	if errno != 0 {
+		return -1, errno
+	}
+	fd, err := dirfd.OpenDir(pfd, name)
+	if err != nil {
+		if isEscape(err) || err == syscall.ENOTDIR {
+			n.fsys.invalidate(pn, name)
+			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
+		}
+		return -1, toErrno(err)
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return -1, toErrno(err)
+	}
+	if st.Dev != n.dev || st.Ino != n.ino {
+		dirfd.Close(fd)
+		n.fsys.invalidate(pn, name)
+		return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fd >= 0 { // another request opened it meanwhile
+		dirfd.Close(fd)
+		return n.fd, 0
+	}
+	n.fd = fd
+	return fd, 0
+}
+
+// OnForget closes a directory's fd once go-fuse has dropped the node.
+func (n *Node) OnForget() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fd >= 0 && n != n.fsys.root {
+		dirfd.Close(n.fd)
+	}
+	n.fd = -1
+	n.locks.closeAll()
+}
+
+// parentFd returns the fd of n's parent directory and n's name in it.
+func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno) {
+	name, parent := n.Parent()
+	pn := asNode(parent)
+	if pn == nil {
+		return -1, "", nil, syscall.ENOENT
+	}
+	pfd, errno := pn.dirFd(ctx)
+	return pfd, name, pn, errno
+}
+
+// verify checks that st is the object n stands for. A mismatch means the
+// name now leads somewhere else (swapped from outside the mount): it is
+// refused, audited, and the kernel is told to forget the stale entry.
+func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
+	if st.Dev == n.dev && st.Ino == n.ino {
+		return 0
+	}
+	n.fsys.invalidate(pn, name)
+	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape)
+}
+
+// openPath opens n itself as an O_PATH fd and verifies it. The caller acts on
+// the fd, so the object verified is the object changed.
+func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
+	if n.IsDir() {
+		fd, errno := n.dirFd(ctx)
+		if errno != 0 {
+			return -1, errno
+		}
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		return dup, toErrno(err)
+	}
+	pfd, name, pn, errno := n.parentFd(ctx)
+	if errno != 0 {
+		return -1, errno
+	}
+	fd, err := dirfd.OpenPath(pfd, name)
+	if err != nil {
+		return -1, toErrno(err)
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return -1, toErrno(err)
+	}
+	if errno := n.verify(ctx, op, pn, name, &st); errno != 0 {
+		dirfd.Close(fd)
+		return -1, errno
+	}
+	return fd, 0
+}
+
+// invalidate asks the kernel to drop its cached entry for name in dir, so the
+// next access looks it up afresh. It runs asynchronously: a notification
+// sent from inside a request can deadlock against that request.
+func (f *FS) invalidate(dir *Node, name string) {
+	if dir == nil {
+		return
+	}
+	go dir.NotifyEntry(name)
+}
+
+// Lookup finds name in n: one fstatat on (n's fd, name), no symlink
+// followed.
+func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if hiddenName(name) {
+		return nil, syscall.ENOENT
+	}
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return nil, errno
+	}
+	var st unix.Stat_t
+	if err := dirfd.Lstat(pfd, name, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	n.fsys.fillEntry(out, &st)
+	return n.newChild(ctx, &st), 0
+}
+
+func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
+	a.Ino = f.inoOf(s)
+	a.Size = uint64(s.Size)
+	a.Blocks = uint64(s.Blocks)
+	a.Atime, a.Atimensec = uint64(s.Atim.Sec), uint32(s.Atim.Nsec)
+	a.Mtime, a.Mtimensec = uint64(s.Mtim.Sec), uint32(s.Mtim.Nsec)
+	a.Ctime, a.Ctimensec = uint64(s.Ctim.Sec), uint32(s.Ctim.Nsec)
+	a.Mode = s.Mode
+	a.Nlink = uint32(s.Nlink)
+	a.Uid, a.Gid = s.Uid, s.Gid
+	a.Rdev = uint32(s.Rdev)
+	a.Blksize = uint32(s.Blksize)
+}
+
+func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
+	f.fillAttr(&out.Attr, st)
+}
+
+// stat stats the object n stands for, through fh when there is one.
+func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
+	if f, ok := fh.(*File); ok {
+		return toErrno(dirfd.Fstat(f.fd, st))
+	}
+	if n.IsDir() {
+		fd, errno := n.dirFd(ctx)
+		if errno != 0 {
+			return errno
+		}
+		return toErrno(dirfd.Fstat(fd, st))
+	}
+	pfd, name, pn, errno := n.parentFd(ctx)
+	if errno != 0 {
+		return errno
+	}
+	if err := dirfd.Lstat(pfd, name, st); err != nil {
+		return toErrno(err)
+	}
+	return n.verify(ctx, "stat", pn, name, st)
+}
+
+// Getattr stats the backing object.
+func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	var st unix.Stat_t
+	if errno := n.stat(ctx, fh, &st); errno != 0 {
+		return errno
+	}
+	n.fsys.fillAttr(&out.Attr, &st)
+	return 0
+}
+
+// Setattr changes mode, owner, size and times, each through an fd of the
+// verified object: the open handle's when there is one, else an O_PATH fd.
+func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	var fd int
+	if f, ok := fh.(*File); ok {
+		fd = f.fd
+	} else {
+		pfd, errno := n.openPath(ctx, "setattr")
+		if errno != 0 {
+			return errno
+		}
+		defer dirfd.Close(pfd)
+		fd = pfd
+	}
+	if mode, ok := in.GetMode(); ok {
+		if err := dirfd.Chmod(fd, mode&07777); err != nil {
+			return toErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := dirfd.Chown(fd, u, g); err != nil {
+			return toErrno(err)
+		}
+	}
+	if size, ok := in.GetSize(); ok {
+		if errno := n.truncate(ctx, fh, fd, size); errno != 0 {
+			return errno
+		}
+	}
+	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if in.Valid&fuse.FATTR_ATIME != 0 {
+			ts[0] = timespec(in.Valid&fuse.FATTR_ATIME_NOW != 0, in.Atime, in.Atimensec)
+		}
+		if in.Valid&fuse.FATTR_MTIME != 0 {
+			ts[1] = timespec(in.Valid&fuse.FATTR_MTIME_NOW != 0, in.Mtime, in.Mtimensec)
+		}
+		if err := dirfd.Utimens(fd, ts); err != nil {
+			return toErrno(err)
+		}
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
+	if now {
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	}
+	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
+}
+
+// truncate sets the size of a regular file: through the open handle, or by
+// reopening the verified O_PATH fd for writing.
+func (n *Node) truncate(ctx context.Context, fh fs.FileHandle, fd int, size uint64) syscall.Errno {
+	if _, ok := fh.(*File); ok {
+		return toErrno(unix.Ftruncate(fd, int64(size)))
+	}
+	if n.Mode()&syscall.S_IFMT != syscall.S_IFREG {
+		return syscall.EINVAL
+	}
+	wfd, err := dirfd.Reopen(fd, unix.O_WRONLY)
+	if err != nil {
+		return toErrno(err)
+	}
+	defer dirfd.Close(wfd)
+	return toErrno(unix.Ftruncate(wfd, int64(size)))
+}
+
+// Statfs reports on the backing filesystem.
+func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var st unix.Statfs_t
+	if err := dirfd.Statfs(n.fsys.rootFd, &st); err != nil {
+		return toErrno(err)
+	}
+	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
+	out.Files, out.Ffree = st.Files, st.Ffree
+	out.Bsize, out.Frsize = uint32(st.Bsize), uint32(st.Frsize)
+	out.NameLen = uint32(st.Namelen)
+	return 0
+}
+
+// Readlink returns a symlink's target if it stays beneath the root.
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	fd, errno := n.openPath(ctx, "readlink")
+	if errno != 0 {
+		return nil, errno
+	}
+	defer dirfd.Close(fd)
+	target, err := dirfd.Readlink(fd)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	_, parent := n.Parent()
+	if !staysInside(n.fsys.depth(asNode(parent)), target) {
+		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape)
+	}
+	return []byte(target), 0
+}
+
+// depth counts the directories between the root and n.
+func (f *FS) depth(n *Node) int {
+	d := 0
+	for in := n.EmbeddedInode(); in != nil && in != f.root.EmbeddedInode(); d++ {
+		_, in = in.Parent()
+		if in == nil {
+			return -1 // detached: treat as outside
+		}
+	}
+	return d
+}

@@ -1,0 +1,221 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+)
+
+var (
+	_ = (fs.NodeMkdirer)((*Node)(nil))
+	_ = (fs.NodeMknoder)((*Node)(nil))
+	_ = (fs.NodeSymlinker)((*Node)(nil))
+	_ = (fs.NodeLinker)((*Node)(nil))
+	_ = (fs.NodeUnlinker)((*Node)(nil))
+	_ = (fs.NodeRmdirer)((*Node)(nil))
+	_ = (fs.NodeRenamer)((*Node)(nil))
+)
+
+// claim gives a just-created object, held by fd, to the caller, when the
+// daemon creates on behalf of other users. In a set-group-ID directory the
+// group stays the directory's, as the kernel would have made it.
+func (f *FS) claim(ctx context.Context, dir *Node, fd int) syscall.Errno {
+	if !f.opts.ChownToCaller {
+		return 0
+	}
+	c := caller(ctx)
+	if c.Uid == 0 && c.Gid == 0 {
+		return 0
+	}
+	gid := int(c.Gid)
+	pfd, errno := dir.dirFd(ctx)
+	if errno != 0 {
+		return errno
+	}
+	var pst unix.Stat_t
+	if err := dirfd.Fstat(pfd, &pst); err == nil && pst.Mode&syscall.S_ISGID != 0 {
+		gid = -1
+	}
+	return toErrno(dirfd.Chown(fd, int(c.Uid), gid))
+}
+
+// createNamed finishes making a directory, fifo, socket or symlink by name:
+// make is called with a mode with no permission bits, so that the object can
+// be recognised as the one this call made (a root-made object no one can
+// open yet) before it is given to the caller and its mode is set. Without
+// ownership to hand over, make gets the final mode and no check is needed.
+func (n *Node) createNamed(ctx context.Context, op, name string, mode uint32, make func(pfd int, mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fsys.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	if hiddenName(name) {
+		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
+	}
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return nil, errno
+	}
+	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
+	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
+	first := mode
+	if handOver && !isLink {
+		first = mode &^ 07777
+	}
+	if err := make(pfd, first&07777); err != nil {
+		return nil, toErrno(err)
+	}
+	fd, err := dirfd.OpenPath(pfd, name)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	defer dirfd.Close(fd)
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != 0 || st.Uid != uint32(unix.Geteuid()))) {
+		// Not what this call made: something outside swapped it in.
+		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
+	}
+	if handOver {
+		if errno := n.fsys.claim(ctx, n, fd); errno != 0 {
+			dirfd.Unlink(pfd, name, unlinkFlags(mode))
+			return nil, errno
+		}
+		if !isLink {
+			if err := dirfd.Chmod(fd, mode&07777); err != nil {
+				dirfd.Unlink(pfd, name, unlinkFlags(mode))
+				return nil, toErrno(err)
+			}
+		}
+		if err := dirfd.Fstat(fd, &st); err != nil {
+			return nil, toErrno(err)
+		}
+	}
+	n.fsys.fillEntry(out, &st)
+	return n.newChild(ctx, &st), 0
+}
+
+func unlinkFlags(mode uint32) int {
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return unix.AT_REMOVEDIR
+	}
+	return 0
+}
+
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.createNamed(ctx, "mkdir", name, syscall.S_IFDIR|mode&07777, func(pfd int, m uint32) error {
+		return dirfd.Mkdir(pfd, name, m)
+	}, out)
+}
+
+// Mknod makes fifos, sockets and regular files; device nodes would give
+// agents raw devices and are refused with EPERM.
+func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
+	case 0:
+		mode |= syscall.S_IFREG
+	default:
+		return nil, syscall.EPERM
+	}
+	typ := mode & syscall.S_IFMT
+	return n.createNamed(ctx, "mknod", name, mode, func(pfd int, m uint32) error {
+		return dirfd.Mknod(pfd, name, typ|m, 0)
+	}, out)
+}
+
+// Symlink creates a link whose target stays beneath the root; any other
+// target is refused (PATH_ESCAPE) and nothing is created.
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if !staysInside(n.fsys.depth(n), target) {
+		return nil, n.fsys.refuse(ctx, "symlink", n, name, errcode.PathEscape)
+	}
+	return n.createNamed(ctx, "symlink", name, syscall.S_IFLNK|0777, func(pfd int, _ uint32) error {
+		return dirfd.Symlink(target, pfd, name)
+	}, out)
+}
+
+// Link makes name in n a hard link to target's verified object.
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if n.fsys.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	if hiddenName(name) {
+		return nil, n.fsys.refuse(ctx, "link", n, name, errcode.PathEscape)
+	}
+	tn, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	fd, errno := tn.openPath(ctx, "link")
+	if errno != 0 {
+		return nil, errno
+	}
+	defer dirfd.Close(fd)
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return nil, errno
+	}
+	if err := dirfd.Link(fd, pfd, name); err != nil {
+		return nil, toErrno(err)
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	n.fsys.fillEntry(out, &st)
+	return n.newChild(ctx, &st), 0
+}
+
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, 0)
+}
+
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, unix.AT_REMOVEDIR)
+}
+
+func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno {
+	if n.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	if hiddenName(name) {
+		return syscall.ENOENT
+	}
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(dirfd.Unlink(pfd, name, flags))
+}
+
+// Rename is one renameat2 between two verified directory fds; flags
+// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through.
+func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if n.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if hiddenName(name) || hiddenName(newName) {
+		return n.fsys.refuse(ctx, "rename", n, name, errcode.PathEscape)
+	}
+	ofd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return errno
+	}
+	nfd, errno := np.dirFd(ctx)
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(dirfd.Rename(ofd, name, nfd, newName, uint(flags)))
+}

@@ -1,0 +1,63 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"realm/fusefs/dirfd"
+)
+
+var (
+	_ = (fs.NodeGetxattrer)((*Node)(nil))
+	_ = (fs.NodeSetxattrer)((*Node)(nil))
+	_ = (fs.NodeRemovexattrer)((*Node)(nil))
+	_ = (fs.NodeListxattrer)((*Node)(nil))
+)
+
+// Extended attributes act on an O_PATH fd of the verified object.
+
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	fd, errno := n.openPath(ctx, "getxattr")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer dirfd.Close(fd)
+	sz, err := dirfd.Getxattr(fd, attr, dest)
+	return uint32(max(sz, 0)), toErrno(err)
+}
+
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if n.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	fd, errno := n.openPath(ctx, "setxattr")
+	if errno != 0 {
+		return errno
+	}
+	defer dirfd.Close(fd)
+	return toErrno(dirfd.Setxattr(fd, attr, data, int(flags)))
+}
+
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if n.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	fd, errno := n.openPath(ctx, "removexattr")
+	if errno != 0 {
+		return errno
+	}
+	defer dirfd.Close(fd)
+	return toErrno(dirfd.Removexattr(fd, attr))
+}
+
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	fd, errno := n.openPath(ctx, "listxattr")
+	if errno != 0 {
+		return 0, errno
+	}
+	defer dirfd.Close(fd)
+	sz, err := dirfd.Listxattr(fd, dest)
+	return uint32(max(sz, 0)), toErrno(err)
+}

@@ -1,0 +1,297 @@
+package locks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// OwnerMode chooses what makes two callers one owner.
+type OwnerMode int
+
+const (
+	// OwnerCgroup makes each cgroup one owner: all processes of one agent
+	// sandbox, container or login session share a lock, and a person's shell
+	// is another owner. The default.
+	OwnerCgroup OwnerMode = iota
+	// OwnerSession makes each Unix session (setsid(2)) one owner.
+	OwnerSession
+	// OwnerPID makes each process one owner.
+	OwnerPID
+)
+
+// String returns the mode's name as ParseOwnerMode accepts it.
+func (m OwnerMode) String() string {
+	switch m {
+	case OwnerCgroup:
+		return "cgroup"
+	case OwnerSession:
+		return "session"
+	case OwnerPID:
+		return "pid"
+	default:
+		return "OwnerMode(" + strconv.Itoa(int(m)) + ")"
+	}
+}
+
+// ParseOwnerMode parses "cgroup", "session" or "pid" (the lockowner mount
+// option).
+func ParseOwnerMode(s string) (OwnerMode, error) {
+	switch s {
+	case "cgroup":
+		return OwnerCgroup, nil
+	case "session":
+		return OwnerSession, nil
+	case "pid":
+		return OwnerPID, nil
+	}
+	return 0, fmt.Errorf("locks: unknown lock owner mode %q (want cgroup, session or pid)", s)
+}
+
+// KernelOwner is the owner of requests with pid 0, which the kernel makes on
+// its own behalf (writeback, for example) and which no process can be blamed
+// for.
+const KernelOwner Owner = "kernel"
+
+// DefaultCacheSize bounds a Resolver's cache of cgroup lookups.
+const DefaultCacheSize = 4096
+
+// Resolver maps the pid of a FUSE request to its Owner. It is safe for
+// concurrent use.
+//
+// In cgroup mode the cgroup file is read once per process: the result is
+// cached by (pid, start time), so a reused pid, which has a new start time,
+// is looked up afresh. The stat file is still read on every call (procfs
+// makes it cheap) because that is how a reused pid is told apart.
+type Resolver struct {
+	mode     OwnerMode
+	procRoot string
+
+	mu    sync.Mutex
+	cache map[procID]Owner // guarded by mu
+	max   int              // cache bound; a field so tests can shrink it
+}
+
+// procID identifies a process across pid reuse.
+type procID struct {
+	pid   uint32
+	start uint64 // field 22 of /proc/PID/stat, clock ticks since boot
+}
+
+// NewResolver returns a Resolver for mode that reads procRoot, which is
+// "/proc" except in tests.
+func NewResolver(mode OwnerMode, procRoot string) *Resolver {
+	return &Resolver{
+		mode:     mode,
+		procRoot: procRoot,
+		cache:    make(map[procID]Owner),
+		max:      DefaultCacheSize,
+	}
+}
+
+// Owner returns the owner of process pid: "cgroup:PATH", "session:N" or
+// "pid:N" by the Resolver's mode, and KernelOwner for pid 0. It fails, with
+// an error wrapping the cause (often fs.ErrNotExist), if the process has
+// vanished or its proc files cannot be parsed.
+//
+// Pid mode reads nothing: the pid is the owner, whether or not the process
+// still exists.
+func (r *Resolver) Owner(pid uint32) (Owner, error) {
+	if pid == 0 {
+		return KernelOwner, nil
+	}
+	if r.mode == OwnerPID {
+		return Owner("pid:" + strconv.FormatUint(uint64(pid), 10)), nil
+	}
+	dir := r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
+	st, err := readStat(dir + "stat")
+	if err != nil {
+		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+	}
+	if r.mode == OwnerSession {
+		return Owner("session:" + strconv.FormatUint(st.session, 10)), nil
+	}
+	if r.mode != OwnerCgroup {
+		return "", fmt.Errorf("locks: owner of pid %d: unknown mode %v", pid, r.mode)
+	}
+
+	id := procID{pid: pid, start: st.start}
+	r.mu.Lock()
+	o, ok := r.cache[id]
+	r.mu.Unlock()
+	if ok {
+		return o, nil
+	}
+
+	b, err := os.ReadFile(dir + "cgroup")
+	if err != nil {
+		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+	}
+	path, err := cgroupPath(b)
+	if err != nil {
+		return "", fmt.Errorf("locks: owner of pid %d: %s: %w", pid, dir+"cgroup", err)
+	}
+	// The process may have exited and its pid been reused between the two
+	// reads; then the cgroup is the newcomer's and must not be cached under
+	// the old start time.
+	st2, err := readStat(dir + "stat")
+	if err != nil {
+		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+	}
+	if st2.start != st.start {
+		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, errPidReused)
+	}
+	o = Owner("cgroup:" + path)
+
+	r.mu.Lock()
+	if len(r.cache) >= r.max {
+		// Drop an arbitrary entry: most are of processes long gone, and a
+		// live one dropped costs only a reread.
+		for k := range r.cache {
+			delete(r.cache, k)
+			break
+		}
+	}
+	r.cache[id] = o
+	r.mu.Unlock()
+	return o, nil
+}
+
+var errPidReused = errors.New("process exited and its pid was reused during the lookup")
+
+// stat holds the fields of /proc/PID/stat that owners need.
+type stat struct {
+	session uint64 // field 6
+	start   uint64 // field 22
+}
+
+// readStat reads and parses a stat file. It runs on every lookup, so it reads
+// into a stack buffer with raw system calls and allocates nothing on success;
+// os.ReadFile, sized by procfs's zero file size, grows a heap buffer instead.
+func readStat(name string) (stat, error) {
+	var buf [2048]byte // a stat line is under 1,100 bytes
+	b, err := readSmall(name, buf[:])
+	if err != nil {
+		return stat{}, err
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return stat{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return st, nil
+}
+
+// readSmall reads the file name into buf and returns the bytes read. A file
+// that does not fit is an error.
+func readSmall(name string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	for n := 0; n < len(buf); {
+		m, err := unix.Read(fd, buf[n:])
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		case m == 0:
+			return buf[:n], nil
+		default:
+			n += m
+		}
+	}
+	return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("longer than expected")}
+}
+
+// parseStat parses a /proc/PID/stat line. Field 2, comm, is in parentheses
+// and may itself contain spaces and parentheses, so the fields are counted
+// from after the last ')'.
+func parseStat(b []byte) (stat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || bytes.IndexByte(b, '(') < 0 {
+		return stat{}, errors.New("malformed stat: no (comm)")
+	}
+	var session, start []byte
+	rest := b[i+1:]
+	for n := 3; n <= 22; n++ { // field 3, state, follows comm
+		rest = bytes.TrimLeft(rest, " ")
+		f, after, _ := bytes.Cut(rest, []byte(" "))
+		if len(f) == 0 {
+			return stat{}, fmt.Errorf("malformed stat: no field %d", n)
+		}
+		switch n {
+		case 6:
+			session = f
+		case 22:
+			start = f
+		}
+		rest = after
+	}
+	var st stat
+	var err error
+	if st.session, err = strconv.ParseUint(string(session), 10, 64); err != nil {
+		return stat{}, fmt.Errorf("malformed stat: session: %w", err)
+	}
+	if st.start, err = strconv.ParseUint(string(bytes.TrimRight(start, "\n")), 10, 64); err != nil {
+		return stat{}, fmt.Errorf("malformed stat: starttime: %w", err)
+	}
+	return st, nil
+}
+
+// cgroupPath picks the path that names a process's sandbox from the lines
+// "ID:CONTROLLERS:PATH" of /proc/PID/cgroup. On a cgroup v2 host that is the
+// one line "0::PATH". On hybrid and v1 hosts the v2 line may be missing, or
+// be "/" for every process, so the candidates are tried in order: the v2
+// line, the name=systemd line, then the other lines in file order; the first
+// path other than "/" wins, and "/" if all are "/". Paths are as seen from
+// realm's cgroup namespace.
+func cgroupPath(b []byte) (string, error) {
+	var v2, systemd, rest []string
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		id, after, ok1 := bytes.Cut(line, []byte(":"))
+		ctrl, path, ok2 := bytes.Cut(after, []byte(":"))
+		if !ok1 || !ok2 || len(path) == 0 || path[0] != '/' {
+			return "", fmt.Errorf("malformed cgroup line %q", line)
+		}
+		switch {
+		case string(id) == "0" && len(ctrl) == 0:
+			v2 = append(v2, string(path))
+		case hasController(ctrl, "name=systemd"):
+			systemd = append(systemd, string(path))
+		default:
+			rest = append(rest, string(path))
+		}
+	}
+	all := append(append(v2, systemd...), rest...)
+	if len(all) == 0 {
+		return "", errors.New("no cgroup")
+	}
+	for _, p := range all {
+		if p != "/" {
+			return p, nil
+		}
+	}
+	return "/", nil
+}
+
+func hasController(list []byte, name string) bool {
+	for c := range bytes.SplitSeq(list, []byte(",")) {
+		if string(c) == name {
+			return true
+		}
+	}
+	return false
+}

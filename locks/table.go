@@ -1,0 +1,181 @@
+// Package locks is realm's write lock table: which owner may write a file
+// through the mount, and who that owner is.
+//
+// A lock is keyed by the file's identity (device and inode), not its name, so
+// a hard link or a symlink reaches the same lock. One owner may hold a lock
+// many times (every write handle of one agent session on one file); the holds
+// share one Entry, on which the caller hangs per-file state such as the
+// shared temp file. Locks live in memory only: a crash frees them all.
+//
+// The model is gocryptfs's internal/openfiletable: one map behind one mutex,
+// held only for the map operation, never across I/O.
+package locks
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"realm/errcode"
+)
+
+// Key is a file's identity: two names of one file have one Key.
+type Key struct {
+	Dev, Ino uint64
+}
+
+// Owner names who holds a lock, as produced by a Resolver, for example
+// "cgroup:/user.slice/session-3.scope". Owners compare as strings.
+type Owner string
+
+// Table is the lock table. The zero value is not usable; call NewTable.
+// A Table is safe for concurrent use.
+type Table struct {
+	mu      sync.Mutex
+	entries map[Key]*Entry
+}
+
+// NewTable returns an empty lock table.
+func NewTable() *Table {
+	return &Table{entries: make(map[Key]*Entry)}
+}
+
+// Entry is the state shared by all leases of one owner on one file. It lives
+// as long as any of those leases is unreleased.
+//
+// Value is the caller's: the table never reads or writes it. It is guarded by
+// the entry's own lock (Lock, Unlock), not the table's, so work on one file
+// (copying into a temp file, fsync) never blocks lock operations on others.
+// The table never takes an entry's lock, so its methods may be called with
+// the lock held.
+type Entry struct {
+	mu    sync.Mutex
+	Value any // guarded by Lock/Unlock
+
+	owner Owner // immutable
+	key   Key   // guarded by Table.mu; changes on Rekey
+	refs  int   // guarded by Table.mu; unreleased leases
+}
+
+// Lock locks the entry's Value.
+func (e *Entry) Lock() { e.mu.Lock() }
+
+// Unlock unlocks the entry's Value.
+func (e *Entry) Unlock() { e.mu.Unlock() }
+
+// Owner returns the owner that holds the entry.
+func (e *Entry) Owner() Owner { return e.owner }
+
+// Lease is one hold of a lock, returned by Acquire. Release it exactly when
+// the hold ends (for example when the file handle is released); releasing it
+// again is harmless.
+type Lease struct {
+	t        *Table
+	e        *Entry
+	released atomic.Bool
+}
+
+// Acquire takes the lock on key for owner. If another owner holds the key it
+// returns an *errcode.Error with code LOCK_CONFLICT naming the holder. If
+// owner already holds the key, the new lease shares the existing Entry.
+func (t *Table) Acquire(key Key, owner Owner) (*Lease, error) {
+	l := &Lease{t: t} // allocate outside the critical section
+	t.mu.Lock()
+	e, ok := t.entries[key]
+	switch {
+	case !ok:
+		e = &Entry{owner: owner, key: key}
+		t.entries[key] = e
+	case e.owner != owner:
+		t.mu.Unlock()
+		return nil, conflict(key, e.owner)
+	}
+	e.refs++
+	t.mu.Unlock()
+	l.e = e
+	return l, nil
+}
+
+// Holder reports who holds key, if anyone.
+func (t *Table) Holder(key Key) (Owner, bool) {
+	t.mu.Lock()
+	e, ok := t.entries[key]
+	t.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	return e.owner, true
+}
+
+// Len returns the number of keys held, for tests and metrics.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}
+
+// Rekey moves the lock held on old to new, leases, Entry and Value included.
+// An atomic write renames a temp file over the target, which gives the file a
+// new inode while its lock must stay held. The caller must hold a lease on
+// old (Lease.Key says where it is now): Rekey moves whichever entry is there.
+//
+// If another entry holds new, Rekey returns LOCK_CONFLICT and changes
+// nothing; that includes the same owner holding new under a separate entry,
+// since two entries' Values cannot be merged. Rekey of a key nobody holds,
+// or of a key to itself, does nothing: there is no lock to carry.
+func (t *Table) Rekey(old, new Key) error {
+	if old == new {
+		return nil
+	}
+	t.mu.Lock()
+	e, ok := t.entries[old]
+	if !ok {
+		t.mu.Unlock()
+		return nil
+	}
+	if h, ok := t.entries[new]; ok {
+		t.mu.Unlock()
+		return conflict(new, h.owner)
+	}
+	delete(t.entries, old)
+	e.key = new
+	t.entries[new] = e
+	t.mu.Unlock()
+	return nil
+}
+
+// Release ends the lease's hold. The lock is freed when the last lease of its
+// Entry is released. Release is idempotent and safe for concurrent calls; a
+// nil Lease is a no-op.
+func (l *Lease) Release() {
+	if l == nil || !l.released.CompareAndSwap(false, true) {
+		return
+	}
+	t, e := l.t, l.e
+	t.mu.Lock()
+	e.refs--
+	if e.refs == 0 {
+		delete(t.entries, e.key)
+	}
+	t.mu.Unlock()
+}
+
+// Shared returns the Entry shared by every lease of this owner on this file:
+// the same pointer for all of them, for as long as any is unreleased.
+func (l *Lease) Shared() *Entry { return l.e }
+
+// Owner returns the lease's owner.
+func (l *Lease) Owner() Owner { return l.e.owner }
+
+// Key returns the key the lease holds now, which Rekey may have changed since
+// Acquire.
+func (l *Lease) Key() Key {
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	return l.e.key
+}
+
+// conflict is built outside the table's lock: formatting is the slow part.
+func conflict(key Key, holder Owner) error {
+	return errcode.New(errcode.LockConflict,
+		"file (dev %d, ino %d) is locked by owner %q", key.Dev, key.Ino, holder)
+}
