@@ -135,9 +135,13 @@ func OpenRoot(path string) (int, error) {
 // with flags (O_PATH|O_DIRECTORY to get a directory handle). It uses one
 // openat2 call, or, where openat2 is missing or the path is longer than the
 // kernel takes in one call, a walk of one checked OpenDir per directory.
-// Empty components and "." are skipped; ".." is an escape.
+// Empty components and "." are skipped; ".." and an absolute path are
+// escapes.
 func OpenBeneath(root int, rel string, flags int) (int, error) {
-	rel = strings.Trim(rel, "/")
+	if strings.HasPrefix(rel, "/") {
+		return -1, fmt.Errorf("absolute path %q: %w", rel, ErrEscape)
+	}
+	rel = strings.TrimRight(rel, "/")
 	if rel == "" {
 		return unix.Openat(root, ".", flags|unix.O_CLOEXEC, 0)
 	}

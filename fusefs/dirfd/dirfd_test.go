@@ -1,0 +1,267 @@
+package dirfd
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// tree makes root/{a/b/file, link-out -> outside, chain1 -> chain2 -> outside,
+// abs -> /etc, a/up -> ../..} with outside/secret beside root.
+func tree(t *testing.T) (root, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	root, outside = filepath.Join(base, "root"), filepath.Join(base, "outside")
+	for _, d := range []string{filepath.Join(root, "a", "b"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(root, "a", "b", "file"), []byte("inside"), 0o644))
+	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("SENTINEL"), 0o644))
+	must(t, os.Symlink(outside, filepath.Join(root, "link-out")))
+	must(t, os.Symlink("chain2", filepath.Join(root, "chain1")))
+	must(t, os.Symlink("../outside", filepath.Join(root, "chain2")))
+	must(t, os.Symlink("/etc", filepath.Join(root, "abs")))
+	must(t, os.Symlink("../..", filepath.Join(root, "a", "up")))
+	return root, outside
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openRoot(t *testing.T, root string) int {
+	t.Helper()
+	fd, err := OpenRoot(root)
+	must(t, err)
+	t.Cleanup(func() { Close(fd) })
+	return fd
+}
+
+func readAll(t *testing.T, fd int) string {
+	t.Helper()
+	buf := make([]byte, 64)
+	n, err := unix.Pread(fd, buf, 0)
+	must(t, err)
+	return string(buf[:n])
+}
+
+func TestOpenBeneathRefusesEscapes(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	tests := []struct {
+		rel     string
+		wantErr error // nil: must succeed
+	}{
+		{"a/b/file", nil},
+		{"./a//b/./file", nil},
+		{"..", ErrEscape},
+		{"a/../../outside/secret", ErrEscape},
+		{"a/b/../../..", ErrEscape},
+		{"link-out/secret", ErrEscape},
+		{"chain1/secret", ErrEscape},
+		{"abs/passwd", ErrEscape},
+		{"a/up/outside/secret", ErrEscape},
+		{"/proc/self/root/etc/passwd", ErrEscape},
+		{"/a/b/file", ErrEscape},
+		{"link-out", ErrEscape},
+		{"nonexistent", unix.ENOENT},
+	}
+	for _, walk := range []bool{false, true} {
+		forceWalk.Store(walk)
+		for _, tt := range tests {
+			fd, err := OpenBeneath(rfd, tt.rel, unix.O_RDONLY)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Errorf("walk=%v OpenBeneath(%q): %v", walk, tt.rel, err)
+					continue
+				}
+				if got := readAll(t, fd); got != "inside" {
+					t.Errorf("walk=%v OpenBeneath(%q) read %q", walk, tt.rel, got)
+				}
+				Close(fd)
+				continue
+			}
+			if err == nil {
+				got := readAll(t, fd)
+				Close(fd)
+				t.Errorf("walk=%v OpenBeneath(%q) succeeded (read %q), want %v", walk, tt.rel, got, tt.wantErr)
+				continue
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("walk=%v OpenBeneath(%q) = %v, want %v", walk, tt.rel, err, tt.wantErr)
+			}
+		}
+	}
+	forceWalk.Store(false)
+}
+
+// TestMagicLinksRefused walks beneath /proc/self, where "root", "cwd" and
+// "fd/N" are magic links: none may be crossed.
+func TestMagicLinksRefused(t *testing.T) {
+	pfd := openRoot(t, "/proc/self")
+	for _, walk := range []bool{false, true} {
+		forceWalk.Store(walk)
+		for _, rel := range []string{"root/etc/passwd", "cwd", "fd/0", "exe"} {
+			if fd, err := OpenBeneath(pfd, rel, unix.O_RDONLY); err == nil {
+				Close(fd)
+				t.Errorf("walk=%v OpenBeneath(/proc/self, %q) crossed a magic link", walk, rel)
+			} else if !errors.Is(err, ErrEscape) {
+				t.Errorf("walk=%v OpenBeneath(/proc/self, %q) = %v, want ErrEscape", walk, rel, err)
+			}
+		}
+	}
+	forceWalk.Store(false)
+}
+
+func TestSingleNameCallsRefuseBadNames(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	var st unix.Stat_t
+	for _, name := range []string{"", ".", "..", "a/b", "/etc", "x\x00y"} {
+		if _, err := OpenDir(rfd, name); !errors.Is(err, ErrEscape) {
+			t.Errorf("OpenDir(%q) = %v, want ErrEscape", name, err)
+		}
+		if err := Lstat(rfd, name, &st); !errors.Is(err, ErrEscape) {
+			t.Errorf("Lstat(%q) = %v, want ErrEscape", name, err)
+		}
+		if err := Mkdir(rfd, name, 0o755); !errors.Is(err, ErrEscape) {
+			t.Errorf("Mkdir(%q) = %v, want ErrEscape", name, err)
+		}
+		if err := Unlink(rfd, name, 0); !errors.Is(err, ErrEscape) {
+			t.Errorf("Unlink(%q) = %v, want ErrEscape", name, err)
+		}
+	}
+}
+
+func TestSymlinksAreNeverFollowed(t *testing.T) {
+	root, outside := tree(t)
+	rfd := openRoot(t, root)
+	// Opening a symlink by name for data or as a directory fails.
+	if _, err := Open(rfd, "link-out", unix.O_RDONLY, 0); err == nil {
+		t.Error("Open(link-out) followed the symlink")
+	}
+	if _, err := OpenDir(rfd, "link-out"); err == nil {
+		t.Error("OpenDir(link-out) followed the symlink")
+	}
+	// O_CREAT through a dangling-out symlink creates nothing outside.
+	must(t, os.Symlink(filepath.Join(outside, "created"), filepath.Join(root, "dangling")))
+	if fd, err := Open(rfd, "dangling", unix.O_WRONLY|unix.O_CREAT, 0o644); err == nil {
+		Close(fd)
+		t.Error("Open(dangling, O_CREAT) succeeded")
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "created")); !os.IsNotExist(err) {
+		t.Errorf("a file was created outside the root: %v", err)
+	}
+	// An O_PATH fd of the symlink itself is allowed and reads its target.
+	fd, err := OpenPath(rfd, "link-out")
+	must(t, err)
+	defer Close(fd)
+	target, err := Readlink(fd)
+	must(t, err)
+	if target != outside {
+		t.Errorf("Readlink = %q, want %q", target, outside)
+	}
+	// Chmod on a symlink fd must not reach the target.
+	before, _ := os.Stat(outside)
+	if err := Chmod(fd, 0o700); err == nil {
+		t.Error("Chmod on a symlink fd succeeded")
+	}
+	after, _ := os.Stat(outside)
+	if before.Mode() != after.Mode() {
+		t.Errorf("Chmod through a symlink changed the target: %v -> %v", before.Mode(), after.Mode())
+	}
+}
+
+// TestSwapBetweenWalkSteps swaps a directory for a symlink to outside after
+// the walk has opened its parent and before it opens the directory: the
+// walk must fail rather than continue outside.
+func TestSwapBetweenWalkSteps(t *testing.T) {
+	root, outside := tree(t)
+	rfd := openRoot(t, root)
+	must(t, os.MkdirAll(filepath.Join(outside, "b"), 0o755))
+	must(t, os.WriteFile(filepath.Join(outside, "b", "file"), []byte("SENTINEL"), 0o644))
+	forceWalk.Store(true)
+	defer forceWalk.Store(false)
+	hook := func(step int, name string) {
+		if name == "b" {
+			a := filepath.Join(root, "a")
+			must(t, os.Rename(filepath.Join(a, "b"), filepath.Join(a, "b.moved")))
+			must(t, os.Symlink(filepath.Join(outside, "b"), filepath.Join(a, "b")))
+		}
+	}
+	walkHook.Store(&hook)
+	defer walkHook.Store(nil)
+	fd, err := OpenBeneath(rfd, "a/b/file", unix.O_RDONLY)
+	if err == nil {
+		got := readAll(t, fd)
+		Close(fd)
+		t.Fatalf("walk continued through the swapped-in symlink and read %q", got)
+	}
+	if !errors.Is(err, ErrEscape) {
+		t.Errorf("err = %v, want ErrEscape", err)
+	}
+}
+
+// TestHeldDirFdSurvivesSwap: a directory fd taken before a swap keeps
+// naming the original directory, which is what the node tree relies on.
+func TestHeldDirFdSurvivesSwap(t *testing.T) {
+	root, outside := tree(t)
+	rfd := openRoot(t, root)
+	afd, err := OpenDir(rfd, "a")
+	must(t, err)
+	defer Close(afd)
+	must(t, os.Rename(filepath.Join(root, "a"), filepath.Join(root, "a.moved")))
+	must(t, os.Symlink(outside, filepath.Join(root, "a")))
+	bfd, err := OpenDir(afd, "b")
+	must(t, err)
+	defer Close(bfd)
+	fd, err := Open(bfd, "file", unix.O_RDONLY, 0)
+	must(t, err)
+	defer Close(fd)
+	if got := readAll(t, fd); got != "inside" {
+		t.Errorf("read %q through the held fd, want the original directory's file", got)
+	}
+	if strings.Contains(readAll(t, fd), "SENTINEL") {
+		t.Error("sentinel served")
+	}
+}
+
+func TestCreateIsExclusive(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	fd, err := Open(rfd, "new", unix.O_WRONLY|unix.O_CREAT, 0o600)
+	must(t, err)
+	Close(fd)
+	if _, err := Open(rfd, "new", unix.O_WRONLY|unix.O_CREAT, 0o600); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("second O_CREAT open = %v, want EEXIST (O_EXCL forced)", err)
+	}
+}
+
+func TestLinkNamesTheHeldObject(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	bfd, err := OpenBeneath(rfd, "a/b", unix.O_PATH|unix.O_DIRECTORY)
+	must(t, err)
+	defer Close(bfd)
+	fd, err := OpenPath(bfd, "file")
+	must(t, err)
+	defer Close(fd)
+	// Replace the name; the link must still be to the object we hold.
+	must(t, os.Rename(filepath.Join(root, "a", "b", "file"), filepath.Join(root, "a", "b", "old")))
+	must(t, os.WriteFile(filepath.Join(root, "a", "b", "file"), []byte("replacement"), 0o644))
+	must(t, Link(fd, rfd, "linked"))
+	got, err := os.ReadFile(filepath.Join(root, "linked"))
+	must(t, err)
+	if string(got) != "inside" {
+		t.Errorf("link points at %q, want the held object", got)
+	}
+}
