@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# install-deps.sh installs the Debian packages realm's mount, demo and tests
+# use, when any is missing. Idempotent; needs root (apt-get).
+#   fuse3           fusermount3 and mount.fuse3 (mounting as non-root, fstab)
+#   sqlite3 git     real programs the e2e suite drives through the mount
+#   python3         the atomic-save e2e test and the benchmark's save loop
+#   attr            getfattr/setfattr for the xattr e2e test
+#   util-linux      setpriv and mount -T for the ownership and fstab tests
+set -euo pipefail
+pkgs=(fuse3 sqlite3 git python3 attr util-linux)
+need=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if ((${#need[@]})); then
+	if [[ $(id -u) != 0 ]]; then
+		echo "install-deps: missing ${need[*]}; run as root or install them" >&2
+		exit 1
+	fi
+	echo "install-deps: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# go-fuse finds fusermount3 on PATH; the kernel module must be there.
+[[ -e /dev/fuse ]] || { echo "install-deps: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# run-e2e.sh runs the end-to-end suite: real realmfs mounts, real programs,
+# and the realmctl tests against a real podman service that it starts here
+# (scripts/podman-setup.sh) and stops on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(bash scripts/podman-setup.sh)"
+trap 'bash scripts/podman-setup.sh stop' EXIT
+go test -count=1 -timeout 40m -v ./e2e/ 2>&1 | tee .e2e.log | grep -vE '^\s+(=== (PAUSE|CONT))' || true
+# go test's own verdict, from its closing lines.
+if grep -qE '^(FAIL|--- FAIL|panic:)' .e2e.log || ! grep -qE '^ok\s' .e2e.log; then
+	echo "run-e2e: the end-to-end suite failed" >&2
+	exit 1
+fi
