@@ -85,6 +85,10 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		dirfd.Close(fd)
 		return nil, 0, n.fsys.refuse(ctx, "open", pn, name, errcode.PathEscape)
 	}
+	if errno := n.denyOpen(ctx, "open", &st); errno != 0 {
+		dirfd.Close(fd)
+		return nil, 0, errno
+	}
 	return n.newFile(fd, flags), 0, 0
 }
 
@@ -103,6 +107,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	if hiddenName(name) {
 		return nil, nil, 0, n.fsys.refuse(ctx, "create", n, name, errcode.PathEscape)
+	}
+	if errno := n.fsys.denyPath(ctx, "create", n, name); errno != 0 {
+		return nil, nil, 0, errno
 	}
 	pfd, errno := n.dirFd(ctx)
 	if errno != 0 {
@@ -205,6 +212,13 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	dst, ok2 := fhOut.(*File)
 	if !ok1 || !ok2 {
 		return 0, syscall.EBADF
+	}
+	// Both handles passed Open's check; a rename since then could have
+	// moved either under a credential name, so ask again.
+	for _, h := range []*File{in, dst} {
+		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.node, ""); errno != 0 {
+			return 0, errno
+		}
 	}
 	ri, ro := int64(offIn), int64(offOut)
 	c, err := unix.CopyFileRange(in.fd, &ri, dst.fd, &ro, int(size), int(flags))

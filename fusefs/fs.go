@@ -29,6 +29,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs/dirfd"
+	"realm/policy"
 )
 
 // TempPrefix starts the names of realm's own temp files in the backing dir.
@@ -48,6 +49,8 @@ type Options struct {
 	ChownToCaller bool
 	// Audit receives one event per refusal; nil discards them.
 	Audit *Auditor
+	// Credentials says which paths are credentials; nil denies none.
+	Credentials *policy.Matcher
 }
 
 // FS is one guarded mount's shared state.
@@ -56,6 +59,7 @@ type FS struct {
 	rootFd  int
 	rootDev uint64
 	root    *Node
+	creds   credInodes
 }
 
 // New opens the backing root and returns the root node to mount.
@@ -70,6 +74,7 @@ func New(backing string, opts Options) (*FS, error) {
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev}
+	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	return fsys, nil
 }
@@ -127,11 +132,19 @@ func caller(ctx context.Context) fuse.Caller {
 	return fuse.Caller{}
 }
 
-// refuse audits a refusal and returns its errno.
+// refuse audits a refusal of op on name in n and returns its errno.
 func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code errcode.Code) syscall.Errno {
+	if f.opts.Audit == nil {
+		return code.Errno()
+	}
+	return f.refuseRel(ctx, op, f.relPath(n, name), code)
+}
+
+// refuseRel audits a refusal of op on the workspace path rel.
+func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code) syscall.Errno {
 	errno := code.Errno()
 	if f.opts.Audit != nil {
-		f.opts.Audit.Record(ctx, op, f.relPath(n, name), code, errno)
+		f.opts.Audit.Record(ctx, op, rel, code, errno)
 	}
 	return errno
 }

@@ -192,6 +192,14 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err := dirfd.Lstat(pfd, name, &st); err != nil {
 		return nil, toErrno(err)
 	}
+	if n.fsys.opts.Credentials != nil {
+		if rel := n.fsys.relPath(n, name); n.fsys.noteLookup(rel, &st) {
+			if n.fsys.opts.Audit != nil {
+				n.fsys.opts.Audit.Record(ctx, "lookup", rel, errcode.CredentialPathDenied, syscall.ENOENT)
+			}
+			return nil, syscall.ENOENT
+		}
+	}
 	n.fsys.fillEntry(out, &st)
 	return n.newChild(ctx, &st), 0
 }
@@ -283,6 +291,9 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if size, ok := in.GetSize(); ok {
+		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
+			return errno
+		}
 		if errno := n.truncate(ctx, fh, fd, size); errno != 0 {
 			return errno
 		}

@@ -137,6 +137,9 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if !staysInside(n.fsys.depth(n), target) {
 		return nil, n.fsys.refuse(ctx, "symlink", n, name, errcode.PathEscape)
 	}
+	if rel := lexicalTarget(n.fsys.relPath(n, ""), target); n.fsys.credentialDenied(rel) {
+		return nil, n.fsys.refuseRel(ctx, "symlink", n.fsys.relPath(n, name), errcode.CredentialPathDenied)
+	}
 	return n.createNamed(ctx, "symlink", name, syscall.S_IFLNK|0777, func(pfd int, _ uint32) error {
 		return dirfd.Symlink(target, pfd, name)
 	}, out)
@@ -153,6 +156,12 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	tn, ok := target.(*Node)
 	if !ok {
 		return nil, syscall.EXDEV
+	}
+	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
+		return nil, errno
+	}
+	if errno := n.fsys.denyPath(ctx, "link", n, name); errno != 0 {
+		return nil, errno
 	}
 	fd, errno := tn.openPath(ctx, "link")
 	if errno != 0 {
@@ -208,6 +217,20 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if hiddenName(name) || hiddenName(newName) {
 		return n.fsys.refuse(ctx, "rename", n, name, errcode.PathEscape)
+	}
+	if errno := n.fsys.denyPath(ctx, "rename", n, name); errno != 0 {
+		return errno
+	}
+	if errno := n.fsys.denyPath(ctx, "rename", np, newName); errno != 0 {
+		return errno
+	}
+	if errno := n.fsys.denyDirRename(ctx, n, name); errno != 0 {
+		return errno
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		if errno := n.fsys.denyDirRename(ctx, np, newName); errno != 0 {
+			return errno
+		}
 	}
 	ofd, errno := n.dirFd(ctx)
 	if errno != 0 {

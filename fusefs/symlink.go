@@ -1,6 +1,9 @@
 package fusefs
 
-import "strings"
+import (
+	"path"
+	"strings"
+)
 
 // staysInside reports whether a symlink target, resolved lexically from a
 // directory depth levels below the root, stays beneath the root. An
@@ -25,4 +28,12 @@ func staysInside(depth int, target string) bool {
 		}
 	}
 	return true
+}
+
+// lexicalTarget is the workspace-relative path a symlink in dir (itself
+// workspace-relative) points at, resolved lexically. The target has passed
+// staysInside, so the result does not climb above the root.
+func lexicalTarget(dir, target string) string {
+	p := path.Clean(path.Join("/", dir, target))
+	return strings.TrimPrefix(p, "/")
 }

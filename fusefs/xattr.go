@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -19,6 +20,14 @@ var (
 // Extended attributes act on an O_PATH fd of the verified object.
 
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	// security.* and system.* are metadata like the mode bits (capabilities,
+	// SELinux labels, ACLs), which ls asks for on every entry; user.* and
+	// trusted.* can hold content, and a credential's are refused.
+	if !metadataXattr(attr) {
+		if errno := n.fsys.denyPath(ctx, "getxattr", n, ""); errno != 0 {
+			return 0, errno
+		}
+	}
 	fd, errno := n.openPath(ctx, "getxattr")
 	if errno != 0 {
 		return 0, errno
@@ -32,6 +41,9 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
+	if errno := n.fsys.denyPath(ctx, "setxattr", n, ""); errno != 0 {
+		return errno
+	}
 	fd, errno := n.openPath(ctx, "setxattr")
 	if errno != 0 {
 		return errno
@@ -44,6 +56,9 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
+	if errno := n.fsys.denyPath(ctx, "removexattr", n, ""); errno != 0 {
+		return errno
+	}
 	fd, errno := n.openPath(ctx, "removexattr")
 	if errno != 0 {
 		return errno
@@ -53,6 +68,9 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 }
 
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if errno := n.fsys.denyPath(ctx, "listxattr", n, ""); errno != 0 {
+		return 0, errno
+	}
 	fd, errno := n.openPath(ctx, "listxattr")
 	if errno != 0 {
 		return 0, errno
@@ -60,4 +78,8 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	defer dirfd.Close(fd)
 	sz, err := dirfd.Listxattr(fd, dest)
 	return uint32(max(sz, 0)), toErrno(err)
+}
+
+func metadataXattr(attr string) bool {
+	return strings.HasPrefix(attr, "security.") || strings.HasPrefix(attr, "system.")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -18,6 +19,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs"
+	"realm/policy"
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
@@ -62,6 +64,7 @@ type config struct {
 	debug               bool
 	auditLog            string
 	mount               mountOptions
+	policy              *policy.Policy
 }
 
 func run(args []string, stderr io.Writer) int {
@@ -71,10 +74,16 @@ func run(args []string, stderr io.Writer) int {
 		cfg         config
 		opts        []string
 		showVersion bool
+		policyFile  string
+		checkPolicy string
+		showPolicy  bool
 	)
 	flags.BoolVarP(&cfg.foreground, "foreground", "f", false, "stay in the foreground (do not detach)")
 	flags.StringSliceVarP(&opts, "options", "o", nil, "mount options, comma-separated (see below)")
-	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE`")
+	flags.StringVar(&policyFile, "policy", "", "enforce the policy in `FILE` (default: the built-in policy)")
+	flags.StringVar(&checkPolicy, "check-policy", "", "validate the policy in `FILE` and exit 0 (valid) or 2")
+	flags.BoolVar(&showPolicy, "show-policy", false, "print the effective policy (of --policy FILE, or the built-in one) and exit")
+	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE` (default: the policy's audit.path)")
 	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
 	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
 	flags.Usage = func() {
@@ -91,6 +100,33 @@ func run(args []string, stderr io.Writer) int {
 	if showVersion {
 		fmt.Fprintln(os.Stdout, "realmfs", versionString())
 		return 0
+	}
+	if checkPolicy != "" {
+		if _, err := policy.Load(checkPolicy); err != nil {
+			fmt.Fprintf(stderr, "realmfs: %v\n", err)
+			return errcode.ExitStatusOf(err)
+		}
+		fmt.Fprintf(os.Stdout, "%s: valid\n", checkPolicy)
+		return 0
+	}
+	cfg.policy = policy.Default()
+	if policyFile == "" && showPolicy && flags.NArg() == 1 {
+		policyFile = flags.Arg(0) // realmfs --show-policy FILE
+	}
+	if policyFile != "" {
+		p, err := policy.Load(policyFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "realmfs: %v\n", err)
+			return errcode.ExitStatusOf(err)
+		}
+		cfg.policy = p
+	}
+	if showPolicy {
+		os.Stdout.Write(cfg.policy.Render())
+		return 0
+	}
+	if cfg.auditLog == "" {
+		cfg.auditLog = cfg.policy.Audit.Path
 	}
 	if flags.NArg() != 2 {
 		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
@@ -163,6 +199,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Passthrough:   cfg.mount.passthrough && isRoot,
 		ChownToCaller: isRoot && cfg.mount.allowOther,
 		Audit:         audit,
+		Credentials:   cfg.policy.Matcher(),
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -191,6 +228,12 @@ func serve(cfg config, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
 		}
 	}()
+	go func() {
+		res := fsys.Scan()
+		if cfg.debug || res.Err != nil {
+			log.Printf("scan: %d entries, %d credential files, err=%v", res.Entries, res.Credentials, res.Err)
+		}
+	}()
 	notifyParent("")
 	server.Wait()
 	return 0
@@ -208,4 +251,3 @@ func raiseFileLimit() {
 
 // errUnknownOption is wrapped by parseMountOptions for a usage error.
 var errUnknownOption = errors.New("unknown mount option")
-

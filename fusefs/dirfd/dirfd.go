@@ -19,6 +19,8 @@
 package dirfd
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -323,3 +325,52 @@ func Listxattr(fd int, dest []byte) (int, error) {
 
 // Close closes an fd; an error is only worth a log line.
 func Close(fd int) error { return unix.Close(fd) }
+
+// Dirent is one entry of a backing directory.
+type Dirent struct {
+	Name string
+	Ino  uint64
+	Type uint8 // unix.DT_*; DT_UNKNOWN where the filesystem does not say
+}
+
+// ReadDir lists the directory held by the O_PATH fd dir, without "." and
+// "..". It reads through a fresh fd of exactly that directory.
+func ReadDir(dir int) ([]Dirent, error) {
+	fd, err := ReopenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []Dirent
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return out, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		out = parseDirents(buf[:n], out)
+	}
+}
+
+// parseDirents decodes linux_dirent64 records: ino (8), off (8),
+// reclen (2), type (1), then a NUL-terminated name.
+func parseDirents(b []byte, out []Dirent) []Dirent {
+	for len(b) >= 19 {
+		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		name := b[19:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if s := string(name); s != "." && s != ".." {
+			out = append(out, Dirent{Name: s, Ino: binary.NativeEndian.Uint64(b[0:8]), Type: b[18]})
+		}
+		b = b[reclen:]
+	}
+	return out
+}

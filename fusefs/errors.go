@@ -1,0 +1,6 @@
+package fusefs
+
+import "errors"
+
+// errStop ends a walk early.
+var errStop = errors.New("walk stopped")
