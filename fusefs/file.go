@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -12,13 +11,20 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs/dirfd"
+	"realm/locks"
 )
 
-// File is an open regular file: an fd of the verified backing file.
+// File is an open regular file. A plain handle reads the verified backing
+// file through its own fd. A shared handle belongs to an owner's atomic
+// write (see atomic.go): it reads and writes that owner's temp under the
+// lock table entry's lock.
 type File struct {
 	node        *Node
-	fd          int
+	fd          int  // plain handles: fd of the verified backing file
 	passthrough bool // the kernel may serve reads straight from fd
+
+	lease  *locks.Lease  // shared handles: this handle's hold on the file
+	shared *pendingWrite // shared handles: the owner's write
 
 	mu         sync.Mutex
 	released   bool
@@ -44,31 +50,28 @@ var (
 )
 
 func writeFlags(flags uint32) bool {
-	return flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0
-}
-
-// openFlags keeps the flags of an open(2) that matter to the backing open.
-// O_CREAT and O_EXCL belong to Create; O_NOFOLLOW, O_CLOEXEC and O_NONBLOCK
-// are the dirfd layer's.
-func openFlags(flags uint32) int {
-	return int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY)
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&(syscall.O_TRUNC|syscall.O_APPEND) != 0
 }
 
 // Open opens the regular file n stands for: one openat on (parent fd, name)
-// with O_NOFOLLOW, then fstat, and the fd is served only if it is the same
-// regular file the node was looked up as.
+// with O_NOFOLLOW, read-only whatever the caller asked, then fstat, and the
+// fd is used only if it is the same regular file the node was looked up as.
+// A write open takes the lock for the caller's owner and writes go to a
+// temp; the file itself is never opened for writing.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if n.fsys.opts.ReadOnly && writeFlags(flags) {
+	f := n.fsys
+	write := writeFlags(flags)
+	if f.opts.ReadOnly && write {
 		return nil, 0, syscall.EROFS
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	fd, err := dirfd.Open(pfd, name, openFlags(flags), 0)
+	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
 		if isEscape(err) {
-			return nil, 0, n.fsys.refuse(ctx, "open", pn, name, errcode.PathEscape)
+			return nil, 0, f.refuse(ctx, "open", pn, name, errcode.PathEscape)
 		}
 		return nil, 0, toErrno(err)
 	}
@@ -83,46 +86,53 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, n.fsys.refuse(ctx, "open", pn, name, errcode.PathEscape)
+		return nil, 0, f.refuse(ctx, "open", pn, name, errcode.PathEscape)
 	}
 	if errno := n.denyOpen(ctx, "open", &st); errno != 0 {
 		dirfd.Close(fd)
 		return nil, 0, errno
 	}
-	return n.newFile(fd, flags), 0, 0
+	if write {
+		return n.openShared(ctx, f.owner(ctx), fd, pfd, &st, flags)
+	}
+	// A reader shares the owner's pending write, so a process that reopens
+	// a file it is writing sees its own bytes; anyone else reads the file.
+	if holder, held := f.locks.Holder(locks.Key{Dev: st.Dev, Ino: st.Ino}); held {
+		if owner := f.owner(ctx); owner == holder {
+			return n.openShared(ctx, owner, fd, pfd, &st, flags)
+		}
+	}
+	return &File{node: n, fd: fd, passthrough: f.opts.Passthrough}, 0, 0
 }
 
-func (n *Node) newFile(fd int, flags uint32) *File {
-	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && !writeFlags(flags)
-	return &File{node: n, fd: fd, passthrough: n.fsys.opts.Passthrough && readOnly}
-}
-
-// Create makes a new regular file with O_CREAT|O_EXCL, so the fd is the file
-// this call made and no other. When the name exists already (made outside
-// the mount since the kernel last looked), an open(2) without O_EXCL gets the
-// existing file, as it would natively.
+// Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
+// the one this call made; the name exists from here on, and the caller's
+// writes go to a temp like any other write. When the name exists already
+// (made outside the mount since the kernel last looked), an open(2) without
+// O_EXCL gets the existing file, as it would natively.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if n.fsys.opts.ReadOnly {
+	f := n.fsys
+	if f.opts.ReadOnly {
 		return nil, nil, 0, syscall.EROFS
 	}
 	if hiddenName(name) {
-		return nil, nil, 0, n.fsys.refuse(ctx, "create", n, name, errcode.PathEscape)
+		return nil, nil, 0, f.refuse(ctx, "create", n, name, errcode.PathEscape)
 	}
-	if errno := n.fsys.denyPath(ctx, "create", n, name); errno != 0 {
+	if errno := f.denyPath(ctx, "create", n, name); errno != 0 {
 		return nil, nil, 0, errno
 	}
 	pfd, errno := n.dirFd(ctx)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	fd, err := dirfd.Open(pfd, name, openFlags(flags)|syscall.O_CREAT, mode&07777)
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, mode&07777)
 	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		return n.openExisting(ctx, name, flags, out)
 	}
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	if errno := n.fsys.claim(ctx, n, fd); errno != 0 {
+	if errno := f.claim(ctx, n, fd); errno != 0 {
 		dirfd.Close(fd)
 		dirfd.Unlink(pfd, name, 0)
 		return nil, nil, 0, errno
@@ -132,9 +142,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		dirfd.Close(fd)
 		return nil, nil, 0, toErrno(err)
 	}
-	n.fsys.fillEntry(out, &st)
+	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st)
-	return child, asNode(child).newFile(fd, flags), 0, 0
+	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, pfd, &st, flags&^syscall.O_TRUNC)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return child, fh, fuseFlags, 0
 }
 
 // openExisting answers a create whose name turned out to exist.
@@ -146,67 +160,173 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 	if child.Mode()&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, nil, 0, syscall.EEXIST
 	}
-	fh, _, errno := asNode(child).Open(ctx, flags)
+	fh, fuseFlags, errno := asNode(child).Open(ctx, flags)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return child, fh, 0, 0
+	return child, fh, fuseFlags, 0
 }
 
-// PassthroughFd lets go-fuse register fd with the kernel for read-only
-// handles, so reads never reach the daemon.
-func (f *File) PassthroughFd() (int, bool) { return f.fd, f.passthrough }
-
-func (f *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultFd(uintptr(f.fd), off, len(buf)), 0
+// withShared runs fn on the owner's pending write under its entry lock.
+func (h *File) withShared(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
+	e := h.lease.Shared()
+	e.Lock()
+	defer e.Unlock()
+	return fn(h.shared)
 }
 
-func (f *File) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := unix.Pwrite(f.fd, data, off)
-	return uint32(max(n, 0)), toErrno(err)
-}
+// PassthroughFd lets go-fuse register a plain read handle's fd with the
+// kernel, so reads never reach the daemon. Shared handles never pass
+// through: their fd changes at every commit.
+func (h *File) PassthroughFd() (int, bool) { return h.fd, h.passthrough && h.shared == nil }
 
-// Flush has nothing to do: data is written through on every Write.
-func (f *File) Flush(ctx context.Context) syscall.Errno { return 0 }
-
-func (f *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if flags&1 /* FUSE_FSYNC_FDATASYNC */ != 0 {
-		return toErrno(unix.Fdatasync(f.fd))
+func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.shared == nil {
+		return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
 	}
-	return toErrno(unix.Fsync(f.fd))
+	var n int
+	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		var err error
+		n, err = unix.Pread(w.cur(), buf, off)
+		return toErrno(err)
+	})
+	return fuse.ReadResultData(buf[:max(n, 0)]), errno
 }
 
-func (f *File) Release(ctx context.Context) syscall.Errno {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.released {
+func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if h.shared == nil {
+		return 0, syscall.EBADF // plain handles are read-only
+	}
+	var n int
+	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		if err := w.ensureTemp(true); err != nil {
+			return toErrno(err)
+		}
+		var err error
+		n, err = unix.Pwrite(w.temp, data, off)
+		if n > 0 {
+			w.dirty = true
+		}
+		return toErrno(err)
+	})
+	return uint32(max(n, 0)), errno
+}
+
+// Flush runs at every close(2): it commits what the owner wrote, so that
+// close returns the commit's errors (EIO for WRITE_NOT_ATOMIC, EBUSY for a
+// LOCK_CONFLICT) to the process that wrote.
+func (h *File) Flush(ctx context.Context) syscall.Errno {
+	if h.shared == nil {
+		return 0
+	}
+	return h.commit(ctx, false)
+}
+
+// Fsync commits durably, whatever the mount's durability mode.
+func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if h.shared == nil {
+		return toErrno(unix.Fsync(h.fd))
+	}
+	return h.commit(ctx, true)
+}
+
+func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
+	var inval bool
+	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		var errno syscall.Errno
+		errno, inval = w.commit(ctx, durable)
+		if errno == 0 && durable && !inval {
+			errno = toErrno(unix.Fsync(w.cur()))
+		}
+		return errno
+	})
+	if inval {
+		// Readers of other owners may hold the old content in the page
+		// cache; drop it now that the file is new.
+		h.node.NotifyContent(0, 0)
+	}
+	return errno
+}
+
+func (h *File) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
 		return syscall.EBADF
 	}
-	f.released = true
+	h.released = true
+	owners := h.lockOwners
+	h.mu.Unlock()
 	// The kernel releases a handle when its last descriptor closes: the
 	// locks its owners took go with it, as close(2) drops them natively.
-	for owner := range f.lockOwners {
-		f.node.locks.drop(owner)
+	for owner := range owners {
+		h.node.locks.drop(owner)
 	}
-	return toErrno(dirfd.Close(f.fd))
+	if h.shared == nil {
+		return toErrno(dirfd.Close(h.fd))
+	}
+	var inval bool
+	h.withShared(func(w *pendingWrite) syscall.Errno {
+		// Writes after the last flush (through a shared mmap, say).
+		_, inval = w.commit(ctx, false)
+		w.release(h.lease.Shared(), h.lease)
+		return 0
+	})
+	if inval {
+		h.node.NotifyContent(0, 0)
+	}
+	return 0
 }
 
-func (f *File) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
-	n, err := unix.Seek(f.fd, int64(off), int(whence))
-	return uint64(n), toErrno(err)
+func (h *File) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	var n int64
+	errno := h.withFd(func(fd int) syscall.Errno {
+		var err error
+		n, err = unix.Seek(fd, int64(off), int(whence))
+		return toErrno(err)
+	})
+	return uint64(n), errno
 }
 
-// Allocate preallocates or punches through the open handle.
+// withFd runs fn on the fd holding the content this handle sees.
+func (h *File) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
+	if h.shared == nil {
+		return fn(h.fd)
+	}
+	return h.withShared(func(w *pendingWrite) syscall.Errno { return fn(w.cur()) })
+}
+
+// withTemp runs fn on the temp of a shared handle, making it first; the
+// change fn makes is committed with the owner's next commit.
+func (h *File) withTemp(fn func(fd int) syscall.Errno) syscall.Errno {
+	if h.shared == nil {
+		return syscall.EBADF
+	}
+	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		if err := w.ensureTemp(true); err != nil {
+			return toErrno(err)
+		}
+		if errno := fn(w.temp); errno != 0 {
+			return errno
+		}
+		w.dirty = true
+		return 0
+	})
+}
+
+// Allocate preallocates or punches holes in the owner's temp.
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	f, ok := fh.(*File)
+	h, ok := fh.(*File)
 	if !ok {
 		return syscall.EBADF
 	}
-	return toErrno(unix.Fallocate(f.fd, mode, int64(off), int64(size)))
+	return h.withTemp(func(fd int) syscall.Errno {
+		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+	})
 }
 
-// CopyFileRange copies between two open handles of this mount in the
-// backing filesystem, without the data passing through the daemon.
+// CopyFileRange copies from one handle of this mount into another's temp in
+// the backing filesystem, without the data passing through the daemon.
 func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
 	in, ok1 := fhIn.(*File)
 	dst, ok2 := fhOut.(*File)
@@ -220,142 +340,17 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 			return 0, errno
 		}
 	}
-	ri, ro := int64(offIn), int64(offOut)
-	c, err := unix.CopyFileRange(in.fd, &ri, dst.fd, &ro, int(size), int(flags))
-	return uint32(max(c, 0)), toErrno(err)
-}
-
-// lockFds holds, per lock owner, an fd of the file on which that owner's
-// POSIX record locks and flocks are taken as open-file-description locks.
-// One fd per owner gives each owner its own lock identity, as the kernel
-// gives each process: an owner's locks merge and split among themselves and
-// conflict with every other owner's, and with processes outside the mount.
-type lockFds struct {
-	mu      sync.Mutex
-	byOwner map[uint64]int
-}
-
-// fd returns owner's lock fd, reopening f's file for it on first use.
-func (l *lockFds) fd(f *File, owner uint64) (int, syscall.Errno) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if fd, ok := l.byOwner[owner]; ok {
-		return fd, 0
+	if in.shared != nil && in.shared == dst.shared {
+		return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
 	}
-	fd, err := dirfd.Reopen(f.fd, unix.O_RDWR)
-	if err != nil {
-		fd, err = dirfd.Reopen(f.fd, unix.O_RDONLY)
-	}
-	if err != nil {
-		return -1, toErrno(err)
-	}
-	if l.byOwner == nil {
-		l.byOwner = make(map[uint64]int)
-	}
-	l.byOwner[owner] = fd
-	return fd, 0
-}
-
-// drop closes owner's fd, which releases every lock it held.
-func (l *lockFds) drop(owner uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if fd, ok := l.byOwner[owner]; ok {
-		dirfd.Close(fd)
-		delete(l.byOwner, owner)
-	}
-}
-
-func (l *lockFds) closeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for owner, fd := range l.byOwner {
-		dirfd.Close(fd)
-		delete(l.byOwner, owner)
-	}
-}
-
-// Getlk reports a lock that would conflict with lk.
-func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
-	f, ok := fh.(*File)
-	if !ok {
-		return syscall.EBADF
-	}
-	fd, errno := n.locks.fd(f, owner)
-	if errno != 0 {
-		return errno
-	}
-	var flk syscall.Flock_t
-	lk.ToFlockT(&flk)
-	if err := syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &flk); err != nil {
-		return toErrno(err)
-	}
-	out.FromFlockT(&flk)
-	if out.Typ != syscall.F_UNLCK {
-		out.Pid = 0 // an OFD lock has no single process to name
-	}
-	return 0
-}
-
-func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return n.setLock(ctx, fh, owner, lk, flags, false)
-}
-
-// Setlkw waits for the lock by retrying: a blocking fcntl could not be
-// interrupted when the caller gives up (a signal, or the kernel's INTERRUPT).
-func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return n.setLock(ctx, fh, owner, lk, flags, true)
-}
-
-func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
-	f, ok := fh.(*File)
-	if !ok {
-		return syscall.EBADF
-	}
-	fd, errno := n.locks.fd(f, owner)
-	if errno != 0 {
-		return errno
-	}
-	f.mu.Lock()
-	if f.lockOwners == nil {
-		f.lockOwners = make(map[uint64]bool)
-	}
-	f.lockOwners[owner] = true
-	f.mu.Unlock()
-	try := func() error {
-		if flags&fuse.FUSE_LK_FLOCK != 0 {
-			op := unix.LOCK_NB
-			switch lk.Typ {
-			case syscall.F_RDLCK:
-				op |= unix.LOCK_SH
-			case syscall.F_WRLCK:
-				op |= unix.LOCK_EX
-			case syscall.F_UNLCK:
-				op |= unix.LOCK_UN
-			default:
-				return syscall.EINVAL
-			}
-			return unix.Flock(fd, op)
-		}
-		var flk syscall.Flock_t
-		lk.ToFlockT(&flk)
-		flk.Pid = 0 // OFD locks require it
-		return syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &flk)
-	}
-	delay := time.Millisecond
-	for {
-		err := try()
-		if err == nil {
-			return 0
-		}
-		if !wait || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EACCES) {
+	var copied int
+	errno := in.withFd(func(src int) syscall.Errno {
+		return dst.withTemp(func(tmp int) syscall.Errno {
+			ri, ro := int64(offIn), int64(offOut)
+			c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
+			copied = c
 			return toErrno(err)
-		}
-		select {
-		case <-ctx.Done():
-			return syscall.EINTR
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 50*time.Millisecond)
-	}
+		})
+	})
+	return uint32(max(copied, 0)), errno
 }

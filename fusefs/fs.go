@@ -29,6 +29,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs/dirfd"
+	"realm/locks"
 	"realm/policy"
 )
 
@@ -51,6 +52,14 @@ type Options struct {
 	Audit *Auditor
 	// Credentials says which paths are credentials; nil denies none.
 	Credentials *policy.Matcher
+	// Owners names the lock owner of a calling process; nil means each
+	// process is its own owner.
+	Owners *locks.Resolver
+	// Durability says when commits of atomic writes are made durable.
+	Durability Durability
+	// FailAt, for tests only, makes a commit fail at the stages it returns
+	// true for.
+	FailAt func(Stage) bool
 }
 
 // FS is one guarded mount's shared state.
@@ -60,6 +69,8 @@ type FS struct {
 	rootDev uint64
 	root    *Node
 	creds   credInodes
+	locks   *locks.Table
+	started time.Time // residue older than this is from a crash
 }
 
 // New opens the backing root and returns the root node to mount.
@@ -73,7 +84,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), started: time.Now().Add(-50 * time.Millisecond)}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	return fsys, nil
@@ -91,6 +102,8 @@ func (f *FS) RootStableAttr() *fs.StableAttr {
 func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	entry, attr, neg := time.Second, time.Second, time.Duration(0)
 	mo.EnableLocks = true
+	// Write handles use direct I/O; shared mmap of them must still work.
+	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	if mo.MaxWrite == 0 {
 		mo.MaxWrite = 1 << 20
 	}

@@ -186,13 +186,23 @@ type scanResult struct {
 }
 
 // Scan walks the backing tree once at mount: it records the identity of
-// every credential file (for hard links under other names). Opens of files
-// with several links wait until it is done.
+// every credential file (for hard links under other names), and removes the
+// temp files of atomic writes that a crash left behind (those older than
+// the mount; conflict copies are never touched). Opens of files with
+// several links wait until it is done.
 func (f *FS) Scan() scanResult {
 	var res scanResult
 	defer close(f.creds.scanned)
 	res.Err = walk(f.rootFd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		res.Entries++
+		if hiddenName(d.Name) {
+			var st unix.Stat_t
+			if dirfd.Lstat(parent, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
+				st.Ctim.Nano() < f.started.UnixNano() && dirfd.Unlink(parent, d.Name, 0) == nil {
+				res.TempRemoved++
+			}
+			return true
+		}
 		if f.opts.Credentials != nil && d.Type != unix.DT_DIR && f.credentialDenied(rel) {
 			var st unix.Stat_t
 			if dirfd.Lstat(parent, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -11,6 +12,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs/dirfd"
+	"realm/locks"
 )
 
 // Node is one object of the mount. It knows the backing object it stands
@@ -21,13 +23,27 @@ type Node struct {
 	fs.Inode
 
 	fsys *FS
-	dev  uint64 // the backing object's identity, fixed at lookup
-	ino  uint64
 
-	mu sync.Mutex
-	fd int // directories: O_PATH fd, or -1 until first use
+	mu  sync.Mutex
+	dev uint64 // the backing object's identity; changes only when an atomic
+	ino uint64 // write of this mount replaces the file (see commit)
+	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	locks lockFds // per-owner fds for POSIX record locks and flock
+	locks lockFds      // per-owner fds for POSIX record locks and flock
+	write atomic.Pointer[pendingWrite] // the atomic write in progress, if any; see atomic.go
+}
+
+// ident returns the backing identity n stands for.
+func (n *Node) ident() (dev, ino uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.dev, n.ino
+}
+
+// key is n's identity as the lock table knows it.
+func (n *Node) key() locks.Key {
+	dev, ino := n.ident()
+	return locks.Key{Dev: dev, Ino: ino}
 }
 
 var (
@@ -89,7 +105,7 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 		dirfd.Close(fd)
 		return -1, toErrno(err)
 	}
-	if st.Dev != n.dev || st.Ino != n.ino {
+	if dev, ino := n.ident(); st.Dev != dev || st.Ino != ino {
 		dirfd.Close(fd)
 		n.fsys.invalidate(pn, name)
 		return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
@@ -130,7 +146,7 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 // name now leads somewhere else (swapped from outside the mount): it is
 // refused, audited, and the kernel is told to forget the stale entry.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
-	if st.Dev == n.dev && st.Ino == n.ino {
+	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
 		return 0
 	}
 	n.fsys.invalidate(pn, name)
@@ -224,8 +240,8 @@ func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
 
 // stat stats the object n stands for, through fh when there is one.
 func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
-	if f, ok := fh.(*File); ok {
-		return toErrno(dirfd.Fstat(f.fd, st))
+	if h, ok := fh.(*File); ok {
+		return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
 	}
 	if n.IsDir() {
 		fd, errno := n.dirFd(ctx)
@@ -251,26 +267,62 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		return errno
 	}
 	n.fsys.fillAttr(&out.Attr, &st)
+	// The mount's inode number stays the one the kernel knows, even after an
+	// atomic write has replaced the backing file.
+	out.Ino = n.StableAttr().Ino
 	return 0
 }
 
 // Setattr changes mode, owner, size and times, each through an fd of the
-// verified object: the open handle's when there is one, else an O_PATH fd.
+// verified object. A size change is a write: it goes to the owner's temp
+// (see atomic.go), never to the file in place.
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	var fd int
-	if f, ok := fh.(*File); ok {
-		fd = f.fd
-	} else {
-		pfd, errno := n.openPath(ctx, "setattr")
+	h, _ := fh.(*File)
+	if size, ok := in.GetSize(); ok {
+		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
+			return errno
+		}
+		if errno := n.truncate(ctx, h, size); errno != 0 {
+			return errno
+		}
+	}
+	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		fd, errno := n.openPath(ctx, "setattr")
 		if errno != 0 {
 			return errno
 		}
-		defer dirfd.Close(pfd)
-		fd = pfd
+		defer dirfd.Close(fd)
+		if errno := setMeta(fd, in); errno != 0 {
+			return errno
+		}
+		if h == nil || h.shared == nil {
+			n.ownChange(ctx)
+		} else {
+			// The temp becomes the file at the next commit: it must carry
+			// the change too, and the change is the owner's own, not a
+			// conflicting one from outside.
+			errno = h.withShared(func(w *pendingWrite) syscall.Errno {
+				if w.temp >= 0 {
+					if errno := setMeta(w.temp, in); errno != 0 {
+						return errno
+					}
+				}
+				return toErrno(dirfd.Fstat(fd, &w.observed))
+			})
+			if errno != 0 {
+				return errno
+			}
+		}
 	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// setMeta applies the mode, owner and time changes of in to the object
+// held by fd.
+func setMeta(fd int, in *fuse.SetAttrIn) syscall.Errno {
 	if mode, ok := in.GetMode(); ok {
 		if err := dirfd.Chmod(fd, mode&07777); err != nil {
 			return toErrno(err)
@@ -290,14 +342,6 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return toErrno(err)
 		}
 	}
-	if size, ok := in.GetSize(); ok {
-		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
-			return errno
-		}
-		if errno := n.truncate(ctx, fh, fd, size); errno != 0 {
-			return errno
-		}
-	}
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
 		if in.Valid&fuse.FATTR_ATIME != 0 {
@@ -310,7 +354,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return toErrno(err)
 		}
 	}
-	return n.Getattr(ctx, fh, out)
+	return 0
 }
 
 func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
@@ -320,21 +364,28 @@ func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
 	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
 }
 
-// truncate sets the size of a regular file: through the open handle, or by
-// reopening the verified O_PATH fd for writing.
-func (n *Node) truncate(ctx context.Context, fh fs.FileHandle, fd int, size uint64) syscall.Errno {
-	if _, ok := fh.(*File); ok {
-		return toErrno(unix.Ftruncate(fd, int64(size)))
-	}
+// truncate sets the size of a regular file atomically. Through a handle
+// it changes the owner's temp, committed with the owner's writes; by name
+// (truncate(2)) it takes the lock, and, unless the owner has the file open
+// (whose close will commit), commits at once.
+func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno {
 	if n.Mode()&syscall.S_IFMT != syscall.S_IFREG {
 		return syscall.EINVAL
 	}
-	wfd, err := dirfd.Reopen(fd, unix.O_WRONLY)
-	if err != nil {
-		return toErrno(err)
+	if h != nil {
+		return h.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	}
-	defer dirfd.Close(wfd)
-	return toErrno(unix.Ftruncate(wfd, int64(size)))
+	fh, _, errno := n.Open(ctx, syscall.O_WRONLY)
+	if errno != 0 {
+		return errno
+	}
+	t := fh.(*File)
+	errno = t.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+	if errno == 0 {
+		errno = t.Flush(ctx)
+	}
+	t.Release(ctx)
+	return errno
 }
 
 // Statfs reports on the backing filesystem.

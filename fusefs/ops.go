@@ -175,6 +175,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := dirfd.Link(fd, pfd, name); err != nil {
 		return nil, toErrno(err)
 	}
+	tn.ownChange(ctx)
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
@@ -240,5 +241,19 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno != 0 {
 		return errno
 	}
-	return toErrno(dirfd.Rename(ofd, name, nfd, newName, uint(flags)))
+	if errno := n.fsys.heldByOther(ctx, np, nfd, newName); errno != 0 {
+		return errno
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		if errno := n.fsys.heldByOther(ctx, n, ofd, name); errno != 0 {
+			return errno
+		}
+	}
+	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
+		return toErrno(err)
+	}
+	if child := asNode(n.GetChild(name)); child != nil {
+		child.ownChangeAt(nfd, newName, nil)
+	}
+	return 0
 }

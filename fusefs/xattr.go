@@ -49,7 +49,11 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return errno
 	}
 	defer dirfd.Close(fd)
-	return toErrno(dirfd.Setxattr(fd, attr, data, int(flags)))
+	if err := dirfd.Setxattr(fd, attr, data, int(flags)); err != nil {
+		return toErrno(err)
+	}
+	n.ownChangeTemp(ctx, func(temp int) { dirfd.Setxattr(temp, attr, data, int(flags)) })
+	return 0
 }
 
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
@@ -64,7 +68,11 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return errno
 	}
 	defer dirfd.Close(fd)
-	return toErrno(dirfd.Removexattr(fd, attr))
+	if err := dirfd.Removexattr(fd, attr); err != nil {
+		return toErrno(err)
+	}
+	n.ownChangeTemp(ctx, func(temp int) { dirfd.Removexattr(temp, attr) })
+	return 0
 }
 
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {

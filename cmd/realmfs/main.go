@@ -19,6 +19,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs"
+	"realm/locks"
 	"realm/policy"
 )
 
@@ -48,6 +49,13 @@ Mount options (-o, comma-separated):
   fsname=NAME          name in the first column of df/mount (default BACKING)
   subtype=NAME         accepted for compatibility; the type stays fuse.realmfs
   passthrough=on|off   serve read-only opens by kernel FUSE passthrough (default on)
+  lockowner=MODE       who owns a file lock: cgroup (default: one owner per
+                       container or login session scope), session (Unix
+                       session id) or pid
+  durability=MODE      full (default): every close fsyncs the new content and
+                       the directory before and after the rename; atomic: a
+                       close renames without fsync (fsync(2) still syncs);
+                       files are never torn in either mode
   Generic mount(8) options (rw, dev, suid, exec, auto, nofail, _netdev,
   x-*, ...) are accepted and ignored, so fstab lines work.
 `
@@ -194,12 +202,22 @@ func serve(cfg config, stderr io.Writer) int {
 		audit = fusefs.NewAuditor(f)
 	}
 	isRoot := os.Geteuid() == 0
+	owners := locks.NewResolver(cfg.mount.lockOwner, "/proc")
+	if audit != nil {
+		audit.Owner = func(pid uint32) string {
+			o, _ := owners.Owner(pid)
+			return string(o)
+		}
+	}
 	fsys, err := fusefs.New(cfg.backing, fusefs.Options{
 		ReadOnly:      cfg.mount.readOnly,
 		Passthrough:   cfg.mount.passthrough && isRoot,
 		ChownToCaller: isRoot && cfg.mount.allowOther,
 		Audit:         audit,
 		Credentials:   cfg.policy.Matcher(),
+		Owners:        owners,
+		Durability:    cfg.mount.durability,
+		FailAt:        testFailAt(),
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -230,8 +248,9 @@ func serve(cfg config, stderr io.Writer) int {
 	}()
 	go func() {
 		res := fsys.Scan()
-		if cfg.debug || res.Err != nil {
-			log.Printf("scan: %d entries, %d credential files, err=%v", res.Entries, res.Credentials, res.Err)
+		if cfg.debug || res.Err != nil || res.TempRemoved > 0 {
+			log.Printf("scan: %d entries, %d credential files, %d temp files left by a crash removed, err=%v",
+				res.Entries, res.Credentials, res.TempRemoved, res.Err)
 		}
 	}()
 	notifyParent("")

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"realm/fusefs"
+	"realm/locks"
 )
 
 // mountOptions are the -o options realmfs understands.
@@ -12,6 +15,8 @@ type mountOptions struct {
 	readOnly           bool
 	passthrough        bool
 	fsname             string
+	lockOwner          locks.OwnerMode
+	durability         fusefs.Durability
 }
 
 // genericOptions are mount(8)'s own options, which fstab and mount.fuse3
@@ -51,6 +56,21 @@ func parseMountOptions(values []string) (mountOptions, error) {
 					mo.passthrough = false
 				default:
 					return mo, fmt.Errorf("-o passthrough=%q: want on or off: %w", val, errUnknownOption)
+				}
+			case key == "lockowner" && hasVal:
+				m, err := locks.ParseOwnerMode(val)
+				if err != nil {
+					return mo, fmt.Errorf("-o lockowner=%q: want cgroup, session or pid: %w", val, errUnknownOption)
+				}
+				mo.lockOwner = m
+			case key == "durability" && hasVal:
+				switch val {
+				case "full":
+					mo.durability = fusefs.DurabilityFull
+				case "atomic":
+					mo.durability = fusefs.DurabilityAtomic
+				default:
+					return mo, fmt.Errorf("-o durability=%q: want full or atomic: %w", val, errUnknownOption)
 				}
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:

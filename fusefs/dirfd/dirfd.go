@@ -374,3 +374,72 @@ func parseDirents(b []byte, out []Dirent) []Dirent {
 	}
 	return out
 }
+
+// CloneOrCopy fills dst with the first size bytes of src: a reflink
+// (FICLONE) where the filesystem shares extents, copy_file_range otherwise.
+// Both fds are open regular files the caller verified.
+func CloneOrCopy(dst, src int, size int64) error {
+	if size < 0 {
+		if err := unix.IoctlFileClone(dst, src); err == nil {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(src, &st); err != nil {
+			return err
+		}
+		size = st.Size
+	}
+	var off int64
+	for off < size {
+		in, out := off, off
+		n, err := unix.CopyFileRange(src, &in, dst, &out, int(min(size-off, 1<<30)), 0)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break // src shrank meanwhile: keep what there is
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// CopyXattrs copies the extended attributes of the object held by src onto
+// the object held by dst, so a file replaced by its temp keeps its
+// capabilities, ACLs and user attributes. Attributes the filesystem refuses
+// are skipped: the copy is best effort, the data is not.
+func CopyXattrs(dst, src int) {
+	size, err := Listxattr(src, nil)
+	if err != nil || size <= 0 {
+		return
+	}
+	names := make([]byte, size)
+	size, err = Listxattr(src, names)
+	if err != nil {
+		return
+	}
+	for _, name := range strings.Split(string(names[:size]), "\x00") {
+		if name == "" {
+			continue
+		}
+		vsize, err := Getxattr(src, name, nil)
+		if err != nil || vsize < 0 {
+			continue
+		}
+		val := make([]byte, vsize)
+		if vsize, err = Getxattr(src, name, val); err == nil {
+			Setxattr(dst, name, val[:vsize], 0)
+		}
+	}
+}
+
+// SyncDir makes the entries of the directory held by the O_PATH fd dir
+// durable (a rename into it, say).
+func SyncDir(dir int) error {
+	fd, err := ReopenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
+}

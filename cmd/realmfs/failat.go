@@ -1,0 +1,8 @@
+//go:build !realmtest
+
+package main
+
+import "realm/fusefs"
+
+// testFailAt is nil outside test builds: no failure can be injected.
+func testFailAt() func(fusefs.Stage) bool { return nil }

@@ -1,0 +1,386 @@
+package fusefs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+	"realm/locks"
+)
+
+// Atomic writes. Data written through the mount never lands in the file
+// itself: the first write of an owner's handle copies the file into a
+// hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked where the
+// filesystem can), and every handle that owner has on the file reads and
+// writes that temp. A commit (on fsync(2), on close, and on the last
+// release) fsyncs the temp, checks the file is still the object observed
+// when the lock was taken, renames the temp over it and fsyncs the
+// directory. The file is therefore always either its old or its new
+// content, whatever fails or crashes in between.
+//
+// The lock table entry of (file, owner) holds the pendingWrite; the entry's
+// lock guards it. Lock order: Entry lock, then Node.mu (a leaf).
+
+// Durability says when a commit is made durable.
+type Durability int
+
+const (
+	// DurabilityFull fsyncs the temp before the rename and the directory
+	// after it on every commit: after a power loss a file is its old or its
+	// new content.
+	DurabilityFull Durability = iota
+	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
+	// close still commits by rename. A crash of realmfs or of any process
+	// never leaves a torn file; after a power loss a file closed without
+	// fsync may be its old content, or (on filesystems without ext4's
+	// rename heuristics) empty.
+	DurabilityAtomic
+)
+
+// Stage names a point of the commit where a test may inject a failure.
+type Stage string
+
+const (
+	StageAfterWrite   Stage = "after-write"
+	StageAfterFsync   Stage = "after-fsync"
+	StageBeforeRename Stage = "before-rename"
+)
+
+// errInjected is the failure a FailAt hook injects.
+var errInjected = errors.New("injected failure")
+
+// pendingWrite is one owner's write in progress on one file.
+type pendingWrite struct {
+	node     *Node
+	entry    *locks.Entry // whose lock guards this
+	dir      int         // O_PATH fd of the directory the temp lives in
+	base     int         // fd of the content last committed (or found at open)
+	temp     int         // fd of the temp holding new content, -1 if none
+	tempName string      // its name in dir
+	observed unix.Stat_t // the file as this owner last saw it commit
+	dirty    bool        // temp holds changes not yet committed
+	handles  int
+}
+
+// cur is the fd whose content the owner sees.
+func (w *pendingWrite) cur() int {
+	if w.temp >= 0 {
+		return w.temp
+	}
+	return w.base
+}
+
+func (w *pendingWrite) close() {
+	w.dropTemp()
+	dirfd.Close(w.base)
+	dirfd.Close(w.dir)
+}
+
+// dropTemp removes the temp and forgets its changes.
+func (w *pendingWrite) dropTemp() {
+	if w.temp >= 0 {
+		dirfd.Close(w.temp)
+		dirfd.Unlink(w.dir, w.tempName, 0)
+	}
+	w.temp, w.tempName, w.dirty = -1, "", false
+}
+
+// ensureTemp makes the temp the owner writes into, seeded with the current
+// content unless seed is false (O_TRUNC). A failure (ENOSPC, say) leaves
+// nothing behind and the file untouched.
+func (w *pendingWrite) ensureTemp(seed bool) error {
+	if w.temp >= 0 {
+		return nil
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := TempPrefix + hex.EncodeToString(rnd[:])
+	fd, err := dirfd.Open(w.dir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		dirfd.Close(fd)
+		dirfd.Unlink(w.dir, name, 0)
+		return err
+	}
+	if seed {
+		if err := dirfd.CloneOrCopy(fd, w.base, -1); err != nil {
+			return fail(err)
+		}
+	}
+	// The temp becomes the file: give it the file's owner, mode and
+	// extended attributes (as they are now, with this mount's own changes)
+	// before anyone can see it under the file's name.
+	var st unix.Stat_t
+	if err := dirfd.Fstat(w.base, &st); err != nil {
+		return fail(err)
+	}
+	if unix.Geteuid() == 0 {
+		if err := dirfd.Chown(fd, int(st.Uid), int(st.Gid)); err != nil {
+			return fail(err)
+		}
+	}
+	if err := dirfd.Chmod(fd, st.Mode&07777); err != nil {
+		return fail(err)
+	}
+	dirfd.CopyXattrs(fd, w.base)
+	w.temp, w.tempName = fd, name
+	return nil
+}
+
+// sameFile reports whether the file is still the one observed: a process
+// outside the mount that replaced or changed it makes this false.
+func sameFile(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// commit makes the temp the file. durable forces the fsyncs whatever the
+// mount's durability (an fsync(2) asked for them). It returns the errno for
+// the caller and whether the kernel's cached pages of the file must be
+// dropped (by the caller, after it has let go of the entry lock).
+func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
+	if !w.dirty {
+		return 0, false
+	}
+	n, f := w.node, w.node.fsys
+	durable = durable || f.opts.Durability == DurabilityFull
+	fail := func(stage Stage, err error) (syscall.Errno, bool) {
+		w.dropTemp()
+		rel := f.relPath(n, "")
+		if f.opts.Audit != nil {
+			f.opts.Audit.Record(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO)
+		}
+		return syscall.EIO, false
+	}
+	if err := f.failAt(StageAfterWrite); err != nil {
+		return fail(StageAfterWrite, err)
+	}
+	if durable {
+		if err := unix.Fsync(w.temp); err != nil {
+			return fail(StageAfterWrite, err)
+		}
+	}
+	if err := f.failAt(StageAfterFsync); err != nil {
+		return fail(StageAfterFsync, err)
+	}
+	pfd, name, pn, errno := n.parentFd(ctx)
+	if errno == syscall.ENOENT {
+		// Unlinked while open: as natively, the data goes with the file.
+		w.dropTemp()
+		return 0, false
+	}
+	if errno != 0 {
+		return fail(StageBeforeRename, errno)
+	}
+	var now unix.Stat_t
+	if err := dirfd.Lstat(pfd, name, &now); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			w.dropTemp()
+			return 0, false
+		}
+		return fail(StageBeforeRename, err)
+	}
+	if !sameFile(&now, &w.observed) {
+		return w.conflict(ctx, pfd, pn, name, &now), false
+	}
+	if err := f.failAt(StageBeforeRename); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	if err := dirfd.Rename(w.dir, w.tempName, pfd, name, 0); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	if durable {
+		// The new name is in place: a failure here cannot undo it, but the
+		// caller must hear that durability was not reached.
+		if err := dirfd.SyncDir(pfd); err != nil {
+			errno = toErrno(err)
+		}
+	}
+	var st unix.Stat_t
+	dirfd.Fstat(w.temp, &st)
+	old := n.key()
+	n.setIdent(st.Dev, st.Ino)
+	f.locks.Rekey(old, locks.Key{Dev: st.Dev, Ino: st.Ino})
+	dirfd.Close(w.base)
+	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
+	return errno, true
+}
+
+// conflict keeps the owner's new bytes as a visible copy beside a file that
+// a process outside the mount changed since the lock was taken, and leaves
+// the file as that process made it.
+func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name string, now *unix.Stat_t) syscall.Errno {
+	f := w.node.fsys
+	copyName := fmt.Sprintf("%s.realm-conflict-%s", name, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := dirfd.Rename(w.dir, w.tempName, pfd, copyName, unix.RENAME_NOREPLACE); err != nil {
+		w.dropTemp()
+	} else {
+		dirfd.Close(w.temp)
+		w.temp, w.tempName, w.dirty = -1, "", false
+	}
+	w.observed = *now
+	return f.refuse(ctx, "commit", pn, name, errcode.LockConflict)
+}
+
+// setIdent records the backing object n now stands for.
+func (n *Node) setIdent(dev, ino uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dev, n.ino = dev, ino
+}
+
+// failAt runs the test hook for a commit stage.
+func (f *FS) failAt(s Stage) error {
+	if f.opts.FailAt != nil && f.opts.FailAt(s) {
+		return errInjected
+	}
+	return nil
+}
+
+// owner names the lock owner of the calling process.
+func (f *FS) owner(ctx context.Context) locks.Owner {
+	c := caller(ctx)
+	if f.opts.Owners == nil {
+		return locks.Owner(fmt.Sprintf("pid:%d", c.Pid))
+	}
+	o, err := f.opts.Owners.Owner(c.Pid)
+	if err != nil {
+		// The process is gone already: it can own nothing lasting.
+		return locks.Owner(fmt.Sprintf("gone:%d", c.Pid))
+	}
+	return o
+}
+
+// acquireWait is how long a conflicting open waits for the holder's last
+// release: the kernel sends RELEASE after close(2) has returned, so a
+// sequential writer must not lose the race to it.
+const acquireWait = 250 * time.Millisecond
+
+// acquire takes the lock on n for owner, waiting briefly for a release that
+// is on its way.
+func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*locks.Lease, error) {
+	deadline := time.Now().Add(acquireWait)
+	for {
+		lease, err := f.locks.Acquire(key, owner)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return lease, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openShared opens n through the owner's pending write (starting one for a
+// write open). base is the verified O_RDONLY fd of the file; it is consumed.
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pfd int, st *unix.Stat_t, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
+	if err != nil {
+		dirfd.Close(base)
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict)
+	}
+	e := lease.Shared()
+	e.Lock()
+	defer e.Unlock()
+	w, _ := e.Value.(*pendingWrite)
+	if w == nil {
+		dir, err := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			dirfd.Close(base)
+			lease.Release()
+			return nil, 0, toErrno(err)
+		}
+		w = &pendingWrite{node: n, entry: e, dir: dir, base: base, temp: -1, observed: *st}
+		e.Value = w
+		n.write.Store(w)
+	} else {
+		dirfd.Close(base)
+	}
+	w.handles++
+	if flags&syscall.O_TRUNC != 0 && writeFlags(flags) {
+		w.dropTemp()
+		if err := w.ensureTemp(false); err != nil {
+			w.release(e, lease)
+			return nil, 0, toErrno(err)
+		}
+		w.dirty = true
+	}
+	fh := &File{node: n, fd: -1, lease: lease, shared: w}
+	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
+	// page cache, which readers of other owners share.
+	return fh, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// release drops one handle; the caller holds e's lock. The last handle
+// closes the temp and the lease.
+func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
+	w.handles--
+	if w.handles <= 0 {
+		w.close()
+		e.Value = nil
+		w.node.write.CompareAndSwap(w, nil)
+	}
+	lease.Release()
+}
+
+// ownChange tells n's pending write, if any, that this mount itself just
+// changed the file's metadata (rename, link, chmod): the new ctime is not a
+// conflicting change from outside.
+func (n *Node) ownChange(ctx context.Context) { n.ownChangeTemp(ctx, nil) }
+
+// ownChangeTemp is ownChange for a change the temp must carry too (an
+// extended attribute): apply runs on the temp, if there is one yet.
+func (n *Node) ownChangeTemp(ctx context.Context, apply func(temp int)) {
+	if n.write.Load() == nil {
+		return
+	}
+	pfd, name, _, errno := n.parentFd(ctx)
+	if errno == 0 {
+		n.ownChangeAt(pfd, name, apply)
+	}
+}
+
+// ownChangeAt is ownChangeTemp for a file now named name in the directory
+// pfd.
+func (n *Node) ownChangeAt(pfd int, name string, apply func(temp int)) {
+	w := n.write.Load()
+	if w == nil {
+		return
+	}
+	w.entry.Lock()
+	defer w.entry.Unlock()
+	if n.write.Load() != w {
+		return
+	}
+	if apply != nil && w.temp >= 0 {
+		apply(w.temp)
+	}
+	var st unix.Stat_t
+	if dirfd.Lstat(pfd, name, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
+		w.observed.Ctim = st.Ctim
+	}
+}
+
+// heldByOther refuses to replace name in dir while another owner holds the
+// lock of the file that name is now.
+func (f *FS) heldByOther(ctx context.Context, dir *Node, dfd int, name string) syscall.Errno {
+	var st unix.Stat_t
+	if dirfd.Lstat(dfd, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0
+	}
+	holder, held := f.locks.Holder(locks.Key{Dev: st.Dev, Ino: st.Ino})
+	if held && holder != f.owner(ctx) {
+		return f.refuse(ctx, "rename", dir, name, errcode.LockConflict)
+	}
+	return 0
+}

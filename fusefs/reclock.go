@@ -1,0 +1,187 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/fusefs/dirfd"
+)
+
+// POSIX record locks and flock on the mount (sqlite, git, make's jobserver
+// rely on them) are open-file-description locks that the daemon takes on
+// behalf of each lock owner the kernel names. One fd per owner gives each
+// owner its own lock identity, as the kernel gives each process: an owner's
+// locks merge and split among themselves and conflict with every other
+// owner's.
+//
+// All of a node's owner fds are opened from one anchor, the file as it was
+// when the first lock was taken, and the anchor is kept while any owner holds
+// an fd. Atomic writes replace the backing file, but lockers keep meeting on
+// the anchor, so a commit never drops or splits a lock. (Locks taken by
+// processes outside the mount on a later version of the file do not meet
+// the mount's.)
+type lockFds struct {
+	mu      sync.Mutex
+	anchor  int // 0 when none (fd 0 is never an anchor: dups start at 3)
+	byOwner map[uint64]int
+}
+
+// fd returns owner's lock fd, opening it from the anchor (made from src, an
+// fd of the file's current content, on first use).
+func (l *lockFds) fd(src int, owner uint64) (int, syscall.Errno) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if fd, ok := l.byOwner[owner]; ok {
+		return fd, 0
+	}
+	if len(l.byOwner) == 0 {
+		anchor, err := unix.FcntlInt(uintptr(src), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return -1, toErrno(err)
+		}
+		l.anchor = anchor
+	}
+	fd, err := dirfd.Reopen(l.anchor, unix.O_RDWR)
+	if err != nil {
+		fd, err = dirfd.Reopen(l.anchor, unix.O_RDONLY)
+	}
+	if err != nil {
+		if len(l.byOwner) == 0 {
+			dirfd.Close(l.anchor)
+			l.anchor = 0
+		}
+		return -1, toErrno(err)
+	}
+	if l.byOwner == nil {
+		l.byOwner = make(map[uint64]int)
+	}
+	l.byOwner[owner] = fd
+	return fd, 0
+}
+
+// drop closes owner's fd, which releases every lock it held.
+func (l *lockFds) drop(owner uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if fd, ok := l.byOwner[owner]; ok {
+		dirfd.Close(fd)
+		delete(l.byOwner, owner)
+		if len(l.byOwner) == 0 {
+			dirfd.Close(l.anchor)
+			l.anchor = 0
+		}
+	}
+}
+
+func (l *lockFds) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for owner, fd := range l.byOwner {
+		dirfd.Close(fd)
+		delete(l.byOwner, owner)
+	}
+	if l.anchor > 0 {
+		dirfd.Close(l.anchor)
+		l.anchor = 0
+	}
+}
+
+// lockFd returns the lock fd of owner for handle fh, remembering on the
+// handle that owner used it.
+func (n *Node) lockFd(fh fs.FileHandle, owner uint64) (int, syscall.Errno) {
+	h, ok := fh.(*File)
+	if !ok {
+		return -1, syscall.EBADF
+	}
+	var fd int
+	errno := h.withFd(func(src int) syscall.Errno {
+		var errno syscall.Errno
+		fd, errno = n.locks.fd(src, owner)
+		return errno
+	})
+	if errno != 0 {
+		return -1, errno
+	}
+	h.mu.Lock()
+	if h.lockOwners == nil {
+		h.lockOwners = make(map[uint64]bool)
+	}
+	h.lockOwners[owner] = true
+	h.mu.Unlock()
+	return fd, 0
+}
+
+// Getlk reports a lock that would conflict with lk.
+func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	fd, errno := n.lockFd(fh, owner)
+	if errno != 0 {
+		return errno
+	}
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	flk.Pid = 0
+	if err := syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &flk); err != nil {
+		return toErrno(err)
+	}
+	out.FromFlockT(&flk)
+	return 0
+}
+
+func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setLock(ctx, fh, owner, lk, flags, false)
+}
+
+// Setlkw waits for the lock by retrying: a blocking fcntl could not be
+// interrupted when the caller gives up (a signal, or the kernel's INTERRUPT).
+func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setLock(ctx, fh, owner, lk, flags, true)
+}
+
+func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	fd, errno := n.lockFd(fh, owner)
+	if errno != 0 {
+		return errno
+	}
+	try := func() error {
+		if flags&fuse.FUSE_LK_FLOCK != 0 {
+			op := unix.LOCK_NB
+			switch lk.Typ {
+			case syscall.F_RDLCK:
+				op |= unix.LOCK_SH
+			case syscall.F_WRLCK:
+				op |= unix.LOCK_EX
+			case syscall.F_UNLCK:
+				op |= unix.LOCK_UN
+			default:
+				return syscall.EINVAL
+			}
+			return unix.Flock(fd, op)
+		}
+		var flk syscall.Flock_t
+		lk.ToFlockT(&flk)
+		flk.Pid = 0 // OFD locks require it
+		return syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &flk)
+	}
+	delay := time.Millisecond
+	for {
+		err := try()
+		if err == nil {
+			return 0
+		}
+		if !wait || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EACCES) {
+			return toErrno(err)
+		}
+		select {
+		case <-ctx.Done():
+			return syscall.EINTR
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}

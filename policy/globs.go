@@ -1,0 +1,135 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Glob is one credential pattern and where it came from, so that a person
+// reading --show-policy or the README can judge each entry.
+type Glob struct {
+	Pattern string // doublestar glob on the workspace-relative path
+	Source  string // who names this file a credential: DESIGN.md, shhgit, gitleaks, agentsh, a tool's docs
+}
+
+// DefaultCredentialGlobs is the built-in credential set, applied when a
+// policy has credentials.defaults: true (the default). It is frozen: adding
+// a pattern denies files that agents could read before, so every change is a
+// reviewed, documented change to realm's behaviour.
+//
+// The list is every pattern of DESIGN.md's starting set plus file names that
+// public secret scanners and agent sandboxes name as credentials by path
+// alone. Sources:
+//
+//   - DESIGN.md: realm's own starting set.
+//   - shhgit: eth0izzle/shhgit config.yaml, "part: filename/extension/path" signatures.
+//   - gitleaks: the path-only rule pkcs12-file.
+//   - agentsh: canyonroad/agentsh configs/policies/default.yaml deny rules.
+//   - Terraform CLI docs, gsutil/boto docs: where those tools keep tokens.
+//
+// Left out on purpose, because they are too broad for a source tree: agentsh's
+// **/secrets/** and **/credentials/** (Go and Python packages use those
+// names), **/.git/config (git needs it), shhgit's *.asc, *.sqlite, *.log,
+// database.yml, settings.py and shell rc files, and a general **/id_*.
+var DefaultCredentialGlobs = []Glob{
+	// Environment files.
+	{"**/.env", "DESIGN.md, shhgit, agentsh"},
+	{"**/.env.*", "DESIGN.md, agentsh"},
+
+	// SSH and private keys.
+	{"**/.ssh/**", "DESIGN.md, agentsh"},
+	{"**/id_rsa*", "DESIGN.md, shhgit"},
+	{"**/id_dsa*", "DESIGN.md, shhgit"},
+	{"**/id_ecdsa*", "DESIGN.md, shhgit"},
+	{"**/id_ed25519*", "DESIGN.md, shhgit"},
+	{"**/*.pem", "DESIGN.md, shhgit"},
+	{"**/*.key", "DESIGN.md, shhgit"},
+	{"**/*.keypair", "shhgit"},
+	{"**/otr.private_key", "shhgit"},
+
+	// Key stores and certificate bundles.
+	{"**/*.p12", "DESIGN.md, gitleaks, shhgit"},
+	{"**/*.pfx", "DESIGN.md, gitleaks, shhgit"},
+	{"**/*.pkcs12", "shhgit"},
+	{"**/*.jks", "DESIGN.md, shhgit"},
+	{"**/*.keystore", "DESIGN.md, shhgit"},
+
+	// Password managers and OS key rings.
+	{"**/*.kdbx", "shhgit"},
+	{"**/*.kdb", "shhgit"},
+	{"**/*.agilekeychain", "shhgit"},
+	{"**/*.keychain", "shhgit"},
+	{"**/*.keyring", "shhgit"},
+	{"**/*.kwallet", "shhgit"},
+	{"**/*.psafe3", "shhgit"},
+	{"**/*.bek", "shhgit"},
+	{"**/.gnupg/**", "DESIGN.md"},
+	{"**/.password-store/**", "DESIGN.md"},
+
+	// Cloud and cluster credentials.
+	{"**/.aws/**", "DESIGN.md, shhgit, agentsh"},
+	{"**/.config/gcloud/**", "DESIGN.md, agentsh"},
+	{"**/.azure/**", "DESIGN.md, agentsh"},
+	{"**/.kube/**", "DESIGN.md"},
+	{"**/.config/doctl/config.yaml", "shhgit"},
+	{"**/.boto", "gsutil/boto docs"},
+	{"**/.s3cfg", "DESIGN.md, shhgit"},
+	{"**/.vault-token", "DESIGN.md"},
+	{"**/terraform.tfvars", "DESIGN.md, shhgit"},
+	{"**/.terraformrc", "Terraform CLI docs"},
+	{"**/.terraform.d/credentials.tfrc.json", "Terraform CLI docs"},
+
+	// Registries and containers.
+	{"**/.docker/config.json", "DESIGN.md"},
+	{"**/.dockercfg", "shhgit"},
+	{"**/.config/containers/auth.json", "DESIGN.md"},
+	{"**/.npmrc", "DESIGN.md, shhgit"},
+	{"**/.pypirc", "DESIGN.md"},
+	{"**/.cargo/credentials.toml", "DESIGN.md"},
+	{"**/.gem/credentials", "shhgit"},
+
+	// Git hosting and login files.
+	{"**/.git-credentials", "DESIGN.md, shhgit, agentsh"},
+	{"**/.config/gh/hosts.yml", "DESIGN.md"},
+	{"**/.config/hub", "shhgit"},
+	{"**/.netrc", "DESIGN.md, shhgit"},
+	{"**/_netrc", "DESIGN.md, shhgit"},
+	{"**/.pgpass", "DESIGN.md, shhgit"},
+	{"**/.htpasswd", "DESIGN.md, shhgit"},
+	{"**/*.ovpn", "shhgit"},
+}
+
+// maxGlobLen bounds one pattern; doublestar backtracks, and no credential
+// path needs more.
+const maxGlobLen = 1024
+
+// checkGlob reports why pattern cannot be a credential glob. Beyond
+// doublestar's syntax it refuses patterns that could never match a canonical
+// workspace-relative path (leading slash, empty, "." or ".." segments), so
+// that a typo fails loudly instead of silently denying nothing.
+func checkGlob(pattern string) error {
+	switch {
+	case pattern == "":
+		return fmt.Errorf("empty glob")
+	case len(pattern) > maxGlobLen:
+		return fmt.Errorf("glob longer than %d bytes", maxGlobLen)
+	case !utf8.ValidString(pattern):
+		return fmt.Errorf("glob %q is not valid UTF-8", pattern)
+	case !doublestar.ValidatePattern(pattern):
+		return fmt.Errorf("bad glob %q: %w", pattern, doublestar.ErrBadPattern)
+	case strings.HasPrefix(pattern, "/"):
+		return fmt.Errorf("glob %q must be relative to the workspace (no leading /)", pattern)
+	}
+	for seg := range strings.SplitSeq(pattern, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("glob %q has an empty path segment", pattern)
+		case ".", "..":
+			return fmt.Errorf("glob %q has a %q segment; paths are canonical", pattern, seg)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package policy
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Matcher answers whether a workspace path is a credential. It is built once
+// per policy and is safe for concurrent use: it is read-only after
+// construction.
+//
+// Denied runs on every lookup and open of the mount, so the patterns are
+// sorted into shapes that need no general glob engine: a literal base name or
+// path tail, an extension, a base-name prefix or suffix, a directory name
+// anywhere in the path, and anchored literals. Only what fits none of these
+// falls back to doublestar.Match. Every shape is equivalent to doublestar on
+// canonical paths; the tests and FuzzDenied hold the two against each other.
+type Matcher struct {
+	deny, allow globSet
+	hide        bool
+}
+
+// globSet is a set of compiled patterns; match reports whether any matches.
+type globSet struct {
+	// **/<literal path tail>, indexed by its last segment. A one-segment tail
+	// is the base name itself.
+	tails map[string][]string
+	// **/*<ext> where ext is "." followed by no other dot: looked up by the
+	// base name's own extension.
+	exts map[string]struct{}
+	// **/*<suffix> and **/<prefix>* for other literals.
+	suffixes, prefixes []string
+	// **/<glob without / or **>: matched against the base name only.
+	baseGlobs []string
+	// **/<dir>/**: any segment equal to dir (doublestar's x/** matches x).
+	dirs     map[string]struct{}
+	dirFirst [256]bool // first bytes of dirs, to skip most lookups
+	// **/<a/b>/**: the segment sequence anywhere.
+	seqs []string
+	// <literal> and <literal>/** anchored at the root.
+	exact   map[string]struct{}
+	anchors []string // literal + "/"
+	// Everything else.
+	general []string
+	// all matches every path: a deny set with an invalid pattern fails
+	// closed.
+	all bool
+}
+
+// Matcher compiles the policy's credential globs. It assumes p is valid, as
+// Parse, Load and Default return it; for a hand-built Policy call Validate
+// first. An invalid deny glob that slips through makes every path denied (fail
+// closed); an invalid allow glob allows nothing.
+func (p *Policy) Matcher() *Matcher {
+	if p == nil {
+		p = Default()
+	}
+	m := &Matcher{hide: p.Credentials.Hide}
+	if p.Credentials.Defaults {
+		for _, g := range DefaultCredentialGlobs {
+			m.deny.add(g.Pattern)
+		}
+	}
+	for _, g := range p.Credentials.Deny {
+		if !m.deny.add(g) {
+			m.deny.all = true
+		}
+	}
+	for _, g := range p.Credentials.Allow {
+		m.allow.add(g) // an invalid allow glob allows nothing
+	}
+	return m
+}
+
+var defaultMatcher = sync.OnceValue(func() *Matcher { return Default().Matcher() })
+
+// Denied reports whether rel is a credential path: it matches the built-in set
+// (when defaults are on) or a deny glob, and no allow glob. rel is the
+// canonical workspace-relative path, slash-separated, without a leading slash;
+// "" is the workspace root and is never denied. Matching is byte-exact and
+// case-sensitive, as names are on Linux. A nil Matcher applies the default
+// policy, so a wiring mistake fails closed.
+func (m *Matcher) Denied(rel string) bool {
+	if m == nil {
+		m = defaultMatcher()
+	}
+	if rel == "" {
+		return false
+	}
+	return m.deny.match(rel) && !m.allow.match(rel)
+}
+
+// Hide reports whether denied entries also vanish from lookup and listings.
+func (m *Matcher) Hide() bool {
+	if m == nil {
+		return defaultMatcher().hide
+	}
+	return m.hide
+}
+
+// isLiteral reports whether s has no glob syntax at all.
+func isLiteral(s string) bool {
+	return !strings.ContainsAny(s, `*?[]{}\`)
+}
+
+// add files pattern under its shape; it reports false, and adds nothing, if
+// the pattern is invalid.
+func (s *globSet) add(pattern string) bool {
+	if checkGlob(pattern) != nil {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(pattern, "**/"); ok {
+		if dir, ok := strings.CutSuffix(rest, "/**"); ok && isLiteral(dir) {
+			s.addDir(dir)
+			return true
+		}
+		if !strings.Contains(rest, "/") && !strings.Contains(rest, "**") {
+			s.addBase(rest)
+			return true
+		}
+		if isLiteral(rest) {
+			s.addTail(rest)
+			return true
+		}
+	}
+	if isLiteral(pattern) {
+		if s.exact == nil {
+			s.exact = make(map[string]struct{})
+		}
+		s.exact[pattern] = struct{}{}
+		return true
+	}
+	if dir, ok := strings.CutSuffix(pattern, "/**"); ok && isLiteral(dir) {
+		s.anchors = append(s.anchors, dir+"/")
+		return true
+	}
+	s.general = append(s.general, pattern)
+	return true
+}
+
+// addBase files a pattern that applies to the base name only.
+func (s *globSet) addBase(g string) {
+	if isLiteral(g) {
+		s.addTail(g)
+		return
+	}
+	if suf, ok := strings.CutPrefix(g, "*"); ok && isLiteral(suf) {
+		if strings.LastIndexByte(suf, '.') == 0 {
+			if s.exts == nil {
+				s.exts = make(map[string]struct{})
+			}
+			s.exts[suf] = struct{}{}
+		} else {
+			s.suffixes = append(s.suffixes, suf)
+		}
+		return
+	}
+	if pre, ok := strings.CutSuffix(g, "*"); ok && isLiteral(pre) {
+		s.prefixes = append(s.prefixes, pre)
+		return
+	}
+	s.baseGlobs = append(s.baseGlobs, g)
+}
+
+func (s *globSet) addTail(tail string) {
+	if s.tails == nil {
+		s.tails = make(map[string][]string)
+	}
+	base := tail[strings.LastIndexByte(tail, '/')+1:]
+	s.tails[base] = append(s.tails[base], tail)
+}
+
+func (s *globSet) addDir(dir string) {
+	if strings.Contains(dir, "/") {
+		s.seqs = append(s.seqs, dir)
+		return
+	}
+	if s.dirs == nil {
+		s.dirs = make(map[string]struct{})
+	}
+	s.dirs[dir] = struct{}{}
+	s.dirFirst[dir[0]] = true
+}
+
+func (s *globSet) match(rel string) bool {
+	if s.all {
+		return true
+	}
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	if tails, ok := s.tails[base]; ok {
+		for _, t := range tails {
+			if len(t) == len(base) || hasSegmentSuffix(rel, t) {
+				return true
+			}
+		}
+	}
+	if len(s.exts) > 0 {
+		if i := strings.LastIndexByte(base, '.'); i >= 0 {
+			if _, ok := s.exts[base[i:]]; ok {
+				return true
+			}
+		}
+	}
+	for _, suf := range s.suffixes {
+		if strings.HasSuffix(base, suf) {
+			return true
+		}
+	}
+	for _, pre := range s.prefixes {
+		if strings.HasPrefix(base, pre) {
+			return true
+		}
+	}
+	for _, g := range s.baseGlobs {
+		if doublestar.MatchUnvalidated(g, base) {
+			return true
+		}
+	}
+	if len(s.dirs) > 0 && s.anyDir(rel) {
+		return true
+	}
+	for _, seq := range s.seqs {
+		if containsSegments(rel, seq) {
+			return true
+		}
+	}
+	if _, ok := s.exact[rel]; ok {
+		return true
+	}
+	for _, a := range s.anchors {
+		if strings.HasPrefix(rel, a) || rel == a[:len(a)-1] {
+			return true
+		}
+	}
+	for _, g := range s.general {
+		if doublestar.MatchUnvalidated(g, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyDir reports whether a segment of rel is one of s.dirs.
+func (s *globSet) anyDir(rel string) bool {
+	for rel != "" {
+		seg := rel
+		if i := strings.IndexByte(rel, '/'); i >= 0 {
+			seg, rel = rel[:i], rel[i+1:]
+		} else {
+			rel = ""
+		}
+		if seg != "" && s.dirFirst[seg[0]] {
+			if _, ok := s.dirs[seg]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasSegmentSuffix reports whether rel is tail or ends in "/"+tail.
+func hasSegmentSuffix(rel, tail string) bool {
+	if len(rel) == len(tail) {
+		return rel == tail
+	}
+	return len(rel) > len(tail) && rel[len(rel)-len(tail)-1] == '/' && strings.HasSuffix(rel, tail)
+}
+
+// containsSegments reports whether seq occurs in rel as whole segments.
+func containsSegments(rel, seq string) bool {
+	for off := 0; ; {
+		i := strings.Index(rel[off:], seq)
+		if i < 0 {
+			return false
+		}
+		start, end := off+i, off+i+len(seq)
+		if (start == 0 || rel[start-1] == '/') && (end == len(rel) || rel[end] == '/') {
+			return true
+		}
+		off = start + 1
+	}
+}

@@ -1,0 +1,256 @@
+// Package policy holds what realm is told to enforce: the policy file and
+// its validation, the credential glob set and the matcher the mount consults
+// on every operation, egress allowlist validation, and the OpenShell sandbox
+// policy document realmctl writes before it creates a sandbox.
+//
+// Every validation error is an *errcode.Error with code SCHEMA_INVALID whose
+// message names the file (or list), the line and the field, so a person can
+// fix the input without reading realm's source.
+//
+// # Policy file
+//
+// The policy file is YAML. Unknown keys, duplicate keys, wrong types, bad
+// globs and bad values are errors; an absent optional section takes its
+// default. Quote globs: a plain scalar starting with * is a YAML alias.
+//
+//	version: 1                 # required; must be 1
+//	credentials:               # optional
+//	  defaults: true           # include the built-in credential set (default true)
+//	  deny: ["secrets/**"]     # globs added to the set (default none)
+//	  allow: ["**/.env.example"]  # globs that override a denial (default none)
+//	  hide: false              # true: denied entries also vanish from lookup
+//	                           # and directory listings (default false)
+//	symlinks: inside-only      # optional; the only value, and the default
+//	audit:                     # optional; no section means no audit file
+//	  path: /var/log/realm/audit.jsonl  # required in the section; absolute
+//
+// A path is denied when it matches the built-in set (if defaults is true) or
+// a deny glob, and matches no allow glob. Globs match the canonical
+// workspace-relative path (slash-separated, no leading slash, symlinks inside
+// the workspace resolved) with github.com/bmatcuk/doublestar/v4 syntax: * is
+// any run of characters within one segment, ? is one character, [abc] and
+// [a-z] are classes, {a,b} are alternatives, and ** is zero or more whole
+// segments, so **/x matches x at the root too and x/** matches x itself.
+// Matching is case-sensitive, as on Linux. A glob may not start with /, nor
+// have empty, "." or ".." segments, since those could never match.
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"realm/errcode"
+)
+
+// SymlinksInsideOnly is the only symlink mode: a symlink whose target stays
+// beneath the workspace root is served, any other is an escape.
+const SymlinksInsideOnly = "inside-only"
+
+// Policy is a parsed, validated policy file.
+type Policy struct {
+	// Version is the schema version; it must be 1.
+	Version int
+	// Credentials says which workspace paths are credentials.
+	Credentials Credentials
+	// Symlinks is the symlink mode; only SymlinksInsideOnly exists.
+	Symlinks string
+	// Audit says where refusals are logged.
+	Audit Audit
+}
+
+// Credentials is the credentials section of the policy file.
+type Credentials struct {
+	// Defaults includes DefaultCredentialGlobs in the denied set. YAML
+	// key defaults; true unless the file says false.
+	Defaults bool
+	// Deny holds globs added to the denied set (YAML key deny).
+	Deny []string
+	// Allow holds globs that override a denial, built-in or not (YAML key
+	// allow): a path matching any of them is never denied.
+	Allow []string
+	// Hide makes denied entries vanish: lookup answers ENOENT and
+	// listings skip them. Without it a denied file can still be stat'ed,
+	// which reveals size and mode but not content (YAML key hide).
+	Hide bool
+}
+
+// Audit is the audit section of the policy file.
+type Audit struct {
+	// Path is the absolute path of the JSON-lines audit log (YAML key
+	// path); empty when the policy has no audit section.
+	Path string
+}
+
+// Default returns the built-in policy used when realmfs is given no policy
+// file: version 1, the built-in credential set, nothing added or allowed,
+// denied entries visible to stat, inside-only symlinks, no audit file.
+func Default() *Policy {
+	return &Policy{
+		Version:     1,
+		Credentials: Credentials{Defaults: true},
+		Symlinks:    SymlinksInsideOnly,
+	}
+}
+
+// maxPolicySize bounds the file: a policy is a few dozen lines, and a bound
+// keeps a wrong path (a log, a device) from being read whole.
+const maxPolicySize = 1 << 20
+
+// Load reads and parses the policy file at path. A file that cannot be read
+// is SCHEMA_INVALID too: the caller asked for that policy and nothing may
+// start without it.
+func Load(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.SchemaInvalid, err, "policy %s: cannot read", path)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
+	if err != nil {
+		return nil, errcode.Wrap(errcode.SchemaInvalid, err, "policy %s: cannot read", path)
+	}
+	return Parse(path, data)
+}
+
+// Validate checks a Policy that did not come from Parse (one built in code).
+// Errors name the field but no line.
+func (p *Policy) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return errcode.New(errcode.SchemaInvalid, "policy: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if p.Version != 1 {
+		return bad("version", "unsupported version %d (want 1)", p.Version)
+	}
+	for _, list := range []struct {
+		name  string
+		globs []string
+	}{{"credentials.deny", p.Credentials.Deny}, {"credentials.allow", p.Credentials.Allow}} {
+		for i, g := range list.globs {
+			if err := checkGlob(g); err != nil {
+				return errcode.Wrap(errcode.SchemaInvalid, err, "policy: %s[%d]", list.name, i)
+			}
+		}
+	}
+	if p.Symlinks != SymlinksInsideOnly {
+		return bad("symlinks", "unknown mode %q (want %q)", p.Symlinks, SymlinksInsideOnly)
+	}
+	if msg := checkAuditPath(p.Audit.Path, true); msg != "" {
+		return bad("audit.path", "%s", msg)
+	}
+	return nil
+}
+
+// checkAuditPath returns why p cannot be the audit log path, or "".
+func checkAuditPath(p string, emptyOK bool) string {
+	switch {
+	case p == "" && emptyOK:
+		return ""
+	case p == "":
+		return "empty path"
+	case !path.IsAbs(p):
+		return fmt.Sprintf("%q is not an absolute path", p)
+	case strings.IndexByte(p, 0) >= 0:
+		return "path contains a NUL byte"
+	case path.Clean(p) != p:
+		return fmt.Sprintf("%q is not a clean path (want %q)", p, path.Clean(p))
+	case p == "/":
+		return fmt.Sprintf("%q names a directory, not a file", p)
+	}
+	return ""
+}
+
+// Render returns the effective policy as YAML, for realmfs --show-policy:
+// every field present, and with defaults on, the built-in globs listed first
+// under deny, each with its source as a comment. The output parses back to a
+// policy that denies exactly the same paths, and rendering that again gives
+// the same bytes.
+func (p *Policy) Render() []byte {
+	if p == nil {
+		p = Default()
+	}
+	str := func(v string) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+	}
+	glob := func(v string) *yaml.Node {
+		n := str(v)
+		n.Style = yaml.SingleQuotedStyle
+		return n
+	}
+	boolean := func(v bool) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(v)}
+	}
+	mapping := func(kv ...*yaml.Node) *yaml.Node {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: kv}
+	}
+	seq := func() *yaml.Node {
+		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	}
+
+	deny := seq()
+	builtin := make(map[string]bool)
+	if p.Credentials.Defaults {
+		for _, g := range DefaultCredentialGlobs {
+			n := glob(g.Pattern)
+			n.LineComment = "built-in: " + g.Source
+			deny.Content = append(deny.Content, n)
+			builtin[g.Pattern] = true
+		}
+	}
+	for _, g := range p.Credentials.Deny {
+		if !builtin[g] {
+			deny.Content = append(deny.Content, glob(g))
+		}
+	}
+	if len(deny.Content) == 0 {
+		deny.Style = yaml.FlowStyle
+	}
+	allow := seq()
+	for _, g := range p.Credentials.Allow {
+		allow.Content = append(allow.Content, glob(g))
+	}
+	if len(allow.Content) == 0 {
+		allow.Style = yaml.FlowStyle
+	}
+
+	defaults := str("defaults")
+	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
+	if p.Credentials.Defaults {
+		defaults.HeadComment = "defaults: true applies the built-in set (listed first under deny) whether or not it is listed."
+	}
+	root := mapping(
+		str("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(p.Version)},
+		str("credentials"), mapping(
+			defaults, boolean(p.Credentials.Defaults),
+			str("deny"), deny,
+			str("allow"), allow,
+			str("hide"), boolean(p.Credentials.Hide),
+		),
+		str("symlinks"), str(p.Symlinks),
+	)
+	if p.Audit.Path != "" {
+		root.Content = append(root.Content, str("audit"), mapping(str("path"), str(p.Audit.Path)))
+	} else {
+		root.FootComment = "audit: no audit file configured"
+	}
+	doc := &yaml.Node{
+		Kind:        yaml.DocumentNode,
+		HeadComment: "Effective realm policy, defaults expanded.",
+		Content:     []*yaml.Node{root},
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		// Only a node tree we built ourselves reaches here; say so
+		// rather than print half a policy.
+		return fmt.Appendf(nil, "# cannot render policy: %v\n", err)
+	}
+	enc.Close()
+	return buf.Bytes()
+}
