@@ -63,12 +63,12 @@ var errInjected = errors.New("injected failure")
 type pendingWrite struct {
 	node     *Node
 	entry    *locks.Entry // whose lock guards this
-	dir      int         // O_PATH fd of the directory the temp lives in
-	base     int         // fd of the content last committed (or found at open)
-	temp     int         // fd of the temp holding new content, -1 if none
-	tempName string      // its name in dir
-	observed unix.Stat_t // the file as this owner last saw it commit
-	dirty    bool        // temp holds changes not yet committed
+	dir      int          // O_PATH fd of the directory the temp lives in
+	base     int          // fd of the content last committed (or found at open)
+	temp     int          // fd of the temp holding new content, -1 if none
+	tempName string       // its name in dir
+	observed unix.Stat_t  // the file as this owner last saw it commit
+	dirty    bool         // temp holds changes not yet committed
 	handles  int
 }
 

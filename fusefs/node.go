@@ -29,7 +29,7 @@ type Node struct {
 	ino uint64 // write of this mount replaces the file (see commit)
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	locks lockFds      // per-owner fds for POSIX record locks and flock
+	locks lockFds                      // per-owner fds for POSIX record locks and flock
 	write atomic.Pointer[pendingWrite] // the atomic write in progress, if any; see atomic.go
 }
 
