@@ -104,6 +104,9 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	mo.EnableLocks = true
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	// O_TRUNC arrives with the open, so the temp starts empty instead of
+	// being copied from the file and then truncated.
+	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	if mo.MaxWrite == 0 {
 		mo.MaxWrite = 1 << 20
 	}
