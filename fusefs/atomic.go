@@ -59,10 +59,16 @@ const (
 // errInjected is the failure a FailAt hook injects.
 var errInjected = errors.New("injected failure")
 
-// pendingWrite is one owner's write in progress on one file.
+// pendingWrite is one owner's write in progress on one file. It knows the
+// file by where it is (tdir, tname), not by node: the kernel may meet the
+// file again under a new node after a commit, and a rename through the
+// mount updates the place (see moved).
 type pendingWrite struct {
-	node     *Node
+	node     *Node        // the node that started it, for audit paths
 	entry    *locks.Entry // whose lock guards this
+	tparent  *Node        // the file's directory node, to invalidate its entry
+	tdir     int          // O_PATH fd of the file's directory
+	tname    string       // the file's name in it
 	dir      int          // O_PATH fd of the directory the temp lives in
 	base     int          // fd of the content last committed (or found at open)
 	temp     int          // fd of the temp holding new content, -1 if none
@@ -84,6 +90,7 @@ func (w *pendingWrite) close() {
 	w.dropTemp()
 	dirfd.Close(w.base)
 	dirfd.Close(w.dir)
+	dirfd.Close(w.tdir)
 }
 
 // dropTemp removes the temp and forgets its changes.
@@ -174,18 +181,11 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageAfterFsync); err != nil {
 		return fail(StageAfterFsync, err)
 	}
-	pfd, name, pn, errno := n.parentFd(ctx)
-	if errno == syscall.ENOENT {
-		// Unlinked while open: as natively, the data goes with the file.
-		w.dropTemp()
-		return 0, false
-	}
-	if errno != 0 {
-		return fail(StageBeforeRename, errno)
-	}
+	pfd, name, pn := w.tdir, w.tname, w.tparent
 	var now unix.Stat_t
 	if err := dirfd.Lstat(pfd, name, &now); err != nil {
 		if errors.Is(err, unix.ENOENT) {
+			// Unlinked while open: as natively, the data goes with the file.
 			w.dropTemp()
 			return 0, false
 		}
@@ -197,9 +197,23 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageBeforeRename); err != nil {
 		return fail(StageBeforeRename, err)
 	}
+	var st unix.Stat_t
+	dirfd.Fstat(w.temp, &st)
+	f.commitMu.Lock()
 	if err := dirfd.Rename(w.dir, w.tempName, pfd, name, 0); err != nil {
+		f.commitMu.Unlock()
 		return fail(StageBeforeRename, err)
 	}
+	// Every node that stood for the old file now stands for the new one:
+	// the one that started the write, and the one the kernel has for the
+	// name now (after an earlier commit it can be another).
+	for _, m := range []*Node{n, asNode(pn.childInode(name))} {
+		if m != nil && m.key() == keyOf(&w.observed) {
+			m.setIdent(st.Dev, st.Ino)
+		}
+	}
+	f.commitMu.Unlock()
+	var errno syscall.Errno
 	if durable {
 		// The new name is in place: a failure here cannot undo it, but the
 		// caller must hear that durability was not reached.
@@ -207,14 +221,21 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 			errno = toErrno(err)
 		}
 	}
-	var st unix.Stat_t
-	dirfd.Fstat(w.temp, &st)
-	old := n.key()
-	n.setIdent(st.Dev, st.Ino)
-	f.locks.Rekey(old, locks.Key{Dev: st.Dev, Ino: st.Ino})
+	f.locks.Rekey(keyOf(&w.observed), keyOf(&st))
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
 	return errno, true
+}
+
+// invalidate, after a commit and outside the entry lock, drops what the
+// kernel cached of the file: its pages (readers of other owners may hold the
+// old content) and its entry, so the next lookup meets the new backing
+// inode under its own inode number.
+func (w *pendingWrite) invalidate(parent *Node, name string) {
+	w.node.NotifyContent(0, 0)
+	if parent != nil {
+		parent.NotifyEntry(name)
+	}
 }
 
 // conflict keeps the owner's new bytes as a visible copy beside a file that
@@ -229,6 +250,7 @@ func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name str
 		dirfd.Close(w.temp)
 		w.temp, w.tempName, w.dirty = -1, "", false
 	}
+	f.locks.Rekey(keyOf(&w.observed), keyOf(now))
 	w.observed = *now
 	return f.refuse(ctx, "commit", pn, name, errcode.LockConflict)
 }
@@ -282,7 +304,7 @@ func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*lo
 
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file; it is consumed.
-func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pfd int, st *unix.Stat_t, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
 	if err != nil {
@@ -294,15 +316,18 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pfd 
 	defer e.Unlock()
 	w, _ := e.Value.(*pendingWrite)
 	if w == nil {
-		dir, err := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
-		if err != nil {
+		dir, err1 := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
+		tdir, err2 := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
+		if err := errors.Join(err1, err2); err != nil {
+			dirfd.Close(dir)
+			dirfd.Close(tdir)
 			dirfd.Close(base)
 			lease.Release()
 			return nil, 0, toErrno(err)
 		}
-		w = &pendingWrite{node: n, entry: e, dir: dir, base: base, temp: -1, observed: *st}
+		w = &pendingWrite{node: n, entry: e, tparent: pn, tdir: tdir, tname: name,
+			dir: dir, base: base, temp: -1, observed: *st}
 		e.Value = w
-		n.write.Store(w)
 	} else {
 		dirfd.Close(base)
 	}
@@ -328,45 +353,77 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	if w.handles <= 0 {
 		w.close()
 		e.Value = nil
-		w.node.write.CompareAndSwap(w, nil)
 	}
 	lease.Release()
 }
 
-// ownChange tells n's pending write, if any, that this mount itself just
-// changed the file's metadata (rename, link, chmod): the new ctime is not a
-// conflicting change from outside.
-func (n *Node) ownChange(ctx context.Context) { n.ownChangeTemp(ctx, nil) }
-
-// ownChangeTemp is ownChange for a change the temp must carry too (an
-// extended attribute): apply runs on the temp, if there is one yet.
-func (n *Node) ownChangeTemp(ctx context.Context, apply func(temp int)) {
-	if n.write.Load() == nil {
-		return
+// pendingFor returns the write in progress on the backing file with key,
+// locked; the caller must unlock w.entry. nil if there is none.
+func (f *FS) pendingFor(key locks.Key) *pendingWrite {
+	e, ok := f.locks.Entry(key)
+	if !ok {
+		return nil
 	}
-	pfd, name, _, errno := n.parentFd(ctx)
-	if errno == 0 {
-		n.ownChangeAt(pfd, name, apply)
+	e.Lock()
+	w, _ := e.Value.(*pendingWrite)
+	if w == nil {
+		e.Unlock()
 	}
+	return w
 }
 
-// ownChangeAt is ownChangeTemp for a file now named name in the directory
-// pfd.
-func (n *Node) ownChangeAt(pfd int, name string, apply func(temp int)) {
-	w := n.write.Load()
+// ownWrite returns, locked, the caller's own write in progress on the file
+// with key; nil if there is none or it is another owner's. The caller must
+// unlock w.entry.
+func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
+	holder, held := f.locks.Holder(key)
+	if !held || holder != f.owner(ctx) {
+		return nil
+	}
+	w := f.pendingFor(key)
+	if w != nil && w.entry.Owner() != holder {
+		w.entry.Unlock()
+		return nil
+	}
+	return w
+}
+
+// ownChange tells the write in progress on n's file, if any, that this
+// mount itself just changed the file's metadata (chmod, link, an xattr):
+// the new ctime is not a conflicting change from outside. apply, if not
+// nil, makes the same change to the temp, which becomes the file.
+func (n *Node) ownChange(apply func(temp int)) {
+	w := n.fsys.pendingFor(n.key())
 	if w == nil {
 		return
 	}
-	w.entry.Lock()
 	defer w.entry.Unlock()
-	if n.write.Load() != w {
-		return
-	}
 	if apply != nil && w.temp >= 0 {
 		apply(w.temp)
 	}
+	w.refresh()
+}
+
+// moved tells the write in progress on the file with key that this mount
+// renamed the file to name in the directory dir (fd dfd).
+func (f *FS) moved(key locks.Key, dir *Node, dfd int, name string) {
+	w := f.pendingFor(key)
+	if w == nil {
+		return
+	}
+	defer w.entry.Unlock()
+	if fd, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 3); err == nil {
+		dirfd.Close(w.tdir)
+		w.tdir, w.tname, w.tparent = fd, name, dir
+	}
+	w.refresh()
+}
+
+// refresh takes the file's new ctime as observed, if nothing else about it
+// changed: the caller just changed it itself.
+func (w *pendingWrite) refresh() {
 	var st unix.Stat_t
-	if dirfd.Lstat(pfd, name, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
+	if dirfd.Lstat(w.tdir, w.tname, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
 		w.observed.Ctim = st.Ctim
 	}
 }
@@ -383,4 +440,26 @@ func (f *FS) heldByOther(ctx context.Context, dir *Node, dfd int, name string) s
 		return f.refuse(ctx, "rename", dir, name, errcode.LockConflict)
 	}
 	return 0
+}
+
+// fileKey is the lock-table key of the regular file name in dir, and whether
+// anyone holds it.
+func (f *FS) fileKey(dir int, name string) (locks.Key, bool) {
+	var st unix.Stat_t
+	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return locks.Key{}, false
+	}
+	key := locks.Key{Dev: st.Dev, Ino: st.Ino}
+	_, held := f.locks.Holder(key)
+	return key, held
+}
+
+func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
+
+// childInode is the node the kernel knows as name in directory n, if any.
+func (n *Node) childInode(name string) *fs.Inode {
+	if n == nil {
+		return nil
+	}
+	return n.GetChild(name)
 }

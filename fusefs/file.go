@@ -68,21 +68,24 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
+	f.commitMu.RLock()
 	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
+		f.commitMu.RUnlock()
 		if isEscape(err) {
 			return nil, 0, f.refuse(ctx, "open", pn, name, errcode.PathEscape)
 		}
 		return nil, 0, toErrno(err)
 	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		dirfd.Close(fd)
-		return nil, 0, toErrno(err)
+	err = dirfd.Fstat(fd, &st)
+	if err == nil {
+		errno = n.verify(ctx, "open", pn, name, &st)
 	}
-	if errno := n.verify(ctx, "open", pn, name, &st); errno != 0 {
+	f.commitMu.RUnlock()
+	if err != nil || errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, errno
+		return nil, 0, max(errno, toErrno(err))
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
@@ -93,13 +96,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, errno
 	}
 	if write {
-		return n.openShared(ctx, f.owner(ctx), fd, pfd, &st, flags)
+		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags)
 	}
 	// A reader shares the owner's pending write, so a process that reopens
 	// a file it is writing sees its own bytes; anyone else reads the file.
 	if holder, held := f.locks.Holder(locks.Key{Dev: st.Dev, Ino: st.Ino}); held {
 		if owner := f.owner(ctx); owner == holder {
-			return n.openShared(ctx, owner, fd, pfd, &st, flags)
+			return n.openShared(ctx, owner, fd, pn, pfd, name, &st, flags)
 		}
 	}
 	return &File{node: n, fd: fd, passthrough: f.opts.Passthrough}, 0, 0
@@ -138,13 +141,14 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
+	gen, errno := statNew(fd, &st)
+	if errno != 0 {
 		dirfd.Close(fd)
-		return nil, nil, 0, toErrno(err)
+		return nil, nil, 0, errno
 	}
 	f.fillEntry(out, &st)
-	child := n.newChild(ctx, &st)
-	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, pfd, &st, flags&^syscall.O_TRUNC)
+	child := n.newChild(ctx, &st, gen)
+	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -231,19 +235,22 @@ func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
-	var inval bool
+	var (
+		inval  bool
+		parent *Node
+		name   string
+	)
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
 		var errno syscall.Errno
 		errno, inval = w.commit(ctx, durable)
 		if errno == 0 && durable && !inval {
 			errno = toErrno(unix.Fsync(w.cur()))
 		}
+		parent, name = w.tparent, w.tname
 		return errno
 	})
 	if inval {
-		// Readers of other owners may hold the old content in the page
-		// cache; drop it now that the file is new.
-		h.node.NotifyContent(0, 0)
+		h.shared.invalidate(parent, name)
 	}
 	return errno
 }
@@ -265,15 +272,20 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	if h.shared == nil {
 		return toErrno(dirfd.Close(h.fd))
 	}
-	var inval bool
+	var (
+		inval  bool
+		parent *Node
+		name   string
+	)
 	h.withShared(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last flush (through a shared mmap, say).
 		_, inval = w.commit(ctx, false)
+		parent, name = w.tparent, w.tname
 		w.release(h.lease.Shared(), h.lease)
 		return 0
 	})
 	if inval {
-		h.node.NotifyContent(0, 0)
+		h.shared.invalidate(parent, name)
 	}
 	return 0
 }

@@ -18,6 +18,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"sync"
 	"os"
 	"strings"
 	"syscall"
@@ -71,6 +72,11 @@ type FS struct {
 	creds   credInodes
 	locks   *locks.Table
 	started time.Time // residue older than this is from a crash
+
+	// commitMu orders a commit's rename and the nodes' new identity before
+	// any name-based open or stat that verifies identity: such a lookup
+	// sees either the old file and the old identity, or the new and new.
+	commitMu sync.RWMutex
 }
 
 // New opens the backing root and returns the root node to mount.

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -29,8 +28,7 @@ type Node struct {
 	ino uint64 // write of this mount replaces the file (see commit)
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	locks lockFds                      // per-owner fds for POSIX record locks and flock
-	write atomic.Pointer[pendingWrite] // the atomic write in progress, if any; see atomic.go
+	locks lockFds // per-owner fds for POSIX record locks and flock
 }
 
 // ident returns the backing identity n stands for.
@@ -55,12 +53,21 @@ var (
 	_ = (fs.NodeReadlinker)((*Node)(nil))
 )
 
-// newChild makes the node for a backing object just stat'ed in n. go-fuse may
-// answer with an existing node for the same inode number (a hard link, or a
-// second lookup racing this one); that node stands for the same object.
-func (n *Node) newChild(ctx context.Context, st *unix.Stat_t) *fs.Inode {
+// newChild makes the node for a backing object just stat'ed in n, whose
+// generation (dirfd.Statx) tells it apart from an earlier file that had the
+// same inode number. go-fuse may answer with an existing node of the same
+// identity (a hard link, or a second lookup racing this one); that node
+// stands for the same object.
+func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
 	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1}
-	return n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st)})
+	return n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen})
+}
+
+// statNew stats an object this mount just made or found, through its fd, for
+// newChild.
+func statNew(fd int, st *unix.Stat_t) (uint64, syscall.Errno) {
+	gen, err := dirfd.Statx(fd, "", st)
+	return gen, toErrno(err)
 }
 
 // asNode returns the realm node behind a go-fuse inode.
@@ -168,6 +175,8 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 	if errno != 0 {
 		return -1, errno
 	}
+	n.fsys.commitMu.RLock()
+	defer n.fsys.commitMu.RUnlock()
 	fd, err := dirfd.OpenPath(pfd, name)
 	if err != nil {
 		return -1, toErrno(err)
@@ -205,7 +214,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, errno
 	}
 	var st unix.Stat_t
-	if err := dirfd.Lstat(pfd, name, &st); err != nil {
+	gen, err := dirfd.Statx(pfd, name, &st)
+	if err != nil {
 		return nil, toErrno(err)
 	}
 	if n.fsys.opts.Credentials != nil {
@@ -217,7 +227,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	n.fsys.fillEntry(out, &st)
-	return n.newChild(ctx, &st), 0
+	return n.newChild(ctx, &st, gen), 0
 }
 
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
@@ -254,10 +264,24 @@ func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) sysc
 	if errno != 0 {
 		return errno
 	}
-	if err := dirfd.Lstat(pfd, name, st); err != nil {
-		return toErrno(err)
+	n.fsys.commitMu.RLock()
+	err := dirfd.Lstat(pfd, name, st)
+	if err == nil {
+		errno = n.verify(ctx, "stat", pn, name, st)
 	}
-	return n.verify(ctx, "stat", pn, name, st)
+	n.fsys.commitMu.RUnlock()
+	if err != nil || errno != 0 {
+		return max(errno, toErrno(err))
+	}
+	// A process stat-ing a file its owner is writing sees its own bytes,
+	// as a reopen would.
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if w := n.fsys.ownWrite(ctx, keyOf(st)); w != nil {
+			defer w.entry.Unlock()
+			return toErrno(dirfd.Fstat(w.cur(), st))
+		}
+	}
+	return 0
 }
 
 // Getattr stats the backing object.
@@ -298,23 +322,31 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := setMeta(fd, in); errno != 0 {
 			return errno
 		}
-		if h == nil || h.shared == nil {
-			n.ownChange(ctx)
-		} else {
-			// The temp becomes the file at the next commit: it must carry
-			// the change too, and the change is the owner's own, not a
-			// conflicting one from outside.
-			errno = h.withShared(func(w *pendingWrite) syscall.Errno {
-				if w.temp >= 0 {
-					if errno := setMeta(w.temp, in); errno != 0 {
-						return errno
-					}
-				}
-				return toErrno(dirfd.Fstat(fd, &w.observed))
-			})
+		// When the caller's owner is writing the file, its temp becomes the
+		// file at the next commit: it must carry the change too, and the
+		// change is the owner's own, not a conflicting one from outside.
+		var st unix.Stat_t
+		if err := dirfd.Fstat(fd, &st); err != nil {
+			return toErrno(err)
+		}
+		var w *pendingWrite
+		if h != nil && h.shared != nil {
+			w = h.shared
+			w.entry.Lock()
+		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			w = n.fsys.ownWrite(ctx, keyOf(&st))
+		}
+		if w != nil {
+			if w.temp >= 0 {
+				errno = setMeta(w.temp, in)
+			}
+			w.observed = st
+			w.entry.Unlock()
 			if errno != 0 {
 				return errno
 			}
+		} else {
+			n.ownChange(nil)
 		}
 	}
 	return n.Getattr(ctx, fh, out)

@@ -94,12 +94,13 @@ func (n *Node) createNamed(ctx context.Context, op, name string, mode uint32, ma
 				return nil, toErrno(err)
 			}
 		}
-		if err := dirfd.Fstat(fd, &st); err != nil {
-			return nil, toErrno(err)
-		}
+	}
+	gen, errno := statNew(fd, &st)
+	if errno != 0 {
+		return nil, errno
 	}
 	n.fsys.fillEntry(out, &st)
-	return n.newChild(ctx, &st), 0
+	return n.newChild(ctx, &st, gen), 0
 }
 
 func unlinkFlags(mode uint32) int {
@@ -175,13 +176,14 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := dirfd.Link(fd, pfd, name); err != nil {
 		return nil, toErrno(err)
 	}
-	tn.ownChange(ctx)
+	tn.ownChange(nil)
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, toErrno(err)
+	gen, errno := statNew(fd, &st)
+	if errno != 0 {
+		return nil, errno
 	}
 	n.fsys.fillEntry(out, &st)
-	return n.newChild(ctx, &st), 0
+	return n.newChild(ctx, &st, gen), 0
 }
 
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -249,11 +251,17 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
+	srcKey, srcHeld := n.fsys.fileKey(ofd, name)
+	dstKey, dstHeld := n.fsys.fileKey(nfd, newName)
 	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
 		return toErrno(err)
 	}
-	if child := asNode(n.GetChild(name)); child != nil {
-		child.ownChangeAt(nfd, newName, nil)
+	// A write in progress follows its file to the new name.
+	if srcHeld {
+		n.fsys.moved(srcKey, np, nfd, newName)
+	}
+	if dstHeld && flags&unix.RENAME_EXCHANGE != 0 {
+		n.fsys.moved(dstKey, n, ofd, name)
 	}
 	return 0
 }

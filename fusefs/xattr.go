@@ -52,7 +52,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if err := dirfd.Setxattr(fd, attr, data, int(flags)); err != nil {
 		return toErrno(err)
 	}
-	n.ownChangeTemp(ctx, func(temp int) { dirfd.Setxattr(temp, attr, data, int(flags)) })
+	n.ownChange(func(temp int) { dirfd.Setxattr(temp, attr, data, int(flags)) })
 	return 0
 }
 
@@ -71,7 +71,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if err := dirfd.Removexattr(fd, attr); err != nil {
 		return toErrno(err)
 	}
-	n.ownChangeTemp(ctx, func(temp int) { dirfd.Removexattr(temp, attr) })
+	n.ownChange(func(temp int) { dirfd.Removexattr(temp, attr) })
 	return 0
 }
 

@@ -106,6 +106,16 @@ func (t *Table) Holder(key Key) (Owner, bool) {
 	return e.owner, true
 }
 
+// Entry returns the entry that holds key, so a caller can reach the
+// holder's shared state (an atomic write in progress) without holding a
+// lease of its own; it reports false if no one holds key.
+func (t *Table) Entry(key Key) (*Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[key]
+	return e, ok
+}
+
 // Len returns the number of keys held, for tests and metrics.
 func (t *Table) Len() int {
 	t.mu.Lock()

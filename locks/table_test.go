@@ -461,3 +461,23 @@ func BenchmarkConflict(b *testing.B) {
 		}
 	}
 }
+
+func TestEntryLookup(t *testing.T) {
+	tab := NewTable()
+	k := Key{Dev: 1, Ino: 2}
+	if _, ok := tab.Entry(k); ok {
+		t.Fatal("Entry of an unheld key reported ok")
+	}
+	l, err := tab.Acquire(k, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := tab.Entry(k)
+	if !ok || e != l.Shared() {
+		t.Fatalf("Entry = %p, %v; want the lease's shared entry %p", e, ok, l.Shared())
+	}
+	l.Release()
+	if _, ok := tab.Entry(k); ok {
+		t.Error("Entry still reported after the last release")
+	}
+}

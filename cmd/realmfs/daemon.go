@@ -40,7 +40,6 @@ func detach(stderr io.Writer) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "realmfs: start daemon: %v\n", err)
 		return 1

@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 
@@ -103,6 +104,7 @@ func run(args []string, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "realmfs: %v (see realmfs --help)\n", err)
 		return errcode.ExitUsage
 	}
 	if showVersion {
@@ -140,7 +142,16 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
 		return errcode.ExitUsage
 	}
-	cfg.backing, cfg.mountpoint = flags.Arg(0), flags.Arg(1)
+	// Absolute paths: the daemon leaves the working directory for "/", so
+	// that the mount does not keep the caller's directory busy.
+	for i, p := range []*string{&cfg.backing, &cfg.mountpoint} {
+		abs, err := filepath.Abs(flags.Arg(i))
+		if err != nil {
+			fmt.Fprintf(stderr, "realmfs: %v\n", err)
+			return errcode.ExitUsage
+		}
+		*p = abs
+	}
 	mo, err := parseMountOptions(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
@@ -186,6 +197,7 @@ func checkDirs(backing, mountpoint string) error {
 // serve mounts and runs the filesystem until it is unmounted or signalled.
 func serve(cfg config, stderr io.Writer) int {
 	raiseFileLimit()
+	os.Chdir("/")
 	fail := func(format string, args ...any) int {
 		msg := fmt.Sprintf(format, args...)
 		fmt.Fprintf(stderr, "realmfs: %s\n", msg)

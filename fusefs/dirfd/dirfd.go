@@ -443,3 +443,40 @@ func SyncDir(dir int) error {
 	defer unix.Close(fd)
 	return unix.Fsync(fd)
 }
+
+// Statx stats name in dir without following a symlink ("" stats dir
+// itself) and returns, besides the usual fields, a generation for the
+// mount's node identity: the birth time where the filesystem records one,
+// so that an inode number freed and reused by a new file is told apart from
+// the file that had it. 0 where there is no birth time.
+func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_SYNC_AS_STAT
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	} else if err := CheckName(name); err != nil {
+		return 0, err
+	}
+	var sx unix.Statx_t
+	if err := unix.Statx(dir, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &sx); err != nil {
+		return 0, err
+	}
+	*st = unix.Stat_t{
+		Dev:     unix.Mkdev(sx.Dev_major, sx.Dev_minor),
+		Ino:     sx.Ino,
+		Nlink:   uint64(sx.Nlink),
+		Mode:    uint32(sx.Mode),
+		Uid:     sx.Uid,
+		Gid:     sx.Gid,
+		Rdev:    unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
+		Size:    int64(sx.Size),
+		Blksize: int64(sx.Blksize),
+		Blocks:  int64(sx.Blocks),
+		Atim:    unix.Timespec{Sec: sx.Atime.Sec, Nsec: int64(sx.Atime.Nsec)},
+		Mtim:    unix.Timespec{Sec: sx.Mtime.Sec, Nsec: int64(sx.Mtime.Nsec)},
+		Ctim:    unix.Timespec{Sec: sx.Ctime.Sec, Nsec: int64(sx.Ctime.Nsec)},
+	}
+	if sx.Mask&unix.STATX_BTIME != 0 {
+		gen = uint64(sx.Btime.Sec)<<30 ^ uint64(sx.Btime.Nsec)
+	}
+	return gen, nil
+}

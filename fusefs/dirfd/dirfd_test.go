@@ -265,3 +265,39 @@ func TestLinkNamesTheHeldObject(t *testing.T) {
 		t.Errorf("link points at %q, want the held object", got)
 	}
 }
+
+// TestStatxMatchesFstatat: Statx fills the same fields as fstatat, and its
+// generation tells a reused inode number apart.
+func TestStatxMatchesFstatat(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	afd, err := OpenDir(rfd, "a")
+	must(t, err)
+	defer Close(afd)
+	bfd, err := OpenDir(afd, "b")
+	must(t, err)
+	defer Close(bfd)
+	var want, got unix.Stat_t
+	must(t, Lstat(bfd, "file", &want))
+	gen, err := Statx(bfd, "file", &got)
+	must(t, err)
+	if got.Dev != want.Dev || got.Ino != want.Ino || got.Mode != want.Mode || got.Size != want.Size ||
+		got.Nlink != want.Nlink || got.Mtim != want.Mtim || got.Ctim != want.Ctim || got.Uid != want.Uid {
+		t.Errorf("Statx = %+v, fstatat = %+v", got, want)
+	}
+	var self unix.Stat_t
+	if _, err := Statx(bfd, "", &self); err != nil || self.Mode&unix.S_IFMT != unix.S_IFDIR {
+		t.Errorf(`Statx(dir, "") = %v, mode %o; want the directory itself`, err, self.Mode)
+	}
+	// Replace the file: if the inode number comes back, the generation
+	// must differ (where the filesystem has birth times).
+	must(t, Unlink(bfd, "file", 0))
+	fd, err := Open(bfd, "file", unix.O_WRONLY|unix.O_CREAT, 0o644)
+	must(t, err)
+	Close(fd)
+	gen2, err := Statx(bfd, "file", &got)
+	must(t, err)
+	if got.Ino == want.Ino && gen != 0 && gen2 == gen {
+		t.Errorf("reused inode %d kept generation %d", got.Ino, gen)
+	}
+}
