@@ -18,9 +18,9 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"sync"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
