@@ -1,0 +1,907 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timeouts of the harness. They bound waiting for something that should
+// happen; no test asserts that anything is fast.
+const (
+	mountTimeout   = 20 * time.Second // realmfs start until the mount shows in mountinfo
+	exitTimeout    = 20 * time.Second // unmount until the daemon has exited
+	unmountTimeout = 10 * time.Second // retrying fusermount3 -u while the mount is busy
+)
+
+// nobody is the unprivileged uid/gid the tests act as.
+const nobody = 65534
+
+var (
+	// binDir holds realmfs and a copy of this test binary, world-readable so
+	// that processes of other uids can run them.
+	binDir string
+	// realmfsBin is the realmfs under test.
+	realmfsBin string
+	// selfBin is a world-executable copy of this test binary (helper modes).
+	selfBin string
+	// baseDir is this run's scratch root, world-searchable.
+	baseDir string
+)
+
+// TestMain builds realmfs once per run (keeping the Go build cache), unless the
+// binary was started as a helper process, in which case it runs the helper.
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		os.Exit(runHelper(name, os.Args[1:]))
+	}
+	if os.Getenv(posixDirEnv) != "" {
+		// A posixtest child: no build, no set-up, just the one test.
+		os.Exit(m.Run())
+	}
+	os.Exit(setupAndRun(m))
+}
+
+func setupAndRun(m *testing.M) int {
+	var err error
+	baseDir, err = os.MkdirTemp("", "realm-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(baseDir)
+	binDir = filepath.Join(baseDir, "bin")
+	for _, d := range []string{baseDir, binDir} {
+		if err := os.MkdirAll(d, 0o755); err == nil {
+			err = os.Chmod(d, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
+	if realmfsBin, err = buildRealmfs(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building realmfs:", err)
+		return 1
+	}
+	self, err := os.Executable()
+	if err == nil {
+		selfBin = filepath.Join(binDir, "e2e.test")
+		err = copyFile(self, selfBin, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: copying the test binary:", err)
+		return 1
+	}
+	// Become a subreaper: a detached realmfs is re-parented to this process
+	// when its parent exits, so its exit status can still be collected.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: PR_SET_CHILD_SUBREAPER:", err)
+	}
+	return m.Run()
+}
+
+// moduleRoot is the directory of go.mod (the tests run in e2e/).
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Dir(wd)
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return "", fmt.Errorf("no go.mod above %s: %w", wd, err)
+	}
+	return root, nil
+}
+
+func buildRealmfs() (string, error) {
+	out := filepath.Join(binDir, "realmfs")
+	if prebuilt := os.Getenv("REALMFS_BIN"); prebuilt != "" {
+		return out, copyFile(prebuilt, out, 0o755)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	args := []string{"build", "-o", out}
+	if os.Getenv("REALM_E2E_RACE") == "1" {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/realmfs")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
+	}
+	return out, nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(dst, mode)
+}
+
+// requireFUSE skips the test unless it can mount: root, /dev/fuse and
+// fusermount3. Under CI=true a missing requirement fails instead.
+func requireFUSE(tb testing.TB) {
+	tb.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root (the e2e tests mount as root and act as uid 65534)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		missing = append(missing, "/dev/fuse")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		missing = append(missing, "fusermount3 (Debian package fuse3)")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := "e2e needs " + strings.Join(missing, ", ")
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg + " (CI=true: not skipping)")
+	}
+	tb.Skip(msg)
+}
+
+// requireTool skips (or under CI=true fails) when a program is not installed.
+func requireTool(tb testing.TB, names ...string) {
+	tb.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			msg := fmt.Sprintf("%s is not installed", name)
+			if os.Getenv("CI") == "true" {
+				tb.Fatal(msg + " (CI=true: not skipping)")
+			}
+			tb.Skip(msg)
+		}
+	}
+}
+
+// Mount is one running realmfs.
+type Mount struct {
+	Root     string // the test's scratch dir: backing/, mnt/, outside/, state/
+	Backing  string // BACKING
+	Dir      string // MOUNTPOINT
+	Outside  string // a directory next to BACKING, outside it
+	AuditLog string // --audit-log FILE
+	LogFile  string // realmfs stdout and stderr
+	Pid      int    // the daemon
+
+	cfg  mountConfig
+	tb   testing.TB
+	done chan struct{} // closed when the daemon has exited and exitErr is set
+	// exitErr is the daemon's exit: nil for status 0; errUnknownExit when
+	// the daemon was not a child of this process.
+	exitErr error
+	stopped bool
+}
+
+var errUnknownExit = errors.New("exit status unknown (daemon not a child of the test process)")
+
+type mountConfig struct {
+	opts    []string            // -o
+	flags   []string            // other flags, e.g. --policy FILE
+	detach  bool                // run without -f
+	relPath bool                // pass BACKING and MOUNTPOINT relative to Root (run in Root)
+	helper  bool                // mount with mount.fuse3 (as mount(8) and /etc/fstab do)
+	cred    *syscall.Credential // run realmfs as this user (non-root mount)
+	prepare func(m *Mount)      // populate BACKING (and Outside) before mounting
+}
+
+// MountOption configures mount.
+type MountOption func(*mountConfig)
+
+// Opts adds -o mount options, e.g. Opts("ro") or Opts("allow_other", "default_permissions").
+func Opts(opts ...string) MountOption {
+	return func(c *mountConfig) { c.opts = append(c.opts, opts...) }
+}
+
+// Flags adds command-line flags before BACKING, e.g. Flags("--policy", file).
+func Flags(flags ...string) MountOption {
+	return func(c *mountConfig) { c.flags = append(c.flags, flags...) }
+}
+
+// Detached starts realmfs without -f: the parent must exit 0 once the mount is
+// ready, which the harness checks.
+func Detached() MountOption { return func(c *mountConfig) { c.detach = true } }
+
+// ViaMountFuse3 mounts as mount(8) does for an /etc/fstab line of type
+// fuse.realmfs: mount.fuse3 BACKING MOUNTPOINT -t fuse.realmfs -o OPTS, which
+// runs "realmfs BACKING MOUNTPOINT -o OPTS" and returns once it exits. No
+// --audit-log or other flags can be passed that way.
+func ViaMountFuse3() MountOption {
+	return func(c *mountConfig) { c.helper, c.detach = true, true }
+}
+
+// RelativePaths passes BACKING and MOUNTPOINT as paths relative to the
+// working directory realmfs is started in (m.Root).
+func RelativePaths() MountOption { return func(c *mountConfig) { c.relPath = true } }
+
+// AsUser runs realmfs as uid/gid (mounting through the setuid fusermount3);
+// BACKING, MOUNTPOINT and state/ belong to that user.
+func AsUser(uid, gid uint32) MountOption {
+	return func(c *mountConfig) {
+		c.cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	}
+}
+
+// Prepare runs fn before mounting, to populate m.Backing and m.Outside.
+func Prepare(fn func(m *Mount)) MountOption {
+	return func(c *mountConfig) { c.prepare = fn }
+}
+
+// mount makes BACKING and MOUNTPOINT under a fresh temp dir, starts realmfs,
+// waits for the mount to appear in /proc/self/mountinfo, and registers a
+// cleanup that unmounts and asserts the daemon exited 0.
+func mount(tb testing.TB, options ...MountOption) *Mount {
+	tb.Helper()
+	requireFUSE(tb)
+	var cfg mountConfig
+	for _, o := range options {
+		o(&cfg)
+	}
+	root := tb.TempDir()
+	// t.TempDir and its parent are 0700; other uids must reach the mount.
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	m := &Mount{
+		Root:    root,
+		Backing: filepath.Join(root, "backing"),
+		Dir:     filepath.Join(root, "mnt"),
+		Outside: filepath.Join(root, "outside"),
+		cfg:     cfg,
+		tb:      tb,
+	}
+	state := filepath.Join(root, "state")
+	m.AuditLog = filepath.Join(state, "audit.jsonl")
+	m.LogFile = filepath.Join(state, "realmfs.log")
+	for _, d := range []string{m.Backing, m.Dir, m.Outside, state} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if cfg.cred != nil {
+		for _, d := range []string{m.Backing, m.Dir, state} {
+			if err := os.Chown(d, int(cfg.cred.Uid), int(cfg.cred.Gid)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	if cfg.prepare != nil {
+		cfg.prepare(m)
+	}
+	tb.Cleanup(m.cleanup)
+	m.start()
+	return m
+}
+
+// args is realmfs's command line for this mount.
+func (m *Mount) args() []string {
+	var args []string
+	if !m.cfg.detach {
+		args = append(args, "-f")
+	}
+	if len(m.cfg.opts) > 0 {
+		args = append(args, "-o", strings.Join(m.cfg.opts, ","))
+	}
+	args = append(args, "--audit-log", m.AuditLog)
+	if os.Getenv("REALM_E2E_DEBUG") == "1" && !m.cfg.detach { // --debug implies -f
+		args = append(args, "--debug")
+	}
+	args = append(args, m.cfg.flags...)
+	return append(args, m.argPaths()...)
+}
+
+// argPaths are BACKING and MOUNTPOINT as given on the command line.
+func (m *Mount) argPaths() []string {
+	if m.cfg.relPath {
+		return []string{filepath.Base(m.Backing), filepath.Base(m.Dir)}
+	}
+	return []string{m.Backing, m.Dir}
+}
+
+// start launches realmfs and waits until the mount is ready. It is also the
+// restart after Kill (issue 4's crash tests).
+func (m *Mount) start() {
+	tb := m.tb
+	tb.Helper()
+	logf, err := os.OpenFile(m.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "=== %s realmfs %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(m.args(), " "))
+	cmd := exec.Command(realmfsBin, m.args()...)
+	if m.cfg.helper {
+		opts := append([]string{"rw"}, m.cfg.opts...)
+		cmd = exec.Command("mount.fuse3", m.Backing, m.Dir, "-t", "fuse.realmfs", "-o", strings.Join(opts, ","))
+		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+		fmt.Fprintf(logf, "=== via %s\n", strings.Join(cmd.Args, " "))
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = m.Root
+	if m.cfg.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.cfg.cred}
+	}
+	m.done = make(chan struct{})
+	m.exitErr = nil
+	m.stopped = false
+
+	if m.cfg.detach {
+		// Until the daemon is found, a failure leaves no process to wait for.
+		noDaemon := func(format string, args ...any) {
+			m.Pid = 0
+			m.exitErr = errUnknownExit
+			close(m.done)
+			tb.Fatalf(format, args...)
+		}
+		// The parent must not exit before the mount is ready, and must exit 0.
+		if err := cmd.Start(); err != nil {
+			noDaemon("starting realmfs: %v", err)
+		}
+		parentDone := make(chan error, 1)
+		go func() { parentDone <- cmd.Wait() }()
+		select {
+		case err = <-parentDone:
+		case <-time.After(mountTimeout):
+			_ = cmd.Process.Kill()
+			noDaemon("detached realmfs parent did not exit within %v\n%s", mountTimeout, m.logTail())
+		}
+		if err != nil {
+			noDaemon("detached realmfs parent: %v (want exit 0)\n%s", err, m.logTail())
+		}
+		// Checked at once, without polling: exit 0 promises a ready mount.
+		if fstype, ok := mountFSType(m.Dir); !ok || fstype != "fuse.realmfs" {
+			noDaemon("detached realmfs parent exited 0 but %s is not a fuse.realmfs mount yet (fstype %q)\n%s",
+				m.Dir, fstype, m.logTail())
+		}
+		pid, err := findDaemon(m.Dir, m.argPaths()[1])
+		if err != nil {
+			noDaemon("finding the detached daemon: %v", err)
+		}
+		m.Pid = pid
+		go func() {
+			m.exitErr = waitForeignPid(pid)
+			close(m.done)
+		}()
+		return
+	}
+
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	m.Pid = cmd.Process.Pid
+	go func() {
+		m.exitErr = cmd.Wait()
+		close(m.done)
+	}()
+	deadline := time.Now().Add(mountTimeout)
+	for {
+		if fstype, ok := mountFSType(m.Dir); ok {
+			if fstype != "fuse.realmfs" {
+				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
+			}
+			return
+		}
+		select {
+		case <-m.done:
+			tb.Fatalf("realmfs exited before mounting: %v\n%s", m.exitErr, m.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s not mounted within %v\n%s", m.Dir, mountTimeout, m.logTail())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitForeignPid waits for a process that this process became the reaper of
+// (PR_SET_CHILD_SUBREAPER), or, failing that, polls until it is gone.
+func waitForeignPid(pid int) error {
+	for {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == nil {
+			if ws.Exited() && ws.ExitStatus() == 0 {
+				return nil
+			}
+			return fmt.Errorf("daemon pid %d: %s", pid, describeWait(ws))
+		}
+		break
+	}
+	for {
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			return errUnknownExit
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func describeWait(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "killed by " + ws.Signal().String()
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+var claimedPids sync.Map // pid → true, daemons already attributed to a mount
+
+// findDaemon finds a detached realmfs serving dir: the process running
+// realmfsBin whose command line names dir, else one re-parented to this
+// process that no other mount claimed.
+func findDaemon(dir, arg string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var orphans []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil ||
+			strings.TrimSuffix(exe, " (deleted)") != realmfsBin {
+			continue
+		}
+		if _, taken := claimedPids.Load(pid); taken {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		for _, a := range bytes.Split(cmdline, []byte{0}) {
+			if a := strings.TrimSuffix(string(a), "/"); a == dir || a == arg {
+				claimedPids.Store(pid, true)
+				return pid, nil
+			}
+		}
+		if ppid(pid) == os.Getpid() {
+			orphans = append(orphans, pid)
+		}
+	}
+	if len(orphans) == 1 {
+		claimedPids.Store(orphans[0], true)
+		return orphans[0], nil
+	}
+	return 0, fmt.Errorf("no realmfs process for %s (candidates re-parented here: %v)", dir, orphans)
+}
+
+func ppid(pid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// mountFSType reports whether dir is a mount point in /proc/self/mountinfo
+// and its filesystem type.
+func mountFSType(dir string) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	fstype, found := "", false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(pre)
+		if len(fields) < 5 || unescapeMountinfo(fields[4]) != dir {
+			continue
+		}
+		if f := strings.Fields(post); len(f) > 0 {
+			fstype, found = f[0], true // the last (topmost) mount wins
+		}
+	}
+	return fstype, found
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Path is a path through the mount.
+func (m *Mount) Path(rel ...string) string {
+	return filepath.Join(append([]string{m.Dir}, rel...)...)
+}
+
+// BackingPath is the same path in BACKING.
+func (m *Mount) BackingPath(rel ...string) string {
+	return filepath.Join(append([]string{m.Backing}, rel...)...)
+}
+
+// Mounted reports whether the mount is still in mountinfo.
+func (m *Mount) Mounted() bool {
+	fstype, ok := mountFSType(m.Dir)
+	return ok && fstype == "fuse.realmfs"
+}
+
+// Unmount runs fusermount3 -u (as the mounting user), retrying while the mount
+// is busy, falls back to umount -l, and returns the daemon's exit.
+func (m *Mount) Unmount() error {
+	m.tb.Helper()
+	if m.stopped {
+		return m.exitErr
+	}
+	m.stopped = true
+	var lastErr error
+	var lastOut []byte
+	deadline := time.Now().Add(unmountTimeout)
+	for m.Mounted() {
+		cmd := exec.Command("fusermount3", "-u", m.Dir)
+		if m.cfg.cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.cfg.cred}
+		}
+		lastOut, lastErr = cmd.CombinedOutput()
+		if lastErr == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lastErr != nil {
+		m.tb.Errorf("fusermount3 -u %s: %v: %s", m.Dir, lastErr, lastOut)
+		if msg, err := exec.Command("umount", "-l", m.Dir).CombinedOutput(); err != nil {
+			m.tb.Errorf("umount -l %s: %v: %s", m.Dir, err, msg)
+		}
+	}
+	return m.waitExit()
+}
+
+// waitExit waits for the daemon to exit; a daemon that does not is killed.
+func (m *Mount) waitExit() error {
+	select {
+	case <-m.done:
+	case <-time.After(exitTimeout):
+		if m.Pid > 0 {
+			_ = syscall.Kill(m.Pid, syscall.SIGKILL)
+		}
+		<-m.done
+		return fmt.Errorf("realmfs pid %d did not exit within %v after unmount (killed)", m.Pid, exitTimeout)
+	}
+	if m.Mounted() {
+		return fmt.Errorf("realmfs pid %d exited but %s is still mounted", m.Pid, m.Dir)
+	}
+	return m.exitErr
+}
+
+// Signal sends sig to the daemon and returns its exit; the mount must be gone.
+func (m *Mount) Signal(sig syscall.Signal) error {
+	m.tb.Helper()
+	m.stopped = true
+	if m.Pid <= 0 {
+		return errors.New("no daemon pid")
+	}
+	if err := syscall.Kill(m.Pid, sig); err != nil {
+		return err
+	}
+	return m.waitExit()
+}
+
+// Kill kills the daemon with SIGKILL and detaches the dead mount, for crash
+// tests; start it again with Restart.
+func (m *Mount) Kill() {
+	m.tb.Helper()
+	m.stopped = true
+	if m.Pid > 0 {
+		_ = syscall.Kill(m.Pid, syscall.SIGKILL)
+	}
+	<-m.done
+	if m.Mounted() {
+		if msg, err := exec.Command("fusermount3", "-u", "-z", m.Dir).CombinedOutput(); err != nil {
+			if msg2, err2 := exec.Command("umount", "-l", m.Dir).CombinedOutput(); err2 != nil {
+				m.tb.Fatalf("detaching killed mount: %v %s; %v %s", err, msg, err2, msg2)
+			}
+		}
+	}
+}
+
+// Restart starts realmfs again over the same BACKING and MOUNTPOINT.
+func (m *Mount) Restart() {
+	m.tb.Helper()
+	if !m.stopped {
+		m.tb.Fatal("Restart of a running mount")
+	}
+	m.start()
+}
+
+func (m *Mount) cleanup() {
+	err := m.Unmount()
+	if errors.Is(err, errUnknownExit) {
+		if m.Pid > 0 {
+			m.tb.Logf("realmfs pid %d: %v", m.Pid, err)
+		}
+		err = nil
+	}
+	if err != nil {
+		m.tb.Errorf("realmfs %s: %v (want a clean exit 0)", m.Dir, err)
+	}
+	if m.tb.Failed() {
+		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
+	}
+}
+
+// logTail is the end of realmfs's output.
+func (m *Mount) logTail() string {
+	b, err := os.ReadFile(m.LogFile)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 8 << 10
+	if len(b) > max {
+		b = append([]byte("...\n"), b[len(b)-max:]...)
+	}
+	return string(b)
+}
+
+// FDCount is the number of open fds of the daemon.
+func (m *Mount) FDCount() int {
+	m.tb.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.Pid))
+	if err != nil {
+		m.tb.Fatalf("counting realmfs fds: %v", err)
+	}
+	return len(entries)
+}
+
+// FDs lists the daemon's open fds with their targets, for failure messages.
+func (m *Mount) FDs() []string {
+	dir := fmt.Sprintf("/proc/%d/fd", m.Pid)
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		out = append(out, e.Name()+" -> "+target)
+	}
+	return out
+}
+
+// auditEntry is one line of the audit log. Fields are kept loose (errno may
+// be a number or a name) so the tests check meaning, not encoding.
+type auditEntry map[string]any
+
+func (e auditEntry) str(key string) string {
+	switch v := e[key].(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// path is the entry's workspace-relative path without a leading slash.
+func (e auditEntry) path() string { return strings.TrimPrefix(e.str("path"), "/") }
+
+// errnoIs reports whether the entry's errno is want, written as a number
+// (13) or a name (EACCES).
+func (e auditEntry) errnoIs(want syscall.Errno) bool {
+	v := e.str("errno")
+	return v == strconv.Itoa(int(want)) || v == unix.ErrnoName(want)
+}
+
+// Audit reads the audit log; every line must be a JSON object.
+func (m *Mount) Audit() []auditEntry {
+	m.tb.Helper()
+	b, err := os.ReadFile(m.AuditLog)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		m.tb.Fatal(err)
+	}
+	var out []auditEntry
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var e auditEntry
+		if err := json.Unmarshal(line, &e); err != nil {
+			m.tb.Fatalf("audit log line %d is not a JSON object: %v: %q", i+1, err, line)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// WaitAudit polls the audit log until an entry satisfies match (the log may
+// be written asynchronously) and returns it, or fails the test.
+func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
+	m.tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries := m.Audit()
+		for _, e := range entries {
+			if match(e) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			var lines []string
+			for _, e := range entries {
+				b, _ := json.Marshal(e)
+				lines = append(lines, string(b))
+			}
+			m.tb.Fatalf("audit log has no entry for %s; it holds:\n%s", what, strings.Join(lines, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkAuditFields asserts the fields the contract names are all present.
+func checkAuditFields(tb testing.TB, e auditEntry) {
+	tb.Helper()
+	for _, k := range []string{"time", "op", "path", "code", "errno", "pid", "uid"} {
+		if _, ok := e[k]; !ok {
+			tb.Errorf("audit entry lacks %q: %v", k, e)
+		}
+	}
+}
+
+// run runs a program and fails the test if it does not exit 0. It returns
+// its standard output.
+func run(tb testing.TB, dir string, env []string, name string, args ...string) string {
+	tb.Helper()
+	out, err := runErr(tb, dir, env, name, args...)
+	if err != nil {
+		tb.Fatalf("%s %s (in %s): %v\n%s", name, strings.Join(args, " "), dir, err, out)
+	}
+	return out
+}
+
+// runErr runs a program with a timeout and returns stdout and stderr
+// combined, and its error.
+func runErr(tb testing.TB, dir string, env []string, name string, args ...string) (string, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// runStdin runs a program with stdin and returns its combined output.
+func runStdin(tb testing.TB, stdin io.Reader, name string, args ...string) (string, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = stdin
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// errnoOf extracts the errno from an error of os or unix.
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return 0
+}
+
+// wantErrno fails the test unless err carries want.
+func wantErrno(tb testing.TB, err error, want syscall.Errno, what string) {
+	tb.Helper()
+	if got := errnoOf(err); got != want {
+		tb.Errorf("%s: got %v (errno %s), want %s", what, err, errnoName(got), unix.ErrnoName(want))
+	}
+}
+
+func errnoName(e syscall.Errno) string {
+	if e == 0 {
+		return "none"
+	}
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return strconv.Itoa(int(e))
+}
+
+func writeFile(tb testing.TB, path, data string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func readFile(tb testing.TB, path string) string {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func lstat(tb testing.TB, path string) *unix.Stat_t {
+	tb.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		tb.Fatalf("lstat %s: %v", path, err)
+	}
+	return &st
+}
+
+// assertAbsent fails unless path does not exist (lstat ENOENT).
+func assertAbsent(tb testing.TB, path string) {
+	tb.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != unix.ENOENT {
+		tb.Errorf("%s: lstat gave %v, want ENOENT (it must not exist)", path, err)
+	}
+}

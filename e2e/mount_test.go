@@ -1,0 +1,344 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMountModes mounts in the foreground and detached (the harness checks
+// that the detached parent exits 0 only once the mount is in mountinfo), and
+// checks the mount serves BACKING.
+func TestMountModes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []MountOption
+	}{
+		{"foreground", nil},
+		{"detached", []MountOption{Detached()}},
+		{"foreground, relative paths", []MountOption{RelativePaths()}},
+		{"detached, relative paths", []MountOption{Detached(), RelativePaths()}},
+		{"mount.fuse3 (fstab)", []MountOption{ViaMountFuse3()}},
+		{"mount.fuse3 (fstab), ro", []MountOption{ViaMountFuse3(), Opts("ro")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "mount.fuse3") {
+				requireTool(t, "mount.fuse3")
+			}
+			t.Parallel()
+			m := mount(t, append(tc.opts, Prepare(func(m *Mount) {
+				writeFile(t, m.BackingPath("before.txt"), "made before the mount\n")
+			}))...)
+			if got := readFile(t, m.Path("before.txt")); got != "made before the mount\n" {
+				t.Errorf("before.txt through the mount = %q", got)
+			}
+			if m.cfg.helper && slices.Contains(m.cfg.opts, "ro") {
+				err := os.WriteFile(m.Path("after.txt"), nil, 0o644)
+				wantErrno(t, err, unix.EROFS, "write on a mount.fuse3 -o ro mount")
+				return
+			}
+			writeFile(t, m.Path("after.txt"), "made through the mount\n")
+			if got := readFile(t, m.BackingPath("after.txt")); got != "made through the mount\n" {
+				t.Errorf("after.txt in BACKING = %q", got)
+			}
+			if err := m.Unmount(); err != nil {
+				t.Errorf("fusermount3 -u: daemon exit: %v (want 0)", err)
+			}
+			if m.Mounted() {
+				t.Errorf("%s still mounted after fusermount3 -u", m.Dir)
+			}
+			if got := readFile(t, m.BackingPath("after.txt")); got != "made through the mount\n" {
+				t.Errorf("after.txt in BACKING after unmount = %q", got)
+			}
+		})
+	}
+}
+
+// TestSignalsUnmount: SIGINT and SIGTERM unmount cleanly and exit 0.
+func TestSignalsUnmount(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			m := mount(t)
+			writeFile(t, m.Path("f"), "x")
+			if err := m.Signal(sig); err != nil {
+				t.Errorf("realmfs after %v: %v (want exit 0 and no mount)", sig, err)
+			}
+			if m.Mounted() {
+				t.Errorf("still mounted after %v", sig)
+			}
+			if got := readFile(t, m.BackingPath("f")); got != "x" {
+				t.Errorf("BACKING/f = %q after %v", got, sig)
+			}
+		})
+	}
+}
+
+// startRaw runs realmfs with args (in the foreground unless args omit -f)
+// and returns its exit code and output; if it is still running after wait it
+// is treated as having mounted: it is unmounted and -1 returned.
+func startRaw(t *testing.T, mnt string, cred *syscall.Credential, wait time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, realmfsBin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		_ = exec.Command("fusermount3", "-u", mnt).Run()
+		return -1, string(out)
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("realmfs %v: %v", args, err)
+	return 0, ""
+}
+
+// TestUsageAndFailures: usage errors exit 2, runtime failures exit 1 with a
+// reason; neither leaves a mount. --version exits 0.
+func TestUsageAndFailures(t *testing.T) {
+	requireFUSE(t)
+	root := t.TempDir()
+	backing, mnt := filepath.Join(root, "backing"), filepath.Join(root, "mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(root, "missing")
+	// A missing BACKING or MOUNTPOINT is a bad argument: usage (2) or
+	// runtime (1) are both defensible; it must fail with a reason.
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []int
+	}{
+		{"version", []string{"--version"}, []int{0}},
+		{"no args", nil, []int{2}},
+		{"one arg", []string{backing}, []int{2}},
+		{"three args", []string{backing, mnt, mnt}, []int{2}},
+		{"unknown flag", []string{"--no-such-flag", backing, mnt}, []int{2}},
+		{"unknown -o option", []string{"-f", "-o", "no_such_option", backing, mnt}, []int{2}},
+		{"bad passthrough value", []string{"-f", "-o", "passthrough=maybe", backing, mnt}, []int{2}},
+		{"bad lockowner value", []string{"-f", "-o", "lockowner=nobody", backing, mnt}, []int{2}},
+		{"missing BACKING, foreground", []string{"-f", missing, mnt}, []int{1, 2}},
+		{"missing MOUNTPOINT, foreground", []string{"-f", backing, missing}, []int{1, 2}},
+		{"missing BACKING, detached", []string{missing, mnt}, []int{1, 2}},
+		{"missing MOUNTPOINT, detached", []string{backing, missing}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := startRaw(t, mnt, nil, 15*time.Second, tc.args...)
+			checkFailure(t, mnt, tc.args, code, out, tc.want)
+		})
+	}
+	// A mount that fails at mount time is a runtime error (1) in both modes:
+	// uid 65534 may not use allow_other unless /etc/fuse.conf has
+	// user_allow_other, so fusermount3 refuses.
+	if conf, _ := os.ReadFile("/etc/fuse.conf"); hasActiveLine(string(conf), "user_allow_other") {
+		t.Log("/etc/fuse.conf allows user_allow_other: skipping the mount-time failure cases")
+		return
+	}
+	userRoot := filepath.Join(root, "user")
+	ub, um := filepath.Join(userRoot, "backing"), filepath.Join(userRoot, "mnt")
+	for _, d := range []string{userRoot, ub, um} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"mount refused, foreground", []string{"-f", "-o", "allow_other", ub, um}},
+		{"mount refused, detached", []string{"-o", "allow_other", ub, um}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := startRaw(t, um, asNobody, 15*time.Second, tc.args...)
+			checkFailure(t, um, tc.args, code, out, []int{1})
+		})
+	}
+}
+
+func hasActiveLine(conf, word string) bool {
+	for line := range strings.SplitSeq(conf, "\n") {
+		if strings.TrimSpace(line) == word {
+			return true
+		}
+	}
+	return false
+}
+
+func checkFailure(t *testing.T, mnt string, args []string, code int, out string, want []int) {
+	t.Helper()
+	if code == -1 {
+		t.Fatalf("realmfs %v kept running (it mounted?), want exit %v", args, want)
+	}
+	if !slices.Contains(want, code) {
+		t.Errorf("realmfs %v: exit %d, want %v\n%s", args, code, want, out)
+	}
+	if strings.TrimSpace(out) == "" {
+		t.Errorf("realmfs %v (exit %d) printed nothing; want a version or a reason", args, code)
+	}
+	if _, ok := mountFSType(mnt); ok {
+		t.Errorf("realmfs %v left %s mounted", args, mnt)
+		_ = exec.Command("fusermount3", "-u", mnt).Run()
+	}
+}
+
+// TestDaemonFDsDoNotGrow: the daemon's fd count does not grow across 1,000
+// creates and deletes, nor across 1,000 open/read/close of one file.
+func TestDaemonFDsDoNotGrow(t *testing.T) {
+	m := mount(t)
+	dir := m.Path("churn")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m.Path("read-me"), "some bytes\n")
+	// Warm up once so that lazily opened things (directory fd caches) exist
+	// before the baseline is taken.
+	churn := func(n int) {
+		for i := range n {
+			p := filepath.Join(dir, fmt.Sprintf("f%04d", i))
+			if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if got := readFile(t, m.Path("read-me")); got != "some bytes\n" {
+				t.Fatalf("read-me = %q", got)
+			}
+		}
+	}
+	churn(10)
+	dropCaches(t)
+	before := m.FDCount()
+	beforeList := m.FDs()
+	churn(1000)
+	// Forgotten nodes may release their fds only when the kernel evicts
+	// them; ask it to, then allow the daemon a moment to process FORGETs.
+	const slack = 2
+	var after int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		dropCaches(t)
+		after = m.FDCount()
+		if after <= before+slack || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after > before+slack {
+		t.Errorf("realmfs fds grew from %d to %d across 1,000 create/delete/read loops\nbefore: %v\nafter: %v",
+			before, after, beforeList, m.FDs())
+	}
+}
+
+// dropCaches asks the kernel to evict dentries and inodes (FUSE FORGETs).
+func dropCaches(t testing.TB) {
+	t.Helper()
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0o200); err != nil {
+		t.Logf("drop_caches: %v", err)
+	}
+}
+
+// TestReadOnly: -o ro refuses every modification with EROFS and serves reads.
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Opts("ro"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("f"), "original")
+		writeFile(t, m.BackingPath("d", "g"), "g")
+	}))
+	if got := readFile(t, m.Path("f")); got != "original" {
+		t.Errorf("read through ro mount = %q", got)
+	}
+	for _, tc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"create", func() error { return os.WriteFile(m.Path("new"), nil, 0o644) }},
+		{"open for write", func() error {
+			f, err := os.OpenFile(m.Path("f"), os.O_WRONLY, 0)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}},
+		{"truncate", func() error { return os.Truncate(m.Path("f"), 0) }},
+		{"mkdir", func() error { return os.Mkdir(m.Path("newdir"), 0o755) }},
+		{"unlink", func() error { return os.Remove(m.Path("f")) }},
+		{"rmdir", func() error { return unix.Rmdir(m.Path("d")) }},
+		{"rename", func() error { return os.Rename(m.Path("f"), m.Path("f2")) }},
+		{"link", func() error { return os.Link(m.Path("f"), m.Path("f3")) }},
+		{"symlink", func() error { return os.Symlink("f", m.Path("l")) }},
+		{"chmod", func() error { return os.Chmod(m.Path("f"), 0o600) }},
+		{"setxattr", func() error { return unix.Setxattr(m.Path("f"), "user.x", []byte("1"), 0) }},
+		{"mkfifo", func() error { return unix.Mkfifo(m.Path("p"), 0o644) }},
+	} {
+		wantErrno(t, tc.op(), unix.EROFS, tc.name+" on an ro mount")
+	}
+	if got := readFile(t, m.BackingPath("f")); got != "original" {
+		t.Errorf("BACKING/f = %q after refused writes", got)
+	}
+	entries, err := os.ReadDir(m.Backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("BACKING holds %d entries after refused writes, want 2 (d, f)", len(entries))
+	}
+}
+
+// TestTempNamesHidden: names .realm-tmp-* in BACKING are never listed and
+// their lookup is ENOENT.
+func TestTempNamesHidden(t *testing.T) {
+	t.Parallel()
+	m := mount(t)
+	writeFile(t, m.Path("visible"), "v")
+	writeFile(t, m.BackingPath(".realm-tmp-residue"), "hidden")
+	writeFile(t, m.BackingPath("sub", ".realm-tmp-x"), "hidden")
+	for _, dir := range []string{m.Dir, m.Path("sub")} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".realm-tmp-") {
+				t.Errorf("%s lists %s", dir, e.Name())
+			}
+		}
+	}
+	for _, p := range []string{m.Path(".realm-tmp-residue"), m.Path("sub", ".realm-tmp-x")} {
+		_, err := os.Lstat(p)
+		wantErrno(t, err, unix.ENOENT, "lstat "+p)
+		_, err = os.ReadFile(p)
+		wantErrno(t, err, unix.ENOENT, "open "+p)
+	}
+}

@@ -1,0 +1,360 @@
+// Command benchtool runs the file-system workloads of scripts/bench.sh
+// in-process, so that what is measured is the file system and not fork/exec,
+// and turns the measurements into the Markdown table bench.sh prints.
+//
+// Every workload command prints one line: the elapsed seconds.
+//
+//	benchtool create DIR N SIZE   N files of SIZE bytes in nested dirs under DIR
+//	benchtool stat DIR N          lstat the N files made by create
+//	benchtool read DIR N          open, read whole, close the N files
+//	benchtool write FILE SIZE     write SIZE bytes sequentially (1 MiB writes), fsync, close
+//	benchtool readfile FILE       read FILE sequentially (1 MiB reads)
+//	benchtool atomic DIR N        N atomic saves of a 4 KiB document: temp, write, fsync, rename
+//	benchtool run -- CMD ARGS...  run a program (stdout discarded), fail if it fails
+//	benchtool dropcaches          sync, then drop page, dentry and inode caches (root)
+//	benchtool report FILE         medians and ratios of FILE's "workload target seconds" lines
+//
+// SIZE takes a K, M or G suffix (powers of 1024).
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	args := os.Args[2:]
+	start := time.Now()
+	timed := true
+	switch os.Args[1] {
+	case "create":
+		need(args, 3)
+		err = create(args[0], atoi(args[1]), size(args[2]))
+	case "stat":
+		need(args, 2)
+		err = statAll(args[0], atoi(args[1]))
+	case "read":
+		need(args, 2)
+		err = readAll(args[0], atoi(args[1]))
+	case "write":
+		need(args, 2)
+		err = writeSeq(args[0], size(args[1]))
+	case "readfile":
+		need(args, 1)
+		err = readSeq(args[0])
+	case "atomic":
+		need(args, 2)
+		err = atomicSaves(args[0], atoi(args[1]))
+	case "run":
+		if len(args) < 2 || args[0] != "--" {
+			usage()
+		}
+		cmd := exec.Command(args[1], args[2:]...)
+		cmd.Stderr = os.Stderr
+		err = cmd.Run()
+	case "dropcaches":
+		timed = false
+		err = dropCaches()
+	case "report":
+		timed = false
+		need(args, 1)
+		err = report(args[0], os.Stdout)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtool:", err)
+		os.Exit(1)
+	}
+	if timed {
+		fmt.Printf("%.6f\n", time.Since(start).Seconds())
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: benchtool create|stat|read|write|readfile|atomic|run|dropcaches|report ARGS (see the package doc)")
+	os.Exit(2)
+}
+
+func need(args []string, n int) {
+	if len(args) != n {
+		usage()
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		fmt.Fprintf(os.Stderr, "benchtool: bad count %q\n", s)
+		os.Exit(2)
+	}
+	return n
+}
+
+// size parses 4096, 4K, 64M, 1G.
+func size(s string) int64 {
+	mult := int64(1)
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	}
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		fmt.Fprintf(os.Stderr, "benchtool: bad size %q\n", s)
+		os.Exit(2)
+	}
+	return n * mult
+}
+
+// smallPath is the i-th small file: 100 files per leaf dir, 10 leaves per
+// middle dir.
+func smallPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("m%03d", i/1000), fmt.Sprintf("l%02d", i/100%10), fmt.Sprintf("f%05d", i))
+}
+
+func create(dir string, n int, sz int64) error {
+	data := make([]byte, sz)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	for i := range n {
+		p := smallPath(dir, i)
+		if i%100 == 0 {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func statAll(dir string, n int) error {
+	var st unix.Stat_t
+	for i := range n {
+		if err := unix.Lstat(smallPath(dir, i), &st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readAll(dir string, n int) error {
+	buf := make([]byte, 64<<10)
+	for i := range n {
+		f, err := os.Open(smallPath(dir, i))
+		if err != nil {
+			return err
+		}
+		for {
+			_, err := f.Read(buf)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+		}
+		f.Close()
+	}
+	return nil
+}
+
+func writeSeq(path string, total int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 31)
+	}
+	for written := int64(0); written < total; {
+		chunk := buf[:min(int64(len(buf)), total-written)]
+		n, err := f.Write(chunk)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		written += int64(n)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func readSeq(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// atomicSaves is what editors and tools do on save: write a temp sibling,
+// fsync it, rename it over the document.
+func atomicSaves(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	doc := filepath.Join(dir, "document.txt")
+	data := make([]byte, 4096)
+	for i := range n {
+		copy(data, fmt.Sprintf("save %d\n", i))
+		tmp := filepath.Join(dir, fmt.Sprintf(".document.txt.%d.tmp", i))
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, doc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dropCaches() error {
+	unix.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200)
+}
+
+// report reads "workload target seconds" lines and prints, per workload in
+// order of first appearance, the median per target and its ratio to the
+// native median, as a Markdown table. Targets are columns in order of first
+// appearance; the first target is the reference ("native").
+func report(path string, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var workloads, targets []string
+	samples := map[[2]string][]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[2], 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
+		}
+		if !slices.Contains(workloads, fields[0]) {
+			workloads = append(workloads, fields[0])
+		}
+		if !slices.Contains(targets, fields[1]) {
+			targets = append(targets, fields[1])
+		}
+		k := [2]string{fields[0], fields[1]}
+		samples[k] = append(samples[k], v)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return errors.New("no measurements")
+	}
+	header := "| workload | " + targets[0] + " (s) |"
+	rule := "|---|---:|"
+	for _, t := range targets[1:] {
+		header += " " + t + " (s) | ratio |"
+		rule += "---:|---:|"
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, rule)
+	for _, wl := range workloads {
+		ref, haveRef := median(samples[[2]string{wl, targets[0]}])
+		row := "| " + wl + " | " + cell(ref, haveRef) + " |"
+		for _, t := range targets[1:] {
+			m, ok := median(samples[[2]string{wl, t}])
+			ratio := "—"
+			if ok && haveRef && ref > 0 {
+				ratio = fmt.Sprintf("%.2f×", m/ref)
+			}
+			row += " " + cell(m, ok) + " | " + ratio + " |"
+		}
+		fmt.Fprintln(w, row)
+	}
+	n := 0
+	for _, s := range samples {
+		n = max(n, len(s))
+	}
+	fmt.Fprintf(w, "\nMedians of %d round(s); ratio = target median / %s median (lower is better).\n", n, targets[0])
+	return nil
+}
+
+func cell(v float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func median(v []float64) (float64, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2], true
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
+}

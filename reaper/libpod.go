@@ -1,0 +1,87 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+)
+
+// The labels the sweep matches. realm's Podman runtime sets the first two;
+// OpenShell's podman driver sets the last two on the sandboxes it runs, and
+// realm names its sandboxes "realm-<id>".
+const (
+	labelManaged          = "io.realm.managed"
+	labelSession          = "io.realm.session"
+	labelOpenShellManaged = "openshell.managed"
+	labelOpenShellName    = "openshell.ai/sandbox-name"
+	sandboxPrefix         = "realm-"
+)
+
+// Libpod is Containers over the libpod REST API. Conn is a bindings
+// connection context (bindings.NewConnection).
+type Libpod struct {
+	Conn context.Context
+}
+
+// List implements Containers: every container, in all states, labelled
+// io.realm.managed=true, or labelled openshell.managed=true with a sandbox
+// name starting "realm-". The service filters by label; the labels are
+// checked again here so that a filter the service reads differently can
+// never widen the sweep.
+func (l Libpod) List(ctx context.Context) ([]Container, error) {
+	var out []Container
+	seen := map[string]bool{}
+	for _, filter := range []string{labelManaged + "=true", labelOpenShellManaged + "=true"} {
+		all := true
+		list, err := containers.List(l.Conn, &containers.ListOptions{
+			All:     &all,
+			Filters: map[string][]string{"label": {filter}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range list {
+			if seen[c.ID] {
+				continue
+			}
+			if s, ok := realmOwned(c.Labels); ok {
+				seen[c.ID] = true
+				name := ""
+				if len(c.Names) > 0 {
+					name = c.Names[0]
+				}
+				out = append(out, Container{ID: c.ID, Name: name, Session: s})
+			}
+		}
+	}
+	return out, nil
+}
+
+// realmOwned decides from a container's labels whether realm owns it, and
+// returns its session id.
+func realmOwned(labels map[string]string) (session string, ok bool) {
+	if labels[labelManaged] == "true" {
+		return labels[labelSession], true
+	}
+	if labels[labelOpenShellManaged] == "true" {
+		if id, ok := strings.CutPrefix(labels[labelOpenShellName], sandboxPrefix); ok && id != "" {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// Remove implements Containers: force removal with no stop timeout; a
+// container already gone counts as removed.
+func (l Libpod) Remove(ctx context.Context, id string) error {
+	force := true
+	var timeout uint
+	_, err := containers.Remove(l.Conn, id, &containers.RemoveOptions{Force: &force, Timeout: &timeout})
+	var c interface{ Code() int }
+	if err != nil && errors.As(err, &c) && c.Code() == 404 {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,70 @@
+package reaper
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The helper process holds the state dir's lock until its stdin closes.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("REAPER_TEST_HOLD_LOCK"); dir != "" {
+		l, err := LockStateDir(dir, time.Second)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		buf := make([]byte, 1)
+		os.Stdin.Read(buf)
+		l.Unlock()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestStateLockTwoProcesses(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REAPER_TEST_HOLD_LOCK="+dir)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	buf := make([]byte, 64)
+	n, _ := stdout.Read(buf)
+	if got := strings.TrimSpace(string(buf[:n])); got != "locked" {
+		t.Fatalf("helper said %q", got)
+	}
+
+	start := time.Now()
+	_, err := LockStateDir(dir, 300*time.Millisecond)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock: %v, want ErrLocked", err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("gave up after %s, before the wait", waited)
+	}
+	if want := fmt.Sprintf("pid %d", cmd.Process.Pid); !strings.Contains(err.Error(), want) {
+		t.Errorf("message %q does not name the holder (%s)", err, want)
+	}
+
+	// Released while we wait: we get it.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		stdin.Close()
+	}()
+	l, err := LockStateDir(dir, 10*time.Second)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	l.Unlock()
+	l.Unlock()
+}
