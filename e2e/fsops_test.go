@@ -363,11 +363,17 @@ func direntInos(t *testing.T, dir string) map[string]uint64 {
 	}
 }
 
-// TestInodeNumbers: st_ino and d_ino through the mount are the backing files'.
+// TestInodeNumbers: st_ino and d_ino through the mount are the backing
+// files' for everything the mount has not rewritten. A file written through
+// the mount is replaced by its temp (a new backing inode) at each commit;
+// it keeps the inode number the kernel first knew it by, so that a program
+// comparing fstat of its descriptor with stat of the path (SQLite does)
+// sees one file. Hard links share their number.
 func TestInodeNumbers(t *testing.T) {
 	t.Parallel()
 	m := mount(t, Prepare(func(m *Mount) {
 		writeFile(t, m.BackingPath("pre/file"), "before the mount")
+		writeFile(t, m.BackingPath("pre/file2"), "before the mount")
 	}))
 	writeFile(t, m.Path("file"), "x")
 	if err := os.Mkdir(m.Path("dir"), 0o755); err != nil {
@@ -376,26 +382,48 @@ func TestInodeNumbers(t *testing.T) {
 	if err := os.Symlink("file", m.Path("link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(m.Path("file"), m.Path("hard")); err != nil {
-		t.Fatal(err)
-	}
 	if err := unix.Mkfifo(m.Path("fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"file", "dir", "link", "hard", "fifo", "pre", "pre/file"}
+	if err := os.Link(m.Path("pre/file2"), m.Path("hard")); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"dir", "link", "fifo", "pre", "pre/file", "pre/file2", "hard"}
 	for _, name := range names {
 		mi, bi := lstat(t, m.Path(name)).Ino, lstat(t, m.BackingPath(name)).Ino
 		if mi != bi {
 			t.Errorf("%s: st_ino %d through the mount, %d in BACKING", name, mi, bi)
 		}
 	}
-	if lstat(t, m.Path("hard")).Ino != lstat(t, m.Path("file")).Ino {
+	if lstat(t, m.Path("hard")).Ino != lstat(t, m.Path("pre/file2")).Ino {
 		t.Errorf("hard links have different st_ino through the mount")
 	}
 	viaMount, inBacking := direntInos(t, m.Dir), direntInos(t, m.Backing)
-	for _, name := range []string{"file", "dir", "link", "hard", "fifo", "pre"} {
+	for _, name := range []string{"dir", "link", "fifo", "pre", "hard"} {
 		if viaMount[name] != inBacking[name] {
 			t.Errorf("%s: d_ino %d through the mount, %d in BACKING", name, viaMount[name], inBacking[name])
+		}
+	}
+	// Rewriting keeps the number on the mount, for the descriptor and the path.
+	before := lstat(t, m.Path("pre/file")).Ino
+	f, err := os.OpenFile(m.Path("pre/file"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 3 {
+		if _, err := f.WriteAt([]byte(fmt.Sprintf("rewrite %d", i)), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+			t.Fatal(err)
+		}
+		if path := lstat(t, m.Path("pre/file")).Ino; fst.Ino != before || path != before {
+			t.Errorf("after commit %d: st_ino %d (fd) and %d (path), want %d as before", i, fst.Ino, path, before)
 		}
 	}
 }

@@ -76,6 +76,7 @@ type pendingWrite struct {
 	observed unix.Stat_t  // the file as this owner last saw it commit
 	dirty    bool         // temp holds changes not yet committed
 	handles  int
+	hadLinks bool // the file last committed over had other hard links
 }
 
 // cur is the fd whose content the owner sees.
@@ -197,6 +198,9 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageBeforeRename); err != nil {
 		return fail(StageBeforeRename, err)
 	}
+	if now.Nlink > 1 {
+		return w.commitInPlace(ctx, fail)
+	}
 	var st unix.Stat_t
 	dirfd.Fstat(w.temp, &st)
 	f.commitMu.Lock()
@@ -206,10 +210,17 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	}
 	// Every node that stood for the old file now stands for the new one:
 	// the one that started the write, and the one the kernel has for the
-	// name now (after an earlier commit it can be another).
-	for _, m := range []*Node{n, asNode(pn.childInode(name))} {
-		if m != nil && m.key() == keyOf(&w.observed) {
-			m.setIdent(st.Dev, st.Ino)
+	// name now (after an earlier commit it can be another). Not so for a
+	// file with other hard links: they keep the old inode, and their node
+	// stays theirs; the name written gets a node of its own at its next
+	// lookup.
+	w.hadLinks = w.observed.Nlink > 1
+	if !w.hadLinks {
+		for _, m := range []*Node{n, asNode(pn.childInode(name))} {
+			if m != nil && m.key() == keyOf(&w.observed) {
+				m.setIdent(st.Dev, st.Ino)
+				f.setMoved(keyOf(&st), m)
+			}
 		}
 	}
 	f.commitMu.Unlock()
@@ -222,18 +233,51 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		}
 	}
 	f.locks.Rekey(keyOf(&w.observed), keyOf(&st))
+	dirfd.Fstat(w.temp, &st) // again: the rename changed its ctime
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
 	return errno, true
 }
 
-// invalidate, after a commit and outside the entry lock, drops what the
-// kernel cached of the file: its pages (readers of other owners may hold the
-// old content) and its entry, so the next lookup meets the new backing
-// inode under its own inode number.
-func (w *pendingWrite) invalidate(parent *Node, name string) {
+// commitInPlace commits to a file with more than one hard link. Renaming
+// the temp over one name would split the file: the other names would keep
+// the old content. So the new content, complete and fsynced in the temp, is
+// copied into the file itself and fsynced. This is the one commit a crash
+// can tear (during the copy); every other stage still leaves the file as it
+// was.
+func (w *pendingWrite) commitInPlace(ctx context.Context, fail func(Stage, error) (syscall.Errno, bool)) (syscall.Errno, bool) {
+	var tst unix.Stat_t
+	if err := dirfd.Fstat(w.temp, &tst); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	out, err := dirfd.Reopen(w.base, unix.O_WRONLY)
+	if err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	defer dirfd.Close(out)
+	if err := unix.Ftruncate(out, 0); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	if err := unix.Fsync(out); err != nil {
+		return fail(StageBeforeRename, err)
+	}
+	w.dropTemp()
+	dirfd.Fstat(w.base, &w.observed)
+	w.hadLinks = false
+	return 0, true
+}
+
+// invalidate, after a commit and outside the entry lock, drops the pages
+// the kernel cached of the file (readers of other owners may hold the old
+// content). A file that had other hard links is no longer the object its
+// node stands for under this name: its entry goes too, so the next lookup
+// gives the name a node of its own.
+func (w *pendingWrite) invalidate(parent *Node, name string, hadLinks bool) {
 	w.node.NotifyContent(0, 0)
-	if parent != nil {
+	if hadLinks && parent != nil {
 		parent.NotifyEntry(name)
 	}
 }
@@ -462,4 +506,36 @@ func (n *Node) childInode(name string) *fs.Inode {
 		return nil
 	}
 	return n.GetChild(name)
+}
+
+// setMoved records that the file with key is known to the kernel as node m.
+func (f *FS) setMoved(key locks.Key, m *Node) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.rekeyed == nil {
+		f.rekeyed = make(map[locks.Key]*Node)
+	}
+	f.rekeyed[key] = m
+}
+
+// movedNode returns the node an atomic write left the file with key under.
+func (f *FS) movedNode(key locks.Key) *Node {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	m := f.rekeyed[key]
+	if m != nil && m.key() != key {
+		return nil // the node moved on to a later version
+	}
+	return m
+}
+
+// forgetMoved drops the entries of a node the kernel has forgotten.
+func (f *FS) forgetMoved(m *Node) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	for k, v := range f.rekeyed {
+		if v == m {
+			delete(f.rekeyed, k)
+		}
+	}
 }

@@ -236,9 +236,9 @@ func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
 	var (
-		inval  bool
-		parent *Node
-		name   string
+		inval, links bool
+		parent       *Node
+		name         string
 	)
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
 		var errno syscall.Errno
@@ -246,11 +246,11 @@ func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
 		if errno == 0 && durable && !inval {
 			errno = toErrno(unix.Fsync(w.cur()))
 		}
-		parent, name = w.tparent, w.tname
+		parent, name, links = w.tparent, w.tname, w.hadLinks
 		return errno
 	})
 	if inval {
-		h.shared.invalidate(parent, name)
+		h.shared.invalidate(parent, name, links)
 	}
 	return errno
 }
@@ -273,19 +273,19 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		return toErrno(dirfd.Close(h.fd))
 	}
 	var (
-		inval  bool
-		parent *Node
-		name   string
+		inval, links bool
+		parent       *Node
+		name         string
 	)
 	h.withShared(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last flush (through a shared mmap, say).
 		_, inval = w.commit(ctx, false)
-		parent, name = w.tparent, w.tname
+		parent, name, links = w.tparent, w.tname, w.hadLinks
 		w.release(h.lease.Shared(), h.lease)
 		return 0
 	})
 	if inval {
-		h.shared.invalidate(parent, name)
+		h.shared.invalidate(parent, name, links)
 	}
 	return 0
 }

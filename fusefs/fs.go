@@ -77,6 +77,14 @@ type FS struct {
 	// any name-based open or stat that verifies identity: such a lookup
 	// sees either the old file and the old identity, or the new and new.
 	commitMu sync.RWMutex
+
+	// rekeyed maps the backing identity of a file that an atomic write
+	// replaced to the node the kernel knows it by, so that the file keeps
+	// its node, and its inode number on the mount, across commits (SQLite
+	// checks that the file behind its descriptor is still the one at its
+	// path). Entries go when the node is forgotten.
+	rekeyedMu sync.Mutex
+	rekeyed   map[locks.Key]*Node
 }
 
 // New opens the backing root and returns the root node to mount.

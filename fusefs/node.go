@@ -59,6 +59,9 @@ var (
 // identity (a hard link, or a second lookup racing this one); that node
 // stands for the same object.
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
+	if m := n.fsys.movedNode(keyOf(st)); m != nil {
+		return m.EmbeddedInode()
+	}
 	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1}
 	return n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen})
 }
@@ -136,6 +139,7 @@ func (n *Node) OnForget() {
 	}
 	n.fd = -1
 	n.locks.closeAll()
+	n.fsys.forgetMoved(n)
 }
 
 // parentFd returns the fd of n's parent directory and n's name in it.

@@ -178,12 +178,13 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	tn.ownChange(nil)
 	var st unix.Stat_t
-	gen, errno := statNew(fd, &st)
-	if errno != 0 {
-		return nil, errno
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, toErrno(err)
 	}
 	n.fsys.fillEntry(out, &st)
-	return n.newChild(ctx, &st, gen), 0
+	// A hard link is another name of the same node.
+	out.Ino = tn.StableAttr().Ino
+	return tn.EmbeddedInode(), 0
 }
 
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
