@@ -64,19 +64,19 @@ var errInjected = errors.New("injected failure")
 // file again under a new node after a commit, and a rename through the
 // mount updates the place (see moved).
 type pendingWrite struct {
-	node     *Node        // the node that started it, for audit paths
-	entry    *locks.Entry // whose lock guards this
-	tparent  *Node        // the file's directory node, to invalidate its entry
-	tdir     int          // O_PATH fd of the file's directory
-	tname    string       // the file's name in it
-	dir      int          // O_PATH fd of the directory the temp lives in
-	base     int          // fd of the content last committed (or found at open)
-	temp     int          // fd of the temp holding new content, -1 if none
-	tempName string       // its name in dir
-	observed unix.Stat_t  // the file as this owner last saw it commit
-	dirty    bool         // temp holds changes not yet committed
-	handles  int
-	hadLinks bool // the file last committed over had other hard links
+	node      *Node        // the node that started it, for audit paths
+	entry     *locks.Entry // whose lock guards this
+	tparent   *Node        // the file's directory node, to invalidate its entry
+	tdir      int          // O_PATH fd of the file's directory
+	tname     string       // the file's name in it
+	dir       int          // O_PATH fd of the directory the temp lives in
+	base      int          // fd of the content last committed (or found at open)
+	temp      int          // fd of the temp holding new content, -1 if none
+	tempName  string       // its name in dir
+	observed  unix.Stat_t  // the file as this owner last saw it commit
+	dirty     bool         // temp holds changes not yet committed
+	handles   int
+	committed bool // a commit renamed a temp over the file
 }
 
 // cur is the fd whose content the owner sees.
@@ -210,17 +210,17 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	}
 	// Every node that stood for the old file now stands for the new one:
 	// the one that started the write, and the one the kernel has for the
-	// name now (after an earlier commit it can be another). Not so for a
-	// file with other hard links: they keep the old inode, and their node
-	// stays theirs; the name written gets a node of its own at its next
-	// lookup.
-	w.hadLinks = w.observed.Nlink > 1
-	if !w.hadLinks {
-		for _, m := range []*Node{n, asNode(pn.childInode(name))} {
-			if m != nil && m.key() == keyOf(&w.observed) {
-				m.setIdent(st.Dev, st.Ino)
-				f.setMoved(keyOf(&st), m)
+	// name now (after an earlier commit it can be another). The node keeps
+	// the inode number the kernel knows; it pins the old backing inode so
+	// that no new file can be given that number while the node lives.
+	oldBase := w.base
+	for _, m := range []*Node{n, asNode(pn.childInode(name))} {
+		if m != nil && m.key() == keyOf(&w.observed) {
+			m.setIdent(st.Dev, st.Ino)
+			if oldBase >= 0 && m.pinIfNumbered(f.inoOf(&w.observed), oldBase) {
+				oldBase = -1
 			}
+			f.setMoved(keyOf(&st), m)
 		}
 	}
 	f.commitMu.Unlock()
@@ -234,7 +234,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	}
 	f.locks.Rekey(keyOf(&w.observed), keyOf(&st))
 	dirfd.Fstat(w.temp, &st) // again: the rename changed its ctime
-	dirfd.Close(w.base)
+	if oldBase >= 0 {
+		dirfd.Close(oldBase)
+	}
+	w.committed = true
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
 	return errno, true
 }
@@ -266,21 +269,13 @@ func (w *pendingWrite) commitInPlace(ctx context.Context, fail func(Stage, error
 	}
 	w.dropTemp()
 	dirfd.Fstat(w.base, &w.observed)
-	w.hadLinks = false
 	return 0, true
 }
 
 // invalidate, after a commit and outside the entry lock, drops the pages
 // the kernel cached of the file (readers of other owners may hold the old
-// content). A file that had other hard links is no longer the object its
-// node stands for under this name: its entry goes too, so the next lookup
-// gives the name a node of its own.
-func (w *pendingWrite) invalidate(parent *Node, name string, hadLinks bool) {
-	w.node.NotifyContent(0, 0)
-	if hadLinks && parent != nil {
-		parent.NotifyEntry(name)
-	}
-}
+// content).
+func (w *pendingWrite) invalidate() { w.node.NotifyContent(0, 0) }
 
 // conflict keeps the owner's new bytes as a visible copy beside a file that
 // a process outside the mount changed since the lock was taken, and leaves
@@ -397,6 +392,12 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	if w.handles <= 0 {
 		w.close()
 		e.Value = nil
+		if w.committed && w.tparent != nil {
+			// Let the kernel look the name up afresh, so the node that
+			// pins the file's first inode can be forgotten and the file
+			// take its own number.
+			go w.tparent.NotifyEntry(w.tname)
+		}
 	}
 	lease.Release()
 }

@@ -98,11 +98,15 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if write {
 		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags)
 	}
-	// A reader shares the owner's pending write, so a process that reopens
-	// a file it is writing sees its own bytes; anyone else reads the file.
-	if holder, held := f.locks.Holder(locks.Key{Dev: st.Dev, Ino: st.Ino}); held {
-		if owner := f.owner(ctx); owner == holder {
-			return n.openShared(ctx, owner, fd, pn, pfd, name, &st, flags)
+	// A reader shares the owner's pending write while it has uncommitted
+	// bytes, so a process that reopens a file it is writing sees its own
+	// bytes; otherwise the file is all there is to see, and the reader gets
+	// a plain handle (passthrough, mmap and exec work as on any file).
+	if w := f.ownWrite(ctx, keyOf(&st)); w != nil {
+		uncommitted := w.temp >= 0
+		w.entry.Unlock()
+		if uncommitted {
+			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags)
 		}
 	}
 	return &File{node: n, fd: fd, passthrough: f.opts.Passthrough}, 0, 0
@@ -235,22 +239,17 @@ func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
-	var (
-		inval, links bool
-		parent       *Node
-		name         string
-	)
+	var inval bool
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
 		var errno syscall.Errno
 		errno, inval = w.commit(ctx, durable)
 		if errno == 0 && durable && !inval {
 			errno = toErrno(unix.Fsync(w.cur()))
 		}
-		parent, name, links = w.tparent, w.tname, w.hadLinks
 		return errno
 	})
 	if inval {
-		h.shared.invalidate(parent, name, links)
+		h.shared.invalidate()
 	}
 	return errno
 }
@@ -272,20 +271,15 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	if h.shared == nil {
 		return toErrno(dirfd.Close(h.fd))
 	}
-	var (
-		inval, links bool
-		parent       *Node
-		name         string
-	)
+	var inval bool
 	h.withShared(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last flush (through a shared mmap, say).
 		_, inval = w.commit(ctx, false)
-		parent, name, links = w.tparent, w.tname, w.hadLinks
 		w.release(h.lease.Shared(), h.lease)
 		return 0
 	})
 	if inval {
-		h.shared.invalidate(parent, name, links)
+		h.shared.invalidate()
 	}
 	return 0
 }

@@ -29,6 +29,24 @@ type Node struct {
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
 	locks lockFds // per-owner fds for POSIX record locks and flock
+	pin   int     // O_PATH fd of the first backing inode after a commit replaced it; 0 if none
+}
+
+// pinIfNumbered keeps fd, an fd of the backing inode this node was first
+// looked up as, open while the node lives, if the node's inode number is
+// ino: a live fd keeps the filesystem from giving that number to another
+// file. It reports whether it kept fd.
+func (n *Node) pinIfNumbered(ino uint64, fd int) bool {
+	if n.StableAttr().Ino != ino {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pin > 0 {
+		return false
+	}
+	n.pin = fd
+	return true
 }
 
 // ident returns the backing identity n stands for.
@@ -138,6 +156,10 @@ func (n *Node) OnForget() {
 		dirfd.Close(n.fd)
 	}
 	n.fd = -1
+	if n.pin > 0 {
+		dirfd.Close(n.pin)
+		n.pin = 0
+	}
 	n.locks.closeAll()
 	n.fsys.forgetMoved(n)
 }
