@@ -522,8 +522,8 @@ func (f *FS) setMoved(key locks.Key, m *Node) {
 // movedNode returns the node an atomic write left the file with key under.
 func (f *FS) movedNode(key locks.Key) *Node {
 	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
 	m := f.rekeyed[key]
+	f.rekeyedMu.Unlock()
 	if m != nil && m.key() != key {
 		return nil // the node moved on to a later version
 	}

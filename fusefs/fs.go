@@ -11,8 +11,10 @@
 // operation out of the root, and a path longer than PATH_MAX through the
 // mount works as it does on the backing filesystem.
 //
-// Lock order: Node.mu (a directory's fd) is taken alone and never held
-// across a call into go-fuse or into another node; FS.auditMu is a leaf.
+// Lock order: a lock-table entry's lock (an atomic write in progress), then
+// FS.commitMu, then Node.mu. Node.mu, FS.rekeyedMu, lockFds.mu and the
+// auditor's mutex are leaves: none is held while taking another, nor across
+// a call into go-fuse or the kernel's notify paths.
 package fusefs
 
 import (

@@ -148,10 +148,10 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 	return fd, 0
 }
 
-// OnForget closes a directory's fd once go-fuse has dropped the node.
+// OnForget closes a directory's fd once go-fuse has dropped the node, and
+// the pin of a rewritten file.
 func (n *Node) OnForget() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.fd >= 0 && n != n.fsys.root {
 		dirfd.Close(n.fd)
 	}
@@ -160,6 +160,7 @@ func (n *Node) OnForget() {
 		dirfd.Close(n.pin)
 		n.pin = 0
 	}
+	n.mu.Unlock()
 	n.locks.closeAll()
 	n.fsys.forgetMoved(n)
 }
