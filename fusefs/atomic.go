@@ -64,17 +64,18 @@ var errInjected = errors.New("injected failure")
 // file again under a new node after a commit, and a rename through the
 // mount updates the place (see moved).
 type pendingWrite struct {
-	node      *Node        // the node that started it, for audit paths
-	entry     *locks.Entry // whose lock guards this
-	tparent   *Node        // the file's directory node, to invalidate its entry
-	tdir      int          // O_PATH fd of the file's directory
-	tname     string       // the file's name in it
-	dir       int          // O_PATH fd of the directory the temp lives in
-	base      int          // fd of the content last committed (or found at open)
-	temp      int          // fd of the temp holding new content, -1 if none
-	tempName  string       // its name in dir
-	observed  unix.Stat_t  // the file as this owner last saw it commit
-	dirty     bool         // temp holds changes not yet committed
+	node      *Node         // the node that started it, for audit paths
+	entry     *locks.Entry  // whose lock guards this
+	tparent   *Node         // the file's directory node, to invalidate its entry
+	tdir      int           // O_PATH fd of the file's directory
+	tname     string        // the file's name in it
+	dir       int           // O_PATH fd of the directory the temp lives in
+	base      int           // fd of the content last committed (or found at open)
+	temp      int           // fd of the temp holding new content, -1 if none
+	tempName  string        // its name in dir
+	observed  unix.Stat_t   // the file as this owner last saw it commit
+	dirty     bool          // temp holds changes not yet committed
+	failed    syscall.Errno // a write into the temp failed: it must not be committed
 	handles   int
 	committed bool // a commit renamed a temp over the file
 }
@@ -99,8 +100,9 @@ func (w *pendingWrite) dropTemp() {
 	if w.temp >= 0 {
 		dirfd.Close(w.temp)
 		dirfd.Unlink(w.dir, w.tempName, 0)
+		w.node.fsys.tempMade(w.tempName, false)
 	}
-	w.temp, w.tempName, w.dirty = -1, "", false
+	w.temp, w.tempName, w.dirty, w.failed = -1, "", false, 0
 }
 
 // ensureTemp makes the temp the owner writes into, seeded with the current
@@ -113,13 +115,17 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	name := TempPrefix + hex.EncodeToString(rnd[:])
+	f := w.node.fsys
+	f.tempMade(name, true)
 	fd, err := dirfd.Open(w.dir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
+		f.tempMade(name, false)
 		return err
 	}
 	fail := func(err error) error {
 		dirfd.Close(fd)
 		dirfd.Unlink(w.dir, name, 0)
+		f.tempMade(name, false)
 		return err
 	}
 	if seed {
@@ -162,6 +168,15 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return 0, false
 	}
 	n, f := w.node, w.node.fsys
+	if w.failed != 0 {
+		// A write the caller was told failed (ENOSPC, say) left the temp
+		// short: committing it would replace the file with a partial one.
+		w.dropTemp()
+		if f.opts.Audit != nil {
+			f.opts.Audit.Record(ctx, "commit:"+string(StageAfterWrite), f.relPath(n, ""), errcode.WriteNotAtomic, syscall.EIO)
+		}
+		return syscall.EIO, false
+	}
 	durable = durable || f.opts.Durability == DurabilityFull
 	fail := func(stage Stage, err error) (syscall.Errno, bool) {
 		w.dropTemp()
@@ -208,6 +223,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		f.commitMu.Unlock()
 		return fail(StageBeforeRename, err)
 	}
+	f.tempMade(w.tempName, false)
 	// Every node that stood for the old file now stands for the new one:
 	// the one that started the write, and the one the kernel has for the
 	// name now (after an earlier commit it can be another). The node keeps
@@ -287,6 +303,7 @@ func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name str
 		w.dropTemp()
 	} else {
 		dirfd.Close(w.temp)
+		f.tempMade(w.tempName, false)
 		w.temp, w.tempName, w.dirty = -1, "", false
 	}
 	f.locks.Rekey(keyOf(&w.observed), keyOf(now))
@@ -539,4 +556,25 @@ func (f *FS) forgetMoved(m *Node) {
 			delete(f.rekeyed, k)
 		}
 	}
+}
+
+// tempMade records that this mount made (or no longer has) the temp name.
+func (f *FS) tempMade(name string, live bool) {
+	f.tempsMu.Lock()
+	defer f.tempsMu.Unlock()
+	if !live {
+		delete(f.temps, name)
+		return
+	}
+	if f.temps == nil {
+		f.temps = make(map[string]bool)
+	}
+	f.temps[name] = true
+}
+
+// isOwnTemp reports whether name is a temp this mount is using.
+func (f *FS) isOwnTemp(name string) bool {
+	f.tempsMu.Lock()
+	defer f.tempsMu.Unlock()
+	return f.temps[name]
 }

@@ -215,6 +215,9 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		if n > 0 {
 			w.dirty = true
 		}
+		if err != nil || n < len(data) {
+			w.dirty, w.failed = true, max(toErrno(err), syscall.EIO)
+		}
 		return toErrno(err)
 	})
 	return uint32(max(n, 0)), errno
@@ -313,6 +316,9 @@ func (h *File) withTemp(fn func(fd int) syscall.Errno) syscall.Errno {
 			return toErrno(err)
 		}
 		if errno := fn(w.temp); errno != 0 {
+			if errno == syscall.ENOSPC || errno == syscall.EIO || errno == syscall.EDQUOT {
+				w.dirty, w.failed = true, errno
+			}
 			return errno
 		}
 		w.dirty = true

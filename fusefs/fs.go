@@ -73,7 +73,6 @@ type FS struct {
 	root    *Node
 	creds   credInodes
 	locks   *locks.Table
-	started time.Time // residue older than this is from a crash
 
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
@@ -85,6 +84,11 @@ type FS struct {
 	// its node, and its inode number on the mount, across commits (SQLite
 	// checks that the file behind its descriptor is still the one at its
 	// path). Entries go when the node is forgotten.
+	// temps are the names of the temp files this mount has made and not yet
+	// renamed or removed; the mount-time sweep removes only the others.
+	tempsMu sync.Mutex
+	temps   map[string]bool
+
 	rekeyedMu sync.Mutex
 	rekeyed   map[locks.Key]*Node
 }
@@ -100,7 +104,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), started: time.Now().Add(-50 * time.Millisecond)}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable()}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	return fsys, nil

@@ -187,8 +187,8 @@ type scanResult struct {
 
 // Scan walks the backing tree once at mount: it records the identity of
 // every credential file (for hard links under other names), and removes the
-// temp files of atomic writes that a crash left behind (those older than
-// the mount; conflict copies are never touched). Opens of files with
+// temp files of atomic writes that a crash left behind (every temp this
+// mount is not using; conflict copies are never touched). Opens of files with
 // several links wait until it is done.
 func (f *FS) Scan() scanResult {
 	var res scanResult
@@ -197,8 +197,8 @@ func (f *FS) Scan() scanResult {
 		res.Entries++
 		if hiddenName(d.Name) {
 			var st unix.Stat_t
-			if dirfd.Lstat(parent, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
-				st.Ctim.Nano() < f.started.UnixNano() && dirfd.Unlink(parent, d.Name, 0) == nil {
+			if !f.isOwnTemp(d.Name) && dirfd.Lstat(parent, d.Name, &st) == nil &&
+				st.Mode&syscall.S_IFMT == syscall.S_IFREG && dirfd.Unlink(parent, d.Name, 0) == nil {
 				res.TempRemoved++
 			}
 			return true

@@ -133,10 +133,9 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 		dirfd.Close(fd)
 		return -1, toErrno(err)
 	}
-	if dev, ino := n.ident(); st.Dev != dev || st.Ino != ino {
+	if errno := n.verify(ctx, "opendir", pn, name, &st); errno != 0 {
 		dirfd.Close(fd)
-		n.fsys.invalidate(pn, name)
-		return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
+		return -1, errno
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -177,13 +176,21 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 }
 
 // verify checks that st is the object n stands for. A mismatch means the
-// name now leads somewhere else (swapped from outside the mount): it is
-// refused, audited, and the kernel is told to forget the stale entry.
+// name now leads somewhere else, changed from outside the mount: it is never
+// served under n, and the kernel is told to forget the stale entry. An
+// object of another type (a symlink or directory where a file was) is a
+// swap: refused, EACCES, audited PATH_ESCAPE. The same type is a
+// replacement (an editor outside saving by rename): ESTALE, which makes the
+// kernel look the name up afresh and retry, so the caller meets the new
+// object through a full lookup instead of an error.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
 	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
 		return 0
 	}
 	n.fsys.invalidate(pn, name)
+	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
+		return syscall.ESTALE
+	}
 	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape)
 }
 

@@ -100,14 +100,15 @@ func NewResolver(mode OwnerMode, procRoot string) *Resolver {
 // an error wrapping the cause (often fs.ErrNotExist), if the process has
 // vanished or its proc files cannot be parsed.
 //
-// Pid mode reads nothing: the pid is the owner, whether or not the process
-// still exists.
+// In pid mode the owner is the process: the kernel names the calling
+// thread, so its thread group id is read from /proc/PID/status (cached by
+// pid and start time); a vanished thread owns "pid:PID".
 func (r *Resolver) Owner(pid uint32) (Owner, error) {
 	if pid == 0 {
 		return KernelOwner, nil
 	}
 	if r.mode == OwnerPID {
-		return Owner("pid:" + strconv.FormatUint(uint64(pid), 10)), nil
+		return r.processOwner(pid), nil
 	}
 	dir := r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
 	st, err := readStat(dir + "stat")
@@ -294,4 +295,47 @@ func hasController(list []byte, name string) bool {
 		}
 	}
 	return false
+}
+
+// processOwner is the pid-mode owner of thread pid: its process,
+// "pid:TGID". Threads of one process are one owner, as POSIX locks treat
+// them.
+func (r *Resolver) processOwner(pid uint32) Owner {
+	fallback := Owner("pid:" + strconv.FormatUint(uint64(pid), 10))
+	dir := r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
+	st, err := readStat(dir + "stat")
+	if err != nil {
+		return fallback
+	}
+	id := procID{pid: pid, start: st.start}
+	r.mu.Lock()
+	o, ok := r.cache[id]
+	r.mu.Unlock()
+	if ok {
+		return o
+	}
+	var buf [4096]byte
+	b, err := readSmall(dir+"status", buf[:])
+	if err != nil {
+		return fallback
+	}
+	o = fallback
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			if tgid, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32); err == nil {
+				o = Owner("pid:" + strconv.FormatUint(tgid, 10))
+			}
+			break
+		}
+	}
+	r.mu.Lock()
+	if len(r.cache) >= r.max {
+		for k := range r.cache {
+			delete(r.cache, k)
+			break
+		}
+	}
+	r.cache[id] = o
+	r.mu.Unlock()
+	return o
 }

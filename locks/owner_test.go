@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,4 +295,26 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("cgroupPath = %q; want an absolute path", p)
 		}
 	})
+}
+
+// TestPIDModeNamesTheProcess: the kernel names the calling thread; in pid
+// mode all threads of a process are one owner, the process.
+func TestPIDModeNamesTheProcess(t *testing.T) {
+	r := NewResolver(OwnerPID, "/proc")
+	want := Owner(fmt.Sprintf("pid:%d", os.Getpid()))
+	tids := make(chan int, 2)
+	for range 2 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- unix.Gettid()
+		}()
+	}
+	for range 2 {
+		tid := <-tids
+		got, err := r.Owner(uint32(tid))
+		if err != nil || got != want {
+			t.Errorf("Owner(tid %d) = %q, %v; want %q", tid, got, err, want)
+		}
+	}
 }
