@@ -64,20 +64,19 @@ var errInjected = errors.New("injected failure")
 // file again under a new node after a commit, and a rename through the
 // mount updates the place (see moved).
 type pendingWrite struct {
-	node      *Node         // the node that started it, for audit paths
-	entry     *locks.Entry  // whose lock guards this
-	tparent   *Node         // the file's directory node, to invalidate its entry
-	tdir      int           // O_PATH fd of the file's directory
-	tname     string        // the file's name in it
-	dir       int           // O_PATH fd of the directory the temp lives in
-	base      int           // fd of the content last committed (or found at open)
-	temp      int           // fd of the temp holding new content, -1 if none
-	tempName  string        // its name in dir
-	observed  unix.Stat_t   // the file as this owner last saw it commit
-	dirty     bool          // temp holds changes not yet committed
-	failed    syscall.Errno // a write into the temp failed: it must not be committed
-	handles   int
-	committed bool // a commit renamed a temp over the file
+	node     *Node         // the node that started it, for audit paths
+	entry    *locks.Entry  // whose lock guards this
+	tparent  *Node         // the file's directory node, to invalidate its entry
+	tdir     int           // O_PATH fd of the file's directory
+	tname    string        // the file's name in it
+	dir      int           // O_PATH fd of the directory the temp lives in
+	base     int           // fd of the content last committed (or found at open)
+	temp     int           // fd of the temp holding new content, -1 if none
+	tempName string        // its name in dir
+	observed unix.Stat_t   // the file as this owner last saw it commit
+	dirty    bool          // temp holds changes not yet committed
+	failed   syscall.Errno // a write into the temp failed: it must not be committed
+	handles  int
 }
 
 // cur is the fd whose content the owner sees.
@@ -217,7 +216,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return w.commitInPlace(ctx, fail)
 	}
 	var st unix.Stat_t
-	dirfd.Fstat(w.temp, &st)
+	gen, _ := dirfd.Statx(w.temp, "", &st)
 	f.commitMu.Lock()
 	if err := dirfd.Rename(w.dir, w.tempName, pfd, name, 0); err != nil {
 		f.commitMu.Unlock()
@@ -227,16 +226,12 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	// Every node that stood for the old file now stands for the new one:
 	// the one that started the write, and the one the kernel has for the
 	// name now (after an earlier commit it can be another). The node keeps
-	// the inode number the kernel knows; it pins the old backing inode so
-	// that no new file can be given that number while the node lives.
-	oldBase := w.base
+	// the inode number the kernel knows, which the backing filesystem may
+	// now give to a new file: the number is marked borrowed.
 	for _, m := range []*Node{n, asNode(pn.childInode(name))} {
 		if m != nil && m.key() == keyOf(&w.observed) {
 			m.setIdent(st.Dev, st.Ino)
-			if oldBase >= 0 && m.pinIfNumbered(f.inoOf(&w.observed), oldBase) {
-				oldBase = -1
-			}
-			f.setMoved(keyOf(&st), m)
+			f.setMoved(movedID{keyOf(&st), gen}, m)
 		}
 	}
 	f.commitMu.Unlock()
@@ -250,10 +245,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	}
 	f.locks.Rekey(keyOf(&w.observed), keyOf(&st))
 	dirfd.Fstat(w.temp, &st) // again: the rename changed its ctime
-	if oldBase >= 0 {
-		dirfd.Close(oldBase)
-	}
-	w.committed = true
+	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
 	return errno, true
 }
@@ -409,12 +401,6 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	if w.handles <= 0 {
 		w.close()
 		e.Value = nil
-		if w.committed && w.tparent != nil {
-			// Let the kernel look the name up afresh, so the node that
-			// pins the file's first inode can be forgotten and the file
-			// take its own number.
-			go w.tparent.NotifyEntry(w.tname)
-		}
 	}
 	lease.Release()
 }
@@ -526,22 +512,50 @@ func (n *Node) childInode(name string) *fs.Inode {
 	return n.GetChild(name)
 }
 
-// setMoved records that the file with key is known to the kernel as node m.
-func (f *FS) setMoved(key locks.Key, m *Node) {
+// movedID names one backing file for the rekeyed map: its (dev, ino) and
+// its generation, so that an inode number freed by a deleted file and given
+// to a new one does not lead to the old file's node.
+type movedID struct {
+	key locks.Key
+	gen uint64
+}
+
+// setMoved records that the file id is known to the kernel as node m, and
+// that m's inode number, no longer its backing file's, is borrowed.
+func (f *FS) setMoved(id movedID, m *Node) {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
 	if f.rekeyed == nil {
-		f.rekeyed = make(map[locks.Key]*Node)
+		f.rekeyed = make(map[movedID]*Node)
+		f.borrowed = make(map[uint64]*Node)
 	}
-	f.rekeyed[key] = m
+	f.rekeyed[id] = m
+	f.borrowed[m.StableAttr().Ino] = m
 }
 
-// movedNode returns the node an atomic write left the file with key under.
-func (f *FS) movedNode(key locks.Key) *Node {
+// borrowedBit marks the inode numbers the mount makes up for files whose
+// own number is borrowed by a live node; backing filesystems do not hand
+// out numbers that high.
+const borrowedBit = 1 << 63
+
+// isBorrowed reports whether a live node answers to inode number ino
+// without its backing file having it.
+func (f *FS) isBorrowed(ino uint64) bool {
 	f.rekeyedMu.Lock()
-	m := f.rekeyed[key]
+	defer f.rekeyedMu.Unlock()
+	return f.borrowed[ino] != nil
+}
+
+// movedNode returns the node an atomic write left the regular file id
+// under, if that node still stands for it.
+func (f *FS) movedNode(id movedID, mode uint32) *Node {
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	f.rekeyedMu.Lock()
+	m := f.rekeyed[id]
 	f.rekeyedMu.Unlock()
-	if m != nil && m.key() != key {
+	if m != nil && m.key() != id.key {
 		return nil // the node moved on to a later version
 	}
 	return m
@@ -555,6 +569,9 @@ func (f *FS) forgetMoved(m *Node) {
 		if v == m {
 			delete(f.rekeyed, k)
 		}
+	}
+	if f.borrowed[m.StableAttr().Ino] == m {
+		delete(f.borrowed, m.StableAttr().Ino)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,7 +91,12 @@ type FS struct {
 	temps   map[string]bool
 
 	rekeyedMu sync.Mutex
-	rekeyed   map[locks.Key]*Node
+	rekeyed   map[movedID]*Node
+	// borrowed holds the inode numbers those nodes answer to, which the
+	// backing filesystem may have given to new files meanwhile; such a new
+	// file gets its number with the top bit set instead.
+	borrowed  map[uint64]*Node
+	synthetic atomic.Uint64 // the last inode number the mount made up
 }
 
 // New opens the backing root and returns the root node to mount.

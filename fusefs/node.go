@@ -29,24 +29,6 @@ type Node struct {
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
 	locks lockFds // per-owner fds for POSIX record locks and flock
-	pin   int     // O_PATH fd of the first backing inode after a commit replaced it; 0 if none
-}
-
-// pinIfNumbered keeps fd, an fd of the backing inode this node was first
-// looked up as, open while the node lives, if the node's inode number is
-// ino: a live fd keeps the filesystem from giving that number to another
-// file. It reports whether it kept fd.
-func (n *Node) pinIfNumbered(ino uint64, fd int) bool {
-	if n.StableAttr().Ino != ino {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.pin > 0 {
-		return false
-	}
-	n.pin = fd
-	return true
 }
 
 // ident returns the backing identity n stands for.
@@ -77,11 +59,24 @@ var (
 // identity (a hard link, or a second lookup racing this one); that node
 // stands for the same object.
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	if m := n.fsys.movedNode(keyOf(st)); m != nil {
+	if m := n.fsys.movedNode(movedID{keyOf(st), gen}, st.Mode); m != nil {
 		return m.EmbeddedInode()
 	}
+	ino := n.fsys.inoOf(st)
+	synthetic := n.fsys.isBorrowed(ino)
+	if synthetic {
+		// A rewritten file's node still answers to this number (see
+		// FS.borrowed): the backing filesystem gave it to a new file,
+		// which gets a number of the mount's own, remembered like a
+		// rewritten file's so that every lookup finds the same node.
+		ino = borrowedBit | n.fsys.synthetic.Add(1)
+	}
 	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1}
-	return n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen})
+	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
+	if synthetic {
+		n.fsys.setMoved(movedID{keyOf(st), gen}, child)
+	}
+	return in
 }
 
 // statNew stats an object this mount just made or found, through its fd, for
@@ -147,18 +142,13 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 	return fd, 0
 }
 
-// OnForget closes a directory's fd once go-fuse has dropped the node, and
-// the pin of a rewritten file.
+// OnForget closes a directory's fd once go-fuse has dropped the node.
 func (n *Node) OnForget() {
 	n.mu.Lock()
 	if n.fd >= 0 && n != n.fsys.root {
 		dirfd.Close(n.fd)
 	}
 	n.fd = -1
-	if n.pin > 0 {
-		dirfd.Close(n.pin)
-		n.pin = 0
-	}
 	n.mu.Unlock()
 	n.locks.closeAll()
 	n.fsys.forgetMoved(n)
