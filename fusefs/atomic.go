@@ -160,8 +160,10 @@ func sameFile(a, b *unix.Stat_t) bool {
 
 // commit makes the temp the file. durable forces the fsyncs whatever the
 // mount's durability (an fsync(2) asked for them). It returns the errno for
-// the caller and whether the kernel's cached pages of the file must be
-// dropped (by the caller, after it has let go of the entry lock).
+// the caller and whether the file is new. The kernel's cached pages of the
+// old content are not invalidated (see verify): readers of other owners
+// read passthrough or direct, and a cached read handle opened later drops
+// the pages at open (no FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	if !w.dirty {
 		return 0, false
@@ -280,11 +282,6 @@ func (w *pendingWrite) commitInPlace(ctx context.Context, fail func(Stage, error
 	return 0, true
 }
 
-// invalidate, after a commit and outside the entry lock, drops the pages
-// the kernel cached of the file (readers of other owners may hold the old
-// content).
-func (w *pendingWrite) invalidate() { w.node.NotifyContent(0, 0) }
-
 // conflict keeps the owner's new bytes as a visible copy beside a file that
 // a process outside the mount changed since the lock was taken, and leaves
 // the file as that process made it.
@@ -389,6 +386,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w.dirty = true
 	}
 	fh := &File{node: n, fd: -1, lease: lease, shared: w}
+	n.cachedOpen.Add(1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0

@@ -109,7 +109,19 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags)
 		}
 	}
-	return &File{node: n, fd: fd, passthrough: f.opts.Passthrough}, 0, 0
+	// The kernel keeps one I/O mode per inode: passthrough opens fail while
+	// a handle may hold pages in the cache (a direct-I/O handle that was
+	// mmapped). So a reader passes through only while no other kind of
+	// handle is open on n; otherwise it reads direct, through the daemon.
+	if f.opts.Passthrough && n.cachedOpen.Load() == 0 {
+		return &File{node: n, fd: fd, passthrough: true}, 0, 0
+	}
+	n.cachedOpen.Add(1)
+	var fuseFlags uint32
+	if f.opts.Passthrough {
+		fuseFlags = fuse.FOPEN_DIRECT_IO
+	}
+	return &File{node: n, fd: fd}, fuseFlags, 0
 }
 
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
@@ -242,19 +254,13 @@ func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
-	var inval bool
-	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
-		var errno syscall.Errno
-		errno, inval = w.commit(ctx, durable)
-		if errno == 0 && durable && !inval {
+	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		errno, committed := w.commit(ctx, durable)
+		if errno == 0 && durable && !committed {
 			errno = toErrno(unix.Fsync(w.cur()))
 		}
 		return errno
 	})
-	if inval {
-		h.shared.invalidate()
-	}
-	return errno
 }
 
 func (h *File) Release(ctx context.Context) syscall.Errno {
@@ -272,18 +278,23 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		h.node.locks.drop(owner)
 	}
 	if h.shared == nil {
+		if !h.passthrough {
+			h.node.cachedOpen.Add(-1)
+		}
 		return toErrno(dirfd.Close(h.fd))
 	}
-	var inval bool
 	h.withShared(func(w *pendingWrite) syscall.Errno {
-		// Writes after the last flush (through a shared mmap, say).
-		_, inval = w.commit(ctx, false)
+		// Writes after the last close (through a shared mmap, say) are
+		// committed with the owner's last handle. An earlier handle's
+		// release must not commit: the kernel sends it after close(2) has
+		// returned, and another handle may be half way through a rewrite.
+		if w.handles == 1 {
+			w.commit(ctx, false)
+		}
 		w.release(h.lease.Shared(), h.lease)
 		return 0
 	})
-	if inval {
-		h.shared.invalidate()
-	}
+	h.node.cachedOpen.Add(-1)
 	return 0
 }
 

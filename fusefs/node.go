@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -29,6 +30,10 @@ type Node struct {
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
 	locks lockFds // per-owner fds for POSIX record locks and flock
+
+	// cachedOpen counts n's open handles that are not passthrough; while
+	// there are any, new readers do not pass through (see Open).
+	cachedOpen atomic.Int32
 }
 
 // ident returns the backing identity n stands for.
@@ -118,7 +123,6 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 	fd, err := dirfd.OpenDir(pfd, name)
 	if err != nil {
 		if isEscape(err) || err == syscall.ENOTDIR {
-			n.fsys.invalidate(pn, name)
 			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
 		}
 		return -1, toErrno(err)
@@ -167,17 +171,20 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 
 // verify checks that st is the object n stands for. A mismatch means the
 // name now leads somewhere else, changed from outside the mount: it is never
-// served under n, and the kernel is told to forget the stale entry. An
-// object of another type (a symlink or directory where a file was) is a
-// swap: refused, EACCES, audited PATH_ESCAPE. The same type is a
-// replacement (an editor outside saving by rename): ESTALE, which makes the
-// kernel look the name up afresh and retry, so the caller meets the new
-// object through a full lookup instead of an error.
+// served under n. An object of another type (a symlink or directory where a
+// file was) is a swap: refused, EACCES, audited PATH_ESCAPE; the kernel's
+// entry expires within a second. The same type is a replacement (an editor
+// outside saving by rename): ESTALE, which makes the kernel look the name up
+// afresh and retry, so the caller meets the new object through a full
+// lookup instead of an error.
+//
+// The daemon sends the kernel no invalidations: a notification blocks in
+// the kernel on the directory's lock, which a process waiting for this
+// daemon may hold, and a daemon stuck there cannot even be killed.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
 	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
 		return 0
 	}
-	n.fsys.invalidate(pn, name)
 	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
 		return syscall.ESTALE
 	}
@@ -215,16 +222,6 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 		return -1, errno
 	}
 	return fd, 0
-}
-
-// invalidate asks the kernel to drop its cached entry for name in dir, so the
-// next access looks it up afresh. It runs asynchronously: a notification
-// sent from inside a request can deadlock against that request.
-func (f *FS) invalidate(dir *Node, name string) {
-	if dir == nil {
-		return
-	}
-	go dir.NotifyEntry(name)
 }
 
 // Lookup finds name in n: one fstatat on (n's fd, name), no symlink
