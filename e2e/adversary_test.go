@@ -186,12 +186,14 @@ func (s *advStats) breach(format string, args ...any) {
 	s.mu.Unlock()
 }
 
-// TestAdversarySwap: processes outside the mount exchange a directory of
-// BACKING with symlinks to a directory outside BACKING (absolute and
-// relative), and a file with a symlink to a file outside, as fast as they
-// can, while readers and a writer use that path through the mount at least
-// 100,000 times. The outside's bytes are never served, no outside name is
-// listed, and nothing outside BACKING is created or changed.
+// TestAdversarySwap: a process outside the mount exchanges (renameat2
+// RENAME_EXCHANGE) a directory of BACKING with symlinks to a directory
+// outside BACKING (absolute and relative), and a file and a subdirectory of
+// it with symlinks to their outside namesakes, as fast as it can, while
+// readers and a writer use those paths through the mount at least 100,000
+// times. The outside's bytes are never served, no outside name is listed or
+// inode reported, every create that succeeds lands in the real directory,
+// and nothing outside BACKING is created or changed.
 func TestAdversarySwap(t *testing.T) {
 	const (
 		insideData  = "inside content, served by the mount\n"

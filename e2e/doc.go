@@ -2,17 +2,27 @@
 // mount for real through FUSE, and drive real programs (sh, cp, tar, git,
 // sqlite3, go) through the mount.
 //
-// The tests need root, /dev/fuse and fusermount3 (Debian package fuse3).
-// Without them they skip with the reason, except when CI=true, where a missing
+// The tests need root, /dev/fuse and fusermount3 (Debian package fuse3), and
+// the programs they drive (sqlite3, git, python3, tar, mount.fuse3). Without
+// them they skip with the reason, except when CI=true, where a missing
 // requirement is a failure. Environment knobs:
 //
-//	REALMFS_BIN=/path/realmfs  use this binary instead of building ./cmd/realmfs
+//	REALMFS_BIN=/path/realmfs  test this binary instead of building ./cmd/realmfs
 //	REALM_E2E_RACE=1           build realmfs with -race
-//	REALM_E2E_DEBUG=1          start realmfs with --debug and keep its log on failure
+//	REALM_E2E_DEBUG=1          start foreground mounts with --debug (the log is
+//	                           printed when a test fails)
 //
-// The harness (harness_test.go) is meant to be reused by later e2e tests:
-// Mount starts realmfs over a fresh BACKING at a fresh MOUNTPOINT, waits for
-// /proc/self/mountinfo, and unmounts at cleanup, asserting the daemon exited 0.
-// runHelper/runAs run the test binary itself in a helper mode (probe, lock
-// holder, swapper) as any uid.
+// The harness (harness_test.go) is meant for every e2e test of the project:
+//
+//   - mount(t, opts...) makes BACKING, MOUNTPOINT, an outside dir and a state
+//     dir under t.TempDir(), starts realmfs (foreground by default;
+//     Detached(), ViaMountFuse3(), AsUser(uid, gid), Opts(...), Flags(...),
+//     Prepare(fn), RelativePaths()), waits for /proc/self/mountinfo, and
+//     unmounts at cleanup, asserting the daemon exited 0.
+//   - Mount.Unmount, Signal, Kill and Restart (crash tests), FDCount, Audit
+//     and WaitAudit (the audit log), Path and BackingPath.
+//   - probe(t, cred, ops...) runs file operations in a helper process as any
+//     uid and reports "ok ..." or "err ENAME" per operation; holdLock starts
+//     a process holding a flock, POSIX or OFD lock; the "swap" helper is the
+//     adversary. Helpers are this test binary re-executed (TestMain).
 package e2e

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -89,6 +90,8 @@ func setupAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: copying the test binary:", err)
 		return 1
 	}
+	flag.Parse()
+	startWatchdog()
 	// Become a subreaper: a detached realmfs is re-parented to this process
 	// when its parent exits, so its exit status can still be collected.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -199,6 +202,8 @@ type Mount struct {
 	AuditLog string // --audit-log FILE
 	LogFile  string // realmfs stdout and stderr
 	Pid      int    // the daemon
+
+	conn int // the FUSE connection id (/sys/fs/fuse/connections/N), 0 unknown
 
 	cfg  mountConfig
 	tb   testing.TB
@@ -400,6 +405,7 @@ func (m *Mount) start() {
 			m.exitErr = waitForeignPid(pid)
 			close(m.done)
 		}()
+		m.noteConn()
 		return
 	}
 
@@ -417,6 +423,7 @@ func (m *Mount) start() {
 			if fstype != "fuse.realmfs" {
 				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
 			}
+			m.noteConn()
 			return
 		}
 		select {
@@ -567,6 +574,59 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
+// liveConns are the FUSE connections of this run's mounts, for the
+// watchdog: id → mount point.
+var liveConns sync.Map
+
+// noteConn records the mount's FUSE connection id (the minor number of its
+// st_dev) so that a hung mount can be aborted.
+func (m *Mount) noteConn() {
+	var st unix.Stat_t
+	if err := unix.Stat(m.Dir, &st); err == nil && unix.Major(st.Dev) == 0 {
+		m.conn = int(unix.Minor(st.Dev))
+		liveConns.Store(m.conn, m.Dir)
+	}
+}
+
+// abortConn aborts a FUSE connection: every request waiting on it fails with
+// ENOTCONN and the daemon's /dev/fuse reads end. It mounts fusectl if needed.
+func abortConn(conn int) {
+	if conn <= 0 {
+		return
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	path := fmt.Sprintf("%s/%d/abort", ctl, conn)
+	if _, err := os.Stat(path); err != nil {
+		_ = exec.Command("mount", "-t", "fusectl", "none", ctl).Run()
+	}
+	if err := os.WriteFile(path, []byte("1"), 0o200); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: aborting FUSE connection %d: %v\n", conn, err)
+	}
+	liveConns.Delete(conn)
+}
+
+// startWatchdog aborts the FUSE connections of this run's mounts shortly
+// before the test binary's -test.timeout: a test hung in a request to a
+// deadlocked daemon then fails with ENOTCONN instead of leaving a thread in
+// uninterruptible sleep that keeps go test waiting forever.
+func startWatchdog() {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return
+	}
+	timeout, err := time.ParseDuration(f.Value.String())
+	if err != nil || timeout < time.Minute {
+		return
+	}
+	time.AfterFunc(timeout-30*time.Second, func() {
+		liveConns.Range(func(k, v any) bool {
+			fmt.Fprintf(os.Stderr, "e2e: watchdog: aborting FUSE connection %d of %s before the test timeout\n", k, v)
+			abortConn(k.(int))
+			return true
+		})
+	})
+}
+
 // Path is a path through the mount.
 func (m *Mount) Path(rel ...string) string {
 	return filepath.Join(append([]string{m.Dir}, rel...)...)
@@ -619,15 +679,19 @@ func (m *Mount) waitExit() error {
 	select {
 	case <-m.done:
 	case <-time.After(exitTimeout):
+		// A daemon stuck in the kernel (a deadlock with a request) does not
+		// die of SIGKILL alone; aborting its connection frees both sides.
+		abortConn(m.conn)
 		if m.Pid > 0 {
 			_ = syscall.Kill(m.Pid, syscall.SIGKILL)
 		}
 		<-m.done
-		return fmt.Errorf("realmfs pid %d did not exit within %v after unmount (killed)", m.Pid, exitTimeout)
+		return fmt.Errorf("realmfs pid %d did not exit within %v after unmount (connection %d aborted, killed)", m.Pid, exitTimeout, m.conn)
 	}
 	if m.Mounted() {
 		return fmt.Errorf("realmfs pid %d exited but %s is still mounted", m.Pid, m.Dir)
 	}
+	liveConns.Delete(m.conn)
 	return m.exitErr
 }
 
@@ -684,6 +748,13 @@ func (m *Mount) cleanup() {
 	}
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
+		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) > 20 {
+				lines = append([]string{fmt.Sprintf("... (%d earlier lines)", len(lines)-20)}, lines[len(lines)-20:]...)
+			}
+			m.tb.Logf("audit log (%s):\n%s", m.AuditLog, strings.Join(lines, "\n"))
+		}
 	}
 }
 

@@ -20,7 +20,7 @@ func TestPrograms(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		tools []string
-		fn    func(t *testing.T, m *Mount, dir string)
+		fn    func(t *testing.T, m *Mount, rel string) // rel: the subtest's own directory
 	}{
 		{"sh", []string{"sh"}, testShell},
 		{"cp -a", []string{"cp", "diff"}, testCpA},
