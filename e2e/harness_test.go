@@ -413,6 +413,9 @@ func (m *Mount) start() {
 		tb.Fatal(err)
 	}
 	m.Pid = cmd.Process.Pid
+	// A detached mount elsewhere, looking for its daemon by arguments,
+	// must not take this one (relative paths read the same in every test).
+	claimedPids.Store(m.Pid, true)
 	go func() {
 		m.exitErr = cmd.Wait()
 		close(m.done)

@@ -385,7 +385,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		}
 		w.dirty = true
 	}
-	fh := &File{node: n, fd: -1, lease: lease, shared: w}
+	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid)}
 	n.cachedOpen.Add(1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
@@ -592,4 +592,10 @@ func (f *FS) isOwnTemp(name string) bool {
 	f.tempsMu.Lock()
 	defer f.tempsMu.Unlock()
 	return f.temps[name]
+}
+
+// processOf names the process (thread group) of the calling thread pid.
+func (f *FS) processOf(pid uint32) locks.Owner {
+	o, _ := f.processes.Owner(pid)
+	return o
 }

@@ -25,6 +25,7 @@ type File struct {
 
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
+	opener locks.Owner   // shared handles: the process that opened it ("pid:TGID")
 
 	mu         sync.Mutex
 	released   bool
@@ -235,11 +236,15 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	return uint32(max(n, 0)), errno
 }
 
-// Flush runs at every close(2): it commits what the owner wrote, so that
-// close returns the commit's errors (EIO for WRITE_NOT_ATOMIC, EBUSY for a
-// LOCK_CONFLICT) to the process that wrote.
+// Flush runs at every close(2) of a descriptor of the handle. When the
+// process that opened the handle closes it, Flush commits what the owner
+// wrote, so that close returns the commit's errors (EIO for
+// WRITE_NOT_ATOMIC, EBUSY for LOCK_CONFLICT) to the process that wrote.
+// Another process's close (a child closing an inherited descriptor at exec
+// or exit) commits nothing: the opener may be half way through its writes.
+// What is left is committed by the last release.
 func (h *File) Flush(ctx context.Context) syscall.Errno {
-	if h.shared == nil {
+	if h.shared == nil || h.node.fsys.processOf(caller(ctx).Pid) != h.opener {
 		return 0
 	}
 	return h.commit(ctx, false)

@@ -68,12 +68,13 @@ type Options struct {
 
 // FS is one guarded mount's shared state.
 type FS struct {
-	opts    Options
-	rootFd  int
-	rootDev uint64
-	root    *Node
-	creds   credInodes
-	locks   *locks.Table
+	opts      Options
+	rootFd    int
+	rootDev   uint64
+	root      *Node
+	creds     credInodes
+	locks     *locks.Table
+	processes *locks.Resolver // pid mode: names a thread's process
 
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
@@ -110,7 +111,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable()}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc")}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	return fsys, nil
