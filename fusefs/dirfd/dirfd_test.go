@@ -301,3 +301,70 @@ func TestStatxMatchesFstatat(t *testing.T) {
 		t.Errorf("reused inode %d kept generation %d", got.Ino, gen)
 	}
 }
+
+// The node tree keeps an O_PATH fd per directory it knows, so an operation
+// costs one call on (parent fd, name). Without that cache every operation
+// would walk from the root, one checked openat per level. These benchmarks
+// measure both for a file six directories deep (docs/PERFORMANCE.md).
+func benchTree(b *testing.B) (root int, parent int) {
+	dir := b.TempDir()
+	deep := filepath.Join(dir, "a", "b", "c", "d", "e", "f")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, "file"), []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	root, err := OpenRoot(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	parent, err = OpenBeneath(root, "a/b/c/d/e/f", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { Close(parent); Close(root) })
+	return root, parent
+}
+
+func BenchmarkStatCachedParent(b *testing.B) {
+	_, parent := benchTree(b)
+	var st unix.Stat_t
+	for b.Loop() {
+		if err := Lstat(parent, "file", &st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkStatWalkFromRoot(b *testing.B) {
+	root, _ := benchTree(b)
+	forceWalk.Store(true)
+	defer forceWalk.Store(false)
+	var st unix.Stat_t
+	for b.Loop() {
+		fd, err := OpenBeneath(root, "a/b/c/d/e/f", unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := Lstat(fd, "file", &st); err != nil {
+			b.Fatal(err)
+		}
+		Close(fd)
+	}
+}
+
+func BenchmarkStatOpenat2FromRoot(b *testing.B) {
+	root, _ := benchTree(b)
+	var st unix.Stat_t
+	for b.Loop() {
+		fd, err := OpenBeneath(root, "a/b/c/d/e/f", unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := Lstat(fd, "file", &st); err != nil {
+			b.Fatal(err)
+		}
+		Close(fd)
+	}
+}
