@@ -102,6 +102,15 @@ func diffSnapshots(before, after map[string]string) []string {
 	return diffs
 }
 
+func fstat(t *testing.T, fd int) *unix.Stat_t {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
 // swapper is one adversary process outside the mount.
 type swapper struct {
 	cmd    *exec.Cmd
@@ -228,6 +237,16 @@ func TestAdversarySwap(t *testing.T) {
 	rootSkip := []string{"backing", "mnt", "outside", "state"}
 	rootBefore := snapshotTree(t, m.Root, rootSkip...)
 	realDir := lstat(t, m.BackingPath("d")).Ino
+	// The real d, held by fd from before the adversary starts (opening it
+	// by name later could follow the swapped-in symlink).
+	realFd, err := unix.Open(m.BackingPath("d"), unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(realFd)
+	if st := fstat(t, realFd); st.Ino != realDir {
+		t.Fatalf("held fd of d has inode %d, want %d", st.Ino, realDir)
+	}
 	// Names that may legitimately be listed in d: its own and the writer's.
 	insideName := func(name string) bool {
 		switch name {
@@ -340,11 +359,6 @@ func TestAdversarySwap(t *testing.T) {
 	// that succeeds must have landed in the real d: it is checked at once
 	// through an fd held on the real d, then removed through that fd, so d
 	// stays small (a d of thousands of entries would make every listing slow).
-	realFd, err := unix.Open(m.BackingPath("d"), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(realFd)
 	landedInside := func(name, want string) {
 		fd, err := unix.Openat(realFd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {

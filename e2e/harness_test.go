@@ -622,11 +622,16 @@ func startWatchdog() {
 		return
 	}
 	time.AfterFunc(timeout-30*time.Second, func() {
-		liveConns.Range(func(k, v any) bool {
-			fmt.Fprintf(os.Stderr, "e2e: watchdog: aborting FUSE connection %d of %s before the test timeout\n", k, v)
-			abortConn(k.(int))
-			return true
-		})
+		// Until the process ends: a test still running may mount again
+		// (a restart) and hang again.
+		for {
+			liveConns.Range(func(k, v any) bool {
+				fmt.Fprintf(os.Stderr, "e2e: watchdog: aborting FUSE connection %d of %s before the test timeout\n", k, v)
+				abortConn(k.(int))
+				return true
+			})
+			time.Sleep(time.Second)
+		}
 	})
 }
 
@@ -669,12 +674,50 @@ func (m *Mount) Unmount() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if lastErr != nil {
-		m.tb.Errorf("fusermount3 -u %s: %v: %s", m.Dir, lastErr, lastOut)
+		m.tb.Errorf("fusermount3 -u %s: %v: %s; processes using the mount: %v", m.Dir, lastErr, lastOut, mountUsers(m.Dir))
 		if msg, err := exec.Command("umount", "-l", m.Dir).CombinedOutput(); err != nil {
 			m.tb.Errorf("umount -l %s: %v: %s", m.Dir, err, msg)
 		}
 	}
 	return m.waitExit()
+}
+
+// mountUsers lists the processes whose cwd, root or open fds are under dir,
+// with their state and, for blocked ones, the kernel function they sleep in.
+func mountUsers(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var users []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		proc := "/proc/" + e.Name()
+		var why []string
+		for _, l := range []string{"cwd", "root"} {
+			if t, err := os.Readlink(proc + "/" + l); err == nil && (t == dir || strings.HasPrefix(t, dir+"/")) {
+				why = append(why, l)
+			}
+		}
+		fds, _ := os.ReadDir(proc + "/fd")
+		for _, fd := range fds {
+			if t, err := os.Readlink(proc + "/fd/" + fd.Name()); err == nil && (t == dir || strings.HasPrefix(t, dir+"/")) {
+				why = append(why, "fd "+fd.Name()+" "+t)
+			}
+		}
+		// Threads blocked in a FUSE request hold the mount too.
+		tasks, _ := os.ReadDir(proc + "/task")
+		for _, task := range tasks {
+			if w, _ := os.ReadFile(proc + "/task/" + task.Name() + "/wchan"); strings.Contains(string(w), "fuse") || string(w) == "request_wait_answer" {
+				why = append(why, "thread "+task.Name()+" in "+string(w))
+			}
+		}
+		if len(why) > 0 {
+			cmd, _ := os.ReadFile(proc + "/cmdline")
+			users = append(users, fmt.Sprintf("pid %d (%s): %s", pid, strings.ReplaceAll(strings.TrimSpace(string(cmd)), "\x00", " "), strings.Join(why, ", ")))
+		}
+	}
+	return users
 }
 
 // waitExit waits for the daemon to exit; a daemon that does not is killed.
@@ -694,7 +737,7 @@ func (m *Mount) waitExit() error {
 	if m.Mounted() {
 		return fmt.Errorf("realmfs pid %d exited but %s is still mounted", m.Pid, m.Dir)
 	}
-	liveConns.Delete(m.conn)
+	liveConns.CompareAndDelete(m.conn, m.Dir)
 	return m.exitErr
 }
 
@@ -719,7 +762,16 @@ func (m *Mount) Kill() {
 	if m.Pid > 0 {
 		_ = syscall.Kill(m.Pid, syscall.SIGKILL)
 	}
-	<-m.done
+	select {
+	case <-m.done:
+	case <-time.After(5 * time.Second):
+		// A thread of the daemon is stuck in the kernel (a deadlock with a
+		// request); only aborting the connection lets it die.
+		m.tb.Errorf("realmfs pid %d did not die of SIGKILL within 5s (stuck in the kernel); aborting connection %d", m.Pid, m.conn)
+		abortConn(m.conn)
+		<-m.done
+	}
+	liveConns.CompareAndDelete(m.conn, m.Dir)
 	if m.Mounted() {
 		if msg, err := exec.Command("fusermount3", "-u", "-z", m.Dir).CombinedOutput(); err != nil {
 			if msg2, err2 := exec.Command("umount", "-l", m.Dir).CombinedOutput(); err2 != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -594,8 +596,17 @@ func (f *FS) isOwnTemp(name string) bool {
 	return f.temps[name]
 }
 
-// processOf names the process (thread group) of the calling thread pid.
-func (f *FS) processOf(pid uint32) locks.Owner {
-	o, _ := f.processes.Owner(pid)
-	return o
+// processOf is the process (thread group id) of the calling thread pid, read
+// from /proc/PID/status when the handle is opened (an open(2) holds no lock
+// that reading it would need); the thread itself if that fails.
+func (f *FS) processOf(pid uint32) uint32 {
+	o, err := f.processes.Owner(pid)
+	if err != nil {
+		return pid
+	}
+	tgid, err := strconv.ParseUint(strings.TrimPrefix(string(o), "pid:"), 10, 32)
+	if err != nil {
+		return pid
+	}
+	return uint32(tgid)
 }

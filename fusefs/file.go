@@ -25,7 +25,7 @@ type File struct {
 
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
-	opener locks.Owner   // shared handles: the process that opened it ("pid:TGID")
+	opener uint32        // shared handles: the process (thread group) that opened it
 
 	mu         sync.Mutex
 	released   bool
@@ -243,8 +243,12 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 // Another process's close (a child closing an inherited descriptor at exec
 // or exit) commits nothing: the opener may be half way through its writes.
 // What is left is committed by the last release.
+//
+// The check never reads the closing process's own /proc files: a process
+// closing descriptors inside execve holds locks that reading them would
+// wait for, while it waits for this reply.
 func (h *File) Flush(ctx context.Context) syscall.Errno {
-	if h.shared == nil || h.node.fsys.processOf(caller(ctx).Pid) != h.opener {
+	if h.shared == nil || !h.node.fsys.processes.IsThreadOf(h.opener, caller(ctx).Pid) {
 		return 0
 	}
 	return h.commit(ctx, false)

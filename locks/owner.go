@@ -339,3 +339,19 @@ func (r *Resolver) processOwner(pid uint32) Owner {
 	r.mu.Unlock()
 	return o
 }
+
+// IsThreadOf reports whether thread tid belongs to process tgid. It looks the
+// thread up in the process's task directory and reads none of the thread's
+// own files: a thread that is inside execve, or faulting, holds locks that
+// reading them would wait for, and it may be waiting for the caller.
+func (r *Resolver) IsThreadOf(tgid, tid uint32) bool {
+	if tgid == 0 || tid == 0 {
+		return false
+	}
+	if tgid == tid {
+		return true
+	}
+	var st unix.Stat_t
+	name := r.procRoot + "/" + strconv.FormatUint(uint64(tgid), 10) + "/task/" + strconv.FormatUint(uint64(tid), 10)
+	return unix.Stat(name, &st) == nil
+}

@@ -318,3 +318,31 @@ func TestPIDModeNamesTheProcess(t *testing.T) {
 		}
 	}
 }
+
+func TestIsThreadOf(t *testing.T) {
+	r := NewResolver(OwnerPID, "/proc")
+	pid := uint32(os.Getpid())
+	tids := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+	}()
+	tid := uint32(<-tids)
+	tests := []struct {
+		tgid, tid uint32
+		want      bool
+	}{
+		{pid, pid, true},
+		{pid, tid, true},
+		{pid, 1, false},
+		{1, tid, false},
+		{0, tid, false},
+		{pid, 0, false},
+	}
+	for _, tt := range tests {
+		if got := r.IsThreadOf(tt.tgid, tt.tid); got != tt.want {
+			t.Errorf("IsThreadOf(%d, %d) = %v, want %v", tt.tgid, tt.tid, got, tt.want)
+		}
+	}
+}

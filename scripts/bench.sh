@@ -153,7 +153,10 @@ for round in $(seq 1 "$ROUNDS"); do
 			if [ "$t" = realmfs_passthrough=off ] && [ "$nopt" = skip ]; then
 				continue
 			fi
-			secs=$(step "$kind" "${dir[$t]}/r$round")
+			if ! secs=$(step "$kind" "${dir[$t]}/r$round"); then
+				echo "bench.sh: $label failed on $t (round $round)" >&2
+				secs=FAIL
+			fi
 			if [ "$t" = realmfs_passthrough=off ] && [ "$nopt" = setup ]; then
 				continue
 			fi

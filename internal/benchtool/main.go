@@ -286,15 +286,12 @@ func report(path string, w io.Writer) error {
 	defer f.Close()
 	var workloads, targets []string
 	samples := map[[2]string][]float64{}
+	failed := map[[2]string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) != 3 {
 			continue
-		}
-		v, err := strconv.ParseFloat(fields[2], 64)
-		if err != nil {
-			return fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
 		}
 		if !slices.Contains(workloads, fields[0]) {
 			workloads = append(workloads, fields[0])
@@ -303,6 +300,14 @@ func report(path string, w io.Writer) error {
 			targets = append(targets, fields[1])
 		}
 		k := [2]string{fields[0], fields[1]}
+		if fields[2] == "FAIL" {
+			failed[k]++
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[2], 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
+		}
 		samples[k] = append(samples[k], v)
 	}
 	if err := sc.Err(); err != nil {
@@ -319,29 +324,43 @@ func report(path string, w io.Writer) error {
 	}
 	fmt.Fprintln(w, header)
 	fmt.Fprintln(w, rule)
+	anyFailed := false
 	for _, wl := range workloads {
-		ref, haveRef := median(samples[[2]string{wl, targets[0]}])
-		row := "| " + wl + " | " + cell(ref, haveRef) + " |"
+		k0 := [2]string{wl, targets[0]}
+		ref, haveRef := median(samples[k0])
+		haveRef = haveRef && failed[k0] == 0
+		row := "| " + wl + " | " + cell(ref, haveRef, failed[k0]) + " |"
 		for _, t := range targets[1:] {
-			m, ok := median(samples[[2]string{wl, t}])
+			k := [2]string{wl, t}
+			m, ok := median(samples[k])
+			ok = ok && failed[k] == 0
 			ratio := "—"
 			if ok && haveRef && ref > 0 {
 				ratio = fmt.Sprintf("%.2f×", m/ref)
 			}
-			row += " " + cell(m, ok) + " | " + ratio + " |"
+			row += " " + cell(m, ok, failed[k]) + " | " + ratio + " |"
 		}
 		fmt.Fprintln(w, row)
+	}
+	for _, n := range failed {
+		anyFailed = anyFailed || n > 0
 	}
 	n := 0
 	for _, s := range samples {
 		n = max(n, len(s))
 	}
 	fmt.Fprintf(w, "\nMedians of %d round(s); ratio = target median / %s median (lower is better).\n", n, targets[0])
+	if anyFailed {
+		fmt.Fprintln(w, "FAILED (n): the workload failed in n rounds on that target (its errors are on bench.sh's stderr); no median is given.")
+	}
 	return nil
 }
 
-func cell(v float64, ok bool) string {
-	if !ok {
+func cell(v float64, ok bool, failed int) string {
+	switch {
+	case failed > 0:
+		return fmt.Sprintf("FAILED (%d)", failed)
+	case !ok:
 		return "—"
 	}
 	return fmt.Sprintf("%.3f", v)
