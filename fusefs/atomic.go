@@ -68,7 +68,7 @@ var errInjected = errors.New("injected failure")
 type pendingWrite struct {
 	node     *Node         // the node that started it, for audit paths
 	entry    *locks.Entry  // whose lock guards this
-	tparent  *Node         // the file's directory node, to invalidate its entry
+	tparent  *Node         // the file's directory node, for audit paths and its child node
 	tdir     int           // O_PATH fd of the file's directory
 	tname    string        // the file's name in it
 	dir      int           // O_PATH fd of the directory the temp lives in

@@ -84,17 +84,23 @@ func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t) syscall
 
 // noteLookup records a credential file's identity as lookup finds it, and
 // says whether the entry must be hidden.
-func (f *FS) noteLookup(rel string, st *unix.Stat_t) (hide bool) {
-	if f.opts.Credentials == nil {
-		return false
+//
+// The workspace path is built only when the answer can matter: for a
+// regular file (its identity may need recording) or when denied entries are
+// hidden. Lookup is the hottest operation of the mount.
+func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t) (rel string, hide bool) {
+	regular := st.Mode&syscall.S_IFMT == syscall.S_IFREG
+	if f.opts.Credentials == nil || !(regular || f.hiding()) {
+		return "", false
 	}
+	rel = f.relPath(dir, name)
 	if !f.credentialDenied(rel) {
-		return false
+		return rel, false
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	if regular {
 		f.creds.add(st.Dev, st.Ino)
 	}
-	return f.hiding()
+	return rel, f.hiding()
 }
 
 // maxRenameScan bounds the subtree a directory rename inspects. A larger

@@ -240,7 +240,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, toErrno(err)
 	}
 	if n.fsys.opts.Credentials != nil {
-		if rel := n.fsys.relPath(n, name); n.fsys.noteLookup(rel, &st) {
+		if rel, hide := n.fsys.noteLookup(n, name, &st); hide {
 			if n.fsys.opts.Audit != nil {
 				n.fsys.opts.Audit.Record(ctx, "lookup", rel, errcode.CredentialPathDenied, syscall.ENOENT)
 			}
