@@ -15,6 +15,11 @@
 #                               backing dirs live there: one filesystem)
 #   PASSTHROUGH_OFF=1 also measure a mount with -o passthrough=off
 #                     (read workloads only; 0 to skip)
+#   GUARD_OFF=1       also measure a mount whose policy has no credential
+#                     globs (defaults: false), for the guard's cost; 0 to skip
+#   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
+#                     guard, writes in place): what FUSE itself costs on this
+#                     machine, the floor under any FUSE filesystem; 0 to skip
 #   REALMFS_OPTS=     extra -o options for the realmfs mounts (comma-separated)
 #   REALMFS_FLAGS=    extra realmfs flags, e.g. "--policy FILE"
 #   REALMFS_BIN=      use this realmfs instead of building ./cmd/realmfs
@@ -31,6 +36,8 @@ SAVES=${SAVES:-2000}
 SRC=${SRC:-/usr/local/go/src/net}
 BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
+GUARD_OFF=${GUARD_OFF:-1}
+LOOPBACK=${LOOPBACK:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
 REALMFS_FLAGS=${REALMFS_FLAGS:-}
 KEEP=${KEEP:-0}
@@ -59,6 +66,7 @@ echo "building realmfs and benchtool..." >&2
 	cd "$root"
 	if [ -n "${REALMFS_BIN:-}" ]; then cp "$REALMFS_BIN" "$bin/realmfs"; else go build -o "$bin/realmfs" ./cmd/realmfs; fi
 	go build -o "$bin/benchtool" ./internal/benchtool
+	if [ "$LOOPBACK" = 1 ]; then go build -o "$bin/loopback" github.com/hanwen/go-fuse/v2/example/loopback; fi
 )
 bt=$bin/benchtool
 
@@ -75,13 +83,14 @@ names=(native realmfs)
 dir[native]=$work/native
 mkdir -p "${dir[native]}"
 
-mount_realmfs() { # name opts
+mount_realmfs() { # name opts [flags...]
 	local name=$1 opts=$2 backing=$work/backing-$1 mnt=$work/mnt-$1
+	shift 2
 	mkdir -p "$backing" "$mnt"
 	local o=()
 	[ -n "$opts" ] && o=(-o "$opts")
 	# shellcheck disable=SC2086 # REALMFS_FLAGS is a list of words
-	"$bin/realmfs" "${o[@]}" $REALMFS_FLAGS "$backing" "$mnt"
+	"$bin/realmfs" "${o[@]}" $REALMFS_FLAGS "$@" "$backing" "$mnt"
 	mounts+=("$mnt")
 	dir[$name]=$mnt
 }
@@ -91,6 +100,25 @@ if [ "$PASSTHROUGH_OFF" = 1 ]; then
 	names+=(realmfs_passthrough=off)
 	mount_realmfs realmfs_passthrough=off "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} passthrough=off)"
 fi
+if [ "$GUARD_OFF" = 1 ]; then
+	# The same mount with a policy that denies nothing: the difference to
+	# "realmfs" is what the credential guard costs.
+	printf 'version: 1\ncredentials:\n  defaults: false\n' >"$work/noglobs.yaml"
+	names+=(realmfs_guard=off)
+	mount_realmfs realmfs_guard=off "$REALMFS_OPTS" --policy "$work/noglobs.yaml"
+fi
+if [ "$LOOPBACK" = 1 ]; then
+	mkdir -p "$work/backing-loopback" "$work/mnt-loopback"
+	"$bin/loopback" -q "$work/mnt-loopback" "$work/backing-loopback" >"$work/loopback.log" 2>&1 &
+	for _ in $(seq 50); do
+		mountpoint -q "$work/mnt-loopback" && break
+		sleep 0.1
+	done
+	mountpoint -q "$work/mnt-loopback" || { echo "bench.sh: loopback did not mount" >&2; exit 1; }
+	mounts+=("$work/mnt-loopback")
+	names+=(loopback)
+	dir[loopback]=$work/mnt-loopback
+fi
 
 results=$work/results.txt
 : >"$results"
@@ -99,25 +127,44 @@ export HOME=$work/home GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@realm.invalid
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@realm.invalid
 
-# Workloads, in order: label | on the passthrough=off mount: rec (measured),
-# setup (run for the read workloads that follow, not recorded) or skip | kind.
+# Workloads, in order: label | kind.
 workloads=(
-	"create $FILES x 4 KiB files|setup|create"
-	"stat $FILES files|skip|stat"
-	"read $FILES files|rec|read"
-	"write $SIZE sequentially|setup|write"
-	"read $SIZE back, caches dropped|rec|readback"
-	"$SAVES atomic saves|skip|atomic"
-	"untar $(basename "$SRC") ($src_files files)|skip|untar"
-	"git add + commit|skip|gitcommit"
-	"git status|skip|gitstatus"
+	"create $FILES x 4 KiB files|create"
+	"stat $FILES files, cache expired|stat"
+	"read $FILES files|read"
+	"write $SIZE sequentially|write"
+	"read $SIZE back, caches dropped|readback"
+	"$SAVES atomic saves|atomic"
+	"untar $(basename "$SRC") ($src_files files)|untar"
+	"git add + commit|gitcommit"
+	"git status, cache expired|gitstatus"
 )
+
+# role TARGET KIND: rec (run and record), setup (run, for the workloads that
+# follow, not recorded) or skip. The passthrough=off mount measures reads
+# only; the guard=off mount skips the big-file workloads, where the guard
+# does nothing.
+role() {
+	case $1/$2 in
+	realmfs_passthrough=off/read | realmfs_passthrough=off/readback) echo rec ;;
+	realmfs_passthrough=off/create | realmfs_passthrough=off/write) echo setup ;;
+	realmfs_passthrough=off/*) echo skip ;;
+	realmfs_guard=off/write | realmfs_guard=off/readback) echo skip ;;
+	*) echo rec ;;
+	esac
+}
 
 step() { # kind dir → seconds on stdout
 	local kind=$1 d=$2
 	case $kind in
 	create) "$bt" create "$d/small" "$FILES" 4K ;;
-	stat) "$bt" stat "$d/small" "$FILES" ;;
+	stat)
+		# Past the mount's 1 s entry and attribute timeouts every lstat is a
+		# lookup the daemon answers: the same work in every round, instead of
+		# whatever share the create happened to leave cached.
+		sleep 1.1
+		"$bt" stat "$d/small" "$FILES"
+		;;
 	read) "$bt" read "$d/small" "$FILES" ;;
 	write) "$bt" write "$d/big" "$SIZE" ;;
 	readback)
@@ -130,7 +177,10 @@ step() { # kind dir → seconds on stdout
 		git -C "$d/tree" init -q
 		"$bt" run -- sh -c "git -C '$d/tree' add -A && git -C '$d/tree' commit -q -m bench"
 		;;
-	gitstatus) "$bt" run -- git -C "$d/tree" status --porcelain ;;
+	gitstatus)
+		sleep 1.1 # as for stat
+		"$bt" run -- git -C "$d/tree" status --porcelain
+		;;
 	esac
 }
 
@@ -146,21 +196,18 @@ for round in $(seq 1 "$ROUNDS"); do
 		mkdir -p "${dir[$t]}/r$round"
 	done
 	for wl in "${workloads[@]}"; do
-		IFS='|' read -r label nopt kind <<<"$wl"
+		IFS='|' read -r label kind <<<"$wl"
 		n=$((n + 1))
 		printf '[%d/%d] round %d: %s\n' "$n" "$total" "$round" "$label" >&2
 		for t in "${order[@]}"; do
-			if [ "$t" = realmfs_passthrough=off ] && [ "$nopt" = skip ]; then
-				continue
-			fi
+			r=$(role "$t" "$kind")
+			[ "$r" = skip ] && continue
 			if ! secs=$(step "$kind" "${dir[$t]}/r$round"); then
 				echo "bench.sh: $label failed on $t (round $round)" >&2
 				secs=FAIL
 			fi
-			if [ "$t" = realmfs_passthrough=off ] && [ "$nopt" = setup ]; then
-				continue
-			fi
-			printf '%s\t%s\t%s\n' "${label// /_}" "$t" "$secs" >>"$results"
+			[ "$r" = setup ] && continue
+			printf '%s\t%s\t%s\t%s\n' "${label// /_}" "$t" "$secs" "$round" >>"$results"
 		done
 	done
 	for t in "${order[@]}"; do
@@ -182,4 +229,7 @@ echo "- rounds: $ROUNDS, interleaved (each workload runs on every target before 
 echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SRC=$SRC"
 [ "$is_root" = 1 ] || echo "- not root: caches were NOT dropped before the read-back; passthrough is off on every mount"
 echo
-"$bt" report "$results" | sed 's/_/ /g'
+pairs=()
+[ "$GUARD_OFF" = 1 ] && pairs+=(realmfs/realmfs_guard=off)
+[ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
+"$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'

@@ -12,7 +12,8 @@
 //	benchtool atomic DIR N        N atomic saves of a 4 KiB document: temp, write, fsync, rename
 //	benchtool run -- CMD ARGS...  run a program (stdout discarded), fail if it fails
 //	benchtool dropcaches          sync, then drop page, dentry and inode caches (root)
-//	benchtool report FILE         medians and ratios of FILE's "workload target seconds" lines
+//	benchtool report FILE [A/B...] medians and ratios of FILE's "workload target seconds [round]"
+//	                              lines; each A/B adds a table of A's time over B's, paired by round
 //
 // SIZE takes a K, M or G suffix (powers of 1024).
 package main
@@ -72,8 +73,10 @@ func main() {
 		err = dropCaches()
 	case "report":
 		timed = false
-		need(args, 1)
-		err = report(args[0], os.Stdout)
+		if len(args) < 1 {
+			usage()
+		}
+		err = report(args[0], args[1:], os.Stdout)
 	default:
 		usage()
 	}
@@ -278,82 +281,146 @@ func dropCaches() error {
 // order of first appearance, the median per target and its ratio to the
 // native median, as a Markdown table. Targets are columns in order of first
 // appearance; the first target is the reference ("native").
-func report(path string, w io.Writer) error {
+func report(path string, pairs []string, w io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var workloads, targets []string
-	samples := map[[2]string][]float64{}
-	failed := map[[2]string]int{}
-	sc := bufio.NewScanner(f)
+	m, err := parseResults(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(m.targets) == 0 {
+		return errors.New("no measurements")
+	}
+	writeTable(w, m)
+	for _, p := range pairs {
+		a, b, ok := strings.Cut(p, "/")
+		if !ok || !slices.Contains(m.targets, a) || !slices.Contains(m.targets, b) {
+			return fmt.Errorf("pair %q: want A/B, two targets of %s", p, path)
+		}
+		writePair(w, m, a, b)
+	}
+	return nil
+}
+
+// measurements are the parsed lines of a results file.
+type measurements struct {
+	workloads, targets []string          // in order of first appearance
+	samples            map[key][]float64 // every sample of a workload on a target
+	byRound            map[key]map[int]float64
+	failed             map[key]int
+}
+
+type key struct{ workload, target string }
+
+// parseResults reads "workload target seconds [round]" lines; seconds may be
+// FAIL.
+func parseResults(r io.Reader) (*measurements, error) {
+	m := &measurements{samples: map[key][]float64{}, byRound: map[key]map[int]float64{}, failed: map[key]int{}}
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) != 3 {
+		if len(fields) != 3 && len(fields) != 4 {
 			continue
 		}
-		if !slices.Contains(workloads, fields[0]) {
-			workloads = append(workloads, fields[0])
+		if !slices.Contains(m.workloads, fields[0]) {
+			m.workloads = append(m.workloads, fields[0])
 		}
-		if !slices.Contains(targets, fields[1]) {
-			targets = append(targets, fields[1])
+		if !slices.Contains(m.targets, fields[1]) {
+			m.targets = append(m.targets, fields[1])
 		}
-		k := [2]string{fields[0], fields[1]}
+		k := key{fields[0], fields[1]}
 		if fields[2] == "FAIL" {
-			failed[k]++
+			m.failed[k]++
 			continue
 		}
 		v, err := strconv.ParseFloat(fields[2], 64)
 		if err != nil {
-			return fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
+			return nil, fmt.Errorf("%q: %w", sc.Text(), err)
 		}
-		samples[k] = append(samples[k], v)
+		m.samples[k] = append(m.samples[k], v)
+		if len(fields) == 4 {
+			round, err := strconv.Atoi(fields[3])
+			if err != nil {
+				return nil, fmt.Errorf("%q: round: %w", sc.Text(), err)
+			}
+			if m.byRound[k] == nil {
+				m.byRound[k] = map[int]float64{}
+			}
+			m.byRound[k][round] = v
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if len(targets) == 0 {
-		return errors.New("no measurements")
-	}
-	header := "| workload | " + targets[0] + " (s) |"
+	return m, sc.Err()
+}
+
+// writeTable prints every target's median per workload and its ratio to the
+// first target (native).
+func writeTable(w io.Writer, m *measurements) {
+	header := "| workload | " + m.targets[0] + " (s) |"
 	rule := "|---|---:|"
-	for _, t := range targets[1:] {
+	for _, t := range m.targets[1:] {
 		header += " " + t + " (s) | ratio |"
 		rule += "---:|---:|"
 	}
 	fmt.Fprintln(w, header)
 	fmt.Fprintln(w, rule)
 	anyFailed := false
-	for _, wl := range workloads {
-		k0 := [2]string{wl, targets[0]}
-		ref, haveRef := median(samples[k0])
-		haveRef = haveRef && failed[k0] == 0
-		row := "| " + wl + " | " + cell(ref, haveRef, failed[k0]) + " |"
-		for _, t := range targets[1:] {
-			k := [2]string{wl, t}
-			m, ok := median(samples[k])
-			ok = ok && failed[k] == 0
+	for _, wl := range m.workloads {
+		k0 := key{wl, m.targets[0]}
+		ref, haveRef := median(m.samples[k0])
+		haveRef = haveRef && m.failed[k0] == 0
+		row := "| " + wl + " | " + cell(ref, haveRef, m.failed[k0]) + " |"
+		for _, t := range m.targets[1:] {
+			k := key{wl, t}
+			v, ok := median(m.samples[k])
+			ok = ok && m.failed[k] == 0
 			ratio := "—"
 			if ok && haveRef && ref > 0 {
-				ratio = fmt.Sprintf("%.2f×", m/ref)
+				ratio = fmt.Sprintf("%.2f×", v/ref)
 			}
-			row += " " + cell(m, ok, failed[k]) + " | " + ratio + " |"
+			row += " " + cell(v, ok, m.failed[k]) + " | " + ratio + " |"
 		}
 		fmt.Fprintln(w, row)
 	}
-	for _, n := range failed {
+	for _, n := range m.failed {
 		anyFailed = anyFailed || n > 0
 	}
 	n := 0
-	for _, s := range samples {
+	for _, s := range m.samples {
 		n = max(n, len(s))
 	}
-	fmt.Fprintf(w, "\nMedians of %d round(s); ratio = target median / %s median (lower is better).\n", n, targets[0])
+	fmt.Fprintf(w, "\nMedians of %d round(s); ratio = target median / %s median (lower is better).\n", n, m.targets[0])
 	if anyFailed {
 		fmt.Fprintln(w, "FAILED (n): the workload failed in n rounds on that target (its errors are on bench.sh's stderr); no median is given.")
 	}
-	return nil
+}
+
+// writePair prints a's time over b's for every workload measured on both,
+// paired by round: each round's ratio compares two runs made back to back,
+// so a slow spell of the machine cancels out, which a ratio of medians does
+// not do.
+func writePair(w io.Writer, m *measurements, a, b string) {
+	fmt.Fprintf(w, "\n%s / %s, paired by round:\n\n", a, b)
+	fmt.Fprintf(w, "| workload | %s (s) | %s (s) | median ratio | lowest | highest |\n", a, b)
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	for _, wl := range m.workloads {
+		ka, kb := key{wl, a}, key{wl, b}
+		var ratios []float64
+		for round, va := range m.byRound[ka] {
+			if vb, ok := m.byRound[kb][round]; ok && vb > 0 {
+				ratios = append(ratios, va/vb)
+			}
+		}
+		if len(ratios) == 0 {
+			continue
+		}
+		ma, _ := median(m.samples[ka])
+		mb, _ := median(m.samples[kb])
+		r, _ := median(ratios)
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f× | %.3f× | %.3f× |\n", wl, ma, mb, r, slices.Min(ratios), slices.Max(ratios))
+	}
 }
 
 func cell(v float64, ok bool, failed int) string {
