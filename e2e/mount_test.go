@@ -342,3 +342,74 @@ func TestTempNamesHidden(t *testing.T) {
 		wantErrno(t, err, unix.ENOENT, "open "+p)
 	}
 }
+
+// TestCacheTimeouts: the kernel keeps what the cache options allow it to
+// keep and no more. With negative_timeout=600 a name found absent stays
+// absent on the mount after it appears in BACKING (until the mount itself
+// creates it); with every timeout 0 a change in BACKING shows at once; and a
+// long entry_timeout does not let a cached name bypass the guard: its open is
+// still verified and refused.
+func TestCacheTimeouts(t *testing.T) {
+	t.Parallel()
+	t.Run("negative entries kept", func(t *testing.T) {
+		t.Parallel()
+		m := mount(t, Opts("negative_timeout=600"))
+		_, err := os.Stat(m.Path("late"))
+		wantErrno(t, err, unix.ENOENT, "stat of a name not yet in BACKING")
+		writeFile(t, m.BackingPath("late"), "x")
+		_, err = os.Stat(m.Path("late"))
+		wantErrno(t, err, unix.ENOENT, "stat within negative_timeout of a name created behind the mount")
+		// A create through the mount replaces the negative entry.
+		writeFile(t, m.Path("late2"), "y")
+		if got := readFile(t, m.Path("late2")); got != "y" {
+			t.Errorf("late2 = %q", got)
+		}
+	})
+	t.Run("no cache", func(t *testing.T) {
+		t.Parallel()
+		m := mount(t, Opts("entry_timeout=0,attr_timeout=0"), Prepare(func(m *Mount) {
+			writeFile(t, m.BackingPath("f"), "short")
+		}))
+		if got := readFile(t, m.Path("f")); got != "short" {
+			t.Fatalf("f = %q", got)
+		}
+		writeFile(t, m.BackingPath("f"), "much longer content")
+		st, err := os.Stat(m.Path("f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != int64(len("much longer content")) {
+			t.Errorf("size on the mount = %d right after a change in BACKING, want %d", st.Size(), len("much longer content"))
+		}
+		os.Remove(m.BackingPath("f"))
+		_, err = os.Stat(m.Path("f"))
+		wantErrno(t, err, unix.ENOENT, "stat right after removal in BACKING")
+	})
+	t.Run("cached name still guarded", func(t *testing.T) {
+		t.Parallel()
+		m := mount(t, Opts("entry_timeout=600,attr_timeout=600"), Prepare(func(m *Mount) {
+			writeFile(t, m.BackingPath("d", "f"), "inside")
+		}))
+		if got := readFile(t, m.Path("d", "f")); got != "inside" {
+			t.Fatalf("d/f = %q", got)
+		}
+		// Swap d for a symlink out of the workspace behind the mount: the
+		// kernel still holds d and d/f, but the open reaches the daemon,
+		// which finds the object changed.
+		outside := t.TempDir()
+		writeFile(t, filepath.Join(outside, "f"), "SECRET")
+		if err := os.Rename(m.BackingPath("d"), m.BackingPath("d.old")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, m.BackingPath("d")); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(m.Path("d", "f"))
+		if string(b) == "SECRET" {
+			t.Fatal("a cached name led out of the workspace")
+		}
+		if err == nil && string(b) != "inside" {
+			t.Errorf("d/f = %q, want an error or the original content", b)
+		}
+	})
+}

@@ -61,6 +61,9 @@ type Options struct {
 	Owners *locks.Resolver
 	// Durability says when commits of atomic writes are made durable.
 	Durability Durability
+	// Cache says how long the kernel may trust what the mount told it;
+	// the zero value means DefaultCache.
+	Cache *CacheTimeouts
 	// FailAt, for tests only, makes a commit fail at the stages it returns
 	// true for.
 	FailAt func(Stage) bool
@@ -125,9 +128,28 @@ func (f *FS) RootStableAttr() *fs.StableAttr {
 	return &fs.StableAttr{Mode: syscall.S_IFDIR, Ino: f.root.ino}
 }
 
+// CacheTimeouts are how long the kernel keeps a name (Entry), a file's
+// attributes (Attr) and the absence of a name (Negative) without asking the
+// daemon again. They trade freshness for round trips: a change made in the
+// backing dir behind the mount's back shows after at most that long. No
+// check depends on them: every open, readlink and change still reaches the
+// guard, and every node is verified against the object it expects.
+type CacheTimeouts struct {
+	Entry, Attr, Negative time.Duration
+}
+
+// DefaultCache is the kernel cache realm mounts with unless told otherwise:
+// go-fuse's and libfuse's one second, and no negative entries, so a file
+// created in the backing dir is seen at once.
+var DefaultCache = CacheTimeouts{Entry: time.Second, Attr: time.Second}
+
 // MountOptions returns the go-fuse options realm mounts with.
 func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
-	entry, attr, neg := time.Second, time.Second, time.Duration(0)
+	c := DefaultCache
+	if f.opts.Cache != nil {
+		c = *f.opts.Cache
+	}
+	entry, attr, neg := c.Entry, c.Attr, c.Negative
 	mo.EnableLocks = true
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP

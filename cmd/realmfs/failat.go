@@ -6,3 +6,6 @@ import "realm/fusefs"
 
 // testFailAt is nil outside test builds: no failure can be injected.
 func testFailAt() func(fusefs.Stage) bool { return nil }
+
+// testProfile does nothing outside test builds.
+func testProfile() func() { return func() {} }

@@ -57,6 +57,12 @@ Mount options (-o, comma-separated):
                        the directory before and after the rename; atomic: a
                        close renames without fsync (fsync(2) still syncs);
                        files are never torn in either mode
+  entry_timeout=SECS   how long the kernel trusts a name (default 1)
+  attr_timeout=SECS    how long it trusts a file's attributes (default 1)
+  negative_timeout=SECS  how long it trusts that a name is absent (default 0)
+                       Longer is faster (fewer round trips to the daemon)
+                       and shows changes made in BACKING behind the mount's
+                       back later; the guard's checks do not depend on them
   Generic mount(8) options (rw, dev, suid, exec, auto, nofail, _netdev,
   x-*, ...) are accepted and ignored, so fstab lines work.
 `
@@ -229,6 +235,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Credentials:   cfg.policy.Matcher(),
 		Owners:        owners,
 		Durability:    cfg.mount.durability,
+		Cache:         &cfg.mount.cache,
 		FailAt:        testFailAt(),
 	})
 	if err != nil {
@@ -265,8 +272,10 @@ func serve(cfg config, stderr io.Writer) int {
 				res.Entries, res.Credentials, res.TempRemoved, res.Err)
 		}
 	}()
+	stopProfile := testProfile()
 	notifyParent("")
 	server.Wait()
+	stopProfile()
 	return 0
 }
 

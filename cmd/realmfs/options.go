@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 
 	"realm/fusefs"
 	"realm/locks"
@@ -17,6 +20,20 @@ type mountOptions struct {
 	fsname             string
 	lockOwner          locks.OwnerMode
 	durability         fusefs.Durability
+	cache              fusefs.CacheTimeouts
+}
+
+// maxCacheTimeout bounds the cache timeouts: past an hour, a change made in
+// the backing dir would stay unseen for longer than anyone expects.
+const maxCacheTimeout = time.Hour
+
+// parseTimeout reads a libfuse-style timeout in seconds ("1", "0.5").
+func parseTimeout(key, val string) (time.Duration, error) {
+	secs, err := strconv.ParseFloat(val, 64)
+	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxCacheTimeout.Seconds() {
+		return 0, fmt.Errorf("-o %s=%q: want seconds from 0 to %d: %w", key, val, int(maxCacheTimeout.Seconds()), errUnknownOption)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // genericOptions are mount(8)'s own options, which fstab and mount.fuse3
@@ -32,7 +49,7 @@ var genericOptions = map[string]bool{
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
 // value is a comma-separated list, and -o may repeat.
 func parseMountOptions(values []string) (mountOptions, error) {
-	mo := mountOptions{passthrough: true}
+	mo := mountOptions{passthrough: true, cache: fusefs.DefaultCache}
 	for _, v := range values {
 		for _, opt := range strings.Split(v, ",") {
 			opt = strings.TrimSpace(opt)
@@ -71,6 +88,19 @@ func parseMountOptions(values []string) (mountOptions, error) {
 					mo.durability = fusefs.DurabilityAtomic
 				default:
 					return mo, fmt.Errorf("-o durability=%q: want full or atomic: %w", val, errUnknownOption)
+				}
+			case (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout") && hasVal:
+				d, err := parseTimeout(key, val)
+				if err != nil {
+					return mo, err
+				}
+				switch key {
+				case "entry_timeout":
+					mo.cache.Entry = d
+				case "attr_timeout":
+					mo.cache.Attr = d
+				default:
+					mo.cache.Negative = d
 				}
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:

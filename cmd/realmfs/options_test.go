@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"realm/fusefs"
+	"realm/locks"
+)
+
+func TestParseMountOptions(t *testing.T) {
+	def := mountOptions{passthrough: true, cache: fusefs.DefaultCache}
+	tests := []struct {
+		name   string
+		values []string
+		want   func(*mountOptions) // applied to def
+	}{
+		{"none", nil, func(*mountOptions) {}},
+		{"fstab generics ignored", []string{"rw,nosuid,nodev,_netdev,x-systemd.automount,defaults"}, func(*mountOptions) {}},
+		{"allow_other implies default_permissions", []string{"allow_other"}, func(m *mountOptions) {
+			m.allowOther, m.defaultPermissions = true, true
+		}},
+		{"repeated -o", []string{"ro", "fsname=work,passthrough=off"}, func(m *mountOptions) {
+			m.readOnly, m.fsname, m.passthrough = true, "work", false
+		}},
+		{"lock owner and durability", []string{"lockowner=pid,durability=atomic"}, func(m *mountOptions) {
+			m.lockOwner, m.durability = locks.OwnerPID, fusefs.DurabilityAtomic
+		}},
+		{"cache timeouts", []string{"entry_timeout=30,attr_timeout=0.5,negative_timeout=2"}, func(m *mountOptions) {
+			m.cache = fusefs.CacheTimeouts{Entry: 30 * time.Second, Attr: 500 * time.Millisecond, Negative: 2 * time.Second}
+		}},
+		{"zero timeouts", []string{"entry_timeout=0,attr_timeout=0"}, func(m *mountOptions) {
+			m.cache.Entry, m.cache.Attr = 0, 0
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseMountOptions(tt.values)
+			if err != nil {
+				t.Fatalf("parseMountOptions(%q): %v", tt.values, err)
+			}
+			want := def
+			tt.want(&want)
+			if got != want {
+				t.Errorf("parseMountOptions(%q) = %+v, want %+v", tt.values, got, want)
+			}
+		})
+	}
+}
+
+func TestParseMountOptionsRefuses(t *testing.T) {
+	for _, v := range []string{
+		"bogus", "passthrough=maybe", "lockowner=team", "durability=none", "ro=1",
+		"entry_timeout=-1", "attr_timeout=abc", "negative_timeout=NaN", "entry_timeout=3601", "attr_timeout=",
+	} {
+		if _, err := parseMountOptions([]string{v}); !errors.Is(err, errUnknownOption) {
+			t.Errorf("-o %s: error %v, want one wrapping errUnknownOption", v, err)
+		}
+	}
+}
