@@ -129,19 +129,22 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 		f.tempMade(name, false)
 		return err
 	}
-	if seed {
-		if err := dirfd.CloneOrCopy(fd, w.base, -1); err != nil {
-			return fail(err)
-		}
-	}
-	// The temp becomes the file: give it the file's owner, mode and
-	// extended attributes (as they are now, with this mount's own changes)
-	// before anyone can see it under the file's name.
+	// The temp becomes the file: give it the file's content (unless the
+	// write truncates it, or it is empty, as every newly created file is),
+	// owner, mode and extended attributes (as they are now, with this
+	// mount's own changes) before anyone can see it under the file's name.
+	// A change to the file after this fstat is caught by the commit, which
+	// compares the file with what was observed when the lock was taken.
 	var st unix.Stat_t
 	if err := dirfd.Fstat(w.base, &st); err != nil {
 		return fail(err)
 	}
-	if unix.Geteuid() == 0 {
+	if seed && st.Size > 0 {
+		if err := dirfd.CloneOrCopy(fd, w.base, -1); err != nil {
+			return fail(err)
+		}
+	}
+	if f.asRoot {
 		if err := dirfd.Chown(fd, int(st.Uid), int(st.Gid)); err != nil {
 			return fail(err)
 		}

@@ -78,6 +78,7 @@ type FS struct {
 	creds     credInodes
 	locks     *locks.Table
 	processes *locks.Resolver // pid mode: names a thread's process
+	asRoot    bool            // the daemon runs as root: temps get the file's owner
 
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
@@ -114,7 +115,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc")}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	return fsys, nil
