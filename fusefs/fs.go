@@ -173,8 +173,11 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	}
 }
 
-// Close releases the root fd once the server has stopped.
-func (f *FS) Close() error { return dirfd.Close(f.rootFd) }
+// Close releases the root fd and the pidfds of the process resolver once
+// the server has stopped.
+func (f *FS) Close() error {
+	return errors.Join(f.processes.Close(), dirfd.Close(f.rootFd))
+}
 
 // inoOf maps a backing (dev, ino) to the mount's inode number: files on the
 // root's device keep their own number; others are mixed with their device so

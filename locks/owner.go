@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,23 +60,47 @@ func ParseOwnerMode(s string) (OwnerMode, error) {
 // for.
 const KernelOwner Owner = "kernel"
 
-// DefaultCacheSize bounds a Resolver's cache of cgroup lookups.
-const DefaultCacheSize = 4096
+// DefaultCacheSize bounds each of a Resolver's caches. An entry of the pidfd
+// cache holds a file descriptor, hence the modest bound.
+const DefaultCacheSize = 1024
 
 // Resolver maps the pid of a FUSE request to its Owner. It is safe for
-// concurrent use.
+// concurrent use. Close releases its file descriptors.
 //
-// In cgroup mode the cgroup file is read once per process: the result is
-// cached by (pid, start time), so a reused pid, which has a new start time,
-// is looked up afresh. The stat file is still read on every call (procfs
-// makes it cheap) because that is how a reused pid is told apart.
+// The owner of a process is fixed the first time it is resolved while the
+// process lives: a later setsid(2) or move to another cgroup does not change
+// it. The result is cached per pid together with a pidfd (pidfd_open(2)) of
+// the process; a lookup that hits polls the pidfd, one system call, and
+// trusts the cached owner only while the process has not exited, since
+// until then its pid cannot be reused. The kernel names the calling thread,
+// so the pidfd is of that thread (PIDFD_THREAD, Linux 6.9).
+//
+// Without pidfds (an older kernel, a thread before Linux 6.9, a procRoot
+// other than "/proc") a lookup reads /proc/PID/stat instead, whose start time
+// tells a reused pid apart, and caches by pid and start time in cgroup and
+// pid modes; session mode then reads the session on every call.
 type Resolver struct {
 	mode     OwnerMode
 	procRoot string
+	max      int // bound of each cache; a field so tests can shrink it
+
+	// pidfd is how far pidfds work here; pidfdNone for a procRoot other
+	// than "/proc", whose processes pidfd_open cannot see.
+	pidfd pidfdSupport
+	// fdMu guards the descriptors in live: they are polled under RLock and
+	// closed only under Lock, so a poll never meets a closed and reused fd.
+	fdMu   sync.RWMutex
+	live   map[uint32]*liveProc // guarded by fdMu
+	closed bool                 // guarded by fdMu
+	// misses counts lookups that opened a pidfd and read /proc; tests read
+	// it to tell a hit from a miss.
+	misses atomic.Uint64
+	// afterRead, if set, runs between a miss's read of /proc and its poll
+	// of the pidfd; tests use it to kill the process in between.
+	afterRead func(pid uint32)
 
 	mu    sync.Mutex
-	cache map[procID]Owner // guarded by mu
-	max   int              // cache bound; a field so tests can shrink it
+	cache map[procID]Owner // guarded by mu; the stat path's cache
 }
 
 // procID identifies a process across pid reuse.
@@ -87,12 +112,17 @@ type procID struct {
 // NewResolver returns a Resolver for mode that reads procRoot, which is
 // "/proc" except in tests.
 func NewResolver(mode OwnerMode, procRoot string) *Resolver {
-	return &Resolver{
+	r := &Resolver{
 		mode:     mode,
 		procRoot: procRoot,
-		cache:    make(map[procID]Owner),
 		max:      DefaultCacheSize,
+		live:     make(map[uint32]*liveProc),
+		cache:    make(map[procID]Owner),
 	}
+	if procRoot == "/proc" {
+		r.pidfd = probePidfd()
+	}
+	return r
 }
 
 // Owner returns the owner of process pid: "cgroup:PATH", "session:N" or
@@ -101,22 +131,33 @@ func NewResolver(mode OwnerMode, procRoot string) *Resolver {
 // vanished or its proc files cannot be parsed.
 //
 // In pid mode the owner is the process: the kernel names the calling
-// thread, so its thread group id is read from /proc/PID/status (cached by
-// pid and start time); a vanished thread owns "pid:PID".
+// thread, so its thread group id is read from /proc/PID/status; a vanished
+// thread owns "pid:PID".
 func (r *Resolver) Owner(pid uint32) (Owner, error) {
 	if pid == 0 {
 		return KernelOwner, nil
 	}
+	if r.pidfd != pidfdNone {
+		if o, err := r.pidfdOwner(pid); err != errNoPidfd {
+			return o, err
+		}
+	}
+	return r.statOwner(pid)
+}
+
+// statOwner is Owner without pidfds: the stat file's start time tells a
+// reused pid apart, so it is read on every call (procfs makes it cheap).
+func (r *Resolver) statOwner(pid uint32) (Owner, error) {
 	if r.mode == OwnerPID {
 		return r.processOwner(pid), nil
 	}
-	dir := r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
+	dir := r.procDir(pid)
 	st, err := readStat(dir + "stat")
 	if err != nil {
 		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
 	}
 	if r.mode == OwnerSession {
-		return Owner("session:" + strconv.FormatUint(st.session, 10)), nil
+		return sessionOwner(st.session), nil
 	}
 	if r.mode != OwnerCgroup {
 		return "", fmt.Errorf("locks: owner of pid %d: unknown mode %v", pid, r.mode)
@@ -130,13 +171,9 @@ func (r *Resolver) Owner(pid uint32) (Owner, error) {
 		return o, nil
 	}
 
-	b, err := os.ReadFile(dir + "cgroup")
+	o, err = readCgroupOwner(dir)
 	if err != nil {
 		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
-	}
-	path, err := cgroupPath(b)
-	if err != nil {
-		return "", fmt.Errorf("locks: owner of pid %d: %s: %w", pid, dir+"cgroup", err)
 	}
 	// The process may have exited and its pid been reused between the two
 	// reads; then the cgroup is the newcomer's and must not be cached under
@@ -148,12 +185,16 @@ func (r *Resolver) Owner(pid uint32) (Owner, error) {
 	if st2.start != st.start {
 		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, errPidReused)
 	}
-	o = Owner("cgroup:" + path)
+	r.store(id, o)
+	return o, nil
+}
 
+// store caches o under id, dropping an arbitrary entry if the cache is full:
+// most are of processes long gone, and a live one dropped costs only a
+// reread.
+func (r *Resolver) store(id procID, o Owner) {
 	r.mu.Lock()
 	if len(r.cache) >= r.max {
-		// Drop an arbitrary entry: most are of processes long gone, and a
-		// live one dropped costs only a reread.
 		for k := range r.cache {
 			delete(r.cache, k)
 			break
@@ -161,7 +202,33 @@ func (r *Resolver) Owner(pid uint32) (Owner, error) {
 	}
 	r.cache[id] = o
 	r.mu.Unlock()
-	return o, nil
+}
+
+// procDir returns the proc directory of pid, with a trailing slash.
+func (r *Resolver) procDir(pid uint32) string {
+	return r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
+}
+
+func sessionOwner(sid uint64) Owner {
+	return Owner("session:" + strconv.FormatUint(sid, 10))
+}
+
+func pidOwner(pid uint64) Owner {
+	return Owner("pid:" + strconv.FormatUint(pid, 10))
+}
+
+// readCgroupOwner reads the cgroup owner of the process whose proc
+// directory is dir.
+func readCgroupOwner(dir string) (Owner, error) {
+	b, err := os.ReadFile(dir + "cgroup")
+	if err != nil {
+		return "", err
+	}
+	path, err := cgroupPath(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", dir+"cgroup", err)
+	}
+	return Owner("cgroup:" + path), nil
 }
 
 var errPidReused = errors.New("process exited and its pid was reused during the lookup")
@@ -211,7 +278,20 @@ func readSmall(name string, buf []byte) ([]byte, error) {
 			n += m
 		}
 	}
-	return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("longer than expected")}
+	return nil, &fs.PathError{Op: "read", Path: name, Err: errTooLong}
+}
+
+var errTooLong = errors.New("longer than expected")
+
+// readHead reads the first len(buf) bytes of the file name, or all of a
+// shorter file, into buf and returns them.
+func readHead(name string, buf []byte) ([]byte, error) {
+	b, err := readSmall(name, buf)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Err == errTooLong {
+		return buf, nil
+	}
+	return b, err
 }
 
 // parseStat parses a /proc/PID/stat line. Field 2, comm, is in parentheses
@@ -301,8 +381,8 @@ func hasController(list []byte, name string) bool {
 // "pid:TGID". Threads of one process are one owner, as POSIX locks treat
 // them.
 func (r *Resolver) processOwner(pid uint32) Owner {
-	fallback := Owner("pid:" + strconv.FormatUint(uint64(pid), 10))
-	dir := r.procRoot + "/" + strconv.FormatUint(uint64(pid), 10) + "/"
+	fallback := pidOwner(uint64(pid))
+	dir := r.procDir(pid)
 	st, err := readStat(dir + "stat")
 	if err != nil {
 		return fallback
@@ -314,30 +394,33 @@ func (r *Resolver) processOwner(pid uint32) Owner {
 	if ok {
 		return o
 	}
-	var buf [4096]byte
-	b, err := readSmall(dir+"status", buf[:])
+	o, err = readTgidOwner(dir, fallback)
 	if err != nil {
 		return fallback
 	}
-	o = fallback
+	r.store(id, o)
+	return o
+}
+
+// readTgidOwner reads "pid:TGID" from the status file in dir; fallback if
+// the file has no Tgid line. Tgid is the fourth line, so only the head of
+// the file is read: the whole can run to many kilobytes (a Groups line
+// with hundreds of groups).
+func readTgidOwner(dir string, fallback Owner) (Owner, error) {
+	var buf [1024]byte
+	b, err := readHead(dir+"status", buf[:])
+	if err != nil {
+		return "", err
+	}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
 			if tgid, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32); err == nil {
-				o = Owner("pid:" + strconv.FormatUint(tgid, 10))
+				return pidOwner(tgid), nil
 			}
 			break
 		}
 	}
-	r.mu.Lock()
-	if len(r.cache) >= r.max {
-		for k := range r.cache {
-			delete(r.cache, k)
-			break
-		}
-	}
-	r.cache[id] = o
-	r.mu.Unlock()
-	return o
+	return fallback, nil
 }
 
 // IsThreadOf reports whether thread tid belongs to process tgid. It looks the

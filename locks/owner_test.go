@@ -228,6 +228,22 @@ func TestResolverConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+// TestResolverLongStatus: pid mode finds Tgid in a status file longer than
+// any buffer, as a Groups line with hundreds of groups makes it.
+func TestResolverLongStatus(t *testing.T) {
+	root := t.TempDir()
+	fakeProc(t, root, 100, statLine(100, "w", 1, 9), "0::/\n")
+	groups := strings.Repeat(" 1000000", 2000)
+	status := "Name:\tw\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t100\nGroups:" + groups + "\n"
+	if err := os.WriteFile(filepath.Join(root, "100", "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := NewResolver(OwnerPID, root)
+	if got, err := r.Owner(100); err != nil || got != "pid:42" {
+		t.Errorf("Owner = %q, %v; want %q", got, err, "pid:42")
+	}
+}
+
 // TestResolverSelf reads the real /proc for this test process.
 func TestResolverSelf(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
@@ -248,18 +264,24 @@ func TestResolverSelf(t *testing.T) {
 		{OwnerCgroup, func(o Owner) bool { return strings.HasPrefix(string(o), "cgroup:/") }, "cgroup:/..."},
 	}
 	for _, tt := range tests {
-		t.Run(tt.mode.String(), func(t *testing.T) {
-			r := NewResolver(tt.mode, "/proc")
-			got, err := r.Owner(uint32(pid))
-			if err != nil || !tt.check(got) {
-				t.Fatalf("Owner(self) = %q, %v; want %s", got, err, tt.want)
-			}
-			again, err := r.Owner(uint32(pid))
-			if err != nil || again != got {
-				t.Errorf("second Owner(self) = %q, %v; want %q", again, err, got)
-			}
-			t.Logf("%s owner of this process: %s", tt.mode, got)
-		})
+		for _, path := range []string{"pidfd", "stat"} {
+			t.Run(tt.mode.String()+"/"+path, func(t *testing.T) {
+				r := NewResolver(tt.mode, "/proc")
+				defer r.Close()
+				if path == "stat" {
+					r.pidfd = pidfdNone
+				}
+				got, err := r.Owner(uint32(pid))
+				if err != nil || !tt.check(got) {
+					t.Fatalf("Owner(self) = %q, %v; want %s", got, err, tt.want)
+				}
+				again, err := r.Owner(uint32(pid))
+				if err != nil || again != got {
+					t.Errorf("second Owner(self) = %q, %v; want %q", again, err, got)
+				}
+				t.Logf("%s owner of this process: %s", tt.mode, got)
+			})
+		}
 	}
 }
 

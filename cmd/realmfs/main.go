@@ -221,6 +221,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	isRoot := os.Geteuid() == 0
 	owners := locks.NewResolver(cfg.mount.lockOwner, "/proc")
+	defer owners.Close()
 	if audit != nil {
 		audit.Owner = func(pid uint32) string {
 			o, _ := owners.Owner(pid)
