@@ -133,3 +133,36 @@ func BenchmarkCreateUnlink(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatGuard measures what the credential guard adds to a stat: the
+// same lstat storm on a mount with the default policy and on one whose
+// policy has no globs. With the kernel's cache off, every lstat of
+// a/b/c/dNN/fNNNNN is five LOOKUPs answered by the daemon, so the difference
+// is the guard's own work (the path and the matcher, for the file), which
+// BenchmarkLookupGuard in ./fusefs measures alone:
+//
+//	go test ./e2e -run '^$' -bench StatGuard -count 10 -benchtime 20000x
+func BenchmarkStatGuard(b *testing.B) {
+	noGlobs := writePolicy(b, "version: 1\ncredentials:\n  defaults: false\n")
+	cacheOff := Opts("entry_timeout=0,attr_timeout=0")
+	for _, tc := range []struct {
+		name string
+		opts []MountOption
+	}{
+		{"default-policy", []MountOption{cacheOff}},
+		{"no-globs", []MountOption{cacheOff, Flags("--policy", noGlobs)}},
+	} {
+		m := mount(b, tc.opts...)
+		paths := populate(b, m.Path("a", "b", "c"), 1000)
+		b.Run(tc.name, func(b *testing.B) {
+			var st unix.Stat_t
+			i := 0
+			for b.Loop() {
+				if err := unix.Lstat(paths[i%len(paths)], &st); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -361,7 +361,7 @@ func TestCredentialHardLinkOutside(t *testing.T) {
 }
 
 // writePolicy writes a policy file into a fresh temp dir.
-func writePolicy(t *testing.T, body string) string {
+func writePolicy(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
