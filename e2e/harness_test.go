@@ -826,14 +826,36 @@ func (m *Mount) logTail() string {
 	return string(b)
 }
 
-// FDCount is the number of open fds of the daemon.
+// FDCount is the number of open fds of the daemon other than pidfds.
 func (m *Mount) FDCount() int {
 	m.tb.Helper()
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.Pid))
+	n, _ := m.fdCounts()
+	return n
+}
+
+// PidfdCount is the number of pidfds the daemon holds: the lock-owner
+// caches, bounded by locks.DefaultCacheSize per resolver.
+func (m *Mount) PidfdCount() int {
+	m.tb.Helper()
+	_, n := m.fdCounts()
+	return n
+}
+
+// fdCounts counts the daemon's fds: pidfds apart, the rest together.
+func (m *Mount) fdCounts() (other, pidfds int) {
+	dir := fmt.Sprintf("/proc/%d/fd", m.Pid)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		m.tb.Fatalf("counting realmfs fds: %v", err)
 	}
-	return len(entries)
+	for _, e := range entries {
+		if target, _ := os.Readlink(filepath.Join(dir, e.Name())); target == "anon_inode:[pidfd]" {
+			pidfds++
+		} else {
+			other++
+		}
+	}
+	return other, pidfds
 }
 
 // FDs lists the daemon's open fds with their targets, for failure messages.

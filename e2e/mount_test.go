@@ -8,12 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"realm/locks"
 )
 
 // TestMountModes mounts in the foreground and detached (the harness checks
@@ -212,7 +215,9 @@ func checkFailure(t *testing.T, mnt string, args []string, code int, out string,
 }
 
 // TestDaemonFDsDoNotGrow: the daemon's fd count does not grow across 1,000
-// creates and deletes, nor across 1,000 open/read/close of one file.
+// creates and deletes, nor across 1,000 open/read/close of one file. The
+// pidfds of the lock-owner caches (one per thread that used the mount) are
+// counted apart: they may grow, up to the caches' bound.
 func TestDaemonFDsDoNotGrow(t *testing.T) {
 	m := mount(t)
 	dir := m.Path("churn")
@@ -257,6 +262,33 @@ func TestDaemonFDsDoNotGrow(t *testing.T) {
 	if after > before+slack {
 		t.Errorf("realmfs fds grew from %d to %d across 1,000 create/delete/read loops\nbefore: %v\nafter: %v",
 			before, after, beforeList, m.FDs())
+	}
+	// Two resolvers: the lock owners', and the pid-mode one that names a
+	// thread's process.
+	if n := m.PidfdCount(); n == 0 || n > 2*locks.DefaultCacheSize {
+		t.Errorf("realmfs holds %d pidfds, want 1 to %d", n, 2*locks.DefaultCacheSize)
+	}
+}
+
+// TestPidfdCacheBounded: threads come and go by the thousand (each a new
+// process writing through the mount); the daemon's pidfds stay within the
+// lock-owner caches' bound, and every process got its own owner's lock.
+func TestPidfdCacheBounded(t *testing.T) {
+	t.Parallel()
+	m := mount(t)
+	const procs = 600 // more than locks.DefaultCacheSize
+	for i := range procs {
+		p := m.Path(fmt.Sprintf("f%03d", i%10))
+		out, err := exec.Command("sh", "-c", `echo "$1" > "$2"`, "sh", strconv.Itoa(i), p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("process %d writing %s: %v: %s", i, p, err, out)
+		}
+	}
+	if n := m.PidfdCount(); n == 0 || n > 2*locks.DefaultCacheSize {
+		t.Errorf("after %d processes realmfs holds %d pidfds, want 1 to %d", procs, n, 2*locks.DefaultCacheSize)
+	}
+	if got := readFile(t, m.Path("f009")); got != strconv.Itoa(procs-1)+"\n" {
+		t.Errorf("f009 = %q, want the last writer's %d", got, procs-1)
 	}
 }
 
