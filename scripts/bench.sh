@@ -17,6 +17,10 @@
 #                     (read workloads only; 0 to skip)
 #   GUARD_OFF=1       also measure a mount whose policy has no credential
 #                     globs (defaults: false), for the guard's cost; 0 to skip
+#   CONTROL=0         1 also measures a second mount identical to "realmfs"
+#                     (skipping the big-file workloads): realmfs over it shows
+#                     how far two runs of the same thing differ on this
+#                     machine, the resolution of every other ratio
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
@@ -37,6 +41,7 @@ SRC=${SRC:-/usr/local/go/src/net}
 BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
 GUARD_OFF=${GUARD_OFF:-1}
+CONTROL=${CONTROL:-0}
 LOOPBACK=${LOOPBACK:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
 REALMFS_FLAGS=${REALMFS_FLAGS:-}
@@ -107,6 +112,10 @@ if [ "$GUARD_OFF" = 1 ]; then
 	names+=(realmfs_guard=off)
 	mount_realmfs realmfs_guard=off "$REALMFS_OPTS" --policy "$work/noglobs.yaml"
 fi
+if [ "$CONTROL" = 1 ]; then
+	names+=(realmfs_again)
+	mount_realmfs realmfs_again "$REALMFS_OPTS"
+fi
 if [ "$LOOPBACK" = 1 ]; then
 	mkdir -p "$work/backing-loopback" "$work/mnt-loopback"
 	"$bin/loopback" -q "$work/mnt-loopback" "$work/backing-loopback" >"$work/loopback.log" 2>&1 &
@@ -142,14 +151,15 @@ workloads=(
 
 # role TARGET KIND: rec (run and record), setup (run, for the workloads that
 # follow, not recorded) or skip. The passthrough=off mount measures reads
-# only; the guard=off mount skips the big-file workloads, where the guard
-# does nothing.
+# only; the guard=off and control mounts skip the big-file workloads, where
+# the guard does nothing.
 role() {
 	case $1/$2 in
 	realmfs_passthrough=off/read | realmfs_passthrough=off/readback) echo rec ;;
 	realmfs_passthrough=off/create | realmfs_passthrough=off/write) echo setup ;;
 	realmfs_passthrough=off/*) echo skip ;;
 	realmfs_guard=off/write | realmfs_guard=off/readback) echo skip ;;
+	realmfs_again/write | realmfs_again/readback) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -231,5 +241,7 @@ echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SRC=$SRC"
 echo
 pairs=()
 [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs/realmfs_guard=off)
+[ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
+[ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 "$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'
