@@ -62,7 +62,7 @@ type Options struct {
 	// Durability says when commits of atomic writes are made durable.
 	Durability Durability
 	// Cache says how long the kernel may trust what the mount told it;
-	// the zero value means DefaultCache.
+	// nil means DefaultCache.
 	Cache *CacheTimeouts
 	// FailAt, for tests only, makes a commit fail at the stages it returns
 	// true for.
