@@ -233,35 +233,10 @@ func realmtestBinary(tb testing.TB) string {
 // cleanup work as for mount() (Restart would start realmfsBin: do not use).
 func mountBinary(tb testing.TB, bin string, env []string, options ...MountOption) *Mount {
 	tb.Helper()
-	requireFUSE(tb)
-	var cfg mountConfig
-	for _, o := range options {
-		o(&cfg)
-	}
+	m := newMount(tb, options)
+	cfg := m.cfg
 	if cfg.detach || cfg.helper || cfg.cred != nil {
 		tb.Fatal("mountBinary: foreground mounts as root only")
-	}
-	root := tb.TempDir()
-	for _, d := range []string{filepath.Dir(root), root} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	m := &Mount{
-		Root:    root,
-		Backing: filepath.Join(root, "backing"),
-		Dir:     filepath.Join(root, "mnt"),
-		Outside: filepath.Join(root, "outside"),
-		cfg:     cfg,
-		tb:      tb,
-	}
-	state := filepath.Join(root, "state")
-	m.AuditLog = filepath.Join(state, "audit.jsonl")
-	m.LogFile = filepath.Join(state, "realmfs.log")
-	for _, d := range []string{m.Backing, m.Dir, m.Outside, state} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			tb.Fatal(err)
-		}
 	}
 	if cfg.prepare != nil {
 		cfg.prepare(m)

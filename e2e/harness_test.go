@@ -273,6 +273,20 @@ func Prepare(fn func(m *Mount)) MountOption {
 // cleanup that unmounts and asserts the daemon exited 0.
 func mount(tb testing.TB, options ...MountOption) *Mount {
 	tb.Helper()
+	m := newMount(tb, options)
+	if m.cfg.prepare != nil {
+		m.cfg.prepare(m)
+	}
+	tb.Cleanup(m.cleanup)
+	m.start()
+	return m
+}
+
+// newMount applies options and makes a fresh mount's directories (BACKING,
+// the mountpoint, an outside dir and the state dir), owned by the mount's
+// user if it has one; nothing is mounted yet.
+func newMount(tb testing.TB, options []MountOption) *Mount {
+	tb.Helper()
 	requireFUSE(tb)
 	var cfg mountConfig
 	for _, o := range options {
@@ -308,11 +322,6 @@ func mount(tb testing.TB, options ...MountOption) *Mount {
 			}
 		}
 	}
-	if cfg.prepare != nil {
-		cfg.prepare(m)
-	}
-	tb.Cleanup(m.cleanup)
-	m.start()
 	return m
 }
 
