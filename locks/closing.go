@@ -1,0 +1,172 @@
+package locks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// What a closing process still holds. A write handle on the mount is
+// committed when the process that opened it closes its last descriptor of
+// it: a shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
+// descriptor before cmd has written a byte, and that close must not commit.
+// The kernel tells the daemon of every close (FLUSH) but not how many
+// descriptors remain, so the closing thread's descriptor table is read from
+// /proc/TID/fdinfo.
+//
+// Only fdinfo is read: listing and reading it takes the task's spin locks
+// and no lock that a thread inside execve or exit holds, so a thread closing
+// its descriptors there, waiting for the daemon's reply, cannot deadlock it.
+
+// ErrTooManyDescriptors is returned by Descriptors for a process with more
+// descriptors than it will read.
+var ErrTooManyDescriptors = errors.New("too many descriptors to scan")
+
+// maxScan bounds the descriptors Descriptors reads: each costs three system
+// calls, and a process with more is told apart by the error.
+const maxScan = 4096
+
+// Closing is what the thread closing a descriptor still holds.
+type Closing struct {
+	// Others is how many of its descriptors refer to an inode with the
+	// number asked about (on any filesystem: a count too high only defers
+	// a commit).
+	Others int
+	// Exiting is true when the thread has no descriptor table left: the
+	// kernel is closing its descriptors because it exits.
+	Exiting bool
+}
+
+// Descriptors reads thread tid's descriptor table and counts the
+// descriptors of an inode numbered ino.
+func (r *Resolver) Descriptors(tid uint32, ino uint64) (Closing, error) {
+	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Closing{}, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(dfd)
+	var c Closing
+	var info [512]byte
+	seen := 0
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(dfd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return Closing{}, &fs.PathError{Op: "getdents", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for b := buf[:n]; len(b) > 0; {
+			reclen := int(uint16(b[16]) | uint16(b[17])<<8)
+			if reclen < 20 || reclen > len(b) {
+				return Closing{}, fmt.Errorf("locks: %s: malformed directory entry", dir)
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if len(name) == 0 || name[0] == '.' {
+				continue
+			}
+			if seen++; seen > maxScan {
+				return Closing{}, ErrTooManyDescriptors
+			}
+			nm := string(name)
+			got, err := readAt(dfd, nm, info[:])
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue // closed meanwhile
+				}
+				return Closing{}, fmt.Errorf("locks: %s/%s: %w", dir, nm, err)
+			}
+			if fdinfoIno(got) == ino {
+				c.Others++
+			}
+		}
+	}
+	// Every live process holds some descriptor, if only the one the kernel
+	// is closing now; an empty table is one exit_files has taken away.
+	c.Exiting = seen == 0
+	return c, nil
+}
+
+// readAt reads the small file name beneath dir into buf.
+func readAt(dir int, name string, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	for err == unix.EINTR {
+		n, err = unix.Read(fd, buf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// fdinfoIno returns the "ino:" field of an fdinfo file, 0 if it has none.
+func fdinfoIno(b []byte) uint64 {
+	for len(b) > 0 {
+		line, rest, _ := bytes.Cut(b, []byte("\n"))
+		b = rest
+		if v, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// ExitSignal returns the signal that is ending thread tid, 0 if it is not
+// being killed by one (it exits normally, or is not exiting). It reads field
+// 52 of /proc/TID/stat, the exit status the kernel set when the thread began
+// to exit; call it only for a thread that is exiting (Closing.Exiting).
+func (r *Resolver) ExitSignal(tid uint32) (int, error) {
+	name := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/stat"
+	var buf [2048]byte
+	b, err := readSmall(name, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	code, err := statExitCode(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return code & 0x7f, nil
+}
+
+// statExitCode parses field 52, exit_code, of a stat line.
+func statExitCode(b []byte) (int, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat: no (comm)")
+	}
+	fields := bytes.Fields(b[i+1:]) // fields 3 onwards
+	const want = 52 - 3
+	if len(fields) <= want {
+		return 0, fmt.Errorf("malformed stat: %d fields, want 52", len(fields)+2)
+	}
+	code, err := strconv.Atoi(string(fields[want]))
+	if err != nil {
+		return 0, fmt.Errorf("malformed stat: exit_code: %w", err)
+	}
+	return code, nil
+}
