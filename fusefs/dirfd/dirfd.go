@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -280,10 +281,44 @@ func Link(fd int, newDir int, newName string) error {
 	return err
 }
 
-// Chmod changes the mode of the object held by fd. A symlink's mode cannot
-// be changed on Linux and answers EOPNOTSUPP.
+// noFchmodat2 is set once fchmodat2 (Linux 6.6) answered ENOSYS.
+var noFchmodat2 atomic.Bool
+
+// Chmod changes the mode of the object held by fd, which may be an O_PATH
+// fd (fchmod refuses those). A symlink's mode cannot be changed on Linux
+// and answers EOPNOTSUPP. Only fchmodat2 takes AT_EMPTY_PATH; before Linux
+// 6.6 the mode is changed through /proc/self/fd/N, which names exactly the
+// object fd holds, as gocryptfs and gVisor's gofer do.
 func Chmod(fd int, mode uint32) error {
-	return unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH)
+	if !noFchmodat2.Load() {
+		err := fchmodat2(fd, "", mode, unix.AT_EMPTY_PATH)
+		if err != unix.ENOSYS {
+			return err
+		}
+		noFchmodat2.Store(true)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unix.EOPNOTSUPP
+	}
+	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0)
+}
+
+// fchmodat2 is the raw system call: x/sys's Fchmodat reports its absence as
+// EOPNOTSUPP, which a symlink answers too.
+func fchmodat2(dir int, name string, mode uint32, flags int) error {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(dir), uintptr(unsafe.Pointer(p)), uintptr(mode), uintptr(flags), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
 // Chown changes the owner of the object held by fd; -1 keeps a value.
