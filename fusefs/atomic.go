@@ -174,24 +174,17 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return 0, false
 	}
 	n, f := w.node, w.node.fsys
+	fail := func(stage Stage, err error) (syscall.Errno, bool) {
+		w.dropTemp()
+		f.commitFailed(ctx, stage, w.place(), err)
+		return syscall.EIO, false
+	}
 	if w.failed != 0 {
 		// A write the caller was told failed (ENOSPC, say) left the temp
 		// short: committing it would replace the file with a partial one.
-		w.dropTemp()
-		if f.opts.Audit != nil {
-			f.opts.Audit.Record(ctx, "commit:"+string(StageAfterWrite), f.relPath(n, ""), errcode.WriteNotAtomic, syscall.EIO)
-		}
-		return syscall.EIO, false
+		return fail(StageAfterWrite, w.failed)
 	}
 	durable = durable || f.opts.Durability == DurabilityFull
-	fail := func(stage Stage, err error) (syscall.Errno, bool) {
-		w.dropTemp()
-		rel := f.relPath(n, "")
-		if f.opts.Audit != nil {
-			f.opts.Audit.Record(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO)
-		}
-		return syscall.EIO, false
-	}
 	if err := f.failAt(StageAfterWrite); err != nil {
 		return fail(StageAfterWrite, err)
 	}
@@ -223,7 +216,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return w.commitInPlace(ctx, fail)
 	}
 	var st unix.Stat_t
-	gen, _ := dirfd.Statx(w.temp, "", &st)
+	gen, err := dirfd.Statx(w.temp, "", &st)
+	if err != nil {
+		return fail(StageBeforeRename, err)
+	}
 	f.commitMu.Lock()
 	if err := dirfd.Rename(w.dir, w.tempName, pfd, name, 0); err != nil {
 		f.commitMu.Unlock()
@@ -248,10 +244,17 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		// caller must hear that durability was not reached.
 		if err := dirfd.SyncDir(pfd); err != nil {
 			errno = toErrno(err)
+			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
 		}
 	}
-	f.locks.Rekey(keyOf(&w.observed), keyOf(&st))
-	dirfd.Fstat(w.temp, &st) // again: the rename changed its ctime
+	if err := f.locks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
+		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	}
+	// Again: the rename changed its ctime. Should this fail, the next
+	// commit sees a changed file and keeps its bytes as a conflict copy.
+	if err := dirfd.Fstat(w.temp, &st); err != nil {
+		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+	}
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, st
 	return errno, true
@@ -283,7 +286,9 @@ func (w *pendingWrite) commitInPlace(ctx context.Context, fail func(Stage, error
 		return fail(StageBeforeRename, err)
 	}
 	w.dropTemp()
-	dirfd.Fstat(w.base, &w.observed)
+	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
+		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
+	}
 	return 0, true
 }
 
@@ -294,15 +299,45 @@ func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name str
 	f := w.node.fsys
 	copyName := fmt.Sprintf("%s.realm-conflict-%s", name, time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if err := dirfd.Rename(w.dir, w.tempName, pfd, copyName, unix.RENAME_NOREPLACE); err != nil {
+		f.logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
 		w.dropTemp()
 	} else {
+		f.logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
 		dirfd.Close(w.temp)
 		f.tempMade(w.tempName, false)
 		w.temp, w.tempName, w.dirty = -1, "", false
 	}
-	f.locks.Rekey(keyOf(&w.observed), keyOf(now))
+	if err := f.locks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
+		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
+	}
 	w.observed = *now
 	return f.refuse(ctx, "commit", pn, name, errcode.LockConflict)
+}
+
+// place is the workspace path of the file being written, for logs and audit
+// lines.
+func (w *pendingWrite) place() string { return w.node.fsys.relPath(w.tparent, w.tname) }
+
+// commitFailed reports a commit that failed at stage: one audit line
+// (WRITE_NOT_ATOMIC, with the cause) and one line in the daemon's log, since
+// a commit at the last release has no caller to return its error to.
+func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err error) {
+	if f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
+	}
+	f.logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
+}
+
+// abandon drops what the owner wrote when the process that opened the
+// handle is being killed by a signal: a writer that dies half way leaves the
+// file as it was. When another handle of the owner shares the temp, its
+// bytes cannot be told apart, and nothing is dropped.
+func (w *pendingWrite) abandon(sig int, tid uint32) {
+	if w.handles != 1 || !w.dirty {
+		return
+	}
+	w.node.fsys.logf("%s: not committed: its writer (thread %d) was killed by signal %d; the file keeps its old content", w.place(), tid, sig)
+	w.dropTemp()
 }
 
 // setIdent records the backing object n now stands for.
@@ -479,16 +514,26 @@ func (w *pendingWrite) refresh() {
 	}
 }
 
-// heldByOther refuses to replace name in dir while another owner holds the
-// lock of the file that name is now.
-func (f *FS) heldByOther(ctx context.Context, dir *Node, dfd int, name string) syscall.Errno {
+// heldByOther refuses op (a rename over name, an unlink of it) while
+// another owner holds the lock of the file that name in dir is now. Like a
+// conflicting open, it waits briefly for a release already on its way.
+func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, dfd int, name string) syscall.Errno {
 	var st unix.Stat_t
 	if dirfd.Lstat(dfd, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return 0
 	}
-	holder, held := f.locks.Holder(locks.Key{Dev: st.Dev, Ino: st.Ino})
-	if held && holder != f.owner(ctx) {
-		return f.refuse(ctx, "rename", dir, name, errcode.LockConflict)
+	key := keyOf(&st)
+	holder, held := f.locks.Holder(key)
+	if !held {
+		return 0
+	}
+	me := f.owner(ctx)
+	for deadline := time.Now().Add(acquireWait); held && holder != me; {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return f.refuse(ctx, op, dir, name, errcode.LockConflict)
+		}
+		time.Sleep(5 * time.Millisecond)
+		holder, held = f.locks.Holder(key)
 	}
 	return 0
 }
@@ -576,6 +621,44 @@ func (f *FS) forgetMoved(m *Node) {
 	if f.borrowed[m.StableAttr().Ino] == m {
 		delete(f.borrowed, m.StableAttr().Ino)
 	}
+}
+
+// retired records that node m, standing for the backing file key, takes no
+// new opens: lookups must not lead to it again. Its inode number becomes
+// borrowed, so the node made for the file next gets a number of its own
+// (two kernel inodes with one number would look like hard links to cp and
+// tar), and that node's readers hold off passthrough for retireHold.
+func (f *FS) retired(m *Node, key locks.Key) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.rekeyed == nil {
+		f.rekeyed = make(map[movedID]*Node)
+		f.borrowed = make(map[uint64]*Node)
+	}
+	for k, v := range f.rekeyed {
+		if v == m {
+			delete(f.rekeyed, k)
+		}
+	}
+	f.borrowed[m.StableAttr().Ino] = m
+	now := time.Now()
+	if f.holds == nil {
+		f.holds = make(map[locks.Key]int64)
+	}
+	for k, until := range f.holds {
+		if until < now.UnixNano() {
+			delete(f.holds, k)
+		}
+	}
+	f.holds[key] = now.Add(retireHold).UnixNano()
+}
+
+// holdOf is when a new node for the backing file key may let readers pass
+// through (see retired); 0 for most files.
+func (f *FS) holdOf(key locks.Key) int64 {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	return f.holds[key]
 }
 
 // tempMade records that this mount made (or no longer has) the temp name.

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"syscall"
@@ -21,16 +22,23 @@ type Event struct {
 	Pid   uint32       `json:"pid"`
 	Uid   uint32       `json:"uid"`
 	Owner string       `json:"owner,omitempty"`
+	// Cause is the error behind a failure the caller saw as Errno (a
+	// commit's ENOSPC behind its EIO, say).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Auditor writes one JSON line per refusal. Writes are serialised so lines
-// never interleave; a failed write is counted, never fatal to the request.
+// never interleave; a failed write is counted and reported to Logf, never
+// fatal to the request.
 type Auditor struct {
 	mu     sync.Mutex
 	w      io.Writer
 	failed int
 	// Owner names the lock owner of a caller, when the mount knows one.
 	Owner func(pid uint32) string
+	// Logf, if set, hears of lines that could not be written: the first,
+	// and every 1000th after it.
+	Logf func(format string, args ...any)
 }
 
 // NewAuditor writes events to w (an O_APPEND file, typically).
@@ -38,8 +46,21 @@ func NewAuditor(w io.Writer) *Auditor { return &Auditor{w: w} }
 
 // Record writes the event for a refusal of op on path.
 func (a *Auditor) Record(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno) {
+	a.RecordCause(ctx, op, path, code, errno, nil)
+}
+
+// RecordCause is Record for a failure with an underlying cause.
+func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error) {
 	c := caller(ctx)
 	ev := Event{Time: time.Now().UTC(), Op: op, Path: path, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid}
+	if cause != nil {
+		var e syscall.Errno
+		if errors.As(cause, &e) {
+			ev.Cause = errnoName(e)
+		} else {
+			ev.Cause = cause.Error()
+		}
+	}
 	if a.Owner != nil {
 		ev.Owner = a.Owner(c.Pid)
 	}
@@ -52,6 +73,9 @@ func (a *Auditor) Record(ctx context.Context, op, path string, code errcode.Code
 	defer a.mu.Unlock()
 	if _, err := a.w.Write(line); err != nil {
 		a.failed++
+		if a.Logf != nil && a.failed%1000 == 1 {
+			a.Logf("audit log: %v (%d lines not written)", err, a.failed)
+		}
 	}
 }
 
@@ -72,6 +96,16 @@ func errnoName(e syscall.Errno) string {
 		return "EIO"
 	case syscall.ENOENT:
 		return "ENOENT"
+	case syscall.ENOSPC:
+		return "ENOSPC"
+	case syscall.EDQUOT:
+		return "EDQUOT"
+	case syscall.EROFS:
+		return "EROFS"
+	case syscall.ENOSYS:
+		return "ENOSYS"
+	case syscall.EOPNOTSUPP:
+		return "EOPNOTSUPP"
 	default:
 		return e.Error()
 	}

@@ -28,19 +28,21 @@ var (
 
 // OpendirHandle opens n for listing: "." reopened relative to n's own
 // O_PATH fd names exactly the verified directory.
+// Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
+// connection.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	pfd, errno := n.dirFd(ctx)
 	if errno != 0 {
-		return nil, 0, errno
+		return nil, 0, openErrno(errno)
 	}
 	fd, err := dirfd.ReopenDir(pfd)
 	if err != nil {
-		return nil, 0, toErrno(err)
+		return nil, 0, openErrno(toErrno(err))
 	}
 	stream, errno := fs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, errno
+		return nil, 0, openErrno(errno)
 	}
 	return &dirHandle{stream: stream, hide: n.fsys.hiddenEntry(n)}, 0, 0
 }

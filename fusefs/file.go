@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -47,8 +48,31 @@ var (
 	_ = (fs.FileFsyncer)((*File)(nil))
 	_ = (fs.FileReleaser)((*File)(nil))
 	_ = (fs.FileLseeker)((*File)(nil))
-	_ = (fs.FilePassthroughFder)((*File)(nil))
+
+	_ = (fs.FilePassthroughFder)((*passthroughFile)(nil))
 )
+
+// passthroughFile is a plain read handle that the kernel serves straight
+// from the backing file. It is the only handle type that implements
+// fs.FilePassthroughFder: once one is registered, go-fuse gives every later
+// open of the node that same backing file (the kernel takes one per inode),
+// and a write handle given one would write into the file in place, past the
+// temp. Node.admitReader and Node.retire keep each node to one backing file.
+type passthroughFile struct{ *File }
+
+// PassthroughFd lets go-fuse register the handle's fd with the kernel.
+func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
+
+// fileOf returns the File behind a handle of this mount, nil for any other.
+func fileOf(fh fs.FileHandle) *File {
+	switch h := fh.(type) {
+	case *File:
+		return h
+	case *passthroughFile:
+		return h.File
+	}
+	return nil
+}
 
 func writeFlags(flags uint32) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&(syscall.O_TRUNC|syscall.O_APPEND) != 0
@@ -58,12 +82,22 @@ func writeFlags(flags uint32) bool {
 // with O_NOFOLLOW, read-only whatever the caller asked, then fstat, and the
 // fd is used only if it is the same regular file the node was looked up as.
 // A write open takes the lock for the caller's owner and writes go to a
-// temp; the file itself is never opened for writing.
+// temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fuseFlags, errno := n.open(ctx, flags, true)
+	return fh, fuseFlags, openErrno(errno)
+}
+
+// open is Open for the kernel (forKernel) or for the daemon's own use (a
+// truncate(2) by name), whose handle the kernel never sees.
+func (n *Node) open(ctx context.Context, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	write := writeFlags(flags)
 	if f.opts.ReadOnly && write {
 		return nil, 0, syscall.EROFS
+	}
+	if forKernel && n.isRetired() {
+		return nil, 0, syscall.ESTALE // the kernel looks the name up again
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
 	if errno != 0 {
@@ -97,6 +131,10 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, errno
 	}
 	if write {
+		if forKernel && n.passingThrough() {
+			dirfd.Close(fd)
+			return nil, 0, n.retire()
+		}
 		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags)
 	}
 	// A reader shares the owner's pending write while it has uncommitted
@@ -107,22 +145,83 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
+			if forKernel && n.passingThrough() {
+				dirfd.Close(fd)
+				return nil, 0, n.retire()
+			}
 			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags)
 		}
 	}
-	// The kernel keeps one I/O mode per inode: passthrough opens fail while
-	// a handle may hold pages in the cache (a direct-I/O handle that was
-	// mmapped). So a reader passes through only while no other kind of
-	// handle is open on n; otherwise it reads direct, through the daemon.
-	if f.opts.Passthrough && n.cachedOpen.Load() == 0 {
-		return &File{node: n, fd: fd, passthrough: true}, 0, 0
+	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st))
+	if !ok {
+		dirfd.Close(fd)
+		return nil, 0, n.retire()
+	}
+	return h, fuseFlags, 0
+}
+
+// openErrno keeps ENOSYS and EOPNOTSUPP from reaching the kernel as the
+// answer to an open: ENOSYS to OPEN (or OPENDIR) makes the kernel stop
+// sending them for the rest of the connection, and with them every check
+// the guard makes at open. A backing filesystem that lacks a call is an
+// I/O error here.
+func openErrno(errno syscall.Errno) syscall.Errno {
+	if errno == syscall.ENOSYS || errno == syscall.EOPNOTSUPP {
+		return syscall.EIO
+	}
+	return errno
+}
+
+// admitReader makes the plain read handle for fd, the verified backing file
+// with identity key. The kernel serves an inode's read handles through one
+// backing file while any of them passes through, and through one page
+// cache otherwise, so all of n's plain readers must read the same version
+// of the file: a reader of another version (the file was rewritten since
+// they opened it) is not admitted, and n is retired.
+//
+// A reader passes through only while no other kind of handle is open on n
+// (a direct-I/O handle that was mmapped may hold pages in the cache, and
+// the kernel then refuses passthrough opens); otherwise it reads direct,
+// through the daemon.
+func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) {
+	f := n.fsys
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && time.Now().UnixNano() >= n.ptHold
+	if n.readers > 0 {
+		if n.readKey != key {
+			return nil, 0, false
+		}
+		pt = n.readPT // the kernel wants every open of the inode alike
+	}
+	n.readers++
+	n.readKey, n.readPT = key, pt
+	h := &File{node: n, fd: fd, passthrough: pt}
+	if pt {
+		return &passthroughFile{h}, 0, true
 	}
 	n.cachedOpen.Add(1)
 	var fuseFlags uint32
 	if f.opts.Passthrough {
 		fuseFlags = fuse.FOPEN_DIRECT_IO
 	}
-	return &File{node: n, fd: fd}, fuseFlags, 0
+	return h, fuseFlags, true
+}
+
+// passingThrough reports whether n has read handles that pass through: the
+// kernel then refuses any open of n that does not pass through to the same
+// backing file, as a write handle must not.
+func (n *Node) passingThrough() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.readers > 0 && n.readPT
+}
+
+// readerGone drops a plain read handle from n's count.
+func (n *Node) readerGone() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.readers--
 }
 
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
@@ -150,7 +249,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return n.openExisting(ctx, name, flags, out)
 	}
 	if err != nil {
-		return nil, nil, 0, toErrno(err)
+		return nil, nil, 0, openErrno(toErrno(err))
 	}
 	if errno := f.claim(ctx, n, fd); errno != 0 {
 		dirfd.Close(fd)
@@ -167,7 +266,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child := n.newChild(ctx, &st, gen)
 	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC)
 	if errno != 0 {
-		return nil, nil, 0, errno
+		return nil, nil, 0, openErrno(errno)
 	}
 	return child, fh, fuseFlags, 0
 }
@@ -195,11 +294,6 @@ func (h *File) withShared(fn func(w *pendingWrite) syscall.Errno) syscall.Errno 
 	defer e.Unlock()
 	return fn(h.shared)
 }
-
-// PassthroughFd lets go-fuse register a plain read handle's fd with the
-// kernel, so reads never reach the daemon. Shared handles never pass
-// through: their fd changes at every commit.
-func (h *File) PassthroughFd() (int, bool) { return h.fd, h.passthrough && h.shared == nil }
 
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.shared == nil {
@@ -236,19 +330,50 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	return uint32(max(n, 0)), errno
 }
 
-// Flush runs at every close(2) of a descriptor of the handle. When the
-// process that opened the handle closes it, Flush commits what the owner
-// wrote, so that close returns the commit's errors (EIO for
-// WRITE_NOT_ATOMIC, EBUSY for LOCK_CONFLICT) to the process that wrote.
-// Another process's close (a child closing an inherited descriptor at exec
-// or exit) commits nothing: the opener may be half way through its writes.
-// What is left is committed by the last release.
+// Flush runs at every close(2) of a descriptor of the handle, dup2 over one
+// included. It commits when the process that opened the handle closes its
+// last descriptor of the file, so that close returns the commit's errors
+// (EIO for WRITE_NOT_ATOMIC, EBUSY for LOCK_CONFLICT) to the process that
+// wrote, and a reader that opens the file after that close sees the new
+// content. Any other close commits nothing:
 //
-// The check never reads the closing process's own /proc files: a process
-// closing descriptors inside execve holds locks that reading them would
-// wait for, while it waits for this reply.
+//   - a close by another process (a child closing an inherited descriptor
+//     at exec or exit): the opener may be half way through its writes;
+//   - a close while the opener holds another descriptor of the file: a
+//     shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
+//     descriptor before cmd has written anything;
+//   - the closes of an opener that a signal is killing: what it wrote is
+//     dropped, and the file keeps its old content.
+//
+// What is left is committed by the owner's last release. The check never
+// reads the closing process's stat or status files: a process closing
+// descriptors inside execve holds locks that reading them would wait for,
+// while it waits for this reply (see locks.Resolver.Descriptors).
 func (h *File) Flush(ctx context.Context) syscall.Errno {
-	if h.shared == nil || !h.node.fsys.processes.IsThreadOf(h.opener, caller(ctx).Pid) {
+	if h.shared == nil {
+		return 0
+	}
+	f := h.node.fsys
+	tid := caller(ctx).Pid
+	if !f.processes.IsThreadOf(h.opener, tid) {
+		return 0
+	}
+	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino)
+	switch {
+	case err != nil:
+		// Not knowing what the opener still holds, leave the commit to the
+		// last release, which always comes.
+		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.shared.place(), err)
+		return 0
+	case c.Exiting:
+		if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
+			h.withShared(func(w *pendingWrite) syscall.Errno {
+				w.abandon(sig, tid)
+				return 0
+			})
+			return 0
+		}
+	case c.Others > 0:
 		return 0
 	}
 	return h.commit(ctx, false)
@@ -290,6 +415,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		if !h.passthrough {
 			h.node.cachedOpen.Add(-1)
 		}
+		h.node.readerGone()
 		return toErrno(dirfd.Close(h.fd))
 	}
 	h.withShared(func(w *pendingWrite) syscall.Errno {
@@ -297,6 +423,8 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		// committed with the owner's last handle. An earlier handle's
 		// release must not commit: the kernel sends it after close(2) has
 		// returned, and another handle may be half way through a rewrite.
+		// The commit reports its own failures (commitFailed, conflict):
+		// no caller is left to hear them.
 		if w.handles == 1 {
 			w.commit(ctx, false)
 		}
@@ -348,8 +476,8 @@ func (h *File) withTemp(fn func(fd int) syscall.Errno) syscall.Errno {
 
 // Allocate preallocates or punches holes in the owner's temp.
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	h, ok := fh.(*File)
-	if !ok {
+	h := fileOf(fh)
+	if h == nil {
 		return syscall.EBADF
 	}
 	return h.withTemp(func(fd int) syscall.Errno {
@@ -360,9 +488,8 @@ func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size 
 // CopyFileRange copies from one handle of this mount into another's temp in
 // the backing filesystem, without the data passing through the daemon.
 func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
-	in, ok1 := fhIn.(*File)
-	dst, ok2 := fhOut.(*File)
-	if !ok1 || !ok2 {
+	in, dst := fileOf(fhIn), fileOf(fhOut)
+	if in == nil || dst == nil {
 		return 0, syscall.EBADF
 	}
 	// Both handles passed Open's check; a rename since then could have

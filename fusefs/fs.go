@@ -64,6 +64,10 @@ type Options struct {
 	// Cache says how long the kernel may trust what the mount told it;
 	// nil means DefaultCache.
 	Cache *CacheTimeouts
+	// Logf receives the daemon's reports of what no caller can be told: a
+	// commit that failed at the last release, a writer killed before its
+	// close, a conflict copy kept. nil discards them.
+	Logf func(format string, args ...any)
 	// FailAt, for tests only, makes a commit fail at the stages it returns
 	// true for.
 	FailAt func(Stage) bool
@@ -100,7 +104,10 @@ type FS struct {
 	// borrowed holds the inode numbers those nodes answer to, which the
 	// backing filesystem may have given to new files meanwhile; such a new
 	// file gets its number with the top bit set instead.
-	borrowed  map[uint64]*Node
+	borrowed map[uint64]*Node
+	// holds maps the backing files whose node was retired to when their
+	// next node's readers may pass through (see Node.retire).
+	holds     map[locks.Key]int64
 	synthetic atomic.Uint64 // the last inode number the mount made up
 }
 
@@ -163,6 +170,10 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
+	// Every open must reach the guard: never offer the kernel to skip
+	// OPEN and OPENDIR (openErrno keeps the daemon from answering ENOSYS,
+	// which would make it skip them anyway).
+	mo.DisabledCapabilities |= fuse.CAP_NO_OPEN_SUPPORT | fuse.CAP_NO_OPENDIR_SUPPORT
 	return &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &entry,
@@ -188,6 +199,13 @@ func (f *FS) inoOf(st *unix.Stat_t) uint64 {
 	}
 	swap := func(d uint64) uint64 { return d<<32 | d>>32 }
 	return (swap(st.Dev) ^ swap(f.rootDev)) ^ st.Ino
+}
+
+// logf writes one line to the daemon's log.
+func (f *FS) logf(format string, args ...any) {
+	if f.opts.Logf != nil {
+		f.opts.Logf(format, args...)
+	}
 }
 
 // hiddenName reports names the mount never shows.

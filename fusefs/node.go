@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -34,6 +35,45 @@ type Node struct {
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
 	cachedOpen atomic.Int32
+
+	// Guarded by mu: n's plain read handles (readers) all read the version
+	// readKey of the file, by passthrough if readPT (see admitReader).
+	// A retired node takes no new open (see retire); ptHold, in Unix
+	// nanoseconds, keeps a new node's readers from passing through while
+	// the writer whose open retired its predecessor comes back for it.
+	readers int
+	readKey locks.Key
+	readPT  bool
+	retired bool
+	ptHold  int64
+}
+
+// isRetired reports whether n takes no new opens.
+func (n *Node) isRetired() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.retired
+}
+
+// retireHold is how long the new node of a retired one keeps its readers
+// from passing through: long enough for the open that retired it to come
+// back through a fresh lookup, not so long that readers miss passthrough.
+const retireHold = time.Second
+
+// retire takes n out of service for new opens, because the kernel would
+// serve them through what n's open handles hold (a passthrough backing file,
+// or a page cache, of an older version) instead of through the file as it
+// is now. The open gets ESTALE, on which the kernel looks the name up again
+// (LOOKUP_REVAL) and meets a new node for the file, with an inode number of
+// its own while n lives (see FS.borrowed); the handles open on n keep
+// reading what they opened, as descriptors of a file replaced by rename do.
+func (n *Node) retire() syscall.Errno {
+	n.mu.Lock()
+	n.retired = true
+	key := locks.Key{Dev: n.dev, Ino: n.ino}
+	n.mu.Unlock()
+	n.fsys.retired(n, key)
+	return syscall.ESTALE
 }
 
 // ident returns the backing identity n stands for.
@@ -64,7 +104,7 @@ var (
 // identity (a hard link, or a second lookup racing this one); that node
 // stands for the same object.
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	if m := n.fsys.movedNode(movedID{keyOf(st), gen}, st.Mode); m != nil {
+	if m := n.fsys.movedNode(movedID{keyOf(st), gen}, st.Mode); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
 	ino := n.fsys.inoOf(st)
@@ -76,7 +116,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 		// rewritten file's so that every lookup finds the same node.
 		ino = borrowedBit | n.fsys.synthetic.Add(1)
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st))}
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
 	if synthetic {
 		n.fsys.setMoved(movedID{keyOf(st), gen}, child)
@@ -271,7 +311,7 @@ func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
 
 // stat stats the object n stands for, through fh when there is one.
 func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
-	if h, ok := fh.(*File); ok {
+	if h := fileOf(fh); h != nil {
 		return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
 	}
 	if n.IsDir() {
@@ -325,7 +365,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	h, _ := fh.(*File)
+	h := fileOf(fh)
 	if size, ok := in.GetSize(); ok {
 		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
 			return errno
@@ -428,11 +468,11 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 	if h != nil {
 		return h.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	}
-	fh, _, errno := n.Open(ctx, syscall.O_WRONLY)
+	fh, _, errno := n.open(ctx, syscall.O_WRONLY, false)
 	if errno != 0 {
 		return errno
 	}
-	t := fh.(*File)
+	t := fileOf(fh)
 	errno = t.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
 		errno = t.Flush(ctx)

@@ -206,6 +206,13 @@ func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno
 	if errno != 0 {
 		return errno
 	}
+	// Removing a file another owner is writing would drop that owner's
+	// bytes at its commit: refused like renaming over it.
+	if flags == 0 {
+		if errno := n.fsys.heldByOther(ctx, "unlink", n, pfd, name); errno != 0 {
+			return errno
+		}
+	}
 	return toErrno(dirfd.Unlink(pfd, name, flags))
 }
 
@@ -244,11 +251,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno != 0 {
 		return errno
 	}
-	if errno := n.fsys.heldByOther(ctx, np, nfd, newName); errno != 0 {
+	if errno := n.fsys.heldByOther(ctx, "rename", np, nfd, newName); errno != 0 {
 		return errno
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
-		if errno := n.fsys.heldByOther(ctx, n, ofd, name); errno != 0 {
+		if errno := n.fsys.heldByOther(ctx, "rename", n, ofd, name); errno != 0 {
 			return errno
 		}
 	}

@@ -95,8 +95,8 @@ func (l *lockFds) closeAll() {
 // lockFd returns the lock fd of owner for handle fh, remembering on the
 // handle that owner used it.
 func (n *Node) lockFd(fh fs.FileHandle, owner uint64) (int, syscall.Errno) {
-	h, ok := fh.(*File)
-	if !ok {
+	h := fileOf(fh)
+	if h == nil {
 		return -1, syscall.EBADF
 	}
 	var fd int

@@ -78,6 +78,7 @@ type config struct {
 	foreground          bool
 	debug               bool
 	auditLog            string
+	daemonLog           string
 	mount               mountOptions
 	policy              *policy.Policy
 }
@@ -99,6 +100,7 @@ func run(args []string, stderr io.Writer) int {
 	flags.StringVar(&checkPolicy, "check-policy", "", "validate the policy in `FILE` and exit 0 (valid) or 2")
 	flags.BoolVar(&showPolicy, "show-policy", false, "print the effective policy (of --policy FILE, or the built-in one) and exit")
 	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE` (default: the policy's audit.path)")
+	flags.StringVar(&cfg.daemonLog, "log", "", "append the daemon's log (commits that failed at the last close, writers killed before their close, conflict copies, the mount-time sweep) to `FILE` (default: stderr, which a detached daemon has not)")
 	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
 	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
 	flags.Usage = func() {
@@ -158,6 +160,17 @@ func run(args []string, stderr io.Writer) int {
 		}
 		*p = abs
 	}
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			fmt.Fprintf(stderr, "realmfs: %v\n", err)
+			return errcode.ExitUsage
+		}
+		*p = abs
+	}
 	mo, err := parseMountOptions(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
@@ -210,6 +223,14 @@ func serve(cfg config, stderr io.Writer) int {
 		notifyParent(msg)
 		return errcode.ExitFailure
 	}
+	if cfg.daemonLog != "" {
+		f, err := os.OpenFile(cfg.daemonLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fail("log: %v", err)
+		}
+		defer f.Close()
+		log.SetOutput(f)
+	}
 	var audit *fusefs.Auditor
 	if cfg.auditLog != "" {
 		f, err := os.OpenFile(cfg.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -218,6 +239,18 @@ func serve(cfg config, stderr io.Writer) int {
 		}
 		defer f.Close()
 		audit = fusefs.NewAuditor(f)
+		audit.Logf = log.Printf
+		defer func() {
+			if n := audit.Failed(); n > 0 {
+				log.Printf("audit log %s: %d lines could not be written", cfg.auditLog, n)
+			}
+		}()
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		if err := fusefs.CheckKernel(unix.ByteSliceToString(uts.Release[:])); err != nil {
+			return fail("%v", err)
+		}
 	}
 	isRoot := os.Geteuid() == 0
 	owners := locks.NewResolver(cfg.mount.lockOwner, "/proc")
@@ -237,6 +270,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Owners:        owners,
 		Durability:    cfg.mount.durability,
 		Cache:         &cfg.mount.cache,
+		Logf:          log.Printf,
 		FailAt:        testFailAt(),
 	})
 	if err != nil {
@@ -257,6 +291,9 @@ func serve(cfg config, stderr io.Writer) int {
 	server, err := fs.Mount(cfg.mountpoint, fsys.Root(), fopts)
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
+	}
+	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
+		log.Printf("note: %s", note)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
