@@ -3,11 +3,12 @@
 # use, when any is missing. Idempotent; needs root (apt-get).
 #   fuse3           fusermount3 and mount.fuse3 (mounting as non-root, fstab)
 #   sqlite3 git     real programs the e2e suite drives through the mount
+#   vim-tiny        an editor, for the e2e tests of its two ways of saving
 #   python3         the atomic-save e2e test and the benchmark's save loop
 #   attr            getfattr/setfattr for the xattr e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
 set -euo pipefail
-pkgs=(fuse3 sqlite3 git python3 attr util-linux)
+pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")

@@ -9,3 +9,6 @@ func testFailAt() func(fusefs.Stage) bool { return nil }
 
 // testProfile does nothing outside test builds.
 func testProfile() func() { return func() {} }
+
+// testSysfail does nothing outside test builds.
+func testSysfail() error { return nil }

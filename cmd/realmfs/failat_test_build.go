@@ -3,10 +3,16 @@
 package main
 
 import (
+	"fmt"
+	"log"
 	"os"
 	"runtime/pprof"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"realm/fusefs"
+	"realm/internal/sysfail"
 )
 
 // testFailAt, in binaries built with -tags realmtest for the e2e suite,
@@ -39,4 +45,31 @@ func testProfile() func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// testSysfail, in test builds, makes the backing filesystem look like one
+// that lacks a call, once the mount is up: REALMFS_TEST_SYSFAIL=open fails
+// every data open of a backing file (openat with O_NOFOLLOW|O_NONBLOCK, not
+// O_PATH) with ENOSYS, opendir every reopen of a directory for listing
+// (O_DIRECTORY without O_PATH). openat2 is taken away too, so that the
+// opens go through openat, which the filter can tell apart.
+func testSysfail() error {
+	what := os.Getenv("REALMFS_TEST_SYSFAIL")
+	if what == "" {
+		return nil
+	}
+	rules := []sysfail.Rule{{Nr: unix.SYS_OPENAT2, Arg: -1, Errno: syscall.ENOSYS}}
+	switch what {
+	case "open":
+		rules = append(rules, sysfail.Rule{Nr: unix.SYS_OPENAT, Arg: 2, Set: unix.O_NOFOLLOW | unix.O_NONBLOCK, Clear: unix.O_PATH, Errno: syscall.ENOSYS})
+	case "opendir":
+		rules = append(rules, sysfail.Rule{Nr: unix.SYS_OPENAT, Arg: 2, Set: unix.O_DIRECTORY, Clear: unix.O_PATH, Errno: syscall.ENOSYS})
+	default:
+		return fmt.Errorf("REALMFS_TEST_SYSFAIL=%q: want open or opendir", what)
+	}
+	if err := sysfail.Install(rules, true); err != nil {
+		return err
+	}
+	log.Printf("test: system calls taken away: %s", what)
+	return nil
 }

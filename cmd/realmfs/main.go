@@ -310,6 +310,10 @@ func serve(cfg config, stderr io.Writer) int {
 				res.Entries, res.Credentials, res.TempRemoved, res.Err)
 		}
 	}()
+	if err := testSysfail(); err != nil {
+		server.Unmount()
+		return fail("%v", err)
+	}
 	stopProfile := testProfile()
 	notifyParent("")
 	server.Wait()
