@@ -208,6 +208,33 @@ func (m *Manager) byName(name string) (*Record, error) {
 	return nil, nil
 }
 
+// AnyRuntime is the key NamedRuntimes sets for a record it cannot read.
+const AnyRuntime = "*"
+
+// NamedRuntimes returns the runtimes the session records name: the ones a
+// reap must be able to ask, so that no record is deleted while its sandbox
+// may live. A record that cannot be read may be of any runtime and sets
+// AnyRuntime.
+func (m *Manager) NamedRuntimes() (map[string]bool, error) {
+	ids, err := m.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	for _, id := range ids {
+		rec, err := m.Store.Load(id)
+		if err != nil {
+			if errors.Is(err, ErrNoSession) {
+				continue // deleted since the listing
+			}
+			named[AnyRuntime] = true
+			continue
+		}
+		named[rec.Runtime] = true
+	}
+	return named, nil
+}
+
 // List returns the records that parse, sorted by id.
 func (m *Manager) List() ([]*Record, error) { return m.Store.All() }
 
