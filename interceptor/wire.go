@@ -191,7 +191,6 @@ func fields(b []byte, f func(num protowire.Number, typ protowire.Type, raw []byt
 	return nil
 }
 
-
 func mapEntry(raw []byte) (k, v string, err error) {
 	err = fields(raw, func(num protowire.Number, typ protowire.Type, raw []byte, _ uint64) error {
 		if typ != protowire.BytesType {

@@ -215,29 +215,20 @@ func (m *Manager) byName(name string) (*Record, error) {
 	return nil, nil
 }
 
-// AnyRuntime is the key NamedRuntimes sets for a record it cannot read.
-const AnyRuntime = "*"
-
 // NamedRuntimes returns the runtimes the session records name: the ones a
-// reap must be able to ask, so that no record is deleted while its sandbox
-// may live. A record that cannot be read may be of any runtime and sets
-// AnyRuntime.
+// reap must be able to ask, since it cannot tell whether such a session is
+// alive without its runtime. A record that cannot be read names none: it
+// belongs to no live session, is deleted by name, and whatever sandbox it
+// had still carries realm's labels, so the next sweep of that runtime
+// removes it.
 func (m *Manager) NamedRuntimes() (map[string]bool, error) {
-	ids, err := m.Store.List()
+	recs, err := m.Store.All()
 	if err != nil {
 		return nil, err
 	}
 	named := map[string]bool{}
-	for _, id := range ids {
-		rec, err := m.Store.Load(id)
-		if err != nil {
-			if errors.Is(err, ErrNoSession) {
-				continue // deleted since the listing
-			}
-			named[AnyRuntime] = true
-			continue
-		}
-		named[rec.Runtime] = true
+	for _, r := range recs {
+		named[r.Runtime] = true
 	}
 	return named, nil
 }

@@ -60,7 +60,8 @@ func (a *app) lock() (*reaper.StateLock, error) {
 // Each runtime is asked only if it is there (the Podman service answers,
 // the OpenShell CLI is found) or if a session record names it; a runtime a
 // record names that is not there fails the reap before anything is removed,
-// since that session's sandbox could not be proven gone. So an OpenShell
+// since that session could not be told alive or dead. An unreadable record
+// names no runtime (see sandbox.Manager.NamedRuntimes). So an OpenShell
 // host needs no Podman service, and a Podman host no OpenShell CLI.
 func (a *app) reap(ctx context.Context, all bool) (reaper.Report, error) {
 	named, err := a.mgr.NamedRuntimes()
@@ -74,7 +75,7 @@ func (a *app) reap(ctx context.Context, all bool) (reaper.Report, error) {
 	for _, name := range sandbox.RuntimeNames() {
 		rt, err := a.runtime(ctx, name)
 		if err != nil {
-			if named[name] || named[sandbox.AnyRuntime] {
+			if named[name] {
 				return reaper.Report{}, fmt.Errorf("reap: a session record names the %s runtime, which cannot be reached; nothing was removed: %w", name, err)
 			}
 			continue // not there, and nothing of realm's can be in it
