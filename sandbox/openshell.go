@@ -141,6 +141,7 @@ func (o *OpenShell) Create(ctx context.Context, spec Spec) (string, error) {
 	argv, err := buildOpenShellArgv(o.Bin, openShellCall{
 		verb:    "create",
 		name:    name,
+		session: spec.SessionID,
 		policy:  policyPath,
 		image:   spec.Image,
 		command: spec.Workload,
