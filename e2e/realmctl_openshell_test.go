@@ -221,7 +221,9 @@ func TestOpenShellCanaryRefusesWorkspaceThatIsNotTheMount(t *testing.T) {
 			}
 			h := newOSHost(t, false, env...)
 			out, _, code := h.run("-o", "json", "session", "create", "--runtime", "openshell", "--workspace", ws)
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			json.Unmarshal([]byte(out), &e)
 			if code != 69 || e.Error.Code != "REALM_NOT_ACTIVE" || !strings.Contains(e.Error.Message, tt.message) ||
 				!strings.Contains(e.Error.Message, "realmctl openshell-interceptor") {
