@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -415,4 +416,28 @@ func TestRealmctlSingleOwner(t *testing.T) {
 	for _, id := range ids {
 		c.ok("session", "destroy", id)
 	}
+}
+
+// TestRealmctlPodmanOnlyHost: with no OpenShell CLI on the host, create,
+// reap, list and destroy of a Podman session never ask for one; global
+// flags work after the subcommand.
+func TestRealmctlPodmanOnlyHost(t *testing.T) {
+	if p, err := exec.LookPath("openshell"); err == nil {
+		t.Skipf("an openshell CLI is on PATH (%s): not a Podman-only host", p)
+	}
+	c := newCtl(t)
+	id := c.create(workspace(t))
+	out := c.ok("reap", "-o", "json")
+	if !strings.Contains(out, `"recordsDeleted":0`) {
+		t.Errorf("reap with a live session: %s", out)
+	}
+	out = c.ok("session", "exec", "-o", "json", id, "--", "/bin/sh", "-c", "cat /workspace/nothing-here; echo -o json")
+	var r execResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Stdout != "-o json\n" || r.ExitCode != 0 {
+		t.Errorf("exec -o json after the subcommand printed %q (%v)", out, err)
+	}
+	if out := c.ok("session", "list", "-o", "json"); !strings.Contains(out, id) {
+		t.Errorf("session list: %s", out)
+	}
+	c.ok("session", "destroy", id)
 }

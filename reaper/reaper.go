@@ -65,6 +65,9 @@ type Sandboxes interface {
 
 // Config is one reap.
 type Config struct {
+	// Containers is the container engine; nil when there is none to ask
+	// (no Podman service answers and no session record names Podman: the
+	// caller decides, see cmd/realmctl). Then no container is swept.
 	Containers Containers
 	Store      Store
 	Mounts     Mounts      // nil: no mount cleanup
@@ -95,10 +98,12 @@ func Reap(ctx context.Context, c Config) (Report, error) {
 			return r, err
 		}
 	}
-	n, err := Sweep(ctx, c.Containers, c.Keep)
-	r.ContainersRemoved = n
-	if err != nil {
-		return r, err
+	if c.Containers != nil {
+		n, err := Sweep(ctx, c.Containers, c.Keep)
+		r.ContainersRemoved = n
+		if err != nil {
+			return r, err
+		}
 	}
 	var mountErr error
 	if c.Mounts != nil {

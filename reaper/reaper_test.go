@@ -130,6 +130,25 @@ func TestReapOrder(t *testing.T) {
 	}
 }
 
+// TestReapWithoutContainerEngine: with no engine to ask (an OpenShell-only
+// host), the sandboxes still go before the records, in the same order.
+func TestReapWithoutContainerEngine(t *testing.T) {
+	var log callLog
+	st := &fakeStore{log: &log, ids: []string{"aaaaaaaaaaaa"}}
+	sb := &fakeSandboxes{log: &log, names: []string{"realm-aaaaaaaaaaaa"}}
+	r, err := Reap(context.Background(), Config{Store: st, Sandboxes: []Sandboxes{sb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := callLog{"sandboxes.list", "sandboxes.delete realm-aaaaaaaaaaaa", "records.list", "records.delete aaaaaaaaaaaa"}
+	if !reflect.DeepEqual(log, want) {
+		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
+	}
+	if wantR := (Report{SandboxesDeleted: 1, RecordsDeleted: 1}); r != wantR {
+		t.Errorf("report %+v, want %+v", r, wantR)
+	}
+}
+
 func TestReapCases(t *testing.T) {
 	tests := []struct {
 		name       string

@@ -141,6 +141,7 @@ func (o *OpenShell) Create(ctx context.Context, spec Spec) (string, error) {
 	argv, err := buildOpenShellArgv(o.Bin, openShellCall{
 		verb:    "create",
 		name:    name,
+		session: spec.SessionID,
 		policy:  policyPath,
 		image:   spec.Image,
 		command: spec.Workload,
@@ -400,4 +401,11 @@ func (o *OpenShell) call(ctx context.Context, timeout time.Duration, argv []stri
 		<-p.done
 		return -1, errcode.Wrap(errcode.RealmNotActive, ctx.Err(), "openshell: %s %s did not finish within %s", argv[1], argv[2], timeout)
 	}
+}
+
+// WorkspaceHint implements WorkspaceHinter.
+func (o *OpenShell) WorkspaceHint() string {
+	return "Register `realmctl openshell-interceptor` with the OpenShell gateway (gateway.toml: an [[openshell.gateway.interceptors]] entry " +
+		"bound to openshell.v1.OpenShell/CreateSandbox with phases modify_operation and validate), set enable_bind_mounts = true under " +
+		"[openshell.drivers.podman], add user_allow_other to /etc/fuse.conf, and restart the gateway; see the README"
 }

@@ -32,6 +32,7 @@ var openShellForbidden = []string{
 type openShellCall struct {
 	verb    string   // create, get, exec, delete, list
 	name    string   // sandbox name (create, get, exec, delete)
+	session string   // realm's session id, labelled on the sandbox (create)
 	policy  string   // policy document path (create)
 	image   string   // --from (create); empty: the gateway's default image
 	workdir string   // --workdir (exec); empty: the sandbox's default
@@ -42,14 +43,16 @@ type openShellCall struct {
 
 // buildOpenShellArgv returns the argv of c, bin first:
 //
-//	bin sandbox create --name NAME --policy FILE [--from IMAGE] --detach --no-auto-providers -- WORKLOAD...
+//	bin sandbox create --name NAME --policy FILE --label io.realm.managed=true --label io.realm.session=ID [--from IMAGE] --detach --no-auto-providers -- WORKLOAD...
 //	bin sandbox get NAME -o json
 //	bin sandbox exec -n NAME --no-tty [--workdir DIR] -- COMMAND...
 //	bin sandbox delete NAME
 //	bin sandbox list -o json --limit N --offset K
 //
 // --no-auto-providers keeps the CLI from creating credential providers from
-// realmctl's environment; --no-tty keeps stdout and stderr apart. No value
+// realmctl's environment; --no-tty keeps stdout and stderr apart. The
+// labels are what realm's gateway interceptor (realmctl
+// openshell-interceptor) recognises realm's sandboxes by. No value
 // may start with "-", so no value can be taken for a flag and the first "--"
 // is always the separator. The result passes checkOpenShellArgv or is not
 // returned.
@@ -77,7 +80,11 @@ func buildOpenShellArgv(bin string, c openShellCall) ([]string, error) {
 		if c.policy == "" || len(c.command) == 0 {
 			return nil, errcode.New(errcode.SchemaInvalid, "openshell: create needs a policy document and a workload")
 		}
-		argv = append(argv, "--name", c.name, "--policy", c.policy)
+		if !ValidID(c.session) {
+			return nil, errcode.New(errcode.SchemaInvalid, "openshell: create needs realm's session id, not %q", c.session)
+		}
+		argv = append(argv, "--name", c.name, "--policy", c.policy,
+			"--label", LabelManaged+"=true", "--label", LabelSession+"="+c.session)
 		if c.image != "" {
 			argv = append(argv, "--from", c.image)
 		}

@@ -153,13 +153,13 @@ func TestOpenShellArgv(t *testing.T) {
 	}{
 		{
 			name: "create with image",
-			call: openShellCall{verb: "create", name: "realm-0123456789ab", policy: "/s/openshell-policy.yaml", image: "registry.example/agent:1", command: []string{"/usr/bin/agent", "--serve"}},
-			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/openshell-policy.yaml", "--from", "registry.example/agent:1", "--detach", "--no-auto-providers", "--", "/usr/bin/agent", "--serve"},
+			call: openShellCall{verb: "create", name: "realm-0123456789ab", session: "0123456789ab", policy: "/s/openshell-policy.yaml", image: "registry.example/agent:1", command: []string{"/usr/bin/agent", "--serve"}},
+			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/openshell-policy.yaml", "--label", "io.realm.managed=true", "--label", "io.realm.session=0123456789ab", "--from", "registry.example/agent:1", "--detach", "--no-auto-providers", "--", "/usr/bin/agent", "--serve"},
 		},
 		{
 			name: "create without image",
-			call: openShellCall{verb: "create", name: "realm-0123456789ab", policy: "/s/p.yaml", command: []string{"/bin/sleep", "1"}},
-			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/p.yaml", "--detach", "--no-auto-providers", "--", "/bin/sleep", "1"},
+			call: openShellCall{verb: "create", name: "realm-0123456789ab", session: "0123456789ab", policy: "/s/p.yaml", command: []string{"/bin/sleep", "1"}},
+			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/p.yaml", "--label", "io.realm.managed=true", "--label", "io.realm.session=0123456789ab", "--detach", "--no-auto-providers", "--", "/bin/sleep", "1"},
 		},
 		{
 			name: "get",
@@ -342,7 +342,7 @@ func TestOpenShellCreateWritesPolicyBeforeCreate(t *testing.T) {
 		t.Fatalf("at create the policy file was %+v, want %s with sha256 %x", pc, path, sum)
 	}
 	wantArgs := []string{"sandbox", "create", "--name", "realm-0123456789ab", "--policy", path,
-		"--from", spec.Image, "--detach", "--no-auto-providers", "--", "/usr/local/bin/agent", "--serve"}
+		"--label", "io.realm.managed=true", "--label", "io.realm.session=0123456789ab", "--from", spec.Image, "--detach", "--no-auto-providers", "--", "/usr/local/bin/agent", "--serve"}
 	if !reflect.DeepEqual(calls[0].Args, wantArgs) {
 		t.Fatalf("create args\n got %q\nwant %q", calls[0].Args, wantArgs)
 	}

@@ -162,3 +162,9 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// WorkspaceHint implements WorkspaceHinter.
+func (p *Podman) WorkspaceHint() string {
+	return "The Podman service must run on this host and bind the realmfs mount: run it as root, or as the user who mounted realmfs; " +
+		"a service running as another user needs user_allow_other in /etc/fuse.conf"
+}

@@ -30,7 +30,8 @@ func (m *Manager) now() time.Time {
 
 // Create starts the session p describes, in the order that lets a crash at
 // any step be finished by the reaper: record (creating, no container id),
-// mount, sandbox (the id is recorded as soon as it is known), record
+// mount, sandbox (the id is recorded as soon as it is known), the proof that
+// the sandbox's /workspace is the guarded mount (proveWorkspace), record
 // (active). A failure after the record undoes what was done and deletes the
 // record; if undoing fails, the record stays for destroy or reap.
 func (m *Manager) Create(ctx context.Context, p *Plan) (*Record, error) {
@@ -87,6 +88,12 @@ func (m *Manager) Create(ctx context.Context, p *Plan) (*Record, error) {
 		rec.ContainerID = &cid
 	}
 	if err != nil {
+		return nil, m.undo(ctx, rec, rt, err)
+	}
+	if err := m.Store.Save(rec); err != nil { // the sandbox's id, as soon as it is known
+		return nil, m.undo(ctx, rec, rt, err)
+	}
+	if err := proveWorkspace(ctx, rt, cid, rec.Mount, p.workspace); err != nil {
 		return nil, m.undo(ctx, rec, rt, err)
 	}
 	rec.State = StateActive
@@ -206,6 +213,24 @@ func (m *Manager) byName(name string) (*Record, error) {
 		}
 	}
 	return nil, nil
+}
+
+// NamedRuntimes returns the runtimes the session records name: the ones a
+// reap must be able to ask, since it cannot tell whether such a session is
+// alive without its runtime. A record that cannot be read names none: it
+// belongs to no live session, is deleted by name, and whatever sandbox it
+// had still carries realm's labels, so the next sweep of that runtime
+// removes it.
+func (m *Manager) NamedRuntimes() (map[string]bool, error) {
+	recs, err := m.Store.All()
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	for _, r := range recs {
+		named[r.Runtime] = true
+	}
+	return named, nil
 }
 
 // List returns the records that parse, sorted by id.

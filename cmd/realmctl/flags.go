@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,7 +16,7 @@ import (
 	"realm/errcode"
 )
 
-// globals are the flags every command takes, before or after its name.
+// globals are the flags every command takes, anywhere before "--".
 type globals struct {
 	stateDir     string
 	podmanSocket string
@@ -58,7 +60,7 @@ func (g *globals) defaultRuntime() string {
 	return "podman"
 }
 
-// errHelp ends a command that printed its help.
+// errHelp ends a command line that printed its help.
 var errHelp = errors.New("help shown")
 
 // usageErr is a bad command line: SCHEMA_INVALID, exit 2.
@@ -66,33 +68,154 @@ func usageErr(format string, args ...any) error {
 	return errcode.New(errcode.SchemaInvalid, format, args...)
 }
 
-// subFlags is a subcommand's flag set; it takes the global flags too.
-func subFlags(g *globals, name, synopsis string, stdout io.Writer) (*pflag.FlagSet, *bool) {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	g.register(fs)
-	help := fs.BoolP("help", "h", false, "show this help")
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: realmctl %s\n\nFlags:\n", synopsis)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
-	return fs, help
+// runner runs a command once its command line is parsed; fs holds its
+// flags and arguments. It returns realmctl's exit status when it succeeds.
+type runner func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error)
+
+// command is one realmctl command.
+type command struct {
+	words    string // "session create"
+	synopsis string // after "realmctl " in its help
+	// define adds the command's own flags to fs and returns its runner,
+	// which reads them.
+	define func(fs *pflag.FlagSet) runner
 }
 
-// parse parses args into fs, printing help if asked.
-func parse(fs *pflag.FlagSet, help *bool, g *globals, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageErr("%v", err)
+// commands are every realmctl command. A command of two words is reached
+// through its first word, a group ("session", "image").
+var commands = []*command{
+	{"session create", "session create --workspace DIR [flags] [-- WORKLOAD ARGV...]", sessionCreateCmd},
+	{"session exec", "session exec ID|NAME [--timeout 30s] [--workdir DIR] -- ARGV...", sessionExecCmd},
+	{"session destroy", "session destroy ID|NAME", sessionDestroyCmd},
+	{"session list", "session list", sessionListCmd},
+	{"image init", "image init [--busybox PATH]", imageInitCmd},
+	{"reap", "reap [--all]", reapCmd},
+	{"openshell-interceptor", "openshell-interceptor --listen unix:///PATH", interceptorCmd},
+	{"help", "help", helpCmd},
+}
+
+func findCommand(words string) *command {
+	for _, c := range commands {
+		if c.words == words {
+			return c
+		}
+	}
+	return nil
+}
+
+// subcommands lists the commands under group, "" if it is no group.
+func subcommands(group string) string {
+	var subs []string
+	for _, c := range commands {
+		if rest, ok := strings.CutPrefix(c.words, group+" "); ok {
+			subs = append(subs, rest)
+		}
+	}
+	return strings.Join(subs, ", ")
+}
+
+// invocation is a parsed command line.
+type invocation struct {
+	g     *globals
+	cmd   *command // nil: no command was given
+	flags *pflag.FlagSet
+	run   runner
+}
+
+// parseCommandLine reads args as realmctl's command line. The global flags
+// are taken wherever they stand before "--": before the command, between
+// the words of a two-word command, or among the command's own flags and
+// arguments; a later one wins. Everything after "--" stays an argument.
+//
+// The invocation is returned even with an error, so that the error can be
+// printed in the format (-o) given so far. errHelp means help was printed.
+func parseCommandLine(args []string, stdout io.Writer) (*invocation, error) {
+	g := newGlobals()
+	inv := &invocation{g: g}
+	var words []string
+	rest := args
+	for inv.cmd == nil {
+		// Up to the next command word: only global flags may stand here.
+		fs := pflag.NewFlagSet("realmctl", pflag.ContinueOnError)
+		fs.SetInterspersed(false)
+		fs.SetOutput(io.Discard)
+		fs.Usage = func() {}
+		g.register(fs)
+		help := fs.BoolP("help", "h", false, "show this help")
+		if err := fs.Parse(rest); err != nil {
+			return inv, usageErr("%v", err)
+		}
+		if err := g.check(); err != nil {
+			return inv, err
+		}
+		if *help {
+			printUsage(stdout)
+			return inv, errHelp
+		}
+		if fs.ArgsLenAtDash() == 0 {
+			return inv, usageErr("a command must come before --; see realmctl --help")
+		}
+		if fs.NArg() == 0 {
+			if len(words) == 0 {
+				return inv, nil
+			}
+			return inv, usageErr("%s needs a subcommand: %s", words[0], subcommands(words[0]))
+		}
+		words = append(words, fs.Arg(0))
+		rest = fs.Args()[1:]
+		key := strings.Join(words, " ")
+		if c := findCommand(key); c != nil {
+			inv.cmd = c
+			break
+		}
+		if len(words) == 1 && subcommands(key) != "" {
+			continue
+		}
+		if len(words) == 1 {
+			return inv, usageErr("unknown command %q (want session, image, reap or openshell-interceptor; see realmctl --help)", key)
+		}
+		return inv, usageErr("unknown %s subcommand %q (want %s)", words[0], words[1], subcommands(words[0]))
+	}
+
+	// The command's own flags, with the global flags among them.
+	fs := pflag.NewFlagSet(inv.cmd.words, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	run := inv.cmd.define(fs)
+	help := fs.BoolP("help", "h", false, "show this help")
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: realmctl %s\n\nFlags (global flags too, anywhere before --):\n", inv.cmd.synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if err := fs.Parse(rest); err != nil {
+		return inv, usageErr("%s: %v", inv.cmd.words, err)
+	}
+	if err := g.check(); err != nil {
+		return inv, err
 	}
 	if *help {
 		fs.Usage()
-		return errHelp
+		return inv, errHelp
 	}
+	inv.flags, inv.run = fs, run
+	return inv, nil
+}
+
+// check refuses global flag values that no command can use.
+func (g *globals) check() error {
 	if g.format != "text" && g.format != "json" {
 		return usageErr("-o %q: want text or json", g.format)
 	}
 	return nil
+}
+
+func helpCmd(fs *pflag.FlagSet) runner {
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		printUsage(out.w)
+		return 0, nil
+	}
 }
 
 // realmfsPath finds the realmfs binary: --realmfs, else beside realmctl,

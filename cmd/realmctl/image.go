@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
+
 	"realm/sandbox"
 )
 
-func imageInit(ctx context.Context, g *globals, out *output, args []string) error {
-	fs, help := subFlags(g, "image init", "image init [--busybox PATH]", out.w)
+func imageInitCmd(fs *pflag.FlagSet) runner {
 	busybox := fs.String("busybox", sandbox.DefaultBusybox, "the statically linked busybox to build from (Debian: busybox-static)")
-	if err := parse(fs, help, g, args); err != nil {
-		return err
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return 0, imageInit(ctx, g, out, fs, *busybox)
 	}
+}
+
+func imageInit(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, busybox string) error {
 	if fs.NArg() != 0 {
 		return usageErr("image init takes no arguments")
 	}
@@ -21,7 +25,7 @@ func imageInit(ctx context.Context, g *globals, out *output, args []string) erro
 	if err != nil {
 		return err
 	}
-	id, err := sandbox.InitImage(conn, *busybox)
+	id, err := sandbox.InitImage(conn, busybox)
 	if err != nil {
 		return err
 	}

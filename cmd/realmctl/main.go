@@ -24,14 +24,20 @@ import (
 const usage = `realmctl runs agent sessions on a guarded workspace.
 
 Usage:
-  realmctl [global flags] session create --workspace DIR [--policy FILE] [--image IMG]
-                                          [--name NAME] [--egress HOST[:PORT]]... [--user UID[:GID]]
-                                          [--runtime podman] [-- WORKLOAD ARGV...]
-  realmctl [global flags] session exec ID|NAME [--timeout 30s] [--workdir DIR] -- ARGV...
-  realmctl [global flags] session destroy ID|NAME
-  realmctl [global flags] session list
-  realmctl [global flags] image init [--busybox /bin/busybox]
-  realmctl [global flags] reap [--all]
+  realmctl session create --workspace DIR [--policy FILE] [--image IMG]
+                          [--name NAME] [--egress HOST[:PORT]]... [--user UID[:GID]]
+                          [--runtime podman|openshell] [-- WORKLOAD ARGV...]
+  realmctl session exec ID|NAME [--timeout 30s] [--workdir DIR] -- ARGV...
+  realmctl session destroy ID|NAME
+  realmctl session list
+  realmctl image init [--busybox /bin/busybox]
+  realmctl reap [--all]
+  realmctl openshell-interceptor --listen unix:///PATH
+
+Global flags go anywhere before "--": before the command, between its words,
+or after it (realmctl -o json session list, realmctl session -o json list and
+realmctl session list -o json are the same). Everything after "--" is the
+workload's or the command's argv and is never read as a flag.
 
 A session is a sandbox whose /workspace is the workspace's realmfs mount:
 every file access from inside passes realm's guard (no escapes, no
@@ -41,7 +47,9 @@ Sessions on one workspace share one mount, so they see each other's locks.
 session create   validates everything first (nothing happens if anything is
                  invalid), reaps what crashed sessions left (unless --no-reap),
                  mounts the workspace if it is not mounted yet, starts the
-                 sandbox and prints the session id. The sandbox runs as the
+                 sandbox, proves that its /workspace is the guarded mount (a
+                 canary written through the mount must be read back inside)
+                 and prints the session id. The sandbox runs as the
                  owner of the workspace directory unless --user is given; it
                  has no network unless --egress is given. The workload
                  defaults to a long sleep; argv[0] must be absolute.
@@ -57,10 +65,15 @@ session destroy  removes the sandbox, unmounts the workspace after its last
 session list     lists the sessions of the state dir.
 image init       builds localhost/realm-base:latest, the default image, from
                  the host's busybox-static (no registry needed).
-reap             removes what dead sessions left: containers first (proven
-                 gone by listing again), then dead realmfs mounts, then
-                 records. Live sessions (active, mount answering, sandbox
-                 running) are kept; --all removes every session.
+reap             removes what dead sessions left: sandboxes and containers
+                 first (proven gone by listing again), then dead realmfs
+                 mounts, then records. Live sessions (active, mount
+                 answering, sandbox running) are kept; --all removes every
+                 session. Only the runtimes that are installed or that a
+                 record names are asked.
+openshell-interceptor
+                 serves the OpenShell gateway interceptor that binds each
+                 realm session's guarded mount at /workspace (see README).
 
 Egress: the Podman runtime cannot filter destinations. Without --egress a
 sandbox has no network at all; with it, the sandbox joins Podman's default
@@ -69,10 +82,11 @@ and enforced only by the OpenShell runtime.
 
 Exit status: 0 ok; 2 SCHEMA_INVALID (bad flags, policy, egress or request;
 nothing was started); 124 TOOL_TIMEOUT; 69 REALM_NOT_ACTIVE (no such
-session, sandbox gone or not running, Podman not answering); 75
-REALM_STOPPING (a container survived removal; no record was deleted); 1 any
-other failure. session exec in text mode exits with the command's status.
-With -o json an error is printed as {"error":{"code":"…","message":"…"}}.
+session, sandbox gone or not running, a runtime a session needs not
+answering, /workspace not the guarded mount); 75 REALM_STOPPING (a container
+survived removal; no record was deleted); 1 any other failure. session exec
+in text mode exits with the command's status. With -o json an error is
+printed as {"error":{"code":"…","message":"…"}}.
 
 Global flags:
 `
@@ -86,68 +100,37 @@ func main() {
 
 // run is realmctl without the process around it, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := newGlobals()
-	top := pflag.NewFlagSet("realmctl", pflag.ContinueOnError)
-	top.SetInterspersed(false)
-	top.SetOutput(io.Discard)
-	g.register(top)
-	help := top.BoolP("help", "h", false, "show this help")
-	top.Usage = func() {}
-	if err := top.Parse(args); err != nil {
-		return fail(&output{format: "text", w: stdout, ew: stderr}, usageErr("%v", err))
+	inv, err := parseCommandLine(args, stdout)
+	if inv == nil {
+		return fail(&output{format: "text", w: stdout, ew: stderr}, err)
 	}
-	out := &output{format: g.format, w: stdout, ew: stderr}
-	if *help || top.NArg() == 0 {
-		fmt.Fprint(stdout, usage)
-		top.SetOutput(stdout)
-		top.PrintDefaults()
-		if *help {
+	out := &output{format: inv.g.format, w: stdout, ew: stderr}
+	if err != nil {
+		if inv.g.format != "json" {
+			out.format = "text"
+		}
+		if errors.Is(err, errHelp) {
 			return 0
 		}
+		return fail(out, err)
+	}
+	if inv.cmd == nil { // no command: the top-level usage
+		printUsage(stdout)
 		return errcode.ExitUsage
 	}
-	cmd, rest := top.Arg(0), top.Args()[1:]
-	var err error
-	switch cmd {
-	case "session":
-		if len(rest) == 0 {
-			err = usageErr("session needs a subcommand: create, exec, destroy or list")
-			break
-		}
-		switch rest[0] {
-		case "create":
-			err = sessionCreate(ctx, g, out, rest[1:])
-		case "exec":
-			var code int
-			code, err = sessionExec(ctx, g, out, rest[1:])
-			if err == nil {
-				return code
-			}
-		case "destroy":
-			err = sessionDestroy(ctx, g, out, rest[1:])
-		case "list":
-			err = sessionList(ctx, g, out, rest[1:])
-		default:
-			err = usageErr("unknown session subcommand %q (want create, exec, destroy or list)", rest[0])
-		}
-	case "image":
-		if len(rest) == 0 || rest[0] != "init" {
-			err = usageErr("image needs the subcommand init")
-			break
-		}
-		err = imageInit(ctx, g, out, rest[1:])
-	case "reap":
-		err = reapCmd(ctx, g, out, rest)
-	case "help":
-		fmt.Fprint(stdout, usage)
-		top.SetOutput(stdout)
-		top.PrintDefaults()
-		return 0
-	default:
-		err = usageErr("unknown command %q (want session, image or reap; see realmctl --help)", cmd)
+	code, err := inv.run(ctx, inv.g, out, inv.flags)
+	if err != nil {
+		return fail(out, err)
 	}
-	if errors.Is(err, errHelp) {
-		return 0
-	}
-	return fail(out, err)
+	return code
+}
+
+// printUsage prints the top-level help with the global flags.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage)
+	fs := pflag.NewFlagSet("realmctl", pflag.ContinueOnError)
+	newGlobals().register(fs)
+	fs.BoolP("help", "h", false, "show this help")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/spf13/pflag"
 )
 
-func reapCmd(ctx context.Context, g *globals, out *output, args []string) error {
-	fs, help := subFlags(g, "reap", "reap [--all]", out.w)
+func reapCmd(fs *pflag.FlagSet) runner {
 	all := fs.Bool("all", false, "remove every session, live ones too")
-	if err := parse(fs, help, g, args); err != nil {
-		return err
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return 0, reap(ctx, g, out, fs, *all)
 	}
+}
+
+func reap(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, all bool) error {
 	if fs.NArg() != 0 {
 		return usageErr("reap takes no arguments")
 	}
@@ -24,7 +28,7 @@ func reapCmd(ctx context.Context, g *globals, out *output, args []string) error 
 		return err
 	}
 	defer lock.Unlock()
-	r, err := a.reap(ctx, *all)
+	r, err := a.reap(ctx, all)
 	if err != nil {
 		return err
 	}

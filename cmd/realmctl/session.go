@@ -8,11 +8,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"realm/sandbox"
 )
 
-func sessionCreate(ctx context.Context, g *globals, out *output, args []string) error {
-	fs, help := subFlags(g, "session create", "session create --workspace DIR [flags] [-- WORKLOAD ARGV...]", out.w)
+func sessionCreateCmd(fs *pflag.FlagSet) runner {
 	var req sandbox.CreateRequest
 	fs.StringVar(&req.Workspace, "workspace", "", "the workspace `DIR` to guard and mount at /workspace")
 	fs.StringVar(&req.Policy, "policy", "", "realmfs policy `FILE` (default: built-in defaults)")
@@ -21,9 +22,12 @@ func sessionCreate(ctx context.Context, g *globals, out *output, args []string) 
 	fs.StringArrayVar(&req.Egress, "egress", nil, "allow egress to `HOST[:PORT]` (repeatable; port defaults to 443)")
 	fs.StringVar(&req.User, "user", "", "run as `UID[:GID]` (default: the workspace directory's owner)")
 	fs.StringVar(&req.Runtime, "runtime", "", "sandbox runtime: "+strings.Join(sandbox.RuntimeNames(), ", ")+" (default: openshell when its CLI is on PATH or given by --openshell, else podman)")
-	if err := parse(fs, help, g, args); err != nil {
-		return err
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return 0, sessionCreate(ctx, g, out, fs, req)
 	}
+}
+
+func sessionCreate(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, req sandbox.CreateRequest) error {
 	if req.Runtime == "" {
 		req.Runtime = g.defaultRuntime()
 	}
@@ -66,20 +70,22 @@ func sessionCreate(ctx context.Context, g *globals, out *output, args []string) 
 	return nil
 }
 
-// sessionExec returns the exit status realmctl should end with.
-func sessionExec(ctx context.Context, g *globals, out *output, args []string) (int, error) {
-	fs, help := subFlags(g, "session exec", "session exec ID|NAME [--timeout 30s] [--workdir DIR] -- ARGV...", out.w)
+func sessionExecCmd(fs *pflag.FlagSet) runner {
 	timeout := fs.Duration("timeout", 30*time.Second, "kill the command's whole process tree after this long (0: no limit)")
 	workdir := fs.String("workdir", "", "working directory inside the sandbox (default /workspace)")
-	if err := parse(fs, help, g, args); err != nil {
-		return 0, err
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return sessionExec(ctx, g, out, fs, *timeout, *workdir)
 	}
+}
+
+// sessionExec returns the exit status realmctl should end with.
+func sessionExec(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, timeout time.Duration, workdir string) (int, error) {
 	dash := fs.ArgsLenAtDash()
 	if dash != 1 || fs.NArg() < 2 {
 		return 0, usageErr("session exec wants ID -- ARGV...")
 	}
-	if *timeout < 0 {
-		return 0, usageErr("--timeout %s: must not be negative", *timeout)
+	if timeout < 0 {
+		return 0, usageErr("--timeout %s: must not be negative", timeout)
 	}
 	a, err := newApp(g)
 	if err != nil {
@@ -87,8 +93,8 @@ func sessionExec(ctx context.Context, g *globals, out *output, args []string) (i
 	}
 	res, err := a.mgr.Exec(ctx, fs.Arg(0), sandbox.ExecRequest{
 		Argv:    fs.Args()[1:],
-		Workdir: *workdir,
-		Timeout: *timeout,
+		Workdir: workdir,
+		Timeout: timeout,
 	})
 	if err != nil {
 		return 0, err
@@ -116,11 +122,13 @@ func exitStatus(code int) int {
 	return code
 }
 
-func sessionDestroy(ctx context.Context, g *globals, out *output, args []string) error {
-	fs, help := subFlags(g, "session destroy", "session destroy ID|NAME", out.w)
-	if err := parse(fs, help, g, args); err != nil {
-		return err
+func sessionDestroyCmd(*pflag.FlagSet) runner {
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return 0, sessionDestroy(ctx, g, out, fs)
 	}
+}
+
+func sessionDestroy(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) error {
 	if fs.NArg() != 1 {
 		return usageErr("session destroy wants one session id or name")
 	}
@@ -143,11 +151,13 @@ func sessionDestroy(ctx context.Context, g *globals, out *output, args []string)
 	return nil
 }
 
-func sessionList(ctx context.Context, g *globals, out *output, args []string) error {
-	fs, help := subFlags(g, "session list", "session list", out.w)
-	if err := parse(fs, help, g, args); err != nil {
-		return err
+func sessionListCmd(*pflag.FlagSet) runner {
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		return 0, sessionList(ctx, g, out, fs)
 	}
+}
+
+func sessionList(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return usageErr("session list takes no arguments")
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -20,9 +19,9 @@ type app struct {
 
 func newApp(g *globals) (*app, error) {
 	a := &app{g: g, runtimes: map[string]sandbox.Runtime{}}
-	if g.openshell != "" {
-		sandbox.UseOpenShellBinary(g.openshell)
-	}
+	// Always set: "" looks the CLI up on PATH, so an earlier app's
+	// --openshell never leaks into this one.
+	sandbox.UseOpenShellBinary(g.openshell)
 	realmfs, err := g.realmfsPath()
 	if err != nil {
 		realmfs = "realmfs" // only create needs it; it fails there, clearly
@@ -57,20 +56,36 @@ func (a *app) lock() (*reaper.StateLock, error) {
 
 // reap runs the reaper; the caller holds the lock. Unless all, the live
 // sessions (and their mounts) are kept.
+//
+// Each runtime is asked only if it is there (the Podman service answers,
+// the OpenShell CLI is found) or if a session record names it; a runtime a
+// record names that is not there fails the reap before anything is removed,
+// since that session could not be told alive or dead. An unreadable record
+// names no runtime (see sandbox.Manager.NamedRuntimes). So an OpenShell
+// host needs no Podman service, and a Podman host no OpenShell CLI.
 func (a *app) reap(ctx context.Context, all bool) (reaper.Report, error) {
-	podman, err := a.runtime(ctx, "podman")
+	named, err := a.mgr.NamedRuntimes()
 	if err != nil {
 		return reaper.Report{}, err
 	}
-	p, ok := podman.(*sandbox.Podman)
-	if !ok {
-		return reaper.Report{}, errors.New("the podman runtime is not realm's Podman runtime")
-	}
 	cfg := reaper.Config{
-		Containers: reaper.Libpod{Conn: p.Conn()},
-		Store:      a.mgr.Store,
-		Mounts:     reaper.StateMounts{Dir: a.g.stateDir},
-		Sandboxes:  a.sandboxSweepers(ctx),
+		Store:  a.mgr.Store,
+		Mounts: reaper.StateMounts{Dir: a.g.stateDir},
+	}
+	for _, name := range sandbox.RuntimeNames() {
+		rt, err := a.runtime(ctx, name)
+		if err != nil {
+			if named[name] {
+				return reaper.Report{}, fmt.Errorf("reap: a session record names the %s runtime, which cannot be reached; nothing was removed: %w", name, err)
+			}
+			continue // not there, and nothing of realm's can be in it
+		}
+		if p, ok := rt.(*sandbox.Podman); ok {
+			cfg.Containers = reaper.Libpod{Conn: p.Conn()}
+		}
+		if s, ok := rt.(sandbox.SandboxSweeper); ok {
+			cfg.Sandboxes = append(cfg.Sandboxes, s)
+		}
 	}
 	if !all {
 		cfg.Keep, cfg.KeepMounts, err = a.mgr.Live(ctx)
@@ -79,21 +94,4 @@ func (a *app) reap(ctx context.Context, all bool) (reaper.Report, error) {
 		}
 	}
 	return reaper.Reap(ctx, cfg)
-}
-
-// sandboxSweepers is the OpenShell hook: every registered runtime that keeps
-// sandboxes of its own (sandbox.SandboxSweeper) has them reaped. A runtime
-// that cannot be made here (its CLI is not installed) has no sandboxes.
-func (a *app) sandboxSweepers(ctx context.Context) []reaper.Sandboxes {
-	var out []reaper.Sandboxes
-	for _, name := range sandbox.RuntimeNames() {
-		rt, err := a.runtime(ctx, name)
-		if err != nil {
-			continue
-		}
-		if s, ok := rt.(sandbox.SandboxSweeper); ok {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -30,6 +30,29 @@
 //	FAKE_OPENSHELL_LIST_CAP  largest page list returns, as a gateway may cap
 //	FAKE_OPENSHELL_SHELL  words that replace an exec command's /bin/sh, e.g.
 //	                      "busybox sh" to run it as in a busybox image
+//
+// The gateway side of create, modelled on OpenShell's gateway and podman
+// driver (NVIDIA/OpenShell: crates/openshell-gateway-interceptors,
+// crates/openshell-driver-podman):
+//
+//	FAKE_OPENSHELL_INTERCEPTOR  unix socket of a gateway interceptor bound to
+//	                      openshell.v1.OpenShell/CreateSandbox: create builds
+//	                      the CreateSandboxRequest the real CLI sends (as
+//	                      protobuf JSON), calls the interceptor's Describe,
+//	                      Evaluate(modify_operation), applies its RFC 6902
+//	                      patches, and Evaluate(validate); a denial or a bad
+//	                      patch fails the create (fail_closed)
+//	FAKE_OPENSHELL_ENABLE_BIND_MOUNTS  "1": the podman driver accepts bind
+//	                      mounts (gateway.toml enable_bind_mounts = true);
+//	                      otherwise a bind fails the create, as the driver does
+//	FAKE_OPENSHELL_WORKSPACE  a host dir the operator provides at /workspace by
+//	                      other means (used when no bind targets /workspace)
+//
+// There is no container: exec runs on this host, and the sandbox path
+// /workspace in the command's words and --workdir is rewritten to the host
+// dir bound there (the bind's source), or to an empty dir when nothing is,
+// as an image's own empty /workspace would be. The fake does not model
+// Landlock, user ids or read-only binds.
 package main
 
 import (
@@ -168,6 +191,7 @@ type flagSpec struct {
 
 type parsed struct {
 	values   map[string]string
+	multi    map[string][]string // every value of a repeated flag
 	bools    map[string]bool
 	pos      []string // positional words before "--"
 	command  []string // words after "--"
@@ -206,7 +230,7 @@ var noFlags = flagSpec{value: map[string]bool{}}
 // --flag=VALUE, boolean flags, positional words, and everything after "--"
 // as the command. An unknown flag is a usage error.
 func parseFlags(args []string, spec flagSpec) (*parsed, error) {
-	p := &parsed{values: map[string]string{}, bools: map[string]bool{}}
+	p := &parsed{values: map[string]string{}, multi: map[string][]string{}, bools: map[string]bool{}}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -241,6 +265,7 @@ func parseFlags(args []string, spec flagSpec) (*parsed, error) {
 			val = args[i]
 		}
 		p.values[flag] = val
+		p.multi[flag] = append(p.multi[flag], val)
 	}
 	return p, nil
 }
@@ -253,6 +278,13 @@ type sandbox struct {
 	Image   string   `json:"image,omitempty"`
 	Policy  string   `json:"policy"`
 	Command []string `json:"command,omitempty"`
+	// Labels are the --label pairs.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Workspace is the host dir the sandbox sees at /workspace.
+	Workspace string `json:"workspace"`
+	// Request is the CreateSandboxRequest the gateway ended up handling
+	// (protobuf JSON, after the interceptor's patches).
+	Request map[string]any `json:"request,omitempty"`
 }
 
 func stateDir() (string, error) {
@@ -332,11 +364,31 @@ func create(args []string) error {
 	if err != nil {
 		return err
 	}
+	labels := map[string]string{}
+	for _, l := range f.multi["--label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return fmt.Errorf("invalid label format '%s', expected key=value", l)
+		}
+		labels[k] = v
+	}
+	req, err := createRequest(name, labels, f)
+	if err != nil {
+		return err
+	}
+	if req, err = gatewayIntercept(req); err != nil {
+		return err
+	}
+	ws, err := podmanDriverWorkspace(req, dir)
+	if err != nil {
+		return err
+	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	sb := sandbox{ID: "sb-" + hex.EncodeToString(id[:]), Name: name, Phase: "Ready", Image: f.values["--from"], Policy: pol, Command: f.command}
+	sb := sandbox{ID: "sb-" + hex.EncodeToString(id[:]), Name: name, Phase: "Ready", Image: f.values["--from"], Policy: pol, Command: f.command,
+		Labels: labels, Workspace: ws, Request: req}
 	js, err := json.Marshal(sb)
 	if err != nil {
 		return err
@@ -376,7 +428,7 @@ func get(args []string) error {
 		return err
 	}
 	if f.values["--output"] == "json" {
-		return printJSON(map[string]any{"id": sb.ID, "name": sb.Name, "workspace": "default", "phase": sb.Phase, "labels": map[string]string{}})
+		return printJSON(map[string]any{"id": sb.ID, "name": sb.Name, "workspace": "default", "phase": sb.Phase, "labels": labelsOf(sb)})
 	}
 	fmt.Printf("Sandbox:\n\n  Id: %s\n  Name: %s\n  Phase: %s\n", sb.ID, sb.Name, sb.Phase)
 	return nil
@@ -414,8 +466,12 @@ func execCmd(args []string) (int, error) {
 	if sh := strings.Fields(os.Getenv("FAKE_OPENSHELL_SHELL")); len(sh) > 0 && argv[0] == "/bin/sh" {
 		argv = append(sh, argv[1:]...)
 	}
+	argv = append([]string(nil), argv...)
+	for i := 1; i < len(argv); i++ {
+		argv[i] = inSandbox(argv[i], sb.Workspace)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = f.values["--workdir"]
+	cmd.Dir = inSandbox(f.values["--workdir"], sb.Workspace)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// Its own process group, as a command in a remote sandbox is out of
 	// reach of a signal to the CLI's group.
@@ -519,7 +575,7 @@ func list(args []string) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, map[string]any{"id": sb.ID, "name": sb.Name, "workspace": "default", "phase": sb.Phase, "labels": map[string]string{}})
+		out = append(out, map[string]any{"id": sb.ID, "name": sb.Name, "workspace": "default", "phase": sb.Phase, "labels": labelsOf(sb)})
 	}
 	if f.values["--output"] == "json" {
 		return printJSON(out)

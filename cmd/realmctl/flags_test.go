@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// globalFlagCases are every global flag with a value that is not its
+// default and the field it must set. TestGlobalFlagCasesCoverEveryFlag
+// keeps the list complete.
+var globalFlagCases = []struct {
+	flag []string
+	get  func(*globals) any
+	want any
+}{
+	{[]string{"--state-dir", "/tmp/realm-flag-test"}, func(g *globals) any { return g.stateDir }, "/tmp/realm-flag-test"},
+	{[]string{"--podman-socket", "unix:///tmp/flag.sock"}, func(g *globals) any { return g.podmanSocket }, "unix:///tmp/flag.sock"},
+	{[]string{"-o", "json"}, func(g *globals) any { return g.format }, "json"},
+	{[]string{"--output=json"}, func(g *globals) any { return g.format }, "json"},
+	{[]string{"--no-reap"}, func(g *globals) any { return g.noReap }, true},
+	{[]string{"--realmfs", "/opt/realmfs"}, func(g *globals) any { return g.realmfs }, "/opt/realmfs"},
+	{[]string{"--openshell", "/opt/openshell"}, func(g *globals) any { return g.openshell }, "/opt/openshell"},
+	{[]string{"--lock-wait", "3s"}, func(g *globals) any { return g.lockWait }, 3 * time.Second},
+}
+
+func TestGlobalFlagCasesCoverEveryFlag(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	newGlobals().register(fs)
+	covered := map[string]bool{}
+	for _, c := range globalFlagCases {
+		name, _, _ := strings.Cut(strings.TrimLeft(c.flag[0], "-"), "=")
+		if len(name) == 1 {
+			if f := fs.ShorthandLookup(name); f != nil {
+				name = f.Name
+			}
+		}
+		covered[name] = true
+	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !covered[f.Name] {
+			t.Errorf("global flag --%s has no row in globalFlagCases", f.Name)
+		}
+	})
+}
+
+// commandLines are every command with arguments that parse: the command's
+// words, its own flags and arguments before "--", and its argv after "--"
+// (nil: no "--").
+var commandLines = []struct {
+	words   []string
+	args    []string
+	dashArg []string
+}{
+	{[]string{"session", "create"}, []string{"--workspace", "/ws"}, []string{"/bin/sleep", "9"}},
+	{[]string{"session", "exec"}, []string{"abc", "--timeout", "5s"}, []string{"true"}},
+	{[]string{"session", "destroy"}, []string{"abc"}, nil},
+	{[]string{"session", "list"}, nil, nil},
+	{[]string{"image", "init"}, []string{"--busybox", "/bin/busybox"}, nil},
+	{[]string{"reap"}, []string{"--all"}, nil},
+	{[]string{"openshell-interceptor"}, []string{"--listen", "unix:///tmp/i.sock"}, nil},
+}
+
+func TestCommandLinesCoverEveryCommand(t *testing.T) {
+	for _, c := range commands {
+		if c.words == "help" {
+			continue
+		}
+		if !slices.ContainsFunc(commandLines, func(l struct {
+			words   []string
+			args    []string
+			dashArg []string
+		}) bool {
+			return strings.Join(l.words, " ") == c.words
+		}) {
+			t.Errorf("command %q has no row in commandLines", c.words)
+		}
+	}
+}
+
+// TestGlobalFlagsAnywhere puts every global flag at every place of every
+// command line before "--" and checks that it takes effect there and that
+// the command's own arguments are untouched.
+func TestGlobalFlagsAnywhere(t *testing.T) {
+	positions := []string{"before the command", "between its words", "after the command", "after its arguments"}
+	for _, cl := range commandLines {
+		for _, fc := range globalFlagCases {
+			for _, pos := range positions {
+				if pos == "between its words" && len(cl.words) < 2 {
+					continue
+				}
+				name := strings.Join(cl.words, "_") + "/" + strings.Join(fc.flag, "=") + "/" + pos
+				t.Run(name, func(t *testing.T) {
+					var args []string
+					switch pos {
+					case "before the command":
+						args = concat(fc.flag, cl.words, cl.args)
+					case "between its words":
+						args = concat(cl.words[:1], fc.flag, cl.words[1:], cl.args)
+					case "after the command":
+						args = concat(cl.words, fc.flag, cl.args)
+					case "after its arguments":
+						args = concat(cl.words, cl.args, fc.flag)
+					}
+					if cl.dashArg != nil {
+						args = concat(args, []string{"--"}, cl.dashArg)
+					}
+					inv, err := parseCommandLine(args, io.Discard)
+					if err != nil {
+						t.Fatalf("parse %q: %v", args, err)
+					}
+					if inv.cmd == nil || inv.cmd.words != strings.Join(cl.words, " ") {
+						t.Fatalf("parse %q: command %v", args, inv.cmd)
+					}
+					if got := fc.get(inv.g); !reflect.DeepEqual(got, fc.want) {
+						t.Errorf("parse %q: %s = %v, want %v", args, fc.flag[0], got, fc.want)
+					}
+					wantArgs := concat(positional(inv, cl.args), cl.dashArg)
+					if got := inv.flags.Args(); !slices.Equal(got, wantArgs) {
+						t.Errorf("parse %q: arguments %q, want %q", args, got, wantArgs)
+					}
+					if cl.dashArg != nil && inv.flags.ArgsLenAtDash() != len(wantArgs)-len(cl.dashArg) {
+						t.Errorf("parse %q: -- at %d", args, inv.flags.ArgsLenAtDash())
+					}
+				})
+			}
+		}
+	}
+}
+
+// positional is what of args is not a flag of the command.
+func positional(inv *invocation, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			out = append(out, a)
+			continue
+		}
+		if f := inv.flags.Lookup(strings.TrimLeft(a, "-")); f != nil && f.Value.Type() != "bool" {
+			i++
+		}
+	}
+	return out
+}
+
+func concat(parts ...[]string) []string {
+	var out []string
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// TestAfterDashIsNeverAFlag: words after "--" that look like global flags
+// are the command's argv and change nothing.
+func TestAfterDashIsNeverAFlag(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantArgs []string
+	}{
+		{[]string{"session", "exec", "abc", "--", "sh", "-o", "json", "--state-dir", "/x", "--no-reap"},
+			[]string{"abc", "sh", "-o", "json", "--state-dir", "/x", "--no-reap"}},
+		{[]string{"session", "create", "--workspace", "/ws", "--", "/bin/agent", "--output=json", "--lock-wait", "1s", "-h"},
+			[]string{"/bin/agent", "--output=json", "--lock-wait", "1s", "-h"}},
+	}
+	for _, tt := range tests {
+		inv, err := parseCommandLine(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("parse %q: %v", tt.args, err)
+		}
+		if !reflect.DeepEqual(inv.g, newGlobals()) {
+			t.Errorf("parse %q: globals changed to %+v", tt.args, *inv.g)
+		}
+		if got := inv.flags.Args(); !slices.Equal(got, tt.wantArgs) {
+			t.Errorf("parse %q: arguments %q, want %q", tt.args, got, tt.wantArgs)
+		}
+	}
+}
+
+// TestHelpListsGlobalFlags: every command's --help lists the global flags
+// (and TestGlobalFlagsAnywhere proves each one listed takes effect).
+func TestHelpListsGlobalFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	newGlobals().register(fs)
+	for _, cl := range commandLines {
+		var out bytes.Buffer
+		args := concat(cl.words, []string{"--help"})
+		if code := run(context.Background(), args, &out, io.Discard); code != 0 {
+			t.Errorf("%q exited %d", args, code)
+		}
+		fs.VisitAll(func(f *pflag.Flag) {
+			if !strings.Contains(out.String(), "--"+f.Name) {
+				t.Errorf("%q does not list --%s:\n%s", args, f.Name, out.String())
+			}
+		})
+	}
+}
+
+// TestOutputFlagAfterCommand is the report: -o json after the
+// command must print JSON.
+func TestOutputFlagAfterCommand(t *testing.T) {
+	state := t.TempDir()
+	tests := []struct {
+		args     []string
+		wantCode string // JSON error code; "" for a JSON result
+	}{
+		{[]string{"session", "exec", "-o", "json", "0123456789ab", "--", "true"}, "REALM_NOT_ACTIVE"},
+		{[]string{"session", "exec", "0123456789ab", "-o", "json", "--", "true"}, "REALM_NOT_ACTIVE"},
+		{[]string{"session", "-o", "json", "destroy", "nope"}, "REALM_NOT_ACTIVE"},
+		{[]string{"session", "list", "-o", "json"}, ""},
+		{[]string{"session", "create", "-o", "json", "--workspace", "/nonexistent/ws"}, "SCHEMA_INVALID"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		args := concat(tt.args, nil)
+		args = append([]string{"--state-dir", state, "--podman-socket", "unix:///nonexistent.sock"}, args...)
+		run(context.Background(), args, &out, io.Discard)
+		var v any
+		if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+			t.Errorf("%q printed no JSON: %q", tt.args, out.String())
+			continue
+		}
+		var e struct{ Error struct{ Code string } }
+		json.Unmarshal(out.Bytes(), &e)
+		if e.Error.Code != tt.wantCode {
+			t.Errorf("%q: error code %q, want %q (%s)", tt.args, e.Error.Code, tt.wantCode, out.String())
+		}
+	}
+}

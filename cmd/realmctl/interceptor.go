@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"realm/interceptor"
+	"realm/sandbox"
+)
+
+func interceptorCmd(fs *pflag.FlagSet) runner {
+	listen := fs.String("listen", "unix:///run/realm/openshell-interceptor.sock", "where to serve the gateway: unix:///PATH (the gateway.toml grpc_endpoint)")
+	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
+		if fs.NArg() != 0 {
+			return 0, usageErr("openshell-interceptor takes no arguments")
+		}
+		return 0, serveInterceptor(ctx, g, out, *listen)
+	}
+}
+
+// serveInterceptor serves realm's OpenShell gateway interceptor on a unix
+// socket until ctx ends (SIGINT, SIGTERM). The socket is made 0600: the
+// gateway, running as the same user (root), is its only client; the
+// gateway's bearer token is not checked, the socket's mode is the boundary.
+func serveInterceptor(ctx context.Context, g *globals, out *output, listen string) error {
+	path, ok := strings.CutPrefix(listen, "unix://")
+	if !ok || !filepath.IsAbs(path) {
+		return usageErr("--listen %q: want unix:///ABSOLUTE/PATH", listen)
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return fmt.Errorf("--listen %s: exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("remove the stale socket %s: %w", path, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	old := umask(0o177)
+	l, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	srv := interceptor.NewServer(&interceptor.Service{Sessions: stateSessions{
+		store:    sandbox.NewStore(g.stateDir),
+		mounts:   sandbox.NewMounts(g.stateDir, ""),
+		stateDir: g.stateDir,
+	}})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	out.note("serving the OpenShell gateway interceptor at unix://%s for state dir %s", path, g.stateDir)
+	select {
+	case <-ctx.Done():
+		srv.GracefulStop()
+		<-done
+		os.Remove(path)
+		return nil
+	case err := <-done:
+		os.Remove(path)
+		if err != nil {
+			return fmt.Errorf("serve the interceptor: %w", err)
+		}
+		return nil
+	}
+}
+
+// stateSessions finds a session's mount in realm's state dir: the record
+// must be an OpenShell session being created, and its mount a live realmfs
+// mount under the state dir's mounts.
+type stateSessions struct {
+	store    *sandbox.Store
+	mounts   *sandbox.Mounts
+	stateDir string
+}
+
+func (s stateSessions) StateDir() string { return s.stateDir }
+
+func (s stateSessions) Mount(id string) (string, error) {
+	rec, err := s.store.Load(id)
+	if errors.Is(err, sandbox.ErrNoSession) {
+		return "", fmt.Errorf("no such session in %s", s.stateDir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("session record: %w", err)
+	}
+	if rec.Runtime != "openshell" {
+		return "", fmt.Errorf("the session runs on %s, not openshell", rec.Runtime)
+	}
+	if rec.State != sandbox.StateCreating {
+		return "", fmt.Errorf("the session is %s, not being created", rec.State)
+	}
+	if filepath.Dir(rec.Mount) != s.mounts.Dir || !sandbox.Alive(rec.Mount) {
+		return "", fmt.Errorf("the session's mount %s is not a live realmfs mount of the state dir", rec.Mount)
+	}
+	return rec.Mount, nil
+}
