@@ -24,14 +24,14 @@ import (
 // itself: the first write of an owner's handle copies the file into a
 // hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked where the
 // filesystem can), and every handle that owner has on the file reads and
-// writes that temp. A commit (on fsync(2), on close, and on the last
-// release) fsyncs the temp, checks the file is still the object observed
-// when the lock was taken, renames the temp over it and fsyncs the
-// directory. The file is therefore always either its old or its new
-// content, whatever fails or crashes in between.
+// writes that temp. A commit (on fsync(2), on the opener's last close, and
+// on the last release: see File.Flush) fsyncs the temp, checks the file is
+// still the object observed when the lock was taken, renames the temp over
+// it and fsyncs the directory. The file is therefore always either its old
+// or its new content, whatever fails or crashes in between.
 //
 // The lock table entry of (file, owner) holds the pendingWrite; the entry's
-// lock guards it. Lock order: Entry lock, then Node.mu (a leaf).
+// lock guards it. The lock order is in the package doc (fs.go).
 
 // Durability says when a commit is made durable.
 type Durability int

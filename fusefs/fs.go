@@ -12,9 +12,9 @@
 // mount works as it does on the backing filesystem.
 //
 // Lock order: a lock-table entry's lock (an atomic write in progress), then
-// FS.commitMu, then Node.mu. Node.mu, FS.rekeyedMu, lockFds.mu and the
-// auditor's mutex are leaves: none is held while taking another, nor across
-// a call into go-fuse or the kernel's notify paths.
+// FS.commitMu, then Node.mu. Node.mu, FS.rekeyedMu, FS.tempsMu, lockFds.mu
+// and the auditor's mutex are leaves: none is held while taking another, nor
+// across a call into go-fuse or the kernel's notify paths.
 package fusefs
 
 import (

@@ -475,7 +475,13 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 	t := fileOf(fh)
 	errno = t.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
-		errno = t.Flush(ctx)
+		errno = t.withShared(func(w *pendingWrite) syscall.Errno {
+			if w.handles > 1 {
+				return 0 // the owner's open handle commits at its close
+			}
+			errno, _ := w.commit(ctx, false)
+			return errno
+		})
 	}
 	t.Release(ctx)
 	return errno
