@@ -34,7 +34,7 @@ unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 fuzz:
-	scripts/fuzz.sh 10s
+	scripts/fuzz.sh 100000x
 
 # e2e runs the end-to-end suite on real mounts, with a real podman service
 # started for the realmctl tests and stopped afterwards.
