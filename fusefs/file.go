@@ -358,7 +358,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	if !f.processes.IsThreadOf(h.opener, tid) {
 		return 0
 	}
-	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino)
+	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load())
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the

@@ -109,7 +109,17 @@ type FS struct {
 	// next node's readers may pass through (see Node.retire).
 	holds     map[locks.Key]int64
 	synthetic atomic.Uint64 // the last inode number the mount made up
+
+	// mountDev is the device number of the mount itself (0 until
+	// SetMountDevice), which tells its files apart in a closing process's
+	// descriptor table (see File.Flush).
+	mountDev atomic.Uint64
 }
+
+// SetMountDevice tells the mount its own device number, once mounted (stat
+// of the mountpoint): a closing process's descriptors of other filesystems
+// with the same inode numbers then do not count as descriptors of the file.
+func (f *FS) SetMountDevice(dev uint64) { f.mountDev.Store(dev) }
 
 // New opens the backing root and returns the root node to mount.
 func New(backing string, opts Options) (*FS, error) {

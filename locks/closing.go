@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -41,9 +42,14 @@ type Closing struct {
 	Exiting bool
 }
 
-// Descriptors reads thread tid's descriptor table and counts the
-// descriptors of an inode numbered ino.
-func (r *Resolver) Descriptors(tid uint32, ino uint64) (Closing, error) {
+// Descriptors reads thread tid's descriptor table and counts its
+// descriptors of the inode numbered ino on the filesystem with device dev.
+// An inode number alone would also match files of other filesystems (a
+// rewritten file keeps its number on the mount while the backing filesystem
+// hands the freed number to a new file), so a match is checked against the
+// device of the mount it was opened on, from the thread's own mountinfo
+// (mount ids are per namespace). dev 0 counts every file with that number.
+func (r *Resolver) Descriptors(tid uint32, ino, dev uint64) (Closing, error) {
 	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -52,6 +58,7 @@ func (r *Resolver) Descriptors(tid uint32, ino uint64) (Closing, error) {
 	defer unix.Close(dfd)
 	var c Closing
 	var info [512]byte
+	var mounts []uint64 // the mount ids of the descriptors whose inode number is ino
 	seen := 0
 	buf := make([]byte, 8192)
 	for {
@@ -89,15 +96,64 @@ func (r *Resolver) Descriptors(tid uint32, ino uint64) (Closing, error) {
 				}
 				return Closing{}, fmt.Errorf("locks: %s/%s: %w", dir, nm, err)
 			}
-			if fdinfoIno(got) == ino {
-				c.Others++
+			if i, mnt := fdinfoFields(got); i == ino {
+				mounts = append(mounts, mnt)
 			}
 		}
 	}
 	// Every live process holds some descriptor, if only the one the kernel
 	// is closing now; an empty table is one exit_files has taken away.
 	c.Exiting = seen == 0
+	if dev == 0 || len(mounts) == 0 {
+		c.Others = len(mounts)
+		return c, nil
+	}
+	devs, err := r.mountDevices(tid)
+	if err != nil {
+		return Closing{}, err
+	}
+	for _, m := range mounts {
+		if d, ok := devs[m]; !ok || d == dev {
+			c.Others++ // a mount that vanished meanwhile counts: deferring is safe
+		}
+	}
 	return c, nil
+}
+
+// mountDevices maps the mount ids of thread tid's namespace to the device
+// numbers of their filesystems, from /proc/TID/mountinfo.
+func (r *Resolver) mountDevices(tid uint32) (map[uint64]uint64, error) {
+	name := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/mountinfo"
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return parseMountDevices(b), nil
+}
+
+// parseMountDevices reads "ID PARENT MAJOR:MINOR ..." lines of mountinfo.
+func parseMountDevices(b []byte) map[uint64]uint64 {
+	devs := make(map[uint64]uint64)
+	for len(b) > 0 {
+		line, rest, _ := bytes.Cut(b, []byte("\n"))
+		b = rest
+		f := bytes.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		id, err1 := strconv.ParseUint(string(f[0]), 10, 64)
+		maj, min, ok := bytes.Cut(f[2], []byte(":"))
+		if err1 != nil || !ok {
+			continue
+		}
+		ma, err2 := strconv.ParseUint(string(maj), 10, 32)
+		mi, err3 := strconv.ParseUint(string(min), 10, 32)
+		if err2 != nil || err3 != nil {
+			continue
+		}
+		devs[id] = unix.Mkdev(uint32(ma), uint32(mi))
+	}
+	return devs
 }
 
 // readAt reads the small file name beneath dir into buf.
@@ -120,19 +176,19 @@ func readAt(dir int, name string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// fdinfoIno returns the "ino:" field of an fdinfo file, 0 if it has none.
-func fdinfoIno(b []byte) uint64 {
+// fdinfoFields returns the "ino:" and "mnt_id:" fields of an fdinfo file,
+// 0 for one it lacks.
+func fdinfoFields(b []byte) (ino, mnt uint64) {
 	for len(b) > 0 {
 		line, rest, _ := bytes.Cut(b, []byte("\n"))
 		b = rest
 		if v, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
-			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			if err == nil {
-				return n
-			}
+			ino, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+		} else if v, ok := bytes.CutPrefix(line, []byte("mnt_id:")); ok {
+			mnt, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 		}
 	}
-	return 0
+	return ino, mnt
 }
 
 // ExitSignal returns the signal that is ending thread tid, 0 if it is not

@@ -23,7 +23,7 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 	tid := uint32(unix.Gettid())
 	count := func() Closing {
 		t.Helper()
-		c, err := r.Descriptors(tid, st.Ino)
+		c, err := r.Descriptors(tid, st.Ino, st.Dev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,28 +51,48 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 	if c := count(); c.Others != 1 {
 		t.Fatalf("after closing the dup: %+v", c)
 	}
+	// The same inode number on another device is another file.
+	if c, err := r.Descriptors(tid, st.Ino, st.Dev+1); err != nil || c.Others != 0 {
+		t.Fatalf("another device: %+v, %v; want no descriptors", c, err)
+	}
 }
 
 func TestDescriptorsOfAVanishedThread(t *testing.T) {
 	r := NewResolver(OwnerPID, t.TempDir()) // no such thread beneath it
-	if _, err := r.Descriptors(4242, 1); err == nil {
+	if _, err := r.Descriptors(4242, 1, 0); err == nil {
 		t.Fatal("want an error for a thread that is not there")
 	}
 }
 
-func TestFdinfoIno(t *testing.T) {
+func TestFdinfoFields(t *testing.T) {
 	for _, tc := range []struct {
-		in   string
-		want uint64
+		in       string
+		ino, mnt uint64
 	}{
-		{"pos:\t0\nflags:\t0100002\nmnt_id:\t31\nino:\t1234\n", 1234},
-		{"pos:\t0\nflags:\t02\nmnt_id:\t31\n", 0},
-		{"ino:\t18446744073709551615\n", 1<<64 - 1},
-		{"ino:\tbogus\n", 0},
-		{"", 0},
+		{"pos:\t0\nflags:\t0100002\nmnt_id:\t31\nino:\t1234\n", 1234, 31},
+		{"pos:\t0\nflags:\t02\nmnt_id:\t31\n", 0, 31},
+		{"ino:\t18446744073709551615\n", 1<<64 - 1, 0},
+		{"ino:\tbogus\n", 0, 0},
+		{"", 0, 0},
 	} {
-		if got := fdinfoIno([]byte(tc.in)); got != tc.want {
-			t.Errorf("fdinfoIno(%q) = %d, want %d", tc.in, got, tc.want)
+		if ino, mnt := fdinfoFields([]byte(tc.in)); ino != tc.ino || mnt != tc.mnt {
+			t.Errorf("fdinfoFields(%q) = %d, %d; want %d, %d", tc.in, ino, mnt, tc.ino, tc.mnt)
+		}
+	}
+}
+
+func TestParseMountDevices(t *testing.T) {
+	in := "22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw\n" +
+		"61 29 0:52 / /tmp/x/mnt rw,nosuid,nodev,relatime - fuse.realmfs /tmp/x/b rw,user_id=0\n" +
+		"bogus line\n29 1 254:1 / / rw - ext4 /dev/vda rw\n"
+	got := parseMountDevices([]byte(in))
+	want := map[uint64]uint64{22: unix.Mkdev(0, 21), 61: unix.Mkdev(0, 52), 29: unix.Mkdev(254, 1)}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for id, dev := range want {
+		if got[id] != dev {
+			t.Errorf("mount %d: dev %#x, want %#x", id, got[id], dev)
 		}
 	}
 }

@@ -292,6 +292,12 @@ func serve(cfg config, stderr io.Writer) int {
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
+	var mst unix.Stat_t
+	if err := unix.Stat(cfg.mountpoint, &mst); err == nil {
+		fsys.SetMountDevice(mst.Dev)
+	} else {
+		log.Printf("stat %s: %v", cfg.mountpoint, err)
+	}
 	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
 		log.Printf("note: %s", note)
 	}
