@@ -75,6 +75,7 @@ type pendingWrite struct {
 	base     int           // fd of the content last committed (or found at open)
 	temp     int           // fd of the temp holding new content, -1 if none
 	tempName string        // its name in dir
+	mode     uint32        // the temp's permission bits
 	observed unix.Stat_t   // the file as this owner last saw it commit
 	dirty    bool          // temp holds changes not yet committed
 	failed   syscall.Errno // a write into the temp failed: it must not be committed
@@ -107,10 +108,23 @@ func (w *pendingWrite) dropTemp() {
 }
 
 // ensureTemp makes the temp the owner writes into, seeded with the current
-// content unless seed is false (O_TRUNC). A failure (ENOSPC, say) leaves
-// nothing behind and the file untouched.
-func (w *pendingWrite) ensureTemp(seed bool) error {
+// content unless seed is false (O_TRUNC), for a change by a process of uid
+// writer. A failure (ENOSPC, say) leaves nothing behind and the file
+// untouched.
+//
+// A change of content drops privileges, as the kernel leaves to the daemon
+// (HANDLE_KILLPRIV_V2, which spares a GETXATTR of security.capability per
+// write): the temp never carries the file's capabilities, and a writer
+// other than root clears set-user-ID, and set-group-ID where the group may
+// execute (the kernel's should_remove_suid).
+func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 	if w.temp >= 0 {
+		if writer != 0 && killSuid(w.mode) != w.mode {
+			if err := dirfd.Chmod(w.temp, killSuid(w.mode)); err != nil {
+				return err
+			}
+			w.mode = killSuid(w.mode)
+		}
 		return nil
 	}
 	var rnd [8]byte
@@ -149,12 +163,27 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 			return fail(err)
 		}
 	}
-	if err := dirfd.Chmod(fd, st.Mode&07777); err != nil {
+	mode := st.Mode & 07777
+	if writer != 0 {
+		mode = killSuid(mode)
+	}
+	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
 	dirfd.CopyXattrs(fd, w.base)
-	w.temp, w.tempName = fd, name
+	dirfd.Removexattr(fd, "security.capability") // ENODATA for almost every file
+	w.temp, w.tempName, w.mode = fd, name, mode
 	return nil
+}
+
+// killSuid is mode without the bits a write by an unprivileged process
+// clears: set-user-ID, and set-group-ID if the group may execute.
+func killSuid(mode uint32) uint32 {
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
 }
 
 // sameFile reports whether the file is still the one observed: a process
@@ -303,6 +332,7 @@ func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name str
 		w.dropTemp()
 	} else {
 		f.logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
+		f.notify.entry(pn.EmbeddedInode(), copyName) // a name the kernel has not seen made
 		dirfd.Close(w.temp)
 		f.tempMade(w.tempName, false)
 		w.temp, w.tempName, w.dirty = -1, "", false
@@ -419,7 +449,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 	w.handles++
 	if flags&syscall.O_TRUNC != 0 && writeFlags(flags) {
 		w.dropTemp()
-		if err := w.ensureTemp(false); err != nil {
+		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
 			w.release(e, lease)
 			return nil, 0, toErrno(err)
 		}

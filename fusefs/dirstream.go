@@ -44,7 +44,14 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		dirfd.Close(fd)
 		return nil, 0, openErrno(errno)
 	}
-	return &dirHandle{stream: stream, hide: n.fsys.hiddenEntry(n)}, 0, 0
+	// The kernel may keep the listing across opens: changes through the
+	// mount bump the directory's version, changes in BACKING reach it as an
+	// invalidation from the watcher. Unwatched, it is read afresh.
+	var fuseFlags uint32
+	if n.watched.Load() {
+		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return &dirHandle{stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {

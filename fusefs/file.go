@@ -197,13 +197,15 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	n.readers++
 	n.readKey, n.readPT = key, pt
 	h := &File{node: n, fd: fd, passthrough: pt}
+	// A plain handle has nothing to do at close (Flush commits only shared
+	// handles; record locks go at release): spare the round trip.
+	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
 	if pt {
-		return &passthroughFile{h}, 0, true
+		return &passthroughFile{h}, fuseFlags, true
 	}
 	n.cachedOpen.Add(1)
-	var fuseFlags uint32
 	if f.opts.Passthrough {
-		fuseFlags = fuse.FOPEN_DIRECT_IO
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
 	}
 	return h, fuseFlags, true
 }
@@ -314,7 +316,7 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	}
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
-		if err := w.ensureTemp(true); err != nil {
+		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
 		}
 		var err error
@@ -455,12 +457,12 @@ func (h *File) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
 
 // withTemp runs fn on the temp of a shared handle, making it first; the
 // change fn makes is committed with the owner's next commit.
-func (h *File) withTemp(fn func(fd int) syscall.Errno) syscall.Errno {
+func (h *File) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
 	if h.shared == nil {
 		return syscall.EBADF
 	}
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
-		if err := w.ensureTemp(true); err != nil {
+		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
 		}
 		if errno := fn(w.temp); errno != 0 {
@@ -480,7 +482,7 @@ func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size 
 	if h == nil {
 		return syscall.EBADF
 	}
-	return h.withTemp(func(fd int) syscall.Errno {
+	return h.withTemp(ctx, func(fd int) syscall.Errno {
 		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
 	})
 }
@@ -504,7 +506,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	}
 	var copied int
 	errno := in.withFd(func(src int) syscall.Errno {
-		return dst.withTemp(func(tmp int) syscall.Errno {
+		return dst.withTemp(ctx, func(tmp int) syscall.Errno {
 			ri, ro := int64(offIn), int64(offOut)
 			c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 			copied = c

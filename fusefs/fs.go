@@ -61,13 +61,21 @@ type Options struct {
 	Owners *locks.Resolver
 	// Durability says when commits of atomic writes are made durable.
 	Durability Durability
-	// Cache says how long the kernel may trust what the mount told it;
-	// nil means DefaultCache.
+	// Cache says how long the kernel may trust what the mount told it; a
+	// negative field (or a nil Cache) means the default: WatchedCache
+	// while BACKING is watched, DefaultCache otherwise.
 	Cache *CacheTimeouts
+	// NoWatch turns off watching BACKING for changes made behind the
+	// mount (and with it the long default cache timeouts).
+	NoWatch bool
 	// Logf receives the daemon's reports of what no caller can be told: a
 	// commit that failed at the last release, a writer killed before its
 	// close, a conflict copy kept. nil discards them.
 	Logf func(format string, args ...any)
+	// BeforeMkdir, for tests only, runs at the start of every mkdir (with
+	// the kernel holding the parent directory's lock): a test stalls it to
+	// show that a notification blocked on that lock stalls nothing else.
+	BeforeMkdir func(name string)
 	// FailAt, for tests only, makes a commit fail at the stages it returns
 	// true for.
 	FailAt func(Stage) bool
@@ -110,6 +118,9 @@ type FS struct {
 	holds     map[locks.Key]int64
 	synthetic atomic.Uint64 // the last inode number the mount made up
 
+	notify *notifier // invalidations for the kernel, sent by one goroutine
+	watch  *watcher  // changes in BACKING behind the mount; nil if unwatched
+
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
 	// descriptor table (see File.Flush).
@@ -135,7 +146,26 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
+	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
+	go fsys.notify.run()
+	if !opts.NoWatch {
+		w, err := newWatcher(fsys, fsys.notify)
+		if err != nil {
+			fsys.logf("%v; the kernel caches for the short default timeouts", err)
+		} else {
+			fsys.watch = w
+		}
+	}
 	return fsys, nil
+}
+
+// Watching names how BACKING is watched ("fanotify", "inotify"), "" if it
+// is not.
+func (f *FS) Watching() string {
+	if f.watch == nil {
+		return ""
+	}
+	return f.watch.kind()
 }
 
 // Root is the node to hand to fs.Mount.
@@ -156,17 +186,41 @@ type CacheTimeouts struct {
 	Entry, Attr, Negative time.Duration
 }
 
-// DefaultCache is the kernel cache realm mounts with unless told otherwise:
+// DefaultCache is the kernel cache of a mount whose BACKING is not watched:
 // go-fuse's and libfuse's one second, and no negative entries, so a file
 // created in the backing dir is seen at once.
 var DefaultCache = CacheTimeouts{Entry: time.Second, Attr: time.Second}
 
+// WatchedCache is the kernel cache of a mount whose BACKING is watched:
+// changes made behind the mount reach the kernel as invalidations (see
+// watch.go), so names, attributes and the absence of names are kept for a
+// minute, and a stat storm or a git status runs from the kernel's cache.
+var WatchedCache = CacheTimeouts{Entry: time.Minute, Attr: time.Minute, Negative: time.Minute}
+
+// CacheInEffect is the kernel cache the mount uses: the default for how
+// BACKING is watched, with the Options' fields that are set.
+func (f *FS) CacheInEffect() CacheTimeouts {
+	c := DefaultCache
+	if f.watch != nil {
+		c = WatchedCache
+	}
+	if o := f.opts.Cache; o != nil {
+		if o.Entry >= 0 {
+			c.Entry = o.Entry
+		}
+		if o.Attr >= 0 {
+			c.Attr = o.Attr
+		}
+		if o.Negative >= 0 {
+			c.Negative = o.Negative
+		}
+	}
+	return c
+}
+
 // MountOptions returns the go-fuse options realm mounts with.
 func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
-	c := DefaultCache
-	if f.opts.Cache != nil {
-		c = *f.opts.Cache
-	}
+	c := f.CacheInEffect()
 	entry, attr, neg := c.Entry, c.Attr, c.Negative
 	mo.EnableLocks = true
 	// Write handles use direct I/O; shared mmap of them must still work.
@@ -174,6 +228,10 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// O_TRUNC arrives with the open, so the temp starts empty instead of
 	// being copied from the file and then truncated.
 	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
+	// The daemon drops set-user-ID, set-group-ID and capabilities on a
+	// change of content itself (ensureTemp), so the kernel need not ask for
+	// security.capability before every write.
+	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	if mo.MaxWrite == 0 {
 		mo.MaxWrite = 1 << 20
 	}
@@ -197,6 +255,10 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 // Close releases the root fd and the pidfds of the process resolver once
 // the server has stopped.
 func (f *FS) Close() error {
+	if f.watch != nil {
+		f.watch.close()
+	}
+	f.notify.close()
 	return errors.Join(f.processes.Close(), dirfd.Close(f.rootFd))
 }
 

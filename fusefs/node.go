@@ -46,6 +46,10 @@ type Node struct {
 	readPT  bool
 	retired bool
 	ptHold  int64
+
+	// watched: directories whose changes in BACKING the watcher reports;
+	// their entries may be cached for the long timeouts (see watch.go).
+	watched atomic.Bool
 }
 
 // isRetired reports whether n takes no new opens.
@@ -73,6 +77,11 @@ func (n *Node) retire() syscall.Errno {
 	key := locks.Key{Dev: n.dev, Ino: n.ino}
 	n.mu.Unlock()
 	n.fsys.retired(n, key)
+	// The kernel's entry for the name still leads to n: have it look the
+	// name up again for a stat too, not only for an open.
+	if name, parent := n.Parent(); parent != nil {
+		n.fsys.notify.entry(parent, name)
+	}
 	return syscall.ESTALE
 }
 
@@ -177,17 +186,28 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 		return -1, errno
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.fd >= 0 { // another request opened it meanwhile
 		dirfd.Close(fd)
-		return n.fd, 0
+		fd = n.fd
+		n.mu.Unlock()
+		return fd, 0
 	}
 	n.fd = fd
+	n.mu.Unlock()
+	if w := n.fsys.watch; w != nil {
+		w.add(n, fd)
+	}
 	return fd, 0
 }
 
 // OnForget closes a directory's fd once go-fuse has dropped the node.
 func (n *Node) OnForget() {
+	if w := n.fsys.watch; w != nil && n.IsDir() && n != n.fsys.root {
+		n.mu.Lock()
+		fd := n.fd
+		n.mu.Unlock()
+		w.remove(n, fd)
+	}
 	n.mu.Lock()
 	if n.fd >= 0 && n != n.fsys.root {
 		dirfd.Close(n.fd)
@@ -288,6 +308,12 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	n.fsys.fillEntry(out, &st)
+	if !n.watched.Load() && n.fsys.watch != nil {
+		// Changes in BACKING here are not reported: cache as briefly as
+		// an unwatched mount does.
+		out.SetEntryTimeout(DefaultCache.Entry)
+		out.SetAttrTimeout(DefaultCache.Attr)
+	}
 	return n.newChild(ctx, &st, gen), 0
 }
 
@@ -400,6 +426,9 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if w != nil {
 			if w.temp >= 0 {
 				errno = setMeta(w.temp, in)
+				if m, ok := in.GetMode(); ok {
+					w.mode = m & 07777
+				}
 			}
 			w.observed = st
 			w.entry.Unlock()
@@ -466,14 +495,14 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 		return syscall.EINVAL
 	}
 	if h != nil {
-		return h.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+		return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	}
 	fh, _, errno := n.open(ctx, syscall.O_WRONLY, false)
 	if errno != 0 {
 		return errno
 	}
 	t := fileOf(fh)
-	errno = t.withTemp(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
 		errno = t.withShared(func(w *pendingWrite) syscall.Errno {
 			if w.handles > 1 {

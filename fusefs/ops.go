@@ -111,6 +111,9 @@ func unlinkFlags(mode uint32) int {
 }
 
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if h := n.fsys.opts.BeforeMkdir; h != nil {
+		h(name)
+	}
 	return n.createNamed(ctx, "mkdir", name, syscall.S_IFDIR|mode&07777, func(pfd int, m uint32) error {
 		return dirfd.Mkdir(pfd, name, m)
 	}, out)

@@ -10,5 +10,8 @@ func testFailAt() func(fusefs.Stage) bool { return nil }
 // testProfile does nothing outside test builds.
 func testProfile() func() { return func() {} }
 
+// testBeforeMkdir is nil outside test builds.
+func testBeforeMkdir(string) func(string) { return nil }
+
 // testSysfail does nothing outside test builds.
 func testSysfail() error { return nil }

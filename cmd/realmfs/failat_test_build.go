@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -72,4 +74,27 @@ func testSysfail() error {
 	}
 	log.Printf("test: system calls taken away: %s", what)
 	return nil
+}
+
+// testBeforeMkdir, in test builds, stalls a mkdir of the name in
+// REALMFS_TEST_STALL_MKDIR until a file of that name plus ".go" appears in
+// BACKING's root (at most a minute), holding the kernel's lock of the
+// parent directory all that while.
+func testBeforeMkdir(backing string) func(string) {
+	stall := os.Getenv("REALMFS_TEST_STALL_MKDIR")
+	if stall == "" {
+		return nil
+	}
+	return func(name string) {
+		if name != stall {
+			return
+		}
+		log.Printf("test: stalling mkdir %s", name)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(backing, name+".go")); err == nil {
+				break
+			}
+		}
+		log.Printf("test: mkdir %s goes on", name)
+	}
 }

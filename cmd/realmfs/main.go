@@ -270,7 +270,9 @@ func serve(cfg config, stderr io.Writer) int {
 		Owners:        owners,
 		Durability:    cfg.mount.durability,
 		Cache:         &cfg.mount.cache,
+		NoWatch:       !cfg.mount.watch,
 		Logf:          log.Printf,
+		BeforeMkdir:   testBeforeMkdir(cfg.backing),
 		FailAt:        testFailAt(),
 	})
 	if err != nil {
@@ -297,6 +299,9 @@ func serve(cfg config, stderr io.Writer) int {
 		fsys.SetMountDevice(mst.Dev)
 	} else {
 		log.Printf("stat %s: %v", cfg.mountpoint, err)
+	}
+	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
+		log.Printf("kernel cache: entries %v, attributes %v, absent names %v; BACKING watched by %q", c.Entry, c.Attr, c.Negative, how)
 	}
 	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
 		log.Printf("note: %s", note)

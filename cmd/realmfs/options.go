@@ -20,8 +20,12 @@ type mountOptions struct {
 	fsname             string
 	lockOwner          locks.OwnerMode
 	durability         fusefs.Durability
-	cache              fusefs.CacheTimeouts
+	cache              fusefs.CacheTimeouts // negative: the default
+	watch              bool
 }
+
+// unsetCache leaves every timeout to the default for how BACKING is watched.
+var unsetCache = fusefs.CacheTimeouts{Entry: -1, Attr: -1, Negative: -1}
 
 // maxCacheTimeout bounds the cache timeouts: past an hour, a change made in
 // the backing dir would stay unseen for longer than anyone expects.
@@ -49,7 +53,7 @@ var genericOptions = map[string]bool{
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
 // value is a comma-separated list, and -o may repeat.
 func parseMountOptions(values []string) (mountOptions, error) {
-	mo := mountOptions{passthrough: true, cache: fusefs.DefaultCache}
+	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache}
 	for _, v := range values {
 		for _, opt := range strings.Split(v, ",") {
 			opt = strings.TrimSpace(opt)
@@ -73,6 +77,15 @@ func parseMountOptions(values []string) (mountOptions, error) {
 					mo.passthrough = false
 				default:
 					return mo, fmt.Errorf("-o passthrough=%q: want on or off: %w", val, errUnknownOption)
+				}
+			case key == "watch" && hasVal:
+				switch val {
+				case "on":
+					mo.watch = true
+				case "off":
+					mo.watch = false
+				default:
+					return mo, fmt.Errorf("-o watch=%q: want on or off: %w", val, errUnknownOption)
 				}
 			case key == "lockowner" && hasVal:
 				m, err := locks.ParseOwnerMode(val)

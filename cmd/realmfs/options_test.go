@@ -10,7 +10,7 @@ import (
 )
 
 func TestParseMountOptions(t *testing.T) {
-	def := mountOptions{passthrough: true, cache: fusefs.DefaultCache}
+	def := mountOptions{passthrough: true, watch: true, cache: unsetCache}
 	tests := []struct {
 		name   string
 		values []string
@@ -33,6 +33,7 @@ func TestParseMountOptions(t *testing.T) {
 		{"zero timeouts", []string{"entry_timeout=0,attr_timeout=0"}, func(m *mountOptions) {
 			m.cache.Entry, m.cache.Attr = 0, 0
 		}},
+		{"no watcher", []string{"watch=off"}, func(m *mountOptions) { m.watch = false }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -515,3 +515,44 @@ func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
 	}
 	return gen, nil
 }
+
+// Handle returns the identity fanotify reports for the directory held by
+// fd: its filesystem's id and its file handle, as one comparable string.
+func Handle(fd int) (string, error) {
+	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return "", err
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return "", err
+	}
+	return HandleKey(sfs.Fsid.Val, h.Type(), h.Bytes()), nil
+}
+
+// HandleKey is Handle's string for a filesystem id, handle type and bytes.
+func HandleKey(fsid [2]int32, typ int32, b []byte) string {
+	var k []byte
+	k = binary.LittleEndian.AppendUint32(k, uint32(fsid[0]))
+	k = binary.LittleEndian.AppendUint32(k, uint32(fsid[1]))
+	k = binary.LittleEndian.AppendUint32(k, uint32(typ))
+	return string(append(k, b...))
+}
+
+// FanotifyMark adds (or, with remove, removes) the fanotify mark of mask
+// on the directory held by fd. fanotify_mark takes no O_PATH fd as the
+// object itself, so the mark is set on "." beneath it, which is that
+// directory.
+func FanotifyMark(fan, fd int, mask uint64, remove bool) error {
+	flags := uint(unix.FAN_MARK_ADD)
+	if remove {
+		flags = unix.FAN_MARK_REMOVE
+	}
+	return unix.FanotifyMark(fan, flags|unix.FAN_MARK_ONLYDIR, mask, fd, ".")
+}
+
+// InotifyWatch adds an inotify watch of mask on the directory held by fd,
+// named through /proc/self/fd/N, which is exactly that directory.
+func InotifyWatch(in, fd int, mask uint32) (int, error) {
+	return unix.InotifyAddWatch(in, procPath(fd), mask|unix.IN_ONLYDIR)
+}

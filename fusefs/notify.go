@@ -1,0 +1,162 @@
+package fusefs
+
+import (
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+)
+
+// The notifier tells the kernel to forget what it cached about names and
+// inodes that changed behind its back: in BACKING, by processes outside the
+// mount (see watch.go), or by the daemon itself where the kernel cannot know
+// (a conflict copy appearing). It is one goroutine fed by a coalescing queue:
+// a notification can block in the kernel on a directory's lock, held by a
+// process that waits for this daemon, so notifications are never sent from
+// a request handler nor with any of realm's locks held, and producers never
+// wait for them. The queue only grows by distinct names; past maxQueued it
+// collapses into "forget everything".
+
+// maxQueued bounds the distinct invalidations waiting in the queue.
+const maxQueued = 1 << 16
+
+type entryInval struct {
+	dir  *fs.Inode
+	name string
+}
+
+type notifier struct {
+	root *fs.Inode
+
+	mu      sync.Mutex
+	entries map[entryInval]struct{}
+	inodes  map[*fs.Inode]struct{}
+	all     bool
+	closed  bool
+
+	wake chan struct{} // capacity 1: a pending wake-up
+	done chan struct{} // closed when run returns
+	sent func()        // tests: called after each batch
+}
+
+func newNotifier(root *fs.Inode) *notifier {
+	return &notifier{
+		root:    root,
+		entries: make(map[entryInval]struct{}),
+		inodes:  make(map[*fs.Inode]struct{}),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// entry queues forgetting name in dir (a positive or a negative entry) and
+// dir's own attributes and cached listing.
+func (q *notifier) entry(dir *fs.Inode, name string) {
+	if dir == nil {
+		return
+	}
+	q.mu.Lock()
+	if !q.all {
+		q.entries[entryInval{dir, name}] = struct{}{}
+		q.inodes[dir] = struct{}{}
+		q.overflowLocked()
+	}
+	q.mu.Unlock()
+	q.kick()
+}
+
+// inode queues forgetting n's attributes and cached content.
+func (q *notifier) inode(n *fs.Inode) {
+	if n == nil {
+		return
+	}
+	q.mu.Lock()
+	if !q.all {
+		q.inodes[n] = struct{}{}
+		q.overflowLocked()
+	}
+	q.mu.Unlock()
+	q.kick()
+}
+
+// everything queues forgetting every name and inode the kernel has from
+// this mount: the watcher lost events.
+func (q *notifier) everything() {
+	q.mu.Lock()
+	q.all = true
+	clear(q.entries)
+	clear(q.inodes)
+	q.mu.Unlock()
+	q.kick()
+}
+
+func (q *notifier) overflowLocked() {
+	if len(q.entries)+len(q.inodes) > maxQueued {
+		q.all = true
+		clear(q.entries)
+		clear(q.inodes)
+	}
+}
+
+func (q *notifier) kick() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends the queued notifications until close.
+func (q *notifier) run() {
+	defer close(q.done)
+	for range q.wake {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return
+		}
+		entries, inodes, all := q.entries, q.inodes, q.all
+		q.entries, q.inodes, q.all = make(map[entryInval]struct{}), make(map[*fs.Inode]struct{}), false
+		q.mu.Unlock()
+		if all {
+			q.forgetAll()
+		}
+		// Entries first: a name that now leads elsewhere must not be
+		// revalidated through its old inode's fresh attributes.
+		for e := range entries {
+			e.dir.NotifyEntry(e.name) // ENOENT: the kernel no longer has it
+		}
+		for n := range inodes {
+			n.NotifyContent(0, 0)
+		}
+		if q.sent != nil {
+			q.sent()
+		}
+	}
+}
+
+// forgetAll walks the inodes the kernel knows and forgets every name and
+// attribute; their next use asks the daemon again.
+func (q *notifier) forgetAll() {
+	stack := []*fs.Inode{q.root}
+	for len(stack) > 0 {
+		dir := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		dir.NotifyContent(0, 0)
+		for name, child := range dir.Children() {
+			dir.NotifyEntry(name)
+			if child.IsDir() {
+				stack = append(stack, child)
+			} else {
+				child.NotifyContent(0, 0)
+			}
+		}
+	}
+}
+
+// close stops run after the batch in flight.
+func (q *notifier) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.kick()
+	<-q.done
+}
