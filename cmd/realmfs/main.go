@@ -57,12 +57,17 @@ Mount options (-o, comma-separated):
                        the directory before and after the rename; atomic: a
                        close renames without fsync (fsync(2) still syncs);
                        files are never torn in either mode
-  entry_timeout=SECS   how long the kernel trusts a name (default 1)
-  attr_timeout=SECS    how long it trusts a file's attributes (default 1)
-  negative_timeout=SECS  how long it trusts that a name is absent (default 0)
-                       Longer is faster (fewer round trips to the daemon)
-                       and shows changes made in BACKING behind the mount's
-                       back later; the guard's checks do not depend on them
+  watch=on|off         watch BACKING for changes made behind the mount and
+                       tell the kernel to forget them (default on: fanotify
+                       as root, inotify otherwise)
+  entry_timeout=SECS   how long the kernel trusts a name (default 60 while
+                       BACKING is watched, else 1)
+  attr_timeout=SECS    how long it trusts a file's attributes (60, else 1)
+  negative_timeout=SECS  how long it trusts that a name is absent (60, else 0)
+                       Longer is faster (fewer round trips to the daemon);
+                       unwatched, changes made in BACKING behind the mount
+                       show that much later. The guard's checks never depend
+                       on the cache
   Generic mount(8) options (rw, dev, suid, exec, auto, nofail, _netdev,
   x-*, ...) are accepted and ignored, so fstab lines work.
 `
