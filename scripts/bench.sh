@@ -139,14 +139,18 @@ export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@realm.invalid
 # Workloads, in order: label | kind.
 workloads=(
 	"create $FILES x 4 KiB files|create"
-	"stat $FILES files, cache expired|stat"
+	"stat $FILES files, cold|stat"
+	"stat $FILES files, second run|stat2"
 	"read $FILES files|read"
 	"write $SIZE sequentially|write"
 	"read $SIZE back, caches dropped|readback"
 	"$SAVES atomic saves|atomic"
 	"untar $(basename "$SRC") ($src_files files)|untar"
 	"git add + commit|gitcommit"
-	"git status, cache expired|gitstatus"
+	"git status, cold|gitstatus"
+	"git status, second run|gitstatus2"
+	"grep -r over the tree, cold|grep"
+	"grep -r over the tree, second run|grep2"
 )
 
 # role TARGET KIND: rec (run and record), setup (run, for the workloads that
@@ -169,10 +173,17 @@ step() { # kind dir → seconds on stdout
 	case $kind in
 	create) "$bt" create "$d/small" "$FILES" 4K ;;
 	stat)
-		# Past the mount's 1 s entry and attribute timeouts every lstat is a
-		# lookup the daemon answers: the same work in every round, instead of
-		# whatever share the create happened to leave cached.
-		sleep 1.1
+		# Cold: the kernel's dentries and inodes dropped (root), so every
+		# lstat is a lookup the daemon answers, on every target alike (the
+		# native one reads its inodes back too); without root, past the
+		# unwatched mount's 1 s timeouts.
+		cold
+		"$bt" stat "$d/small" "$FILES"
+		;;
+	stat2)
+		# A second run: the first (untimed) one fills the kernel's cache,
+		# which another target's cold step may have emptied since.
+		"$bt" stat "$d/small" "$FILES" >/dev/null
 		"$bt" stat "$d/small" "$FILES"
 		;;
 	read) "$bt" read "$d/small" "$FILES" ;;
@@ -188,10 +199,28 @@ step() { # kind dir → seconds on stdout
 		"$bt" run -- sh -c "git -C '$d/tree' add -A && git -C '$d/tree' commit -q -m bench"
 		;;
 	gitstatus)
-		sleep 1.1 # as for stat
+		cold
 		"$bt" run -- git -C "$d/tree" status --porcelain
 		;;
+	gitstatus2)
+		"$bt" run -- git -C "$d/tree" status --porcelain >/dev/null
+		"$bt" run -- git -C "$d/tree" status --porcelain
+		;;
+	grep)
+		cold
+		"$bt" run -- sh -c "grep -r -c -e func '$d/tree' >/dev/null"
+		;;
+	grep2)
+		"$bt" run -- sh -c "grep -r -c -e func '$d/tree' >/dev/null" >/dev/null
+		"$bt" run -- sh -c "grep -r -c -e func '$d/tree' >/dev/null"
+		;;
 	esac
+}
+
+# cold empties the kernel's caches of names, inodes and pages before a
+# first run.
+cold() {
+	if [ "$is_root" = 1 ]; then "$bt" dropcaches; else sleep 1.1; fi
 }
 
 total=$((ROUNDS * ${#workloads[@]}))
