@@ -280,7 +280,7 @@ func TestCommitFailureStages(t *testing.T) {
 	for _, stage := range []string{"after-write", "after-fsync", "before-rename"} {
 		t.Run(stage, func(t *testing.T) {
 			t.Parallel()
-			m := mountBinary(t, bin, []string{"REALMFS_FAIL_AT=" + stage}, Prepare(func(m *Mount) {
+			m := mount(t, Binary(bin, "REALMFS_FAIL_AT="+stage), Prepare(func(m *Mount) {
 				for _, n := range []string{"by-close", "by-fsync", "no-trunc"} {
 					writeFile(t, m.BackingPath(n), "original "+n+"\n")
 					old := time.Now().Add(-time.Hour)
@@ -518,9 +518,9 @@ func TestKill9DuringWrites(t *testing.T) {
 				}
 			})
 		}
-		conn := fuseConn(t, m.Dir)
+		conn := m.conn
 		time.Sleep(time.Duration(rng.IntN(60)+1) * time.Millisecond)
-		if stuck := killHard(m, conn, 3*time.Second); stuck != "" {
+		if stuck := m.KillWithin(3 * time.Second); stuck != "" {
 			t.Errorf("round %d: %s; the FUSE connection had to be aborted through /sys/fs/fuse/connections/%d/abort", round, stuck, conn)
 		}
 		stop.Store(true)

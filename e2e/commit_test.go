@@ -243,9 +243,8 @@ done`, size)
 	changed := 0
 	for round := range rounds {
 		stop := startLoop(t, m.Dir, script)
-		conn := fuseConn(t, m.Dir)
 		time.Sleep(time.Duration(rng.IntN(80)+5) * time.Millisecond)
-		if stuck := killHard(m, conn, 3*time.Second); stuck != "" {
+		if stuck := m.KillWithin(3 * time.Second); stuck != "" {
 			t.Errorf("round %d: %s", round, stuck)
 		}
 		stop()
@@ -350,9 +349,8 @@ func TestKill9OtherWriters(t *testing.T) {
 			m := mount(t, Prepare(func(m *Mount) { tc.setup(t, m) }))
 			for round := range rounds {
 				stop := startLoopEnv(t, m.Dir, gitEnv, tc.loop)
-				conn := fuseConn(t, m.Dir)
 				time.Sleep(time.Duration(rng.IntN(150)+20) * time.Millisecond)
-				if stuck := killHard(m, conn, 3*time.Second); stuck != "" {
+				if stuck := m.KillWithin(3 * time.Second); stuck != "" {
 					t.Errorf("round %d: %s", round, stuck)
 				}
 				stop()
@@ -677,7 +675,7 @@ func TestOpenNeverAnswersENOSYS(t *testing.T) {
 	bin := realmtestBinary(t)
 	t.Run("open", func(t *testing.T) {
 		t.Parallel()
-		m := mountBinary(t, bin, []string{"REALMFS_TEST_SYSFAIL=open"}, Prepare(func(m *Mount) {
+		m := mount(t, Binary(bin, "REALMFS_TEST_SYSFAIL=open"), Prepare(func(m *Mount) {
 			writeFile(t, m.BackingPath("f"), "content\n")
 			writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
 		}))
@@ -700,7 +698,7 @@ func TestOpenNeverAnswersENOSYS(t *testing.T) {
 	})
 	t.Run("opendir", func(t *testing.T) {
 		t.Parallel()
-		m := mountBinary(t, bin, []string{"REALMFS_TEST_SYSFAIL=opendir"}, Prepare(func(m *Mount) {
+		m := mount(t, Binary(bin, "REALMFS_TEST_SYSFAIL=opendir"), Prepare(func(m *Mount) {
 			os.Mkdir(m.BackingPath("d"), 0o755)
 			writeFile(t, m.BackingPath("d", "f"), "content\n")
 		}))

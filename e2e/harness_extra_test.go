@@ -20,8 +20,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -196,94 +194,6 @@ func writePattern(tb testing.TB, path string, seed byte, size int64) {
 	}
 }
 
-var (
-	realmtestOnce sync.Once
-	realmtestPath string
-	realmtestErr  error
-)
-
-// realmtestBinary is realmfs built with -tags realmtest (REALMFS_FAIL_AT
-// injects commit failures), built once per run.
-func realmtestBinary(tb testing.TB) string {
-	tb.Helper()
-	realmtestOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			realmtestErr = err
-			return
-		}
-		out := filepath.Join(binDir, "realmfs-realmtest")
-		args := []string{"build", "-tags", "realmtest", "-o", out, "./cmd/realmfs"}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			realmtestErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
-			return
-		}
-		realmtestPath = out
-	})
-	if realmtestErr != nil {
-		tb.Fatalf("building realmfs with -tags realmtest: %v", realmtestErr)
-	}
-	return realmtestPath
-}
-
-// mountBinary is mount() for another realmfs binary, with env added to the
-// daemon's environment. Foreground only; the Mount's Unmount, Kill and
-// cleanup work as for mount() (Restart would start realmfsBin: do not use).
-func mountBinary(tb testing.TB, bin string, env []string, options ...MountOption) *Mount {
-	tb.Helper()
-	m := newMount(tb, options)
-	cfg := m.cfg
-	if cfg.detach || cfg.helper || cfg.cred != nil {
-		tb.Fatal("mountBinary: foreground mounts as root only")
-	}
-	if cfg.prepare != nil {
-		cfg.prepare(m)
-	}
-	tb.Cleanup(m.cleanup)
-
-	logf, err := os.OpenFile(m.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== %s %s %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(env, " "), bin, strings.Join(m.args(), " "))
-	cmd := exec.Command(bin, m.args()...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = m.Root
-	m.done = make(chan struct{})
-	if err := cmd.Start(); err != nil {
-		close(m.done)
-		m.stopped = true
-		tb.Fatal(err)
-	}
-	m.Pid = cmd.Process.Pid
-	go func() {
-		m.exitErr = cmd.Wait()
-		close(m.done)
-	}()
-	deadline := time.Now().Add(mountTimeout)
-	for {
-		if fstype, ok := mountFSType(m.Dir); ok {
-			if fstype != "fuse.realmfs" {
-				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
-			}
-			return m
-		}
-		select {
-		case <-m.done:
-			tb.Fatalf("%s exited before mounting: %v\n%s", bin, m.exitErr, m.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s not mounted within %v\n%s", m.Dir, mountTimeout, m.logTail())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // backingNames lists every name beneath root (not through a mount),
 // hidden ones included, as slash-separated relative paths.
 func backingNames(tb testing.TB, root string) []string {
@@ -403,65 +313,4 @@ func lockedThread(fn func()) {
 		fn()
 	}()
 	<-done
-}
-
-// fuseConn is the FUSE connection id of the mount at dir (the minor number
-// of its device), for /sys/fs/fuse/connections/N.
-func fuseConn(tb testing.TB, dir string) uint32 {
-	tb.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		tb.Fatalf("stat %s: %v", dir, err)
-	}
-	return unix.Minor(st.Dev)
-}
-
-// threadStates describes the daemon's threads that are still alive: their
-// state and kernel wait channel.
-func threadStates(pid int) string {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []string
-	for _, t := range tasks {
-		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, t.Name()))
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
-		state := ""
-		for line := range strings.SplitSeq(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "State:"); ok {
-				state = strings.TrimSpace(v)
-			}
-		}
-		out = append(out, fmt.Sprintf("tid %s %s wchan %s", t.Name(), state, wchan))
-	}
-	return strings.Join(out, "; ")
-}
-
-// killHard is Mount.Kill that cannot hang: SIGKILL, and if the daemon has
-// not exited within grace (a thread stuck in the kernel keeps /dev/fuse
-// open, so the connection is never aborted and every process on the mount
-// waits forever), it aborts the FUSE connection through sysfs. It returns
-// "" or a description of the stuck daemon. The dead mount is detached.
-func killHard(m *Mount, conn uint32, grace time.Duration) (stuck string) {
-	m.tb.Helper()
-	m.stopped = true
-	if m.Pid > 0 {
-		_ = syscall.Kill(m.Pid, syscall.SIGKILL)
-	}
-	select {
-	case <-m.done:
-	case <-time.After(grace):
-		stuck = fmt.Sprintf("realmfs pid %d did not exit within %v of SIGKILL: %s", m.Pid, grace, threadStates(m.Pid))
-		abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", conn)
-		if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
-			m.tb.Errorf("%s: %v", abort, err)
-		}
-		<-m.done
-	}
-	if m.Mounted() {
-		if msg, err := exec.Command("fusermount3", "-u", "-z", m.Dir).CombinedOutput(); err != nil {
-			if msg2, err2 := exec.Command("umount", "-l", m.Dir).CombinedOutput(); err2 != nil {
-				m.tb.Fatalf("detaching killed mount: %v %s; %v %s", err, msg, err2, msg2)
-			}
-		}
-	}
-	return stuck
 }
