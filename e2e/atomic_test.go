@@ -5,7 +5,6 @@ package e2e
 // the daemon, and the temp-residue sweep.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -24,41 +23,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// holdWrite starts a helper process that opens path for writing, writes
-// data, and holds the descriptor until finish is called; finish returns the
-// helper's "close ..." line.
-func holdWrite(t *testing.T, path, data string) (finish func() string) {
-	t.Helper()
-	cmd := extraHelperCmd(context.Background(), "holdwrite", path, data)
-	stdin, err := cmd.StdinPipe()
+// fillPattern fills b with the bytes at offset off of the pattern seeded by
+// seed: each 8-byte word holds its offset, xored with the seed, so two
+// patterns differ in every word and a misplaced block is visible.
+func fillPattern(b []byte, seed byte, off int64) {
+	for i := range b {
+		o := off + int64(i)
+		word := uint64(o/8) ^ (uint64(seed) * 0x9E3779B97F4A7C15)
+		b[i] = byte(word >> (8 * uint(o%8)))
+	}
+}
+
+// patternSum is the sha256 of size bytes of pattern(seed).
+func patternSum(seed byte, size int64) [32]byte {
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		n := min(int64(len(buf)), size-off)
+		fillPattern(buf[:n], seed, off)
+		h.Write(buf[:n])
+	}
+	var s [32]byte
+	copy(s[:], h.Sum(nil))
+	return s
+}
+
+// writePattern writes size bytes of pattern(seed) to path (not through a mount).
+func writePattern(tb testing.TB, path string, seed byte, size int64) {
+	tb.Helper()
+	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stdout)
-	done := false
-	finish = func() string {
-		if done {
-			return ""
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		n := min(int64(len(buf)), size-off)
+		fillPattern(buf[:n], seed, off)
+		if _, err := f.Write(buf[:n]); err != nil {
+			tb.Fatal(err)
 		}
-		done = true
-		stdin.Close()
-		line := readLine(t, r, 20*time.Second, "holdwrite close")
-		cmd.Wait()
-		return line
 	}
-	t.Cleanup(func() { finish() })
-	if line := readLine(t, r, 20*time.Second, "holdwrite ready"); line != "ready" {
-		t.Fatalf("holdwrite helper: %q, want ready", line)
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
 	}
-	return finish
 }
 
 // TestLockTwoOwners: under lockowner=pid, a file held open for writing by
@@ -166,7 +173,7 @@ print(seen.decode().strip())
 	t.Run("two threads of one process", func(t *testing.T) {
 		// README: lockowner=pid makes each *process* an owner. The kernel
 		// sends the calling thread's id.
-		out, err := extraHelperCmd(context.Background(), "twothreads", m.Path("f")).CombinedOutput()
+		out, err := helperCmd(context.Background(), nil, "twothreads", m.Path("f")).CombinedOutput()
 		if err != nil {
 			t.Fatalf("twothreads: %v\n%s", err, out)
 		}
@@ -187,17 +194,8 @@ func TestReadersNeverSeePartial(t *testing.T) {
 	}))
 	oldSum, newSum := patternSum(1, size), patternSum(2, size)
 
-	cmd := extraHelperCmd(context.Background(), "bigwrite", m.Path("big"), fmt.Sprint(size), fmt.Sprint(256<<10), "2")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stdout)
-	if line := readLine(t, r, 20*time.Second, "bigwrite open"); line != "open" {
+	writer := startProc(t, helperCmd(context.Background(), nil, "bigwrite", m.Path("big"), fmt.Sprint(size), fmt.Sprint(256<<10), "2"), true)
+	if line := writer.line(t, 20*time.Second, "bigwrite open"); line != "open" {
 		t.Fatalf("bigwrite: %q", line)
 	}
 	var writerDone atomic.Bool
@@ -239,8 +237,8 @@ func TestReadersNeverSeePartial(t *testing.T) {
 			}
 		})
 	}
-	line := readLine(t, r, 2*time.Minute, "bigwrite close")
-	cmd.Wait()
+	line := writer.line(t, 2*time.Minute, "bigwrite close")
+	writer.wait()
 	writerDone.Store(true)
 	wg.Wait()
 	if line != "close ok" {

@@ -8,16 +8,13 @@ package e2e
 // killed by a signal leaves the old one.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,27 +198,6 @@ func letterFile(b []byte, size int) (byte, bool) {
 	return b[0], true
 }
 
-// startLoop runs script with sh in dir, in its own process group, until
-// the returned stop kills the group.
-func startLoop(t *testing.T, dir, script string) (stop func()) {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // TestKill9ShellRedirect is the report behind issue 14: a shell loop
 // rewrites 4 files with `head | tr > f` while realmfs is killed with
 // kill -9 at a random moment, 50 times. Every file is whole, old or new,
@@ -242,7 +218,7 @@ func TestKill9ShellRedirect(t *testing.T) {
 done`, size)
 	changed := 0
 	for round := range rounds {
-		stop := startLoop(t, m.Dir, script)
+		stop := startLoop(t, m.Dir, nil, script)
 		time.Sleep(time.Duration(rng.IntN(80)+5) * time.Millisecond)
 		if stuck := m.KillWithin(3 * time.Second); stuck != "" {
 			t.Errorf("round %d: %s", round, stuck)
@@ -348,7 +324,7 @@ func TestKill9OtherWriters(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 3))
 			m := mount(t, Prepare(func(m *Mount) { tc.setup(t, m) }))
 			for round := range rounds {
-				stop := startLoopEnv(t, m.Dir, gitEnv, tc.loop)
+				stop := startLoop(t, m.Dir, gitEnv, tc.loop)
 				time.Sleep(time.Duration(rng.IntN(150)+20) * time.Millisecond)
 				if stuck := m.KillWithin(3 * time.Second); stuck != "" {
 					t.Errorf("round %d: %s", round, stuck)
@@ -365,27 +341,6 @@ func TestKill9OtherWriters(t *testing.T) {
 // gitEnv makes git work without a user configuration.
 var gitEnv = []string{"GIT_AUTHOR_NAME=realm", "GIT_AUTHOR_EMAIL=realm@example.invalid",
 	"GIT_COMMITTER_NAME=realm", "GIT_COMMITTER_EMAIL=realm@example.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent"}
-
-// startLoopEnv is startLoop with env added.
-func startLoopEnv(t *testing.T, dir string, env []string, script string) (stop func()) {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 // TestKilledWriterLeavesOldContent: a writer killed by a signal before it
 // closes the file does not commit what it wrote: the file keeps its old
@@ -571,56 +526,6 @@ func TestPassthroughReaderAndWriter(t *testing.T) {
 			reader("quit")
 			r2("quit")
 		})
-	}
-}
-
-// startReader starts a python process that opens path read-only and, for
-// each command, answers: "read" prints the whole file from offset 0 through
-// the one descriptor, "quit" exits.
-func startReader(t *testing.T, path string) func(cmd string) string {
-	t.Helper()
-	cmd := exec.Command("python3", "-u", "-c", `
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-for line in sys.stdin:
-    if line.strip() == "quit":
-        break
-    try:
-        data = os.pread(fd, 1 << 20, 0).decode()
-        sys.stdout.write(str(len(data)) + "\n" + data)
-    except OSError as e:
-        sys.stdout.write("0\nERROR " + e.strerror)
-    sys.stdout.flush()`, path)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stdout)
-	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return func(c string) string {
-		t.Helper()
-		fmt.Fprintln(stdin, c)
-		if c == "quit" {
-			stdin.Close()
-			cmd.Wait()
-			return ""
-		}
-		n, err := strconv.Atoi(readLine(t, r, 20*time.Second, "reader length"))
-		if err != nil {
-			t.Fatalf("reader: %v", err)
-		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			t.Fatalf("reader: %v", err)
-		}
-		return string(buf)
 	}
 }
 

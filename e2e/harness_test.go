@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -1148,4 +1149,94 @@ func assertAbsent(tb testing.TB, path string) {
 	if err := unix.Lstat(path, &st); err != unix.ENOENT {
 		tb.Errorf("%s: lstat gave %v, want ENOENT (it must not exist)", path, err)
 	}
+}
+
+// backingNames lists every name beneath root (not through a mount),
+// hidden ones included, as slash-separated relative paths.
+func backingNames(tb testing.TB, root string) []string {
+	tb.Helper()
+	var names []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != root {
+			rel, _ := filepath.Rel(root, p)
+			names = append(names, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("listing %s: %v", root, err)
+	}
+	return names
+}
+
+// tempResidue lists the .realm-tmp-* names beneath root.
+func tempResidue(tb testing.TB, root string) []string {
+	tb.Helper()
+	var out []string
+	for _, n := range backingNames(tb, root) {
+		if strings.HasPrefix(filepath.Base(n), ".realm-tmp-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// assertNoTemp fails if a .realm-tmp-* name is left beneath root.
+func assertNoTemp(tb testing.TB, root, when string) {
+	tb.Helper()
+	if left := tempResidue(tb, root); len(left) > 0 {
+		tb.Errorf("%s: temp files left in BACKING: %v", when, left)
+	}
+}
+
+// fileState is what a test compares to prove a file was not touched.
+type fileState struct {
+	data  string
+	ino   uint64
+	mtime unix.Timespec
+	size  int64
+}
+
+func stateOf(tb testing.TB, path string) fileState {
+	tb.Helper()
+	st := lstat(tb, path)
+	return fileState{data: readFile(tb, path), ino: st.Ino, mtime: st.Mtim, size: st.Size}
+}
+
+// diff reports how now differs from was ("" if it does not).
+func (was fileState) diff(now fileState) string {
+	var d []string
+	if now.data != was.data {
+		d = append(d, fmt.Sprintf("content %q, was %q", clip(now.data), clip(was.data)))
+	}
+	if now.ino != was.ino {
+		d = append(d, fmt.Sprintf("inode %d, was %d", now.ino, was.ino))
+	}
+	if now.mtime != was.mtime {
+		d = append(d, fmt.Sprintf("mtime %v, was %v", now.mtime, was.mtime))
+	}
+	return strings.Join(d, "; ")
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}
+
+// lockedThread runs fn on a goroutine locked to its own OS thread (one
+// kernel thread id, hence one owner under lockowner=pid) and waits for it.
+func lockedThread(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		fn()
+	}()
+	<-done
 }
