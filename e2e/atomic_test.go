@@ -134,12 +134,7 @@ func TestLockTwoOwners(t *testing.T) {
 	if got := readFile(t, m.BackingPath("other")); got != "other file\n" {
 		t.Errorf("other = %q after a refused rename", got)
 	}
-	e := m.WaitAudit("LOCK_CONFLICT on f", func(e auditEntry) bool {
-		return e.path() == "f" && e.str("code") == "LOCK_CONFLICT"
-	})
-	if !e.errnoIs(unix.EBUSY) {
-		t.Errorf("LOCK_CONFLICT audit errno %q, want EBUSY", e.str("errno"))
-	}
+	m.WaitRefusal("", "f", "LOCK_CONFLICT", unix.EBUSY)
 
 	if line := finish(); line != "close ok" {
 		t.Errorf("holder: %q, want close ok", line)
@@ -1173,19 +1168,13 @@ time.sleep(60)`
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, tc.cmd[0], tc.cmd[1:]...)
 		cmd.Dir = m.Dir
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
 		errOut, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		writer := startProc(t, cmd, true)
 		ready := make(chan string, 2)
-		for _, r := range []interface{ Read([]byte) (int, error) }{out, errOut} {
+		for _, r := range []io.Reader{writer.stdout, errOut} {
 			go func() {
 				buf := make([]byte, 64)
 				n, _ := r.Read(buf)
@@ -1205,7 +1194,7 @@ time.sleep(60)`
 		if tc.sig != 0 {
 			cmd.Process.Signal(tc.sig)
 		}
-		cmd.Wait()
+		writer.wait()
 		cancel()
 		waitNoTemp(t, m)
 		if got := readFile(t, m.BackingPath(tc.file)); got != tc.want {
@@ -1337,12 +1326,7 @@ func TestUnlinkWhileAnotherWrites(t *testing.T) {
 	var err error
 	lockedThread(func() { err = os.Remove(m.Path("f")) })
 	wantErrno(t, err, unix.EBUSY, "unlink by another owner while f is written")
-	e := m.WaitAudit("LOCK_CONFLICT on unlink", func(e auditEntry) bool {
-		return e.str("op") == "unlink" && e.path() == "f" && e.str("code") == "LOCK_CONFLICT"
-	})
-	if !e.errnoIs(unix.EBUSY) {
-		t.Errorf("audit errno %q", e.str("errno"))
-	}
+	m.WaitRefusal("unlink", "f", "LOCK_CONFLICT", unix.EBUSY)
 	if line := finish(); line != "close ok" {
 		t.Errorf("writer: %q", line)
 	}

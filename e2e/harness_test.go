@@ -1042,6 +1042,23 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	}
 }
 
+// WaitRefusal waits for the audit entry of a refusal of path with code (by
+// op, unless op is "") and checks that it carries errno.
+func (m *Mount) WaitRefusal(op, path, code string, errno syscall.Errno) auditEntry {
+	m.tb.Helper()
+	what := code + " on " + path
+	if op != "" {
+		what += " (" + op + ")"
+	}
+	e := m.WaitAudit(what, func(e auditEntry) bool {
+		return (op == "" || e.str("op") == op) && e.path() == path && e.str("code") == code
+	})
+	if !e.errnoIs(errno) {
+		m.tb.Errorf("%s: audit errno %q, want %s", what, e.str("errno"), unix.ErrnoName(errno))
+	}
+	return e
+}
+
 // checkAuditFields asserts the fields the contract names are all present.
 func checkAuditFields(tb testing.TB, e auditEntry) {
 	tb.Helper()
