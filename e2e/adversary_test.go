@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,29 +109,12 @@ func fstat(t *testing.T, fd int) *unix.Stat_t {
 }
 
 // swapper is one adversary process outside the mount.
-type swapper struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-}
+type swapper struct{ *proc }
 
 // startSwapper starts the adversary process; pairs are DIR:A:B.
 func startSwapper(t *testing.T, pause time.Duration, pairs ...string) *swapper {
 	t.Helper()
-	cmd := helperCmd(context.Background(), nil, "swap", append([]string{pause.String()}, pairs...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &swapper{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
+	s := &swapper{startProc(t, helperCmd(context.Background(), nil, "swap", append([]string{pause.String()}, pairs...)...), true)}
 	if line, err := s.stdout.ReadString('\n'); err != nil || line != "swapping\n" {
 		t.Fatalf("swapper did not start: %q %v", line, err)
 	}
@@ -148,10 +128,9 @@ func (s *swapper) stop(t *testing.T) int64 {
 	if s.stdin == nil {
 		return 0
 	}
-	s.stdin.Close()
-	s.stdin = nil
+	s.closeStdin()
 	line, _ := s.stdout.ReadString('\n')
-	if err := s.cmd.Wait(); err != nil {
+	if err := s.wait(); err != nil {
 		t.Errorf("swapper: %v", err)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)

@@ -17,12 +17,17 @@
 //   - mount(t, opts...) makes BACKING, MOUNTPOINT, an outside dir and a state
 //     dir under t.TempDir(), starts realmfs (foreground by default;
 //     Detached(), ViaMountFuse3(), AsUser(uid, gid), Opts(...), Flags(...),
-//     Prepare(fn), RelativePaths()), waits for /proc/self/mountinfo, and
-//     unmounts at cleanup, asserting the daemon exited 0.
-//   - Mount.Unmount, Signal, Kill and Restart (crash tests), FDCount, Audit
-//     and WaitAudit (the audit log), Path and BackingPath.
-//   - probe(t, cred, ops...) runs file operations in a helper process as any
-//     uid and reports "ok ..." or "err ENAME" per operation; holdLock starts
-//     a process holding a flock, POSIX or OFD lock; the "swap" helper is the
-//     adversary. Helpers are this test binary re-executed (TestMain).
+//     Prepare(fn), RelativePaths(), Binary(bin, env...) for another build
+//     such as realmtestBinary's), waits for /proc/self/mountinfo, and
+//     unmounts at cleanup, asserting the daemon exited 0. Every mount, and
+//     every restart, starts in Mount.start and is known to the watchdog.
+//   - Mount.Unmount, Signal, Kill, KillWithin and Restart (crash tests),
+//     FDCount, Audit and WaitAudit (the audit log), Path and BackingPath.
+//   - Helper processes (helper_test.go) are this test binary re-executed in
+//     a helper mode (helperCmd, dispatched by TestMain), and every process a
+//     test keeps running starts through startProc. probe(t, cred, ops...)
+//     runs file operations as any uid and reports "ok ..." or "err ENAME"
+//     per operation; holdLock holds a flock, POSIX or OFD lock; holdWrite
+//     holds a file open for writing; the "swap" helper is the adversary;
+//     startReader and startLoop run python readers and shell loops.
 package e2e

@@ -1100,89 +1100,6 @@ func TestPassthrough(t *testing.T) {
 	}
 }
 
-// TestHardLinkWrite: a write through one name of a hard-linked file is seen
-// through the other name (one inode), through the mount and in BACKING.
-func TestHardLinkWrite(t *testing.T) {
-	t.Parallel()
-	m := mount(t)
-	writeFile(t, m.Path("f"), "old\n")
-	if err := os.Link(m.Path("f"), m.Path("g")); err != nil {
-		t.Fatal(err)
-	}
-	for i, name := range []string{"f", "g"} {
-		want := fmt.Sprintf("new %d via %s\n", i, name)
-		writeFile(t, m.Path(name), want)
-		for _, other := range []string{"f", "g"} {
-			if got := readFile(t, m.Path(other)); got != want {
-				t.Errorf("after writing %q through %s: %s reads %q through the mount", want, name, other, got)
-			}
-			if got := readFile(t, m.BackingPath(other)); got != want {
-				t.Errorf("after writing %q through %s: BACKING %s holds %q", want, name, other, got)
-			}
-		}
-	}
-	if f, g := lstat(t, m.BackingPath("f")), lstat(t, m.BackingPath("g")); f.Ino != g.Ino || f.Nlink != 2 {
-		t.Errorf("BACKING f and g: inodes %d and %d, nlink %d; want one inode with nlink 2", f.Ino, g.Ino, f.Nlink)
-	}
-}
-
-// TestSetattrOnOpenWriteHandle: what tar, cp -a and mv do when they write a
-// file: create, write, then fchmod, fchown, futimens or ftruncate on the
-// still-open descriptor, then close. Each sequence runs on a native dir and
-// through the mount; outcomes, content, mode, owner and mtime must agree.
-func TestSetattrOnOpenWriteHandle(t *testing.T) {
-	t.Parallel()
-	m := mount(t)
-	native := filepath.Join(m.Root, "native")
-	if err := os.Mkdir(native, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ts := unix.NsecToTimespec(time.Date(2003, 4, 5, 6, 7, 8, 0, time.UTC).UnixNano())
-	steps := []struct {
-		name string
-		fn   func(fd int) error
-	}{
-		{"fchmod", func(fd int) error { return unix.Fchmod(fd, 0o640) }},
-		{"fchown", func(fd int) error { return unix.Fchown(fd, nobody, nobody) }},
-		{"futimens", func(fd int) error {
-			return unix.UtimesNanoAt(fd, "", []unix.Timespec{ts, ts}, unix.AT_EMPTY_PATH)
-		}},
-		{"ftruncate", func(fd int) error { return unix.Ftruncate(fd, 4) }},
-	}
-	do := func(dir, name string, fn func(int) error) string {
-		p := filepath.Join(dir, name)
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return "open: " + errnoName(errnoOf(err))
-		}
-		_, werr := unix.Write(fd, []byte("content"))
-		serr := fn(fd)
-		cerr := unix.Close(fd)
-		b, rerr := os.ReadFile(p)
-		var st unix.Stat_t
-		_ = unix.Lstat(p, &st)
-		out := fmt.Sprintf("write %s, %s %s, close %s, read %q %s, mode %o owner %d:%d",
-			errnoName(errnoOf(werr)), name, errnoName(errnoOf(serr)), errnoName(errnoOf(cerr)),
-			b, errnoName(errnoOf(rerr)), st.Mode&0o7777, st.Uid, st.Gid)
-		if name == "futimens" { // other steps leave the mtime at "now", which differs
-			out += fmt.Sprintf(" mtime %d", st.Mtim.Sec)
-		}
-		return out
-	}
-	for _, st := range steps {
-		want := do(native, st.name, st.fn)
-		if got := do(m.Dir, st.name, st.fn); got != want {
-			t.Errorf("create, write, %s, close:\nmount:  %s\nnative: %s", st.name, got, want)
-		}
-		if st.name != "futimens" {
-			continue
-		}
-		if b := lstat(t, m.BackingPath(st.name)); b.Mtim != ts {
-			t.Errorf("BACKING futimens: mtime %v, want %v", b.Mtim, ts)
-		}
-	}
-}
-
 // TestManyFilesRoundTrip: 5,000 files of 4 KiB created through the mount in
 // nested directories all read back with their content, with passthrough on
 // and off (inode numbers of freed files get reused by later ones: a node
@@ -1223,5 +1140,62 @@ func TestManyFilesRoundTrip(t *testing.T) {
 				t.Errorf("%d of %d files did not read back", failures, n)
 			}
 		})
+	}
+}
+
+// TestOpenNeverAnswersENOSYS: a backing filesystem that answers an open
+// with ENOSYS must not make the kernel stop sending OPEN (fc->no_open),
+// which would skip every check realm makes at open. realmfs built for
+// tests takes the calls away with a seccomp filter; every open and create
+// then fails with EIO, the second as the first (the kernel still asks).
+func TestOpenNeverAnswersENOSYS(t *testing.T) {
+	t.Parallel()
+	bin := realmtestBinary(t)
+	t.Run("open", func(t *testing.T) {
+		t.Parallel()
+		m := mount(t, Binary(bin, "REALMFS_TEST_SYSFAIL=open"), Prepare(func(m *Mount) {
+			writeFile(t, m.BackingPath("f"), "content\n")
+			writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
+		}))
+		waitLog(t, m, "system calls taken away")
+		for i := range 3 {
+			_, err := os.ReadFile(m.Path("f"))
+			wantErrno(t, err, unix.EIO, fmt.Sprintf("read #%d with a backing open that answers ENOSYS", i+1))
+			err = os.WriteFile(m.Path("f"), []byte("x"), 0o644)
+			wantErrno(t, err, unix.EIO, fmt.Sprintf("write #%d", i+1))
+			err = os.WriteFile(m.Path(fmt.Sprintf("new%d", i)), []byte("x"), 0o644)
+			wantErrno(t, err, unix.EIO, fmt.Sprintf("create #%d", i+1))
+			_, err = os.ReadFile(m.Path(".env"))
+			if errnoOf(err) != unix.EIO && errnoOf(err) != unix.EACCES {
+				t.Errorf("read .env #%d: %v, want EIO or EACCES", i+1, err)
+			}
+		}
+		if got := readFile(t, m.BackingPath("f")); got != "content\n" {
+			t.Errorf("f = %q", got)
+		}
+	})
+	t.Run("opendir", func(t *testing.T) {
+		t.Parallel()
+		m := mount(t, Binary(bin, "REALMFS_TEST_SYSFAIL=opendir"), Prepare(func(m *Mount) {
+			os.Mkdir(m.BackingPath("d"), 0o755)
+			writeFile(t, m.BackingPath("d", "f"), "content\n")
+		}))
+		waitLog(t, m, "system calls taken away")
+		for i := range 3 {
+			_, err := os.ReadDir(m.Path("d"))
+			wantErrno(t, err, unix.EIO, fmt.Sprintf("readdir #%d with a backing opendir that answers ENOSYS", i+1))
+		}
+	})
+}
+
+// waitLog waits for the daemon's log to hold text.
+func waitLog(t *testing.T, m *Mount, text string) {
+	t.Helper()
+	deadline := time.Now().Add(mountTimeout)
+	for !strings.Contains(readFile(t, m.LogFile), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's log never said %q:\n%s", text, m.logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,38 @@ func buildRealmfs() (string, error) {
 	return out, nil
 }
 
+var (
+	realmtestOnce sync.Once
+	realmtestPath string
+	realmtestErr  error
+)
+
+// realmtestBinary is realmfs built with -tags realmtest (REALMFS_FAIL_AT
+// injects commit failures), built once per run.
+func realmtestBinary(tb testing.TB) string {
+	tb.Helper()
+	realmtestOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			realmtestErr = err
+			return
+		}
+		out := filepath.Join(binDir, "realmfs-realmtest")
+		args := []string{"build", "-tags", "realmtest", "-o", out, "./cmd/realmfs"}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			realmtestErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
+			return
+		}
+		realmtestPath = out
+	})
+	if realmtestErr != nil {
+		tb.Fatalf("building realmfs with -tags realmtest: %v", realmtestErr)
+	}
+	return realmtestPath
+}
+
 func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -224,6 +257,8 @@ type mountConfig struct {
 	helper  bool                // mount with mount.fuse3 (as mount(8) and /etc/fstab do)
 	cred    *syscall.Credential // run realmfs as this user (non-root mount)
 	prepare func(m *Mount)      // populate BACKING (and Outside) before mounting
+	bin     string              // the realmfs binary to run; "" is realmfsBin
+	env     []string            // added to the daemon's environment
 }
 
 // MountOption configures mount.
@@ -268,6 +303,13 @@ func Prepare(fn func(m *Mount)) MountOption {
 	return func(c *mountConfig) { c.prepare = fn }
 }
 
+// Binary runs bin instead of the realmfs under test (e.g. realmtestBinary's
+// build), with env added to the daemon's environment; Restart runs it
+// again. Foreground mounts as root only.
+func Binary(bin string, env ...string) MountOption {
+	return func(c *mountConfig) { c.bin, c.env = bin, env }
+}
+
 // mount makes BACKING and MOUNTPOINT under a fresh temp dir, starts realmfs,
 // waits for the mount to appear in /proc/self/mountinfo, and registers a
 // cleanup that unmounts and asserts the daemon exited 0.
@@ -291,6 +333,9 @@ func newMount(tb testing.TB, options []MountOption) *Mount {
 	var cfg mountConfig
 	for _, o := range options {
 		o(&cfg)
+	}
+	if cfg.bin != "" && (cfg.detach || cfg.helper || cfg.cred != nil) {
+		tb.Fatal("Binary: foreground mounts as root only")
 	}
 	root := tb.TempDir()
 	// t.TempDir and its parent are 0700; other uids must reach the mount.
@@ -360,8 +405,16 @@ func (m *Mount) start() {
 		tb.Fatal(err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "=== %s realmfs %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(m.args(), " "))
-	cmd := exec.Command(realmfsBin, m.args()...)
+	bin := realmfsBin
+	if m.cfg.bin != "" {
+		bin = m.cfg.bin
+	}
+	line := append(append(append([]string{}, m.cfg.env...), filepath.Base(bin)), m.args()...)
+	fmt.Fprintf(logf, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(line, " "))
+	cmd := exec.Command(bin, m.args()...)
+	if len(m.cfg.env) > 0 {
+		cmd.Env = append(os.Environ(), m.cfg.env...)
+	}
 	if m.cfg.helper {
 		opts := append([]string{"rw"}, m.cfg.opts...)
 		cmd = exec.Command("mount.fuse3", m.Backing, m.Dir, "-t", "fuse.realmfs", "-o", strings.Join(opts, ","))
@@ -419,6 +472,9 @@ func (m *Mount) start() {
 	}
 
 	if err := cmd.Start(); err != nil {
+		// No process: nothing for Unmount and cleanup to wait for.
+		m.stopped = true
+		close(m.done)
 		tb.Fatal(err)
 	}
 	m.Pid = cmd.Process.Pid
@@ -440,7 +496,7 @@ func (m *Mount) start() {
 		}
 		select {
 		case <-m.done:
-			tb.Fatalf("realmfs exited before mounting: %v\n%s", m.exitErr, m.logTail())
+			tb.Fatalf("%s exited before mounting: %v\n%s", filepath.Base(bin), m.exitErr, m.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -764,8 +820,22 @@ func (m *Mount) Signal(sig syscall.Signal) error {
 }
 
 // Kill kills the daemon with SIGKILL and detaches the dead mount, for crash
-// tests; start it again with Restart.
+// tests; start it again with Restart. A daemon that does not die within 5s
+// fails the test (see KillWithin).
 func (m *Mount) Kill() {
+	m.tb.Helper()
+	if stuck := m.KillWithin(5 * time.Second); stuck != "" {
+		m.tb.Errorf("%s; aborted its FUSE connection %d", stuck, m.conn)
+	}
+}
+
+// KillWithin is Kill that cannot hang and lets the caller judge: SIGKILL,
+// and if the daemon has not exited within grace (a thread stuck in the
+// kernel keeps /dev/fuse open, so the connection is never aborted and every
+// process on the mount waits forever), it aborts the FUSE connection. It
+// returns "" or a description of the stuck daemon. The dead mount is
+// detached.
+func (m *Mount) KillWithin(grace time.Duration) (stuck string) {
 	m.tb.Helper()
 	m.stopped = true
 	if m.Pid > 0 {
@@ -773,10 +843,8 @@ func (m *Mount) Kill() {
 	}
 	select {
 	case <-m.done:
-	case <-time.After(5 * time.Second):
-		// A thread of the daemon is stuck in the kernel (a deadlock with a
-		// request); only aborting the connection lets it die.
-		m.tb.Errorf("realmfs pid %d did not die of SIGKILL within 5s (stuck in the kernel); aborting connection %d", m.Pid, m.conn)
+	case <-time.After(grace):
+		stuck = fmt.Sprintf("realmfs pid %d did not exit within %v of SIGKILL: %s", m.Pid, grace, threadStates(m.Pid))
 		abortConn(m.conn)
 		<-m.done
 	}
@@ -788,6 +856,26 @@ func (m *Mount) Kill() {
 			}
 		}
 	}
+	return stuck
+}
+
+// threadStates describes the daemon's threads that are still alive: their
+// state and kernel wait channel.
+func threadStates(pid int) string {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []string
+	for _, t := range tasks {
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, t.Name()))
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		state := ""
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "State:"); ok {
+				state = strings.TrimSpace(v)
+			}
+		}
+		out = append(out, fmt.Sprintf("tid %s %s wchan %s", t.Name(), state, wchan))
+	}
+	return strings.Join(out, "; ")
 }
 
 // Restart starts realmfs again over the same BACKING and MOUNTPOINT.
@@ -954,6 +1042,23 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	}
 }
 
+// WaitRefusal waits for the audit entry of a refusal of path with code (by
+// op, unless op is "") and checks that it carries errno.
+func (m *Mount) WaitRefusal(op, path, code string, errno syscall.Errno) auditEntry {
+	m.tb.Helper()
+	what := code + " on " + path
+	if op != "" {
+		what += " (" + op + ")"
+	}
+	e := m.WaitAudit(what, func(e auditEntry) bool {
+		return (op == "" || e.str("op") == op) && e.path() == path && e.str("code") == code
+	})
+	if !e.errnoIs(errno) {
+		m.tb.Errorf("%s: audit errno %q, want %s", what, e.str("errno"), unix.ErrnoName(errno))
+	}
+	return e
+}
+
 // checkAuditFields asserts the fields the contract names are all present.
 func checkAuditFields(tb testing.TB, e auditEntry) {
 	tb.Helper()
@@ -1061,4 +1166,94 @@ func assertAbsent(tb testing.TB, path string) {
 	if err := unix.Lstat(path, &st); err != unix.ENOENT {
 		tb.Errorf("%s: lstat gave %v, want ENOENT (it must not exist)", path, err)
 	}
+}
+
+// backingNames lists every name beneath root (not through a mount),
+// hidden ones included, as slash-separated relative paths.
+func backingNames(tb testing.TB, root string) []string {
+	tb.Helper()
+	var names []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != root {
+			rel, _ := filepath.Rel(root, p)
+			names = append(names, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("listing %s: %v", root, err)
+	}
+	return names
+}
+
+// tempResidue lists the .realm-tmp-* names beneath root.
+func tempResidue(tb testing.TB, root string) []string {
+	tb.Helper()
+	var out []string
+	for _, n := range backingNames(tb, root) {
+		if strings.HasPrefix(filepath.Base(n), ".realm-tmp-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// assertNoTemp fails if a .realm-tmp-* name is left beneath root.
+func assertNoTemp(tb testing.TB, root, when string) {
+	tb.Helper()
+	if left := tempResidue(tb, root); len(left) > 0 {
+		tb.Errorf("%s: temp files left in BACKING: %v", when, left)
+	}
+}
+
+// fileState is what a test compares to prove a file was not touched.
+type fileState struct {
+	data  string
+	ino   uint64
+	mtime unix.Timespec
+	size  int64
+}
+
+func stateOf(tb testing.TB, path string) fileState {
+	tb.Helper()
+	st := lstat(tb, path)
+	return fileState{data: readFile(tb, path), ino: st.Ino, mtime: st.Mtim, size: st.Size}
+}
+
+// diff reports how now differs from was ("" if it does not).
+func (was fileState) diff(now fileState) string {
+	var d []string
+	if now.data != was.data {
+		d = append(d, fmt.Sprintf("content %q, was %q", clip(now.data), clip(was.data)))
+	}
+	if now.ino != was.ino {
+		d = append(d, fmt.Sprintf("inode %d, was %d", now.ino, was.ino))
+	}
+	if now.mtime != was.mtime {
+		d = append(d, fmt.Sprintf("mtime %v, was %v", now.mtime, was.mtime))
+	}
+	return strings.Join(d, "; ")
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}
+
+// lockedThread runs fn on a goroutine locked to its own OS thread (one
+// kernel thread id, hence one owner under lockowner=pid) and waits for it.
+func lockedThread(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		fn()
+	}()
+	<-done
 }

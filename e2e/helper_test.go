@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,6 +25,9 @@ const helperEnv = "REALM_E2E_HELPER"
 
 // runHelper is the main function of a helper process.
 func runHelper(name string, args []string) int {
+	// Every helper does its file operations from one OS thread: with
+	// lockowner=pid the kernel reports the calling thread's id.
+	runtime.LockOSThread()
 	switch name {
 	case "probe":
 		return helperProbe(args)
@@ -31,6 +35,12 @@ func runHelper(name string, args []string) int {
 		return helperLock(args)
 	case "swap":
 		return helperSwap(args)
+	case "holdwrite":
+		return helperHoldWrite(args)
+	case "bigwrite":
+		return helperBigWrite(args)
+	case "twothreads":
+		return helperTwoThreads(args)
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
 	return 2
@@ -185,35 +195,116 @@ func sum(b []byte) string {
 	return fmt.Sprintf("%d %x", len(b), h)
 }
 
-// lockHolder is a helper process holding a lock on a file until released.
-type lockHolder struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+// proc is a process a test started: its stdin (the helpers of this binary
+// finish when it closes) and its stdout, read line by line.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // nil once closed, or when not piped
+	stdout *bufio.Reader  // nil when not piped
+	waited bool
+	err    error // of Wait
 }
+
+// startProc is the one way the tests start a process they keep running:
+// the helper modes of this binary (helperCmd), python readers, shell loops.
+// With pipes, its stdin and stdout are pipes to the test and its stderr,
+// unless cmd has one, is the test binary's; without, they are as cmd has
+// them. A cleanup kills what is still running (the whole process group
+// when cmd starts one, Setpgid) and waits for it.
+func startProc(tb testing.TB, cmd *exec.Cmd, pipes bool) *proc {
+	tb.Helper()
+	p := &proc{cmd: cmd}
+	if pipes {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if cmd.Stderr == nil {
+			cmd.Stderr = os.Stderr
+		}
+		p.stdin, p.stdout = stdin, bufio.NewReader(stdout)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.kill)
+	return p
+}
+
+// line reads the next line of the process's stdout, trimmed.
+func (p *proc) line(tb testing.TB, timeout time.Duration, what string) string {
+	tb.Helper()
+	return readLine(tb, p.stdout, timeout, what)
+}
+
+// closeStdin tells a helper to finish. It is safe to call more than once.
+func (p *proc) closeStdin() {
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+}
+
+// wait waits for the process once and returns its exit.
+func (p *proc) wait() error {
+	if !p.waited {
+		p.waited = true
+		p.err = p.cmd.Wait()
+	}
+	return p.err
+}
+
+// kill ends the process (its group, if it has one) unless it has been
+// waited for, and waits.
+func (p *proc) kill() {
+	if p.waited {
+		return
+	}
+	p.closeStdin()
+	if a := p.cmd.SysProcAttr; a != nil && a.Setpgid {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		p.cmd.Process.Kill()
+	}
+	p.wait()
+}
+
+// readLine reads one line from r with a timeout.
+func readLine(tb testing.TB, r *bufio.Reader, timeout time.Duration, what string) string {
+	tb.Helper()
+	ch := make(chan string, 1)
+	go func() {
+		line, err := r.ReadString('\n')
+		if err != nil && line == "" {
+			line = "EOF: " + err.Error()
+		}
+		ch <- strings.TrimSpace(line)
+	}()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(timeout):
+		tb.Fatalf("%s: no line within %v", what, timeout)
+		return ""
+	}
+}
+
+// lockHolder is a helper process holding a lock on a file until released.
+type lockHolder struct{ *proc }
 
 // holdLock starts a helper that opens path O_RDWR, takes an exclusive lock
 // of kind ("flock", "posix" or "ofd") without blocking, and holds it until
 // Release. It fails the test if the helper could not take the lock.
 func holdLock(tb testing.TB, kind, path string) *lockHolder {
 	tb.Helper()
-	cmd := helperCmd(context.Background(), nil, "lock", kind, path)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	h := &lockHolder{cmd: cmd, stdin: stdin}
+	h := &lockHolder{startProc(tb, helperCmd(context.Background(), nil, "lock", kind, path), true)}
 	tb.Cleanup(func() { h.Release(tb) })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "locked" {
-		tb.Fatalf("lock helper (%s %s): %q %v", kind, path, line, err)
+	if line := h.line(tb, 20*time.Second, "lock helper"); line != "locked" {
+		tb.Fatalf("lock helper (%s %s): %q", kind, path, line)
 	}
 	return h
 }
@@ -223,11 +314,173 @@ func (h *lockHolder) Release(tb testing.TB) {
 	if h.stdin == nil {
 		return
 	}
-	h.stdin.Close()
-	h.stdin = nil
-	if err := h.cmd.Wait(); err != nil {
+	h.closeStdin()
+	if err := h.wait(); err != nil {
 		tb.Errorf("lock helper: %v", err)
 	}
+}
+
+// holdWrite starts a helper process that opens path for writing, writes
+// data, and holds the descriptor until finish is called; finish returns the
+// helper's "close ..." line.
+func holdWrite(t *testing.T, path, data string) (finish func() string) {
+	t.Helper()
+	p := startProc(t, helperCmd(context.Background(), nil, "holdwrite", path, data), true)
+	done := false
+	finish = func() string {
+		if done {
+			return ""
+		}
+		done = true
+		p.closeStdin()
+		line := p.line(t, 20*time.Second, "holdwrite close")
+		p.wait()
+		return line
+	}
+	t.Cleanup(func() { finish() })
+	if line := p.line(t, 20*time.Second, "holdwrite ready"); line != "ready" {
+		t.Fatalf("holdwrite helper: %q, want ready", line)
+	}
+	return finish
+}
+
+// startReader starts a python process that opens path read-only and, for
+// each command, answers: "read" prints the whole file from offset 0 through
+// the one descriptor, "quit" exits.
+func startReader(t *testing.T, path string) func(cmd string) string {
+	t.Helper()
+	p := startProc(t, exec.Command("python3", "-u", "-c", `
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for line in sys.stdin:
+    if line.strip() == "quit":
+        break
+    try:
+        data = os.pread(fd, 1 << 20, 0).decode()
+        sys.stdout.write(str(len(data)) + "\n" + data)
+    except OSError as e:
+        sys.stdout.write("0\nERROR " + e.strerror)
+    sys.stdout.flush()`, path), true)
+	return func(c string) string {
+		t.Helper()
+		fmt.Fprintln(p.stdin, c)
+		if c == "quit" {
+			p.closeStdin()
+			p.wait()
+			return ""
+		}
+		n, err := strconv.Atoi(p.line(t, 20*time.Second, "reader length"))
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(p.stdout, buf); err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+		return string(buf)
+	}
+}
+
+// startLoop runs script with sh in dir, env added, in its own process
+// group, until the returned stop kills the group.
+func startLoop(t *testing.T, dir string, env []string, script string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return startProc(t, cmd, false).kill
+}
+
+// errWord is "ok" or "err ENAME" for err.
+func errWord(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if e := errnoOf(err); e != 0 {
+		return "err " + errnoName(e)
+	}
+	return fmt.Sprintf("err %q", err.Error())
+}
+
+// helperHoldWrite: PATH DATA. Opens PATH O_WRONLY|O_TRUNC, writes DATA,
+// prints "ready" (or "open err E"), waits for stdin to close, closes the
+// file and prints "close ok" or "close err E".
+func helperHoldWrite(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "holdwrite PATH DATA")
+		return 2
+	}
+	fd, err := unix.Open(args[0], unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open " + errWord(err))
+		return 1
+	}
+	if _, err := unix.Write(fd, []byte(args[1])); err != nil {
+		fmt.Println("write " + errWord(err))
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	fmt.Println("close " + errWord(unix.Close(fd)))
+	return 0
+}
+
+// helperBigWrite: PATH SIZE CHUNK SEED. Opens PATH O_WRONLY|O_TRUNC, prints
+// "open", writes SIZE bytes of pattern(SEED) in CHUNK-sized writes, prints
+// "close ok" or "... err E" and exits.
+func helperBigWrite(args []string) int {
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "bigwrite PATH SIZE CHUNK SEED")
+		return 2
+	}
+	size, _ := strconv.ParseInt(args[1], 10, 64)
+	chunk, _ := strconv.Atoi(args[2])
+	seed, _ := strconv.Atoi(args[3])
+	fd, err := unix.Open(args[0], unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fmt.Println("open " + errWord(err))
+		return 1
+	}
+	fmt.Println("open")
+	buf := make([]byte, chunk)
+	for off := int64(0); off < size; off += int64(chunk) {
+		n := min(int64(chunk), size-off)
+		fillPattern(buf[:n], byte(seed), off)
+		if _, err := unix.Write(fd, buf[:n]); err != nil {
+			fmt.Printf("write at %d %s\n", off, errWord(err))
+			return 1
+		}
+	}
+	fmt.Println("close " + errWord(unix.Close(fd)))
+	return 0
+}
+
+// helperTwoThreads: PATH. Opens PATH for writing from one OS thread, then
+// again from another OS thread of the same process, and prints one line per
+// open and per close.
+func helperTwoThreads(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "twothreads PATH")
+		return 2
+	}
+	fd1, err := unix.Open(args[0], unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fmt.Printf("open1 tid %d %s\n", unix.Gettid(), errWord(err))
+	res := make(chan string)
+	go func() {
+		runtime.LockOSThread() // a thread of its own, never the first one
+		fd2, err := unix.Open(args[0], unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		line := fmt.Sprintf("open2 tid %d %s", unix.Gettid(), errWord(err))
+		if err == nil {
+			unix.Close(fd2)
+		}
+		res <- line
+	}()
+	fmt.Println(<-res)
+	if fd1 >= 0 && err == nil {
+		unix.Close(fd1)
+	}
+	return 0
 }
 
 func helperLock(args []string) int {

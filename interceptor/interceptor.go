@@ -29,6 +29,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"realm/sandbox/label"
 )
 
 // The names the gateway uses for what realm intercepts.
@@ -36,13 +38,6 @@ const (
 	OpenShellService = "openshell.v1.OpenShell"
 	CreateSandbox    = "CreateSandbox"
 	CreateSandboxRPC = OpenShellService + "/" + CreateSandbox
-)
-
-// The labels realm's OpenShell runtime puts on its CreateSandbox requests
-// (`openshell sandbox create --label K=V`).
-const (
-	LabelManaged = "io.realm.managed"
-	LabelSession = "io.realm.session"
 )
 
 // Workspace is where the mount goes in the sandbox.
@@ -157,20 +152,20 @@ func (s *Service) evaluate(e *Evaluation) *Result {
 // its label names.
 func realmSession(op map[string]any) (id string, realm bool, err error) {
 	labels, _ := op["labels"].(map[string]any)
-	managed, hasManaged := labels[LabelManaged]
-	sess, hasSession := labels[LabelSession]
+	managed, hasManaged := labels[label.Managed]
+	sess, hasSession := labels[label.Session]
 	if !hasManaged && !hasSession {
 		return "", false, nil
 	}
 	if managed != "true" || !hasSession {
-		return "", true, fmt.Errorf("a realm sandbox needs both labels %s=true and %s=<session id>", LabelManaged, LabelSession)
+		return "", true, fmt.Errorf("a realm sandbox needs both labels %s=true and %s=<session id>", label.Managed, label.Session)
 	}
 	id = str(sess)
 	if !validID(id) {
-		return "", true, fmt.Errorf("label %s=%q is not a session id", LabelSession, id)
+		return "", true, fmt.Errorf("label %s=%q is not a session id", label.Session, id)
 	}
-	if name := str(op["name"]); name != "realm-"+id {
-		return "", true, fmt.Errorf("sandbox %q of session %s must be named realm-%s", name, id, id)
+	if name := str(op["name"]); name != label.Name(id) {
+		return "", true, fmt.Errorf("sandbox %q of session %s must be named %s", name, id, label.Name(id))
 	}
 	return id, true, nil
 }

@@ -3,24 +3,16 @@ package reaper
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/containers/podman/v5/pkg/bindings/containers"
-)
 
-// The labels the sweep matches. realm's Podman runtime sets the first two;
-// OpenShell's podman driver sets the last two on the sandboxes it runs, and
-// realm names its sandboxes "realm-<id>".
-const (
-	labelManaged          = "io.realm.managed"
-	labelSession          = "io.realm.session"
-	labelOpenShellManaged = "openshell.managed"
-	labelOpenShellName    = "openshell.ai/sandbox-name"
-	sandboxPrefix         = "realm-"
+	"realm/sandbox/label"
 )
 
 // Libpod is Containers over the libpod REST API. Conn is a bindings
-// connection context (bindings.NewConnection).
+// connection context (bindings.NewConnection). It is the one part of the
+// reaper that speaks to a container engine: the podman bindings are its
+// import, not a runtime of package sandbox.
 type Libpod struct {
 	Conn context.Context
 }
@@ -33,7 +25,7 @@ type Libpod struct {
 func (l Libpod) List(ctx context.Context) ([]Container, error) {
 	var out []Container
 	seen := map[string]bool{}
-	for _, filter := range []string{labelManaged + "=true", labelOpenShellManaged + "=true"} {
+	for _, filter := range []string{label.Managed + "=true", label.OpenShellManaged + "=true"} {
 		all := true
 		list, err := containers.List(l.Conn, &containers.ListOptions{
 			All:     &all,
@@ -60,13 +52,16 @@ func (l Libpod) List(ctx context.Context) ([]Container, error) {
 }
 
 // realmOwned decides from a container's labels whether realm owns it, and
-// returns its session id.
+// returns its session id. realm's Podman runtime sets label.Managed and
+// label.Session; OpenShell's podman driver sets label.OpenShellManaged and
+// label.OpenShellSandboxName on the sandboxes it runs, and realm names its
+// sandboxes label.Name(id).
 func realmOwned(labels map[string]string) (session string, ok bool) {
-	if labels[labelManaged] == "true" {
-		return labels[labelSession], true
+	if labels[label.Managed] == "true" {
+		return labels[label.Session], true
 	}
-	if labels[labelOpenShellManaged] == "true" {
-		if id, ok := strings.CutPrefix(labels[labelOpenShellName], sandboxPrefix); ok && id != "" {
+	if labels[label.OpenShellManaged] == "true" {
+		if id, ok := label.SessionOf(labels[label.OpenShellSandboxName]); ok && id != "" {
 			return id, true
 		}
 	}

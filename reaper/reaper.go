@@ -6,9 +6,11 @@
 // needs. A container that survives removal stops the reap with
 // REALM_STOPPING before any record is deleted.
 //
-// The reaper takes everything it acts on as values (Containers, Store,
-// Mounts, Sandboxes): it imports neither a runtime nor fusefs, and its tests
-// drive it with recording fakes.
+// Reap and Sweep take everything they act on as values (Containers, Store,
+// Mounts, Sandboxes), and the tests drive them with recording fakes. The
+// package imports no runtime of package sandbox and not fusefs; its Libpod
+// (Containers over the libpod API, libpod.go) imports the podman bindings,
+// and StateMounts (mounts.go) reads the mount table.
 //
 // Precondition: the caller holds the state dir's lock (LockStateDir), so no
 // other realmctl is creating or destroying a session meanwhile.
@@ -22,6 +24,7 @@ import (
 	"strings"
 
 	"realm/errcode"
+	"realm/sandbox/label"
 )
 
 // Container is one realm-managed container as the sweep sees it.
@@ -171,7 +174,7 @@ func deleteSandboxes(ctx context.Context, s Sandboxes, keep map[string]bool) (in
 	}
 	n := 0
 	for _, name := range names {
-		id, ok := strings.CutPrefix(name, "realm-")
+		id, ok := label.SessionOf(name)
 		if !ok || keep[id] {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 
 	"realm/errcode"
 	"realm/policy"
+	"realm/sandbox/label"
 )
 
 // OpenShell runs sessions in NVIDIA OpenShell sandboxes by spawning the
@@ -60,10 +61,6 @@ const OpenShellPolicyFile = "openshell-policy.yaml"
 // OpenShellWorkspace is where the guarded mount appears inside an OpenShell
 // sandbox; the policy document makes it the one read-write tree besides /tmp.
 const OpenShellWorkspace = "/workspace"
-
-// realmSandboxPrefix starts the name of every sandbox realm creates; the
-// reaper touches no other.
-const realmSandboxPrefix = "realm-"
 
 // cliWaitDelay is how long a CLI call waits, once the CLI has exited or been
 // killed, for its output pipes to close. A process the CLI left behind that
@@ -240,7 +237,7 @@ func (o *OpenShell) Destroy(ctx context.Context, id string) error {
 // When it fails, a list that succeeds and does not show the name proves the
 // sandbox is gone; realm does not read the CLI's stderr to decide.
 func (o *OpenShell) DeleteSandbox(ctx context.Context, name string) error {
-	if !strings.HasPrefix(name, realmSandboxPrefix) || !validSandboxName(name) {
+	if !strings.HasPrefix(name, label.Prefix) || !validSandboxName(name) {
 		return errcode.New(errcode.SchemaInvalid, "openshell: %q is not a realm sandbox name", name)
 	}
 	argv, err := buildOpenShellArgv(o.Bin, openShellCall{verb: "delete", name: name})
@@ -320,7 +317,7 @@ func (o *OpenShell) listRealm(ctx context.Context) ([]openShellSandbox, error) {
 			return realm, nil
 		}
 		for _, sb := range sbs {
-			if strings.HasPrefix(sb.Name, realmSandboxPrefix) {
+			if strings.HasPrefix(sb.Name, label.Prefix) {
 				realm = append(realm, sb)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"realm/errcode"
+	"realm/sandbox/label"
 )
 
 // openShellForbidden are the CLI flags realm never passes. Each would let a
@@ -84,7 +85,7 @@ func buildOpenShellArgv(bin string, c openShellCall) ([]string, error) {
 			return nil, errcode.New(errcode.SchemaInvalid, "openshell: create needs realm's session id, not %q", c.session)
 		}
 		argv = append(argv, "--name", c.name, "--policy", c.policy,
-			"--label", LabelManaged+"=true", "--label", LabelSession+"="+c.session)
+			"--label", label.Managed+"=true", "--label", label.Session+"="+c.session)
 		if c.image != "" {
 			argv = append(argv, "--from", c.image)
 		}

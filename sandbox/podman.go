@@ -14,6 +14,7 @@ import (
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"realm/errcode"
+	"realm/sandbox/label"
 )
 
 // Podman is the Runtime that runs each sandbox as a Podman container through
@@ -78,7 +79,7 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	}
 	g := specgen.NewSpecGenerator(image, false)
 	g.Name = ContainerName(s.SessionID)
-	g.Labels = map[string]string{LabelManaged: "true", LabelSession: s.SessionID}
+	g.Labels = map[string]string{label.Managed: "true", label.Session: s.SessionID}
 	g.Command = s.Workload
 	g.User = s.User
 	g.WorkDir = "/workspace"

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"regexp"
 	"time"
+
+	"realm/sandbox/label"
 )
 
 // State is where a session is in its life. A record in StateCreating or
@@ -53,6 +55,6 @@ func NewID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// ContainerName is the name a runtime gives the sandbox of session id. The
-// OpenShell reaper matches the same "realm-" prefix.
-func ContainerName(id string) string { return "realm-" + id }
+// ContainerName is the name a runtime gives the sandbox of session id
+// (label.Name); the reaper matches the same prefix.
+func ContainerName(id string) string { return label.Name(id) }

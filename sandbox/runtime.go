@@ -17,13 +17,6 @@ import (
 // the rest is drained and dropped, and the stream's truncated flag is set.
 const CaptureLimit = 262144
 
-// Labels every realm-managed Podman container carries; the reaper sweeps by
-// them and never touches a container without them.
-const (
-	LabelManaged = "io.realm.managed"
-	LabelSession = "io.realm.session"
-)
-
 // Spec is everything a runtime needs to create one sandbox. It has been
 // validated before it reaches a runtime.
 type Spec struct {

@@ -19,15 +19,11 @@ func reap(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, all b
 	if fs.NArg() != 0 {
 		return usageErr("reap takes no arguments")
 	}
-	a, err := newApp(g)
+	a, unlock, err := lockedApp(g)
 	if err != nil {
 		return err
 	}
-	lock, err := a.lock()
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
+	defer unlock()
 	r, err := a.reap(ctx, all)
 	if err != nil {
 		return err

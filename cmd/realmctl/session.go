@@ -40,18 +40,14 @@ func sessionCreate(ctx context.Context, g *globals, out *output, fs *pflag.FlagS
 	if err != nil {
 		return err
 	}
-	a, err := newApp(g)
-	if err != nil {
-		return err
-	}
 	if _, err := g.realmfsPath(); err != nil {
 		return err
 	}
-	lock, err := a.lock()
+	a, unlock, err := lockedApp(g)
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
+	defer unlock()
 	if !g.noReap {
 		r, err := a.reap(ctx, false)
 		if err != nil {
@@ -132,15 +128,11 @@ func sessionDestroy(ctx context.Context, g *globals, out *output, fs *pflag.Flag
 	if fs.NArg() != 1 {
 		return usageErr("session destroy wants one session id or name")
 	}
-	a, err := newApp(g)
+	a, unlock, err := lockedApp(g)
 	if err != nil {
 		return err
 	}
-	lock, err := a.lock()
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
+	defer unlock()
 	rec, err := a.mgr.Destroy(ctx, fs.Arg(0))
 	if err != nil {
 		return err

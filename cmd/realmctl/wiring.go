@@ -49,9 +49,19 @@ func (a *app) runtime(ctx context.Context, name string) (sandbox.Runtime, error)
 	return rt, nil
 }
 
-// lock takes the state dir for this command.
-func (a *app) lock() (*reaper.StateLock, error) {
-	return reaper.LockStateDir(a.g.stateDir, a.g.lockWait)
+// lockedApp is the preamble of every command that changes the state dir
+// (create, destroy, reap): the app, and the state dir's lock, held until
+// unlock is called.
+func lockedApp(g *globals) (a *app, unlock func(), err error) {
+	a, err = newApp(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := reaper.LockStateDir(g.stateDir, g.lockWait)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, func() { lock.Unlock() }, nil
 }
 
 // reap runs the reaper; the caller holds the lock. Unless all, the live
