@@ -160,7 +160,7 @@ func TestBackingCredentialDeniedAtFirstOpen(t *testing.T) {
 // reads, writes and listings elsewhere go on.
 func TestNotificationBlockedOnDirLockStallsNothing(t *testing.T) {
 	t.Parallel()
-	m := mountBinary(t, realmtestBinary(t), []string{"REALMFS_TEST_STALL_MKDIR=stall"}, Prepare(func(m *Mount) {
+	m := mount(t, Binary(realmtestBinary(t), "REALMFS_TEST_STALL_MKDIR=stall"), Prepare(func(m *Mount) {
 		os.Mkdir(m.BackingPath("d"), 0o755)
 		writeFile(t, m.BackingPath("f"), "f\n")
 	}))
