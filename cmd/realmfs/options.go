@@ -50,10 +50,22 @@ var genericOptions = map[string]bool{
 	"nodiratime": true, "diratime": true, "_netdev": true, "nofail": true, "silent": true, "loud": true,
 }
 
+// onOff reads the value of a -o key=on|off option.
+func onOff(key, val string) (bool, error) {
+	switch val {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("-o %s=%q: want on or off: %w", key, val, errUnknownOption)
+}
+
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
 // value is a comma-separated list, and -o may repeat.
 func parseMountOptions(values []string) (mountOptions, error) {
 	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache}
+	var err error
 	for _, v := range values {
 		for _, opt := range strings.Split(v, ",") {
 			opt = strings.TrimSpace(opt)
@@ -70,22 +82,12 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				mo.fsname = val
 			case key == "subtype" && hasVal:
 			case key == "passthrough" && hasVal:
-				switch val {
-				case "on":
-					mo.passthrough = true
-				case "off":
-					mo.passthrough = false
-				default:
-					return mo, fmt.Errorf("-o passthrough=%q: want on or off: %w", val, errUnknownOption)
+				if mo.passthrough, err = onOff(key, val); err != nil {
+					return mo, err
 				}
 			case key == "watch" && hasVal:
-				switch val {
-				case "on":
-					mo.watch = true
-				case "off":
-					mo.watch = false
-				default:
-					return mo, fmt.Errorf("-o watch=%q: want on or off: %w", val, errUnknownOption)
+				if mo.watch, err = onOff(key, val); err != nil {
+					return mo, err
 				}
 			case key == "lockowner" && hasVal:
 				m, err := locks.ParseOwnerMode(val)
