@@ -376,16 +376,17 @@ func TestTempNamesHidden(t *testing.T) {
 }
 
 // TestCacheTimeouts: the kernel keeps what the cache options allow it to
-// keep and no more. With negative_timeout=600 a name found absent stays
-// absent on the mount after it appears in BACKING (until the mount itself
-// creates it); with every timeout 0 a change in BACKING shows at once; and a
-// long entry_timeout does not let a cached name bypass the guard: its open is
-// still verified and refused.
+// keep and no more. Unwatched (watch=off) with negative_timeout=600 a name
+// found absent stays absent on the mount after it appears in BACKING (until
+// the mount itself creates it; watched, the watcher tells the kernel, see
+// coherence_test.go); with every timeout 0 a change in BACKING shows at
+// once; and a long entry_timeout does not let a cached name bypass the
+// guard: its open is still verified and refused.
 func TestCacheTimeouts(t *testing.T) {
 	t.Parallel()
 	t.Run("negative entries kept", func(t *testing.T) {
 		t.Parallel()
-		m := mount(t, Opts("negative_timeout=600"))
+		m := mount(t, Opts("negative_timeout=600", "watch=off"))
 		_, err := os.Stat(m.Path("late"))
 		wantErrno(t, err, unix.ENOENT, "stat of a name not yet in BACKING")
 		writeFile(t, m.BackingPath("late"), "x")
@@ -419,7 +420,9 @@ func TestCacheTimeouts(t *testing.T) {
 	})
 	t.Run("cached name still guarded", func(t *testing.T) {
 		t.Parallel()
-		m := mount(t, Opts("entry_timeout=600,attr_timeout=600"), Prepare(func(m *Mount) {
+		// Unwatched, so that only the guard stands between the cached
+		// name and the swapped object.
+		m := mount(t, Opts("entry_timeout=600,attr_timeout=600", "watch=off"), Prepare(func(m *Mount) {
 			writeFile(t, m.BackingPath("d", "f"), "inside")
 		}))
 		if got := readFile(t, m.Path("d", "f")); got != "inside" {
