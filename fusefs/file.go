@@ -357,7 +357,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	}
 	f := h.node.fsys
 	tid := caller(ctx).Pid
-	if !f.processes.IsThreadOf(h.opener, tid) {
+	if !f.processes.IsThreadOf(h.opener, tid) || !h.hasChanges() {
 		return 0
 	}
 	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load())
@@ -379,6 +379,16 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	return h.commit(ctx, false)
+}
+
+// hasChanges reports whether the owner's write holds anything to commit.
+func (h *File) hasChanges() bool {
+	dirty := false
+	h.withShared(func(w *pendingWrite) syscall.Errno {
+		dirty = w.dirty
+		return 0
+	})
+	return dirty
 }
 
 // Fsync commits durably, whatever the mount's durability mode.
