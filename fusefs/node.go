@@ -232,18 +232,19 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 // verify checks that st is the object n stands for. A mismatch means the
 // name now leads somewhere else, changed from outside the mount: it is never
 // served under n. An object of another type (a symlink or directory where a
-// file was) is a swap: refused, EACCES, audited PATH_ESCAPE; the kernel's
-// entry expires within a second. The same type is a replacement (an editor
-// outside saving by rename): ESTALE, which makes the kernel look the name up
-// afresh and retry, so the caller meets the new object through a full
-// lookup instead of an error.
-//
-// The daemon sends the kernel no invalidations: a notification blocks in
-// the kernel on the directory's lock, which a process waiting for this
-// daemon may hold, and a daemon stuck there cannot even be killed.
+// file was) is a swap: refused, EACCES, audited PATH_ESCAPE, and the
+// kernel's entry is queued for invalidation (notify.go; never sent from
+// here: a notification can block on the directory's lock, which the caller
+// may hold). The same type is a replacement (an editor outside saving by
+// rename): ESTALE, which makes the kernel look the name up afresh and retry,
+// so the caller meets the new object through a full lookup instead of an
+// error.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
 	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
 		return 0
+	}
+	if pn != nil {
+		n.fsys.notify.entry(pn.EmbeddedInode(), name)
 	}
 	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
 		return syscall.ESTALE
