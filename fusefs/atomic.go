@@ -431,8 +431,8 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 	defer e.Unlock()
 	w, _ := e.Value.(*pendingWrite)
 	if w == nil {
-		dir, err1 := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
-		tdir, err2 := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 3)
+		dir, err1 := dirfd.Dup(pfd)
+		tdir, err2 := dirfd.Dup(pfd)
 		if err := errors.Join(err1, err2); err != nil {
 			dirfd.Close(dir)
 			dirfd.Close(tdir)
@@ -528,7 +528,7 @@ func (f *FS) moved(key locks.Key, dir *Node, dfd int, name string) {
 		return
 	}
 	defer w.entry.Unlock()
-	if fd, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 3); err == nil {
+	if fd, err := dirfd.Dup(dfd); err == nil {
 		dirfd.Close(w.tdir)
 		w.tdir, w.tname, w.tparent = fd, name, dir
 	}

@@ -260,7 +260,7 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 		if errno != 0 {
 			return -1, errno
 		}
-		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		dup, err := dirfd.Dup(fd)
 		return dup, toErrno(err)
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)

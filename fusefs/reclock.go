@@ -41,7 +41,7 @@ func (l *lockFds) fd(src int, owner uint64) (int, syscall.Errno) {
 		return fd, 0
 	}
 	if len(l.byOwner) == 0 {
-		anchor, err := unix.FcntlInt(uintptr(src), unix.F_DUPFD_CLOEXEC, 3)
+		anchor, err := dirfd.Dup(src)
 		if err != nil {
 			return -1, toErrno(err)
 		}

@@ -361,6 +361,10 @@ func Listxattr(fd int, dest []byte) (int, error) {
 // Close closes an fd; an error is only worth a log line.
 func Close(fd int) error { return unix.Close(fd) }
 
+// Dup returns another descriptor of the object fd holds, close-on-exec and
+// above the standard three.
+func Dup(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3) }
+
 // Dirent is one entry of a backing directory.
 type Dirent struct {
 	Name string
