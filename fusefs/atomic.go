@@ -170,8 +170,7 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
-	dirfd.CopyXattrs(fd, w.base)
-	dirfd.Removexattr(fd, "security.capability") // ENODATA for almost every file
+	dirfd.CopyXattrs(fd, w.base, "security.capability")
 	w.temp, w.tempName, w.mode = fd, name, mode
 	return nil
 }

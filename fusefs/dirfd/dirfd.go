@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -447,7 +448,9 @@ func CloneOrCopy(dst, src int, size int64) error {
 // the object held by dst, so a file replaced by its temp keeps its
 // capabilities, ACLs and user attributes. Attributes the filesystem refuses
 // are skipped: the copy is best effort, the data is not.
-func CopyXattrs(dst, src int) {
+//
+// Names in skip are not copied.
+func CopyXattrs(dst, src int, skip ...string) {
 	size, err := Listxattr(src, nil)
 	if err != nil || size <= 0 {
 		return
@@ -458,7 +461,7 @@ func CopyXattrs(dst, src int) {
 		return
 	}
 	for _, name := range strings.Split(string(names[:size]), "\x00") {
-		if name == "" {
+		if name == "" || slices.Contains(skip, name) {
 			continue
 		}
 		vsize, err := Getxattr(src, name, nil)
