@@ -17,12 +17,13 @@ import (
 // descriptor before cmd has written a byte, and that close must not commit.
 // The kernel tells the daemon of every close (FLUSH) but not how many
 // descriptors remain, so the closing thread's descriptor table is read from
-// /proc/TID/fd and /proc/TID/fdinfo.
+// /proc/TID/fdinfo.
 //
-// Only those are read: listing them, their links and fdinfo takes the
-// task's spin locks and no lock that a thread inside execve or exit holds,
-// so a thread closing its descriptors there, waiting for the daemon's reply,
-// cannot deadlock it.
+// Only fdinfo is read: listing and reading it takes the task's spin locks
+// and no lock that a thread inside execve or exit holds, so a thread closing
+// its descriptors there, waiting for the daemon's reply, cannot deadlock it.
+// Not /proc/TID/fd: its links wait for such a thread (seen: a daemon thread
+// in call_proc_get_link beside a python in execve, both stuck).
 
 // ErrTooManyDescriptors is returned by Descriptors for a process with more
 // descriptors than it will read.
@@ -50,27 +51,15 @@ type Closing struct {
 // hands the freed number to a new file), so a match is checked against the
 // device of the mount it was opened on, from the thread's own mountinfo
 // (mount ids are per namespace). dev 0 counts every file with that number.
-//
-// Each descriptor costs one readlink of /proc/TID/fd/N; only those that
-// name a path (not a pipe, socket or anonymous inode) have their fdinfo
-// read for the inode number.
 func (r *Resolver) Descriptors(tid uint32, ino, dev uint64) (Closing, error) {
-	base := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10)
-	dir := base + "/fd"
+	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Closing{}, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(dfd)
-	infoDir := -1
-	defer func() {
-		if infoDir >= 0 {
-			unix.Close(infoDir)
-		}
-	}()
 	var c Closing
 	var info [512]byte
-	var link [16]byte // enough to tell "pipe:[...]" from "/..."
 	var mounts []uint64 // the mount ids of the descriptors whose inode number is ino
 	seen := 0
 	buf := make([]byte, 8192)
@@ -102,24 +91,12 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64) (Closing, error) {
 				return Closing{}, ErrTooManyDescriptors
 			}
 			nm := string(name)
-			n, err := unix.Readlinkat(dfd, nm, link[:])
-			if errors.Is(err, unix.ENOENT) {
-				continue // closed meanwhile
-			}
-			if err == nil && (n == 0 || link[0] != '/') {
-				continue // a pipe, a socket, an anonymous inode: no file of a mount
-			}
-			if infoDir < 0 {
-				if infoDir, err = unix.Open(base+"/fdinfo", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-					return Closing{}, &fs.PathError{Op: "open", Path: base + "/fdinfo", Err: err}
-				}
-			}
-			got, err := readAt(infoDir, nm, info[:])
+			got, err := readAt(dfd, nm, info[:])
 			if err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					continue // closed meanwhile
 				}
-				return Closing{}, fmt.Errorf("locks: %s/fdinfo/%s: %w", base, nm, err)
+				return Closing{}, fmt.Errorf("locks: %s/%s: %w", dir, nm, err)
 			}
 			if i, mnt := fdinfoFields(got); i == ino {
 				mounts = append(mounts, mnt)
