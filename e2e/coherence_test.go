@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,12 +154,15 @@ func TestBackingCredentialDeniedAtFirstOpen(t *testing.T) {
 	}
 }
 
-// TestNotificationBlockedOnDirLockStallsNothing: a notification the kernel
-// blocks on a directory's lock (a mkdir in it waits for the daemon) must not
-// stall other requests. realmfs built for tests stalls a mkdir; meanwhile a
-// change in that directory in BACKING makes the notifier block; opens,
-// reads, writes and listings elsewhere go on.
-func TestNotificationBlockedOnDirLockStallsNothing(t *testing.T) {
+// TestNotificationOnLockedDirStallsNothing: an entry invalidation takes the
+// directory's lock in the kernel, which a process holds while it waits for
+// the daemon (a mkdir in it, here stalled by realmfs built for tests). The
+// invalidation of a change made in that directory in BACKING waits, in the
+// daemon, until the directory's requests are answered: meanwhile opens,
+// reads, writes and listings elsewhere go on, no daemon thread sleeps in the
+// kernel on the lock, and the daemon still dies at once of SIGKILL (a thread
+// asleep on the lock would keep it, and every request, hanging).
+func TestNotificationOnLockedDirStallsNothing(t *testing.T) {
 	t.Parallel()
 	m := mount(t, Binary(realmtestBinary(t), "REALMFS_TEST_STALL_MKDIR=stall"), Prepare(func(m *Mount) {
 		os.Mkdir(m.BackingPath("d"), 0o755)
@@ -175,29 +179,31 @@ func TestNotificationBlockedOnDirLockStallsNothing(t *testing.T) {
 		}
 		return names
 	}
+	stall := func(name string) (release func() error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		mkdir := exec.CommandContext(ctx, "mkdir", m.Path("d", name))
+		if err := mkdir.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		var err error
+		release = func() error {
+			once.Do(func() {
+				os.WriteFile(m.BackingPath(name+".go"), nil, 0o644)
+				err = mkdir.Wait()
+				cancel()
+			})
+			return err
+		}
+		t.Cleanup(func() { release() })
+		waitLog(t, m, "test: stalling mkdir "+name)
+		return release
+	}
 	ls("d")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	mkdir := exec.CommandContext(ctx, "mkdir", m.Path("d", "stall"))
-	if err := mkdir.Start(); err != nil {
-		t.Fatal(err)
-	}
-	release := func() { os.WriteFile(m.BackingPath("stall.go"), nil, 0o644) }
-	t.Cleanup(func() { release(); mkdir.Wait() })
-	waitLog(t, m, "test: stalling mkdir stall")
-	// The kernel holds d's lock for the mkdir; this change in d makes the
-	// notifier's invalidation of d/x wait for it.
+	release := stall("stall1")
+	// The kernel holds d's lock for the mkdir: the invalidation of d/x
+	// must wait for it without a thread asleep in the kernel.
 	writeFile(t, m.BackingPath("d", "x"), "x\n")
-	// Show that the notifier is blocked: a daemon thread waits in the
-	// kernel's invalidation of the entry, on the directory's lock, for as
-	// long as the mkdir stalls.
-	blocked := false
-	for deadline := time.Now().Add(10 * time.Second); !blocked && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		blocked = strings.Contains(threadStates(m.Pid), "fuse_reverse_inval_entry")
-	}
-	if !blocked {
-		t.Fatalf("no daemon thread waits on a directory lock: the notification did not block, and the test would prove nothing: %s", threadStates(m.Pid))
-	}
 	done := make(chan error, 1)
 	go func() {
 		for i := range 20 {
@@ -224,17 +230,32 @@ func TestNotificationBlockedOnDirLockStallsNothing(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("requests while a notification waits on a directory lock: %v", err)
+			t.Errorf("requests while an invalidation waits for a locked directory: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Errorf("requests elsewhere on the mount stalled while a notification waited on d's lock:\n%s", m.logTail())
+		t.Errorf("requests elsewhere on the mount stalled while an invalidation waited for d:\n%s", m.logTail())
 	}
-	if strings.Contains(readFile(t, m.LogFile), "test: mkdir stall goes on") {
+	time.Sleep(100 * time.Millisecond)
+	if states := threadStates(m.Pid); strings.Contains(states, "fuse_reverse_inval") {
+		t.Errorf("a daemon thread sleeps in the kernel on d's lock: %s", states)
+	}
+	if strings.Contains(readFile(t, m.LogFile), "test: mkdir stall1 goes on") {
 		t.Error("the mkdir stopped stalling before the other requests were done: the test proved nothing")
 	}
-	release()
-	if err := mkdir.Wait(); err != nil {
+	if err := release(); err != nil {
 		t.Errorf("the stalled mkdir: %v", err)
 	}
-	waitSeen(t, "the change made while the notifier waited", func() bool { return slices.Contains(ls("d"), "x") })
+	waitSeen(t, "the change made while d was locked", func() bool { return slices.Contains(ls("d"), "x") })
+
+	// Killed while an invalidation waits: the daemon dies at once.
+	stall("stall2")
+	writeFile(t, m.BackingPath("d", "y"), "y\n")
+	time.Sleep(100 * time.Millisecond)
+	if stuck := m.KillWithin(5 * time.Second); stuck != "" {
+		t.Errorf("SIGKILL while an invalidation waited for a locked directory: %s", stuck)
+	}
+	m.Restart()
+	if !slices.Contains(ls("d"), "y") {
+		t.Errorf("after the restart d holds %v, want y", ls("d"))
+	}
 }

@@ -14,6 +14,7 @@ import (
 // directory with some names left out. Seeking, fsyncdir and release go to
 // the stream it wraps.
 type dirHandle struct {
+	node   *Node
 	stream fs.DirStream // from fs.NewLoopbackDirStreamFd
 	hide   func(name string) bool
 }
@@ -51,10 +52,11 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.watched.Load() {
 		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return &dirHandle{stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
+	return &dirHandle{node: n, stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	defer d.node.enter()() // READDIR comes with the directory's lock held
 	for {
 		de, errno := d.stream.(fs.FileReaddirenter).Readdirent(ctx)
 		if errno != 0 || de == nil {

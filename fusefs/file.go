@@ -232,6 +232,7 @@ func (n *Node) readerGone() {
 // (made outside the mount since the kernel last looked), an open(2) without
 // O_EXCL gets the existing file, as it would natively.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	defer n.enter()()
 	f := n.fsys
 	if f.opts.ReadOnly {
 		return nil, nil, 0, syscall.EROFS

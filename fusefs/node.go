@@ -50,6 +50,18 @@ type Node struct {
 	// watched: directories whose changes in BACKING the watcher reports;
 	// their entries may be cached for the long timeouts (see watch.go).
 	watched atomic.Bool
+	// busy counts requests in progress that the kernel sends holding this
+	// directory's lock; the notifier waits for none before it invalidates
+	// an entry here (see notify.go).
+	busy atomic.Int32
+}
+
+// enter counts a request on directory n that the kernel sends holding n's
+// lock (lookup, create, remove, rename, readdir); call what it returns
+// when the request is answered.
+func (n *Node) enter() func() {
+	n.busy.Add(1)
+	return func() { n.busy.Add(-1) }
 }
 
 // isRetired reports whether n takes no new opens.
@@ -288,6 +300,7 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 // Lookup finds name in n: one fstatat on (n's fd, name), no symlink
 // followed.
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.enter()()
 	if hiddenName(name) {
 		return nil, syscall.ENOENT
 	}

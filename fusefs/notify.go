@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"sync"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 )
@@ -10,11 +11,19 @@ import (
 // inodes that changed behind its back: in BACKING, by processes outside the
 // mount (see watch.go), or by the daemon itself where the kernel cannot know
 // (a conflict copy appearing). It is one goroutine fed by a coalescing queue:
-// a notification can block in the kernel on a directory's lock, held by a
-// process that waits for this daemon, so notifications are never sent from
-// a request handler nor with any of realm's locks held, and producers never
-// wait for them. The queue only grows by distinct names; past maxQueued it
-// collapses into "forget everything".
+// an entry invalidation takes the directory's lock in the kernel, which a
+// process may hold while it waits for this daemon, so notifications are
+// never sent from a request handler nor with any of realm's locks held, and
+// producers never wait for them. The queue only grows by distinct names;
+// past maxQueued it collapses into "forget everything".
+//
+// Blocked there, the notifier's thread sleeps uninterruptibly: should the
+// daemon be killed meanwhile, the process could not finish dying, nor the
+// kernel abort the requests it waits for. So an entry is invalidated only
+// once no request the kernel sends holding that directory's lock is in
+// progress in the daemon (Node.busy), and an inode only for its attributes
+// (offset -1: no page lock is taken; with AUTO_INVAL_DATA the kernel drops
+// cached pages and listings itself when it sees the new mtime).
 
 // maxQueued bounds the distinct invalidations waiting in the queue.
 const maxQueued = 1 << 16
@@ -121,11 +130,23 @@ func (q *notifier) run() {
 		}
 		// Entries first: a name that now leads elsewhere must not be
 		// revalidated through its old inode's fresh attributes.
+		var later []entryInval
 		for e := range entries {
+			if busy(e.dir) {
+				later = append(later, e)
+				continue
+			}
 			e.dir.NotifyEntry(e.name) // ENOENT: the kernel no longer has it
 		}
 		for n := range inodes {
-			n.NotifyContent(0, 0)
+			n.NotifyContent(-1, 0)
+		}
+		if len(later) > 0 {
+			// Back in the queue, for when their directories are idle.
+			time.Sleep(busyRetry)
+			for _, e := range later {
+				q.entry(e.dir, e.name)
+			}
 		}
 		if q.sent != nil {
 			q.sent()
@@ -140,16 +161,31 @@ func (q *notifier) forgetAll() {
 	for len(stack) > 0 {
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		dir.NotifyContent(0, 0)
+		dir.NotifyContent(-1, 0)
 		for name, child := range dir.Children() {
-			dir.NotifyEntry(name)
+			if busy(dir) {
+				q.entry(dir, name) // later, as in run
+			} else {
+				dir.NotifyEntry(name)
+			}
 			if child.IsDir() {
 				stack = append(stack, child)
 			} else {
-				child.NotifyContent(0, 0)
+				child.NotifyContent(-1, 0)
 			}
 		}
 	}
+}
+
+// busyRetry is how long entries of busy directories wait before they are
+// tried again.
+const busyRetry = time.Millisecond
+
+// busy reports whether the daemon is answering a request that the kernel
+// sent holding dir's lock: an entry invalidation there would wait for it.
+func busy(dir *fs.Inode) bool {
+	n := asNode(dir)
+	return n != nil && n.busy.Load() > 0
 }
 
 // close stops run after the batch in flight.

@@ -111,6 +111,7 @@ func unlinkFlags(mode uint32) int {
 }
 
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.enter()()
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
 		h(name)
 	}
@@ -122,6 +123,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Mknod makes fifos, sockets and regular files; device nodes would give
 // agents raw devices and are refused with EPERM.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.enter()()
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
 	case 0:
@@ -138,6 +140,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 // Symlink creates a link whose target stays beneath the root; any other
 // target is refused (PATH_ESCAPE) and nothing is created.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.enter()()
 	if !staysInside(n.fsys.depth(n), target) {
 		return nil, n.fsys.refuse(ctx, "symlink", n, name, errcode.PathEscape)
 	}
@@ -151,6 +154,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Link makes name in n a hard link to target's verified object.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.enter()()
 	if n.fsys.opts.ReadOnly {
 		return nil, syscall.EROFS
 	}
@@ -199,6 +203,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno {
+	defer n.enter()()
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}
@@ -222,6 +227,10 @@ func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno
 // Rename is one renameat2 between two verified directory fds; flags
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	defer n.enter()()
+	if np, ok := newParent.(*Node); ok && np != n {
+		defer np.enter()()
+	}
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,17 +77,17 @@ func testSysfail() error {
 	return nil
 }
 
-// testBeforeMkdir, in test builds, stalls a mkdir of the name in
-// REALMFS_TEST_STALL_MKDIR until a file of that name plus ".go" appears in
-// BACKING's root (at most a minute), holding the kernel's lock of the
-// parent directory all that while.
+// testBeforeMkdir, in test builds, stalls a mkdir of a name that starts
+// with REALMFS_TEST_STALL_MKDIR until a file of that name plus ".go"
+// appears in BACKING's root (at most a minute), holding the kernel's lock
+// of the parent directory all that while.
 func testBeforeMkdir(backing string) func(string) {
 	stall := os.Getenv("REALMFS_TEST_STALL_MKDIR")
 	if stall == "" {
 		return nil
 	}
 	return func(name string) {
-		if name != stall {
+		if !strings.HasPrefix(name, stall) {
 			return
 		}
 		log.Printf("test: stalling mkdir %s", name)
