@@ -463,13 +463,21 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 
 // release drops one handle; the caller holds e's lock. The last handle
 // closes the temp and the lease.
+//
+// The lease goes first: the lock table keys the file by its inode number,
+// which the backing filesystem may hand to a new file as soon as the last
+// fd of this one closes. Closed first, a new file (a temp, a create) could
+// meet this stale entry under its own number and share it.
 func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	w.handles--
-	if w.handles <= 0 {
-		w.close()
+	last := w.handles <= 0
+	if last {
 		e.Value = nil
 	}
 	lease.Release()
+	if last {
+		w.close()
+	}
 }
 
 // pendingFor returns the write in progress on the backing file with key,
