@@ -442,6 +442,14 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w = &pendingWrite{node: n, entry: e, tparent: pn, tdir: tdir, tname: name,
 			dir: dir, base: base, temp: -1, observed: *st}
 		e.Value = w
+	} else if flags&syscall.O_CREAT != 0 {
+		// A file this call just made has no write in progress: an entry
+		// under its inode number belongs to a file that number was freed
+		// from. Sharing it would send these bytes to that file's name.
+		dirfd.Close(base)
+		lease.Release()
+		f.logf("%s: a stale write lock under the new file's inode number (ino %d); refused", f.relPath(pn, name), st.Ino)
+		return nil, 0, syscall.EIO
 	} else {
 		dirfd.Close(base)
 	}

@@ -267,7 +267,8 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
-	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC)
+	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
+	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
@@ -283,7 +284,7 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 	if child.Mode()&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, nil, 0, syscall.EEXIST
 	}
-	fh, fuseFlags, errno := asNode(child).Open(ctx, flags)
+	fh, fuseFlags, errno := asNode(child).Open(ctx, flags&^syscall.O_CREAT) // an existing file: not new to openShared
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
