@@ -275,7 +275,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
 		}
 	}
-	if err := f.locks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
 		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
 	}
 	// Again: the rename changed its ctime. Should this fail, the next
@@ -336,7 +336,7 @@ func (w *pendingWrite) conflict(ctx context.Context, pfd int, pn *Node, name str
 		f.tempMade(w.tempName, false)
 		w.temp, w.tempName, w.dirty = -1, "", false
 	}
-	if err := f.locks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
 		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
 	}
 	w.observed = *now
@@ -408,7 +408,7 @@ const acquireWait = 250 * time.Millisecond
 func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*locks.Lease, error) {
 	deadline := time.Now().Add(acquireWait)
 	for {
-		lease, err := f.locks.Acquire(key, owner)
+		lease, err := f.writeLocks.Acquire(key, owner)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return lease, err
 		}
@@ -491,7 +491,7 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 // pendingFor returns the write in progress on the backing file with key,
 // locked; the caller must unlock w.entry. nil if there is none.
 func (f *FS) pendingFor(key locks.Key) *pendingWrite {
-	e, ok := f.locks.Entry(key)
+	e, ok := f.writeLocks.Entry(key)
 	if !ok {
 		return nil
 	}
@@ -507,7 +507,7 @@ func (f *FS) pendingFor(key locks.Key) *pendingWrite {
 // with key; nil if there is none or it is another owner's. The caller must
 // unlock w.entry.
 func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
-	holder, held := f.locks.Holder(key)
+	holder, held := f.writeLocks.Holder(key)
 	if !held || holder != f.owner(ctx) {
 		return nil
 	}
@@ -568,7 +568,7 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, dfd int, nam
 		return 0
 	}
 	key := keyOf(&st)
-	holder, held := f.locks.Holder(key)
+	holder, held := f.writeLocks.Holder(key)
 	if !held {
 		return 0
 	}
@@ -578,7 +578,7 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, dfd int, nam
 			return f.refuse(ctx, op, dir, name, errcode.LockConflict)
 		}
 		time.Sleep(5 * time.Millisecond)
-		holder, held = f.locks.Holder(key)
+		holder, held = f.writeLocks.Holder(key)
 	}
 	return 0
 }
@@ -591,7 +591,7 @@ func (f *FS) fileKey(dir int, name string) (locks.Key, bool) {
 		return locks.Key{}, false
 	}
 	key := locks.Key{Dev: st.Dev, Ino: st.Ino}
-	_, held := f.locks.Holder(key)
+	_, held := f.writeLocks.Holder(key)
 	return key, held
 }
 

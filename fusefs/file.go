@@ -423,7 +423,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	// The kernel releases a handle when its last descriptor closes: the
 	// locks its owners took go with it, as close(2) drops them natively.
 	for owner := range owners {
-		h.node.locks.drop(owner)
+		h.node.recLocks.drop(owner)
 	}
 	if h.shared == nil {
 		if !h.passthrough {

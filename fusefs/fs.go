@@ -83,14 +83,14 @@ type Options struct {
 
 // FS is one guarded mount's shared state.
 type FS struct {
-	opts      Options
-	rootFd    int
-	rootDev   uint64
-	root      *Node
-	creds     credInodes
-	locks     *locks.Table
-	processes *locks.Resolver // pid mode: names a thread's process
-	asRoot    bool            // the daemon runs as root: temps get the file's owner
+	opts       Options
+	rootFd     int
+	rootDev    uint64
+	root       *Node
+	creds      credInodes
+	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
+	processes  *locks.Resolver // pid mode: names a thread's process
+	asRoot     bool            // the daemon runs as root: temps get the file's owner
 
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
@@ -143,7 +143,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, locks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())

@@ -30,7 +30,7 @@ type Node struct {
 	ino uint64 // write of this mount replaces the file (see commit)
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	locks lockFds // per-owner fds for POSIX record locks and flock
+	recLocks lockFds // per-owner fds for POSIX record locks and flock
 
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
@@ -226,7 +226,7 @@ func (n *Node) OnForget() {
 	}
 	n.fd = -1
 	n.mu.Unlock()
-	n.locks.closeAll()
+	n.recLocks.closeAll()
 	n.fsys.forgetMoved(n)
 }
 

@@ -102,7 +102,7 @@ func (n *Node) lockFd(fh fs.FileHandle, owner uint64) (int, syscall.Errno) {
 	var fd int
 	errno := h.withFd(func(src int) syscall.Errno {
 		var errno syscall.Errno
-		fd, errno = n.locks.fd(src, owner)
+		fd, errno = n.recLocks.fd(src, owner)
 		return errno
 	})
 	if errno != 0 {
