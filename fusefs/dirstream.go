@@ -55,6 +55,9 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	return &dirHandle{node: n, stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
 }
 
+// Readdirent returns the next entry of the listing, skipping the names the
+// mount never shows (temps, hidden credentials). Symlink-safe: the stream
+// reads the directory fd OpendirHandle verified.
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	defer d.node.enter()() // READDIR comes with the directory's lock held
 	for {
@@ -68,14 +71,17 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	}
 }
 
+// Seekdir moves the listing to a position an earlier Readdirent returned.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return d.stream.(fs.FileSeekdirer).Seekdir(ctx, off)
 }
 
+// Fsyncdir syncs the verified directory the listing reads.
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 	return d.stream.(fs.FileFsyncdirer).Fsyncdir(ctx, flags)
 }
 
+// Releasedir closes the listing's directory fd.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.stream.Close() }
 
 // hiddenEntry returns the filter for listing directory n: realm's temp

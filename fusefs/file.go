@@ -299,6 +299,9 @@ func (h *File) withShared(fn func(w *pendingWrite) syscall.Errno) syscall.Errno 
 	return fn(h.shared)
 }
 
+// Read serves a plain handle from its verified backing fd (spliced, no
+// copy through the daemon) and a shared one from the owner's temp, or the
+// file while nothing is uncommitted, under the entry's lock.
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.shared == nil {
 		return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
@@ -312,6 +315,9 @@ func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 	return fuse.ReadResultData(buf[:max(n, 0)]), errno
 }
 
+// Write writes into the owner's temp, never the file (atomic.go); the
+// first write makes the temp. A short or failed write marks the temp
+// failed: it is then never committed.
 func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	if h.shared == nil {
 		return 0, syscall.EBADF // plain handles are read-only
@@ -411,6 +417,9 @@ func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
 	})
 }
 
+// Release ends a handle when its last descriptor is gone: its record
+// locks are dropped, and the owner's last handle commits what is left
+// uncommitted (see Flush) and gives up the write lock.
 func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	if h.released {
@@ -449,6 +458,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
+// Lseek answers SEEK_DATA and SEEK_HOLE on the content the handle sees.
 func (h *File) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	var n int64
 	errno := h.withFd(func(fd int) syscall.Errno {

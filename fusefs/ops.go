@@ -110,6 +110,8 @@ func unlinkFlags(mode uint32) int {
 	return 0
 }
 
+// Mkdir makes a directory by name in n's verified fd (mkdirat), checked
+// as createNamed does.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
@@ -194,10 +196,13 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return tn.EmbeddedInode(), 0
 }
 
+// Unlink removes a name from n (unlinkat on n's verified fd); a file
+// another owner is writing is EBUSY.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	return n.remove(ctx, name, 0)
 }
 
+// Rmdir removes an empty directory from n (unlinkat with AT_REMOVEDIR).
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.remove(ctx, name, unix.AT_REMOVEDIR)
 }

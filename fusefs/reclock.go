@@ -133,6 +133,8 @@ func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 	return 0
 }
 
+// Setlk takes or releases a POSIX record lock or flock without waiting,
+// as an OFD lock on the kernel lock owner's fd (see lockFds).
 func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
 	return n.setLock(ctx, fh, owner, lk, flags, false)
 }

@@ -19,6 +19,8 @@ var (
 
 // Extended attributes act on an O_PATH fd of the verified object.
 
+// Getxattr reads an attribute through an O_PATH fd of the verified object
+// (/proc/self/fd/N); user.* and trusted.* of a credential are refused.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	// security.* and system.* are metadata like the mode bits (capabilities,
 	// SELinux labels, ACLs), which ls asks for on every entry; user.* and
@@ -37,6 +39,8 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(max(sz, 0)), toErrno(err)
 }
 
+// Setxattr sets an attribute through an O_PATH fd of the verified object,
+// and on the owner's temp too, which becomes the file at its commit.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
@@ -56,6 +60,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	return 0
 }
 
+// Removexattr removes an attribute as Setxattr sets one.
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
@@ -75,6 +80,8 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return 0
 }
 
+// Listxattr lists the attributes of the verified object; a credential's
+// list is refused.
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	if errno := n.fsys.denyPath(ctx, "listxattr", n, ""); errno != 0 {
 		return 0, errno
