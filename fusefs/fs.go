@@ -97,16 +97,17 @@ type FS struct {
 	// sees either the old file and the old identity, or the new and new.
 	commitMu sync.RWMutex
 
-	// rekeyed maps the backing identity of a file that an atomic write
-	// replaced to the node the kernel knows it by, so that the file keeps
-	// its node, and its inode number on the mount, across commits (SQLite
-	// checks that the file behind its descriptor is still the one at its
-	// path). Entries go when the node is forgotten.
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
 	tempsMu sync.Mutex
 	temps   map[string]bool
 
+	// rekeyed maps the backing identity of a file that an atomic write
+	// replaced to the node the kernel knows it by, so that the file keeps
+	// its node, and its inode number on the mount, across commits (SQLite
+	// checks that the file behind its descriptor is still the one at its
+	// path). Entries go when the node is forgotten or retired. rekeyedMu
+	// guards rekeyed, borrowed and holds.
 	rekeyedMu sync.Mutex
 	rekeyed   map[movedID]*Node
 	// borrowed holds the inode numbers those nodes answer to, which the
