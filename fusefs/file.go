@@ -187,7 +187,7 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	f := n.fsys
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && time.Now().UnixNano() >= n.ptHold
+	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && (n.ptHold == 0 || time.Now().UnixNano() >= n.ptHold)
 	if n.readers > 0 {
 		if n.readKey != key {
 			return nil, 0, false

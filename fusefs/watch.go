@@ -310,7 +310,7 @@ func (w *watcher) inEvents(b []byte) {
 			w.mu.Unlock()
 			continue
 		}
-		if dir := w.byWd(wd); dir != nil && name != "" && !hiddenName(name) {
+		if dir := w.byWd(wd); dir != nil && name != "" {
 			w.changed(dir, name, mask&inNameChange != 0, mask&inChildChange != 0)
 		}
 	}
