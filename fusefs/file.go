@@ -28,9 +28,9 @@ type File struct {
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
 
-	mu         sync.Mutex
-	released   bool
-	lockOwners map[uint64]bool // owners that took locks through this handle
+	mu       sync.Mutex
+	released bool
+	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
 }
 
 var (
@@ -234,18 +234,9 @@ func (n *Node) readerGone() {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
-	if f.opts.ReadOnly {
-		return nil, nil, 0, syscall.EROFS
-	}
-	if hiddenName(name) {
-		return nil, nil, 0, f.refuse(ctx, "create", n, name, errcode.PathEscape)
-	}
-	if errno := f.denyPath(ctx, "create", n, name); errno != 0 {
-		return nil, nil, 0, errno
-	}
-	pfd, errno := n.dirFd(ctx)
+	pfd, errno := n.prepare(ctx, "create", name, makes)
 	if errno != 0 {
-		return nil, nil, 0, errno
+		return nil, nil, 0, openErrno(errno)
 	}
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, mode&07777)
 	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
@@ -254,7 +245,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, openErrno(toErrno(err))
 	}
-	if errno := f.claim(ctx, n, fd); errno != 0 {
+	if errno := f.claim(ctx, pfd, fd); errno != 0 {
 		dirfd.Close(fd)
 		dirfd.Unlink(pfd, name, 0)
 		return nil, nil, 0, errno
@@ -427,12 +418,12 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		return syscall.EBADF
 	}
 	h.released = true
-	owners := h.lockOwners
+	lockers := h.lockers
 	h.mu.Unlock()
 	// The kernel releases a handle when its last descriptor closes: the
-	// locks its owners took go with it, as close(2) drops them natively.
-	for owner := range owners {
-		h.node.recLocks.drop(owner)
+	// locks taken through it go with it, as close(2) drops them natively.
+	for locker := range lockers {
+		h.node.recLocks.drop(locker)
 	}
 	if h.shared == nil {
 		if !h.passthrough {
@@ -517,7 +508,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return 0, syscall.EBADF
 	}
 	// Both handles passed Open's check; a rename since then could have
-	// moved either under a credential name, so ask again.
+	// renamed either under a credential name, so ask again.
 	for _, h := range []*File{in, dst} {
 		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.node, ""); errno != 0 {
 			return 0, errno

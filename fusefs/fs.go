@@ -109,7 +109,7 @@ type FS struct {
 	// path). Entries go when the node is forgotten or retired. rekeyedMu
 	// guards rekeyed, borrowed and holds.
 	rekeyedMu sync.Mutex
-	rekeyed   map[movedID]*Node
+	rekeyed   map[fileID]*Node
 	// borrowed holds the inode numbers those nodes answer to, which the
 	// backing filesystem may have given to new files meanwhile; such a new
 	// file gets its number with the top bit set instead.

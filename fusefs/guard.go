@@ -109,14 +109,10 @@ const maxRenameScan = 200000
 
 // denyDirRename refuses renaming a directory that holds a credential: under
 // the new name the file could match no glob (".aws" renamed to "x" would
-// release x/credentials).
-func (f *FS) denyDirRename(ctx context.Context, dir *Node, name string) syscall.Errno {
+// release x/credentials). name is in dir, whose verified fd is pfd.
+func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
-	}
-	pfd, errno := dir.dirFd(ctx)
-	if errno != 0 {
-		return errno
 	}
 	var st unix.Stat_t
 	if err := dirfd.Lstat(pfd, name, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {

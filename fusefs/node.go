@@ -125,7 +125,7 @@ var (
 // identity (a hard link, or a second lookup racing this one); that node
 // stands for the same object.
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	if m := n.fsys.movedNode(movedID{keyOf(st), gen}, st.Mode); m != nil && !m.isRetired() {
+	if m := n.fsys.rekeyedNode(fileID{keyOf(st), gen}, st.Mode); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
 	ino := n.fsys.inoOf(st)
@@ -140,7 +140,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st))}
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
 	if synthetic {
-		n.fsys.setMoved(movedID{keyOf(st), gen}, child)
+		n.fsys.setRekeyed(fileID{keyOf(st), gen}, child)
 	}
 	return in
 }
@@ -227,7 +227,7 @@ func (n *Node) OnForget() {
 	n.fd = -1
 	n.mu.Unlock()
 	n.recLocks.closeAll()
-	n.fsys.forgetMoved(n)
+	n.fsys.forgetRekeyed(n)
 }
 
 // parentFd returns the fd of n's parent directory and n's name in it.
@@ -415,7 +415,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
-		fd, errno := n.openPath(ctx, "setattr")
+		fd, errno := n.prepareSelf(ctx, "setattr", true, false)
 		if errno != 0 {
 			return errno
 		}

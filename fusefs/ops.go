@@ -22,10 +22,74 @@ var (
 	_ = (fs.NodeRenamer)((*Node)(nil))
 )
 
+// nameUse says what an operation does with the name it is given, which
+// decides how prepare refuses it.
+type nameUse int
+
+const (
+	// removes: the op needs the name to exist and only removes it
+	// (unlink, rmdir); its path is not judged (DESIGN.md denies a
+	// credential's opens, creates, renames and links, not its removal).
+	removes nameUse = iota
+	// movesFrom: the op needs the name to exist and moves it away
+	// (rename's source, and both names of an exchange).
+	movesFrom
+	// makes: the op makes the name (create, mknod, symlink, link, rename's
+	// target).
+	makes
+	// makesDir: mkdir. A directory is judged by what it holds, each name
+	// in it as it is made or opened, not by its own name: a policy may
+	// allow .aws/config beneath a denied .aws/**, and the directory must
+	// be makeable to hold it.
+	makesDir
+)
+
+// prepare is the first step of every operation that makes, removes or
+// renames a name in directory n. It runs the guard's checks in one order,
+// and the first that fails answers:
+//
+//  1. a read-only mount: EROFS;
+//  2. a hidden name (TempPrefix, realm's own temps): it does not exist on
+//     the mount, so an operation that needs it to exist gets ENOENT, as
+//     lookup does, and no audit line (nothing is there to refuse);
+//     making one is refused, EACCES, audited PATH_ESCAPE;
+//  3. n's directory fd, opened beneath its parent's and verified (dirFd):
+//     a directory swapped since lookup is EACCES, PATH_ESCAPE;
+//  4. the name's workspace path, when the op moves or makes a name other
+//     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED.
+//
+// Escapes come before credentials, as DESIGN.md orders them. What an op
+// checks beyond this (a symlink's target, a link's source, a rename's
+// locks) comes after. The fd returned is n's, valid while n lives: the op
+// makes its one dirfd call on (fd, name), which acts on that one name
+// beneath a verified directory without following it.
+func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (int, syscall.Errno) {
+	f := n.fsys
+	if f.opts.ReadOnly {
+		return -1, syscall.EROFS
+	}
+	if hiddenName(name) {
+		if use == removes || use == movesFrom {
+			return -1, syscall.ENOENT
+		}
+		return -1, f.refuse(ctx, op, n, name, errcode.PathEscape)
+	}
+	pfd, errno := n.dirFd(ctx)
+	if errno != 0 {
+		return -1, errno
+	}
+	if use == movesFrom || use == makes {
+		if errno := f.denyPath(ctx, op, n, name); errno != 0 {
+			return -1, errno
+		}
+	}
+	return pfd, 0
+}
+
 // claim gives a just-created object, held by fd, to the caller, when the
 // daemon creates on behalf of other users. In a set-group-ID directory the
 // group stays the directory's, as the kernel would have made it.
-func (f *FS) claim(ctx context.Context, dir *Node, fd int) syscall.Errno {
+func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 	if !f.opts.ChownToCaller {
 		return 0
 	}
@@ -34,10 +98,6 @@ func (f *FS) claim(ctx context.Context, dir *Node, fd int) syscall.Errno {
 		return 0
 	}
 	gid := int(c.Gid)
-	pfd, errno := dir.dirFd(ctx)
-	if errno != 0 {
-		return errno
-	}
 	var pst unix.Stat_t
 	if err := dirfd.Fstat(pfd, &pst); err == nil && pst.Mode&syscall.S_ISGID != 0 {
 		gid = -1
@@ -45,29 +105,20 @@ func (f *FS) claim(ctx context.Context, dir *Node, fd int) syscall.Errno {
 	return toErrno(dirfd.Chown(fd, int(c.Uid), gid))
 }
 
-// createNamed finishes making a directory, fifo, socket or symlink by name:
-// make is called with a mode with no permission bits, so that the object can
-// be recognised as the one this call made (a root-made object no one can
-// open yet) before it is given to the caller and its mode is set. Without
-// ownership to hand over, make gets the final mode and no check is needed.
-func (n *Node) createNamed(ctx context.Context, op, name string, mode uint32, make func(pfd int, mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if n.fsys.opts.ReadOnly {
-		return nil, syscall.EROFS
-	}
-	if hiddenName(name) {
-		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
-	}
-	pfd, errno := n.dirFd(ctx)
-	if errno != 0 {
-		return nil, errno
-	}
+// createNamed finishes making a directory, fifo, socket or symlink by name
+// in n, whose fd pfd prepare returned: make is called with a mode with no
+// permission bits, so that the object can be recognised as the one this
+// call made (a root-made object no one can open yet) before it is given to
+// the caller and its mode is set. Without ownership to hand over, make gets
+// the final mode and no check is needed.
+func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
 	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
 	first := mode
 	if handOver && !isLink {
 		first = mode &^ 07777
 	}
-	if err := make(pfd, first&07777); err != nil {
+	if err := make(first & 07777); err != nil {
 		return nil, toErrno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
@@ -84,7 +135,7 @@ func (n *Node) createNamed(ctx context.Context, op, name string, mode uint32, ma
 		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
 	}
 	if handOver {
-		if errno := n.fsys.claim(ctx, n, fd); errno != 0 {
+		if errno := n.fsys.claim(ctx, pfd, fd); errno != 0 {
 			dirfd.Unlink(pfd, name, unlinkFlags(mode))
 			return nil, errno
 		}
@@ -117,7 +168,11 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
 		h(name)
 	}
-	return n.createNamed(ctx, "mkdir", name, syscall.S_IFDIR|mode&07777, func(pfd int, m uint32) error {
+	pfd, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	if errno != 0 {
+		return nil, errno
+	}
+	return n.createNamed(ctx, "mkdir", pfd, name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
 		return dirfd.Mkdir(pfd, name, m)
 	}, out)
 }
@@ -126,6 +181,10 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // agents raw devices and are refused with EPERM.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
+	pfd, errno := n.prepare(ctx, "mknod", name, makes)
+	if errno != 0 {
+		return nil, errno
+	}
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
 	case 0:
@@ -134,52 +193,50 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		return nil, syscall.EPERM
 	}
 	typ := mode & syscall.S_IFMT
-	return n.createNamed(ctx, "mknod", name, mode, func(pfd int, m uint32) error {
+	return n.createNamed(ctx, "mknod", pfd, name, mode, func(m uint32) error {
 		return dirfd.Mknod(pfd, name, typ|m, 0)
 	}, out)
 }
 
 // Symlink creates a link whose target stays beneath the root; any other
-// target is refused (PATH_ESCAPE) and nothing is created.
+// target is refused (PATH_ESCAPE) and nothing is created, as is a target
+// that is a credential.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	if !staysInside(n.fsys.depth(n), target) {
-		return nil, n.fsys.refuse(ctx, "symlink", n, name, errcode.PathEscape)
+	f := n.fsys
+	pfd, errno := n.prepare(ctx, "symlink", name, makes)
+	if errno != 0 {
+		return nil, errno
 	}
-	if rel := lexicalTarget(n.fsys.relPath(n, ""), target); n.fsys.credentialDenied(rel) {
-		return nil, n.fsys.refuseRel(ctx, "symlink", n.fsys.relPath(n, name), errcode.CredentialPathDenied)
+	if !staysInside(f.depth(n), target) {
+		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape)
 	}
-	return n.createNamed(ctx, "symlink", name, syscall.S_IFLNK|0777, func(pfd int, _ uint32) error {
+	if rel := lexicalTarget(f.relPath(n, ""), target); f.credentialDenied(rel) {
+		return nil, f.refuseRel(ctx, "symlink", f.relPath(n, name), errcode.CredentialPathDenied)
+	}
+	return n.createNamed(ctx, "symlink", pfd, name, syscall.S_IFLNK|0777, func(uint32) error {
 		return dirfd.Symlink(target, pfd, name)
 	}, out)
 }
 
-// Link makes name in n a hard link to target's verified object.
+// Link makes name in n a hard link to target's verified object; a
+// credential is refused as the link's source as well as its name.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	if n.fsys.opts.ReadOnly {
-		return nil, syscall.EROFS
-	}
-	if hiddenName(name) {
-		return nil, n.fsys.refuse(ctx, "link", n, name, errcode.PathEscape)
+	pfd, errno := n.prepare(ctx, "link", name, makes)
+	if errno != 0 {
+		return nil, errno
 	}
 	tn, ok := target.(*Node)
 	if !ok {
 		return nil, syscall.EXDEV
-	}
-	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
-		return nil, errno
-	}
-	if errno := n.fsys.denyPath(ctx, "link", n, name); errno != 0 {
-		return nil, errno
 	}
 	fd, errno := tn.openPath(ctx, "link")
 	if errno != 0 {
 		return nil, errno
 	}
 	defer dirfd.Close(fd)
-	pfd, errno := n.dirFd(ctx)
-	if errno != 0 {
+	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
 		return nil, errno
 	}
 	if err := dirfd.Link(fd, pfd, name); err != nil {
@@ -199,23 +256,17 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // Unlink removes a name from n (unlinkat on n's verified fd); a file
 // another owner is writing is EBUSY.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.remove(ctx, name, 0)
+	return n.remove(ctx, "unlink", name, 0)
 }
 
 // Rmdir removes an empty directory from n (unlinkat with AT_REMOVEDIR).
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return n.remove(ctx, name, unix.AT_REMOVEDIR)
+	return n.remove(ctx, "rmdir", name, unix.AT_REMOVEDIR)
 }
 
-func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno {
+func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	if n.fsys.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	if hiddenName(name) {
-		return syscall.ENOENT
-	}
-	pfd, errno := n.dirFd(ctx)
+	pfd, errno := n.prepare(ctx, op, name, removes)
 	if errno != 0 {
 		return errno
 	}
@@ -230,63 +281,59 @@ func (n *Node) remove(ctx context.Context, name string, flags int) syscall.Errno
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
-// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through.
+// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name is prepared
+// (the source, then the target), then a directory holding a credential is
+// refused, then a file another owner is writing.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
-	if np, ok := newParent.(*Node); ok && np != n {
-		defer np.enter()()
-	}
-	if n.fsys.opts.ReadOnly {
-		return syscall.EROFS
-	}
 	np, ok := newParent.(*Node)
 	if !ok {
 		return syscall.EXDEV
 	}
-	if hiddenName(name) || hiddenName(newName) {
-		return n.fsys.refuse(ctx, "rename", n, name, errcode.PathEscape)
+	if np != n {
+		defer np.enter()()
 	}
-	if errno := n.fsys.denyPath(ctx, "rename", n, name); errno != 0 {
-		return errno
-	}
-	if errno := n.fsys.denyPath(ctx, "rename", np, newName); errno != 0 {
-		return errno
-	}
-	if errno := n.fsys.denyDirRename(ctx, n, name); errno != 0 {
-		return errno
-	}
-	if flags&unix.RENAME_EXCHANGE != 0 {
-		if errno := n.fsys.denyDirRename(ctx, np, newName); errno != 0 {
-			return errno
-		}
-	}
-	ofd, errno := n.dirFd(ctx)
+	f := n.fsys
+	exchange := flags&unix.RENAME_EXCHANGE != 0
+	ofd, errno := n.prepare(ctx, "rename", name, movesFrom)
 	if errno != 0 {
 		return errno
 	}
-	nfd, errno := np.dirFd(ctx)
+	targetUse := makes
+	if exchange {
+		targetUse = movesFrom
+	}
+	nfd, errno := np.prepare(ctx, "rename", newName, targetUse)
 	if errno != 0 {
 		return errno
 	}
-	if errno := n.fsys.heldByOther(ctx, "rename", np, nfd, newName); errno != 0 {
+	if errno := f.denyDirRename(ctx, n, ofd, name); errno != 0 {
 		return errno
 	}
-	if flags&unix.RENAME_EXCHANGE != 0 {
-		if errno := n.fsys.heldByOther(ctx, "rename", n, ofd, name); errno != 0 {
+	if exchange {
+		if errno := f.denyDirRename(ctx, np, nfd, newName); errno != 0 {
 			return errno
 		}
 	}
-	srcKey, srcHeld := n.fsys.fileKey(ofd, name)
-	dstKey, dstHeld := n.fsys.fileKey(nfd, newName)
+	if errno := f.heldByOther(ctx, "rename", np, nfd, newName); errno != 0 {
+		return errno
+	}
+	if exchange {
+		if errno := f.heldByOther(ctx, "rename", n, ofd, name); errno != 0 {
+			return errno
+		}
+	}
+	srcKey, _, srcHeld := f.fileKey(ofd, name)
+	dstKey, _, dstHeld := f.fileKey(nfd, newName)
 	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
 		return toErrno(err)
 	}
 	// A write in progress follows its file to the new name.
 	if srcHeld {
-		n.fsys.moved(srcKey, np, nfd, newName)
+		f.renamed(srcKey, np, nfd, newName)
 	}
-	if dstHeld && flags&unix.RENAME_EXCHANGE != 0 {
-		n.fsys.moved(dstKey, n, ofd, name)
+	if dstHeld && exchange {
+		f.renamed(dstKey, n, ofd, name)
 	}
 	return 0
 }

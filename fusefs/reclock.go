@@ -15,32 +15,33 @@ import (
 
 // POSIX record locks and flock on the mount (sqlite, git, make's jobserver
 // rely on them) are open-file-description locks that the daemon takes on
-// behalf of each lock owner the kernel names. One fd per owner gives each
-// owner its own lock identity, as the kernel gives each process: an owner's
-// locks merge and split among themselves and conflict with every other
-// owner's.
+// behalf of each locker: the kernel's lock_owner of a request (a process's
+// file table for fcntl locks, an open file for flock), not the write-lock
+// owner of owner.go. One fd per locker gives each its own lock identity, as
+// the kernel gives each process: a locker's locks merge and split among
+// themselves and conflict with every other locker's.
 //
-// All of a node's owner fds are opened from one anchor, the file as it was
-// when the first lock was taken, and the anchor is kept while any owner holds
-// an fd. Atomic writes replace the backing file, but lockers keep meeting on
+// All of a node's locker fds are opened from one anchor, the file as it was
+// when the first lock was taken, and the anchor is kept while any locker
+// holds an fd. Atomic writes replace the backing file, but lockers keep meeting on
 // the anchor, so a commit never drops or splits a lock. (Locks taken by
 // processes outside the mount on a later version of the file do not meet
 // the mount's.)
 type lockFds struct {
-	mu      sync.Mutex
-	anchor  int // 0 when none (fd 0 is never an anchor: dups start at 3)
-	byOwner map[uint64]int
+	mu       sync.Mutex
+	anchor   int // 0 when none (fd 0 is never an anchor: dups start at 3)
+	byLocker map[uint64]int
 }
 
-// fd returns owner's lock fd, opening it from the anchor (made from src, an
+// fd returns locker's lock fd, opening it from the anchor (made from src, an
 // fd of the file's current content, on first use).
-func (l *lockFds) fd(src int, owner uint64) (int, syscall.Errno) {
+func (l *lockFds) fd(src int, locker uint64) (int, syscall.Errno) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if fd, ok := l.byOwner[owner]; ok {
+	if fd, ok := l.byLocker[locker]; ok {
 		return fd, 0
 	}
-	if len(l.byOwner) == 0 {
+	if len(l.byLocker) == 0 {
 		anchor, err := dirfd.Dup(src)
 		if err != nil {
 			return -1, toErrno(err)
@@ -52,27 +53,27 @@ func (l *lockFds) fd(src int, owner uint64) (int, syscall.Errno) {
 		fd, err = dirfd.Reopen(l.anchor, unix.O_RDONLY)
 	}
 	if err != nil {
-		if len(l.byOwner) == 0 {
+		if len(l.byLocker) == 0 {
 			dirfd.Close(l.anchor)
 			l.anchor = 0
 		}
 		return -1, toErrno(err)
 	}
-	if l.byOwner == nil {
-		l.byOwner = make(map[uint64]int)
+	if l.byLocker == nil {
+		l.byLocker = make(map[uint64]int)
 	}
-	l.byOwner[owner] = fd
+	l.byLocker[locker] = fd
 	return fd, 0
 }
 
-// drop closes owner's fd, which releases every lock it held.
-func (l *lockFds) drop(owner uint64) {
+// drop closes locker's fd, which releases every lock it held.
+func (l *lockFds) drop(locker uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if fd, ok := l.byOwner[owner]; ok {
+	if fd, ok := l.byLocker[locker]; ok {
 		dirfd.Close(fd)
-		delete(l.byOwner, owner)
-		if len(l.byOwner) == 0 {
+		delete(l.byLocker, locker)
+		if len(l.byLocker) == 0 {
 			dirfd.Close(l.anchor)
 			l.anchor = 0
 		}
@@ -82,9 +83,9 @@ func (l *lockFds) drop(owner uint64) {
 func (l *lockFds) closeAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for owner, fd := range l.byOwner {
+	for locker, fd := range l.byLocker {
 		dirfd.Close(fd)
-		delete(l.byOwner, owner)
+		delete(l.byLocker, locker)
 	}
 	if l.anchor > 0 {
 		dirfd.Close(l.anchor)
@@ -92,9 +93,9 @@ func (l *lockFds) closeAll() {
 	}
 }
 
-// lockFd returns the lock fd of owner for handle fh, remembering on the
-// handle that owner used it.
-func (n *Node) lockFd(fh fs.FileHandle, owner uint64) (int, syscall.Errno) {
+// lockFd returns the lock fd of locker for handle fh, remembering on the
+// handle that locker used it.
+func (n *Node) lockFd(fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	h := fileOf(fh)
 	if h == nil {
 		return -1, syscall.EBADF
@@ -102,24 +103,24 @@ func (n *Node) lockFd(fh fs.FileHandle, owner uint64) (int, syscall.Errno) {
 	var fd int
 	errno := h.withFd(func(src int) syscall.Errno {
 		var errno syscall.Errno
-		fd, errno = n.recLocks.fd(src, owner)
+		fd, errno = n.recLocks.fd(src, locker)
 		return errno
 	})
 	if errno != 0 {
 		return -1, errno
 	}
 	h.mu.Lock()
-	if h.lockOwners == nil {
-		h.lockOwners = make(map[uint64]bool)
+	if h.lockers == nil {
+		h.lockers = make(map[uint64]bool)
 	}
-	h.lockOwners[owner] = true
+	h.lockers[locker] = true
 	h.mu.Unlock()
 	return fd, 0
 }
 
 // Getlk reports a lock that would conflict with lk.
-func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
-	fd, errno := n.lockFd(fh, owner)
+func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	fd, errno := n.lockFd(fh, locker)
 	if errno != 0 {
 		return errno
 	}
@@ -134,19 +135,19 @@ func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fu
 }
 
 // Setlk takes or releases a POSIX record lock or flock without waiting,
-// as an OFD lock on the kernel lock owner's fd (see lockFds).
-func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return n.setLock(ctx, fh, owner, lk, flags, false)
+// as an OFD lock on the locker's fd (see lockFds).
+func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setLock(ctx, fh, locker, lk, flags, false)
 }
 
 // Setlkw waits for the lock by retrying: a blocking fcntl could not be
 // interrupted when the caller gives up (a signal, or the kernel's INTERRUPT).
-func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return n.setLock(ctx, fh, owner, lk, flags, true)
+func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return n.setLock(ctx, fh, locker, lk, flags, true)
 }
 
-func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
-	fd, errno := n.lockFd(fh, owner)
+func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	fd, errno := n.lockFd(fh, locker)
 	if errno != 0 {
 		return errno
 	}

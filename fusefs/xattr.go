@@ -17,20 +17,38 @@ var (
 	_ = (fs.NodeListxattrer)((*Node)(nil))
 )
 
-// Extended attributes act on an O_PATH fd of the verified object.
+// Extended attributes act on an O_PATH fd of the verified object, which
+// prepareSelf opens.
+
+// prepareSelf is prepare for an operation on n itself: a change on a
+// read-only mount is EROFS; n's object is opened as an O_PATH fd and
+// verified (openPath: a swapped object is PATH_ESCAPE); then, if judged,
+// n's path is asked (a credential is CREDENTIAL_PATH_DENIED). The caller
+// acts through the fd and closes it.
+func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool) (int, syscall.Errno) {
+	if changes && n.fsys.opts.ReadOnly {
+		return -1, syscall.EROFS
+	}
+	fd, errno := n.openPath(ctx, op)
+	if errno != 0 {
+		return -1, errno
+	}
+	if judged {
+		if errno := n.fsys.denyPath(ctx, op, n, ""); errno != 0 {
+			dirfd.Close(fd)
+			return -1, errno
+		}
+	}
+	return fd, 0
+}
 
 // Getxattr reads an attribute through an O_PATH fd of the verified object
 // (/proc/self/fd/N); user.* and trusted.* of a credential are refused.
+// security.* and system.* are metadata like the mode bits (capabilities,
+// SELinux labels, ACLs), which ls asks for on every entry; user.* and
+// trusted.* can hold content.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	// security.* and system.* are metadata like the mode bits (capabilities,
-	// SELinux labels, ACLs), which ls asks for on every entry; user.* and
-	// trusted.* can hold content, and a credential's are refused.
-	if !metadataXattr(attr) {
-		if errno := n.fsys.denyPath(ctx, "getxattr", n, ""); errno != 0 {
-			return 0, errno
-		}
-	}
-	fd, errno := n.openPath(ctx, "getxattr")
+	fd, errno := n.prepareSelf(ctx, "getxattr", false, !metadataXattr(attr))
 	if errno != 0 {
 		return 0, errno
 	}
@@ -42,13 +60,7 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 // Setxattr sets an attribute through an O_PATH fd of the verified object,
 // and on the owner's temp too, which becomes the file at its commit.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	if n.fsys.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	if errno := n.fsys.denyPath(ctx, "setxattr", n, ""); errno != 0 {
-		return errno
-	}
-	fd, errno := n.openPath(ctx, "setxattr")
+	fd, errno := n.prepareSelf(ctx, "setxattr", true, true)
 	if errno != 0 {
 		return errno
 	}
@@ -62,13 +74,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 // Removexattr removes an attribute as Setxattr sets one.
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	if n.fsys.opts.ReadOnly {
-		return syscall.EROFS
-	}
-	if errno := n.fsys.denyPath(ctx, "removexattr", n, ""); errno != 0 {
-		return errno
-	}
-	fd, errno := n.openPath(ctx, "removexattr")
+	fd, errno := n.prepareSelf(ctx, "removexattr", true, true)
 	if errno != 0 {
 		return errno
 	}
@@ -83,10 +89,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // Listxattr lists the attributes of the verified object; a credential's
 // list is refused.
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	if errno := n.fsys.denyPath(ctx, "listxattr", n, ""); errno != 0 {
-		return 0, errno
-	}
-	fd, errno := n.openPath(ctx, "listxattr")
+	fd, errno := n.prepareSelf(ctx, "listxattr", false, true)
 	if errno != 0 {
 		return 0, errno
 	}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -424,6 +425,25 @@ func readTgidOwner(dir string, fallback Owner) (Owner, error) {
 		}
 	}
 	return fallback, nil
+}
+
+// Process is the process (thread group id) of thread tid, for a Resolver
+// in pid mode; tid itself if it cannot be read (the thread is gone) or the
+// Resolver names owners otherwise.
+func (r *Resolver) Process(tid uint32) uint32 {
+	o, err := r.Owner(tid)
+	if err != nil {
+		return tid
+	}
+	v, ok := strings.CutPrefix(string(o), "pid:")
+	if !ok {
+		return tid
+	}
+	tgid, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return tid
+	}
+	return uint32(tgid)
 }
 
 // IsThreadOf reports whether thread tid belongs to process tgid. It looks the

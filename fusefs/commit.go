@@ -1,0 +1,320 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+	"realm/locks"
+)
+
+// Atomic writes. Data written through the mount never lands in the file
+// itself: the first write of an owner's handle copies the file into a
+// hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked where the
+// filesystem can; temp.go), and every handle that owner has on the file
+// reads and writes that temp (pending.go). A commit (on fsync(2), on the
+// opener's last close, and on the last release: see File.Flush) fsyncs the
+// temp, checks the file is still the object observed when the lock was
+// taken, renames the temp over it and fsyncs the directory. The file is
+// therefore always either its old or its new content, whatever fails or
+// crashes in between.
+//
+// The lock table entry of (file, owner) holds the pendingWrite; the entry's
+// lock guards it. The lock order is in the package doc (fs.go).
+
+// Durability says when a commit is made durable.
+type Durability int
+
+const (
+	// DurabilityFull fsyncs the temp before the rename and the directory
+	// after it on every commit: after a power loss a file is its old or its
+	// new content.
+	DurabilityFull Durability = iota
+	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
+	// close still commits by rename. A crash of realmfs or of any process
+	// never leaves a torn file; after a power loss a file closed without
+	// fsync may be its old content, or (on filesystems without ext4's
+	// rename heuristics) empty.
+	DurabilityAtomic
+)
+
+// Stage names a point of the commit where a test may inject a failure.
+type Stage string
+
+const (
+	StageAfterWrite   Stage = "after-write"
+	StageAfterFsync   Stage = "after-fsync"
+	StageBeforeRename Stage = "before-rename"
+)
+
+// errInjected is the failure a FailAt hook injects.
+var errInjected = errors.New("injected failure")
+
+// pendingWrite is one owner's write in progress on one file. It knows the
+// file by where it is (fileDir, fileName), not by node: the kernel may meet
+// the file again under a new node after a commit, and a rename through the
+// mount updates the place (see FS.renamed).
+type pendingWrite struct {
+	node       *Node         // the node that started it, for audit paths
+	entry      *locks.Entry  // whose lock guards this
+	fileParent *Node         // the file's directory node, for audit paths and its child node
+	fileDir    int           // O_PATH fd of the file's directory
+	fileName   string        // the file's name in it
+	tempDir    int           // O_PATH fd of the directory the temp lives in
+	base       int           // fd of the content last committed (or found at open)
+	temp       int           // fd of the temp holding new content, -1 if none
+	tempName   string        // its name in tempDir
+	mode       uint32        // the temp's permission bits
+	observed   unix.Stat_t   // the file as this owner last saw it commit
+	dirty      bool          // temp holds changes not yet committed
+	failed     syscall.Errno // a write into the temp failed: it must not be committed
+	handles    int
+}
+
+// cur is the fd whose content the owner sees.
+func (w *pendingWrite) cur() int {
+	if w.temp >= 0 {
+		return w.temp
+	}
+	return w.base
+}
+
+func (w *pendingWrite) close() {
+	w.dropTemp()
+	dirfd.Close(w.base)
+	dirfd.Close(w.tempDir)
+	dirfd.Close(w.fileDir)
+}
+
+// sameFile reports whether the file is still the one observed: a process
+// outside the mount that replaced or changed it makes this false.
+func sameFile(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// commit makes the temp the file, in stages: seal the temp, check the file
+// is unchanged since observed, replace it (or copy into it, for a file
+// with several links), settle what the replacement leaves to do. durable
+// forces the fsyncs whatever the mount's durability (an fsync(2) asked for
+// them). It returns the errno for the caller and whether the file is new.
+// Up to the rename, a failure removes the temp and leaves the file as it
+// was. The kernel's cached pages of the old content are not invalidated
+// (see verify): readers of other owners read passthrough or direct, and a
+// cached read handle opened later drops the pages at open (no
+// FOPEN_KEEP_CACHE), as NFS's close-to-open does.
+func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
+	if !w.dirty {
+		return 0, false
+	}
+	f := w.node.fsys
+	durable = durable || f.opts.Durability == DurabilityFull
+	if stage, err := w.seal(durable); err != nil {
+		return w.fail(ctx, stage, err), false
+	}
+	var now unix.Stat_t
+	switch err := dirfd.Lstat(w.fileDir, w.fileName, &now); {
+	case errors.Is(err, unix.ENOENT):
+		// Unlinked while open: as natively, the data goes with the file.
+		w.dropTemp()
+		return 0, false
+	case err != nil:
+		return w.fail(ctx, StageBeforeRename, err), false
+	case !sameFile(&now, &w.observed):
+		return w.conflict(ctx, &now), false
+	}
+	if err := f.failAt(StageBeforeRename); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	if now.Nlink > 1 {
+		return w.commitInPlace(ctx)
+	}
+	st, err := w.replace()
+	if err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	return w.settle(durable, &st), true
+}
+
+// seal readies the temp for the rename: a temp that a failed write left
+// short is never committed, and a durable commit fsyncs it. It returns the
+// stage that failed.
+func (w *pendingWrite) seal(durable bool) (Stage, error) {
+	if w.failed != 0 {
+		// A write the caller was told failed (ENOSPC, say) left the temp
+		// short: committing it would replace the file with a partial one.
+		return StageAfterWrite, w.failed
+	}
+	f := w.node.fsys
+	if err := f.failAt(StageAfterWrite); err != nil {
+		return StageAfterWrite, err
+	}
+	if durable {
+		if err := unix.Fsync(w.temp); err != nil {
+			return StageAfterWrite, err
+		}
+	}
+	if err := f.failAt(StageAfterFsync); err != nil {
+		return StageAfterFsync, err
+	}
+	return "", nil
+}
+
+// replace renames the temp over the file, and moves every node that stood
+// for the old file to the new one, under commitMu: an identity-verifying
+// open sees the old file with the old identity or the new with the new. It
+// returns the new file's stat.
+func (w *pendingWrite) replace() (unix.Stat_t, error) {
+	f := w.node.fsys
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(w.temp, "", &st)
+	if err != nil {
+		return st, err
+	}
+	f.commitMu.Lock()
+	defer f.commitMu.Unlock()
+	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
+		return st, err
+	}
+	f.tempMade(w.tempName, false)
+	// Every node that stood for the old file now stands for the new one:
+	// the one that started the write, and the one the kernel has for the
+	// name now (after an earlier commit it can be another). The node keeps
+	// the inode number the kernel knows, which the backing filesystem may
+	// now give to a new file: the number is marked borrowed.
+	for _, m := range []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))} {
+		if m != nil && m.key() == keyOf(&w.observed) {
+			m.setIdent(st.Dev, st.Ino)
+			f.setRekeyed(fileID{keyOf(&st), gen}, m)
+		}
+	}
+	return st, nil
+}
+
+// settle finishes a commit whose rename is done, which nothing here can
+// undo: it syncs the directory (durable), moves the lock entry to the new
+// identity, and makes the new file the base the owner's next write copies.
+// Its errno tells the caller that durability was not reached.
+func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
+	f := w.node.fsys
+	var errno syscall.Errno
+	if durable {
+		if err := dirfd.SyncDir(w.fileDir); err != nil {
+			errno = toErrno(err)
+			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
+		}
+	}
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(st)); err != nil {
+		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	}
+	// Again: the rename changed its ctime. Should this fail, the next
+	// commit sees a changed file and keeps its bytes as a conflict copy.
+	if err := dirfd.Fstat(w.temp, st); err != nil {
+		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+	}
+	dirfd.Close(w.base)
+	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, *st
+	return errno
+}
+
+// commitInPlace commits to a file with more than one hard link. Renaming
+// the temp over one name would split the file: the other names would keep
+// the old content. So the new content, complete and fsynced in the temp, is
+// copied into the file itself and fsynced. This is the one commit a crash
+// can tear (during the copy); every other stage still leaves the file as it
+// was.
+func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
+	var tst unix.Stat_t
+	if err := dirfd.Fstat(w.temp, &tst); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	out, err := dirfd.Reopen(w.base, unix.O_WRONLY)
+	if err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	defer dirfd.Close(out)
+	if err := unix.Ftruncate(out, 0); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	if err := unix.Fsync(out); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	w.dropTemp()
+	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
+		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
+	}
+	return 0, true
+}
+
+// conflict keeps the owner's new bytes as a visible copy beside a file that
+// a process outside the mount changed since the lock was taken (now is the
+// file as it is), and leaves the file as that process made it.
+func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno {
+	f := w.node.fsys
+	copyName := fmt.Sprintf("%s.realm-conflict-%s", w.fileName, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, copyName, unix.RENAME_NOREPLACE); err != nil {
+		f.logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
+		w.dropTemp()
+	} else {
+		f.logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
+		f.notify.entry(w.fileParent.EmbeddedInode(), copyName) // a name the kernel has not seen made
+		dirfd.Close(w.temp)
+		f.tempMade(w.tempName, false)
+		w.temp, w.tempName, w.dirty = -1, "", false
+	}
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
+		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
+	}
+	w.observed = *now
+	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict)
+}
+
+// fail ends a commit that failed at stage before its rename: the temp is
+// removed, the file is as it was, and the caller gets EIO.
+func (w *pendingWrite) fail(ctx context.Context, stage Stage, err error) syscall.Errno {
+	w.dropTemp()
+	w.node.fsys.commitFailed(ctx, stage, w.place(), err)
+	return syscall.EIO
+}
+
+// place is the workspace path of the file being written, for logs and audit
+// lines.
+func (w *pendingWrite) place() string { return w.node.fsys.relPath(w.fileParent, w.fileName) }
+
+// commitFailed reports a commit that failed at stage: one audit line
+// (WRITE_NOT_ATOMIC, with the cause) and one line in the daemon's log, since
+// a commit at the last release has no caller to return its error to.
+func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err error) {
+	if f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
+	}
+	f.logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
+}
+
+// abandon drops what the owner wrote when the process that opened the
+// handle is being killed by a signal: a writer that dies half way leaves the
+// file as it was. When another handle of the owner shares the temp, its
+// bytes cannot be told apart, and nothing is dropped.
+func (w *pendingWrite) abandon(sig int, tid uint32) {
+	if w.handles != 1 || !w.dirty {
+		return
+	}
+	w.node.fsys.logf("%s: not committed: its writer (thread %d) was killed by signal %d; the file keeps its old content", w.place(), tid, sig)
+	w.dropTemp()
+}
+
+// failAt runs the test hook for a commit stage.
+func (f *FS) failAt(s Stage) error {
+	if f.opts.FailAt != nil && f.opts.FailAt(s) {
+		return errInjected
+	}
+	return nil
+}

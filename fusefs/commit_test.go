@@ -1,0 +1,325 @@
+package fusefs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// as is a request context from process pid, its own lock owner ("pid:N")
+// on a mount without an owner resolver.
+func as(pid uint32) context.Context {
+	return fuse.NewContext(context.Background(), &fuse.Caller{Pid: pid})
+}
+
+// openWrite opens name in the root for writing, as process pid.
+func (tf *testFS) openWrite(t testing.TB, pid uint32, name string, flags uint32) *File {
+	t.Helper()
+	fh, _, errno := tf.lookup(t, name).Open(as(pid), flags)
+	if errno != 0 {
+		t.Fatalf("open %q for writing: %v", name, errno)
+	}
+	return fileOf(fh)
+}
+
+// writeAll writes data at offset 0 through h.
+func writeAll(t testing.TB, h *File, data string) {
+	t.Helper()
+	if n, errno := h.Write(as(1), []byte(data), 0); errno != 0 || int(n) != len(data) {
+		t.Fatalf("write = %d, %v", n, errno)
+	}
+}
+
+func backingStat(t testing.TB, tf *testFS, name string) unix.Stat_t {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(tf.backing, name), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestCommitReplaces follows one commit through its stages: the file keeps
+// its old content until the commit, then is the new content under a new
+// backing inode, with no temp left; the node and the lock move to the new
+// identity, and the node keeps the inode number the kernel knows, which is
+// now borrowed.
+func TestCommitReplaces(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old content")
+	old := backingStat(t, tf, "f")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	if got, _ := tf.read(t, "f"); got != "old content" {
+		t.Fatalf("before the commit f = %q, want the old content", got)
+	}
+	if n := len(tf.temps(t)); n != 1 {
+		t.Fatalf("%d temps while writing, want 1", n)
+	}
+	if errno := h.Fsync(as(1), 0); errno != 0 {
+		t.Fatalf("fsync = %v", errno)
+	}
+	if got, _ := tf.read(t, "f"); got != "new" {
+		t.Errorf("after the commit f = %q, want %q", got, "new")
+	}
+	if tmp := tf.temps(t); len(tmp) != 0 {
+		t.Errorf("temps left after the commit: %q", tmp)
+	}
+	now := backingStat(t, tf, "f")
+	if now.Ino == old.Ino {
+		t.Fatal("the commit did not replace the file (same inode)")
+	}
+	n := h.node
+	if n.key() != keyOf(&now) {
+		t.Errorf("node stands for %v, want the new file %v", n.key(), keyOf(&now))
+	}
+	if n.StableAttr().Ino != old.Ino {
+		t.Errorf("node's inode number = %d, want the one the kernel knows, %d", n.StableAttr().Ino, old.Ino)
+	}
+	if !tf.isBorrowed(old.Ino) {
+		t.Error("the old inode number is not marked borrowed")
+	}
+	if holder, held := tf.writeLocks.Holder(keyOf(&now)); !held || holder != "pid:1" {
+		t.Errorf("lock of the new file: %q, %v; want held by pid:1", holder, held)
+	}
+	if _, held := tf.writeLocks.Holder(keyOf(&old)); held {
+		t.Error("the lock table still holds the old identity")
+	}
+	h.Release(as(1))
+	if l := tf.writeLocks.Len(); l != 0 {
+		t.Errorf("%d lock entries after the last release, want 0", l)
+	}
+}
+
+// TestCommitFailureLeavesFile: a commit that fails at any stage before its
+// rename (an injected failure, or a write that failed short) removes the
+// temp, leaves the file byte-identical, answers EIO, and writes one
+// WRITE_NOT_ATOMIC line with the stage and cause.
+func TestCommitFailureLeavesFile(t *testing.T) {
+	tests := []struct {
+		name       string
+		stage      Stage // injected, "" for none
+		shortWrite bool  // a write into the temp failed with ENOSPC
+		wantOp     string
+		wantCause  string
+	}{
+		{"after-write", StageAfterWrite, false, "commit:after-write", "injected failure"},
+		{"after-fsync", StageAfterFsync, false, "commit:after-fsync", "injected failure"},
+		{"before-rename", StageBeforeRename, false, "commit:before-rename", "injected failure"},
+		{"short write", "", true, "commit:after-write", "ENOSPC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tf := newTestFS(t, func(o *Options) {
+				o.FailAt = func(s Stage) bool { return s == tt.stage }
+			})
+			tf.write(t, "f", "old content")
+			h := tf.openWrite(t, 1, "f", syscall.O_WRONLY)
+			writeAll(t, h, "NEW")
+			if tt.shortWrite {
+				h.withShared(func(w *pendingWrite) syscall.Errno {
+					w.failed = syscall.ENOSPC
+					return 0
+				})
+			}
+			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
+				t.Errorf("fsync = %v, want EIO", errno)
+			}
+			if got, _ := tf.read(t, "f"); got != "old content" {
+				t.Errorf("f = %q, want it byte-identical", got)
+			}
+			if tmp := tf.temps(t); len(tmp) != 0 {
+				t.Errorf("temps left: %q", tmp)
+			}
+			evs := tf.audit.events(t)
+			if len(evs) != 1 || evs[0].Op != tt.wantOp || evs[0].Code != "WRITE_NOT_ATOMIC" || evs[0].Errno != "EIO" || evs[0].Cause != tt.wantCause || evs[0].Path != "f" {
+				t.Errorf("audit = %+v, want one %s WRITE_NOT_ATOMIC line for f with cause %q", evs, tt.wantOp, tt.wantCause)
+			}
+			// Nothing is left to commit: the last release changes nothing.
+			h.Release(as(1))
+			if got, _ := tf.read(t, "f"); got != "old content" {
+				t.Errorf("after release f = %q, want it byte-identical", got)
+			}
+		})
+	}
+}
+
+// TestCommitConflict: a file changed from outside the mount while an owner
+// wrote it keeps the outside change; the owner's bytes become a conflict
+// copy beside it, and the commit answers EBUSY with a LOCK_CONFLICT line.
+func TestCommitConflict(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "mine")
+	tf.write(t, "f", "theirs, longer")
+	if errno := h.Fsync(as(1), 0); errno != syscall.EBUSY {
+		t.Errorf("fsync = %v, want EBUSY", errno)
+	}
+	if got, _ := tf.read(t, "f"); got != "theirs, longer" {
+		t.Errorf("f = %q, want the outside change", got)
+	}
+	ents, _ := os.ReadDir(tf.backing)
+	var copies []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "f.realm-conflict-") {
+			copies = append(copies, e.Name())
+		}
+	}
+	if len(copies) != 1 {
+		t.Fatalf("conflict copies = %q, want one", copies)
+	}
+	if got, _ := tf.read(t, copies[0]); got != "mine" {
+		t.Errorf("conflict copy = %q, want the owner's bytes", got)
+	}
+	if tmp := tf.temps(t); len(tmp) != 0 {
+		t.Errorf("temps left: %q", tmp)
+	}
+	if got, want := tf.codes(t), []string{"commit LOCK_CONFLICT EBUSY"}; !slices.Equal(got, want) {
+		t.Errorf("audit = %q, want %q", got, want)
+	}
+	h.Release(as(1))
+}
+
+// TestCommitHardLinks: a file with two names is committed in place, so
+// both names see the new content and it keeps its inode.
+func TestCommitHardLinks(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	if err := os.Link(filepath.Join(tf.backing, "f"), filepath.Join(tf.backing, "g")); err != nil {
+		t.Fatal(err)
+	}
+	old := backingStat(t, tf, "f")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	if errno := h.Fsync(as(1), 0); errno != 0 {
+		t.Fatalf("fsync = %v", errno)
+	}
+	for _, name := range []string{"f", "g"} {
+		if got, _ := tf.read(t, name); got != "new" {
+			t.Errorf("%s = %q, want %q", name, got, "new")
+		}
+	}
+	if now := backingStat(t, tf, "f"); now.Ino != old.Ino || now.Nlink != 2 {
+		t.Errorf("f is ino %d with %d links, want ino %d with 2: the file was split", now.Ino, now.Nlink, old.Ino)
+	}
+	h.Release(as(1))
+}
+
+// TestCommitAfterUnlink: the data of a file removed while open goes with
+// it, as natively; nothing is left behind.
+func TestCommitAfterUnlink(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	if errno := tf.root.Unlink(as(1), "f"); errno != 0 {
+		t.Fatalf("unlink by the owner = %v", errno)
+	}
+	if errno := h.Fsync(as(1), 0); errno != 0 {
+		t.Errorf("fsync = %v, want success", errno)
+	}
+	h.Release(as(1))
+	if _, ok := tf.read(t, "f"); ok {
+		t.Error("f came back")
+	}
+	if tmp := tf.temps(t); len(tmp) != 0 {
+		t.Errorf("temps left: %q", tmp)
+	}
+}
+
+// TestCommitFollowsRename: a rename through the mount while the file is
+// being written moves the write with it; the commit lands on the new name.
+func TestCommitFollowsRename(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	if errno := tf.root.Rename(as(1), "f", tf.root, "g", 0); errno != 0 {
+		t.Fatalf("rename = %v", errno)
+	}
+	h.Release(as(1))
+	if got, _ := tf.read(t, "g"); got != "new" {
+		t.Errorf("g = %q, want %q", got, "new")
+	}
+	if _, ok := tf.read(t, "f"); ok {
+		t.Error("the commit recreated f")
+	}
+}
+
+// TestLastReleaseCommits and TestAbandonDrops: the owner's last release
+// commits what is left, unless its writer was killed by a signal.
+func TestLastReleaseCommits(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h1 := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	h2 := tf.openWrite(t, 1, "f", syscall.O_WRONLY)
+	writeAll(t, h1, "new")
+	h1.Release(as(1))
+	if got, _ := tf.read(t, "f"); got != "old" {
+		t.Errorf("after a release with another handle open f = %q, want the old content", got)
+	}
+	h2.Release(as(1))
+	if got, _ := tf.read(t, "f"); got != "new" {
+		t.Errorf("after the last release f = %q, want %q", got, "new")
+	}
+}
+
+func TestAbandonDrops(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "half")
+	h.withShared(func(w *pendingWrite) syscall.Errno {
+		w.abandon(9, 1)
+		return 0
+	})
+	h.Release(as(1))
+	if got, _ := tf.read(t, "f"); got != "old" {
+		t.Errorf("f = %q, want the old content", got)
+	}
+	if tmp := tf.temps(t); len(tmp) != 0 {
+		t.Errorf("temps left: %q", tmp)
+	}
+	if !strings.Contains(tf.logs.String(), "killed by signal 9") {
+		t.Errorf("log %q does not say the writer was killed", tf.logs.String())
+	}
+}
+
+// TestOtherOwnerRefused: while one owner writes a file, another owner's
+// write open, rename over it and unlink of it are EBUSY, audited
+// LOCK_CONFLICT, and the file is untouched.
+func TestOtherOwnerRefused(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	tf.write(t, "g", "other")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	if _, _, errno := tf.lookup(t, "f").Open(as(2), syscall.O_WRONLY); errno != syscall.EBUSY {
+		t.Errorf("open by another owner = %v, want EBUSY", errno)
+	}
+	if errno := tf.root.Rename(as(2), "g", tf.root, "f", 0); errno != syscall.EBUSY {
+		t.Errorf("rename over it by another owner = %v, want EBUSY", errno)
+	}
+	if errno := tf.root.Unlink(as(2), "f"); errno != syscall.EBUSY {
+		t.Errorf("unlink by another owner = %v, want EBUSY", errno)
+	}
+	want := []string{"open LOCK_CONFLICT EBUSY", "rename LOCK_CONFLICT EBUSY", "unlink LOCK_CONFLICT EBUSY"}
+	if got := tf.codes(t); !slices.Equal(got, want) {
+		t.Errorf("audit = %q, want %q", got, want)
+	}
+	if got, _ := tf.read(t, "f"); got != "old" {
+		t.Errorf("f = %q, want it untouched", got)
+	}
+	h.Release(as(1))
+	if got, _ := tf.read(t, "f"); got != "new" {
+		t.Errorf("after the owner's release f = %q, want %q", got, "new")
+	}
+}

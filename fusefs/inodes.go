@@ -1,0 +1,138 @@
+package fusefs
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+
+	"realm/locks"
+)
+
+// Inode numbers across commits. A commit gives the file a new backing
+// inode; it is rekeyed: its node takes the new identity and keeps the inode
+// number the kernel knows (FS.rekeyed), and that number becomes borrowed
+// (FS.borrowed), so a new file the backing filesystem hands the freed
+// number gets one the mount makes up. A retired node (Node.retire) leaves
+// both maps and holds its successor's readers off passthrough (FS.holds).
+// "Rekeyed" is said only of commits; a rename through the mount is
+// "renamed" (renamelock.go).
+
+func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
+
+// fileID names one backing file: its (dev, ino) and its generation, so that
+// an inode number freed by a deleted file and given to a new one does not
+// lead to the old file's node.
+type fileID struct {
+	key locks.Key
+	gen uint64
+}
+
+// childInode is the node the kernel knows as name in directory n, if any.
+func (n *Node) childInode(name string) *fs.Inode {
+	if n == nil {
+		return nil
+	}
+	return n.GetChild(name)
+}
+
+// setIdent records the backing object n now stands for.
+func (n *Node) setIdent(dev, ino uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dev, n.ino = dev, ino
+}
+
+// setRekeyed records that the file id is known to the kernel as node m, and
+// that m's inode number, no longer its backing file's, is borrowed.
+func (f *FS) setRekeyed(id fileID, m *Node) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.rekeyed == nil {
+		f.rekeyed = make(map[fileID]*Node)
+		f.borrowed = make(map[uint64]*Node)
+	}
+	f.rekeyed[id] = m
+	f.borrowed[m.StableAttr().Ino] = m
+}
+
+// borrowedBit marks the inode numbers the mount makes up for files whose
+// own number is borrowed by a live node; backing filesystems do not hand
+// out numbers that high.
+const borrowedBit = 1 << 63
+
+// isBorrowed reports whether a live node answers to inode number ino
+// without its backing file having it.
+func (f *FS) isBorrowed(ino uint64) bool {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	return f.borrowed[ino] != nil
+}
+
+// rekeyedNode returns the node a commit left the regular file id under, if
+// that node still stands for it.
+func (f *FS) rekeyedNode(id fileID, mode uint32) *Node {
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	f.rekeyedMu.Lock()
+	m := f.rekeyed[id]
+	f.rekeyedMu.Unlock()
+	if m != nil && m.key() != id.key {
+		return nil // the node moved on to a later version
+	}
+	return m
+}
+
+// forgetRekeyed drops the entries of a node the kernel has forgotten.
+func (f *FS) forgetRekeyed(m *Node) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	for k, v := range f.rekeyed {
+		if v == m {
+			delete(f.rekeyed, k)
+		}
+	}
+	if f.borrowed[m.StableAttr().Ino] == m {
+		delete(f.borrowed, m.StableAttr().Ino)
+	}
+}
+
+// retired records that node m, standing for the backing file key, takes no
+// new opens: lookups must not lead to it again. Its inode number becomes
+// borrowed, so the node made for the file next gets a number of its own
+// (two kernel inodes with one number would look like hard links to cp and
+// tar), and that node's readers hold off passthrough for retireHold.
+func (f *FS) retired(m *Node, key locks.Key) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.rekeyed == nil {
+		f.rekeyed = make(map[fileID]*Node)
+		f.borrowed = make(map[uint64]*Node)
+	}
+	for k, v := range f.rekeyed {
+		if v == m {
+			delete(f.rekeyed, k)
+		}
+	}
+	f.borrowed[m.StableAttr().Ino] = m
+	now := time.Now()
+	if f.holds == nil {
+		f.holds = make(map[locks.Key]int64)
+	}
+	for k, until := range f.holds {
+		if until < now.UnixNano() {
+			delete(f.holds, k)
+		}
+	}
+	f.holds[key] = now.Add(retireHold).UnixNano()
+}
+
+// holdOf is when a new node for the backing file key may let readers pass
+// through (see retired); 0 for most files.
+func (f *FS) holdOf(key locks.Key) int64 {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	return f.holds[key]
+}

@@ -1,0 +1,166 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"realm/errcode"
+	"realm/fusefs/dirfd"
+	"realm/locks"
+)
+
+// The write in progress: how handles meet an owner's pendingWrite through
+// the lock table, and how the mount's own changes to a file reach it.
+
+// acquireWait is how long a conflicting open waits for the holder's last
+// release: the kernel sends RELEASE after close(2) has returned, so a
+// sequential writer must not lose the race to it.
+const acquireWait = 250 * time.Millisecond
+
+// acquire takes the lock on n for owner, waiting briefly for a release that
+// is on its way.
+func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*locks.Lease, error) {
+	deadline := time.Now().Add(acquireWait)
+	for {
+		lease, err := f.writeLocks.Acquire(key, owner)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return lease, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openShared opens n through the owner's pending write (starting one for a
+// write open). base is the verified O_RDONLY fd of the file, named name in
+// the directory pn (fd pfd); it is consumed.
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
+	if err != nil {
+		dirfd.Close(base)
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict)
+	}
+	e := lease.Shared()
+	e.Lock()
+	defer e.Unlock()
+	w, _ := e.Value.(*pendingWrite)
+	if w == nil {
+		tempDir, err1 := dirfd.Dup(pfd)
+		fileDir, err2 := dirfd.Dup(pfd)
+		if err := errors.Join(err1, err2); err != nil {
+			dirfd.Close(tempDir)
+			dirfd.Close(fileDir)
+			dirfd.Close(base)
+			lease.Release()
+			return nil, 0, toErrno(err)
+		}
+		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
+			tempDir: tempDir, base: base, temp: -1, observed: *st}
+		e.Value = w
+	} else if flags&syscall.O_CREAT != 0 {
+		// A file this call just made has no write in progress: an entry
+		// under its inode number belongs to a file that number was freed
+		// from. Sharing it would send these bytes to that file's name.
+		dirfd.Close(base)
+		lease.Release()
+		f.logf("%s: a stale write lock under the new file's inode number (ino %d); refused", f.relPath(pn, name), st.Ino)
+		return nil, 0, syscall.EIO
+	} else {
+		dirfd.Close(base)
+	}
+	w.handles++
+	if flags&syscall.O_TRUNC != 0 && writeFlags(flags) {
+		w.dropTemp()
+		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
+			w.release(e, lease)
+			return nil, 0, toErrno(err)
+		}
+		w.dirty = true
+	}
+	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid)}
+	n.cachedOpen.Add(1)
+	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
+	// page cache, which readers of other owners share.
+	return fh, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// release drops one handle; the caller holds e's lock. The last handle
+// closes the temp and the lease.
+//
+// The lease goes first: the lock table keys the file by its inode number,
+// which the backing filesystem may hand to a new file as soon as the last
+// fd of this one closes. Closed first, a new file (a temp, a create) could
+// meet this stale entry under its own number and share it.
+func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
+	w.handles--
+	last := w.handles <= 0
+	if last {
+		e.Value = nil
+	}
+	lease.Release()
+	if last {
+		w.close()
+	}
+}
+
+// pendingFor returns the write in progress on the backing file with key,
+// locked; the caller must unlock w.entry. nil if there is none.
+func (f *FS) pendingFor(key locks.Key) *pendingWrite {
+	e, ok := f.writeLocks.Entry(key)
+	if !ok {
+		return nil
+	}
+	e.Lock()
+	w, _ := e.Value.(*pendingWrite)
+	if w == nil {
+		e.Unlock()
+	}
+	return w
+}
+
+// ownWrite returns, locked, the caller's own write in progress on the file
+// with key; nil if there is none or it is another owner's. The caller must
+// unlock w.entry.
+func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
+	holder, held := f.writeLocks.Holder(key)
+	if !held || holder != f.owner(ctx) {
+		return nil
+	}
+	w := f.pendingFor(key)
+	if w != nil && w.entry.Owner() != holder {
+		w.entry.Unlock()
+		return nil
+	}
+	return w
+}
+
+// ownChange tells the write in progress on n's file, if any, that this
+// mount itself just changed the file's metadata (chmod, link, an xattr):
+// the new ctime is not a conflicting change from outside. apply, if not
+// nil, makes the same change to the temp, which becomes the file.
+func (n *Node) ownChange(apply func(temp int)) {
+	w := n.fsys.pendingFor(n.key())
+	if w == nil {
+		return
+	}
+	defer w.entry.Unlock()
+	if apply != nil && w.temp >= 0 {
+		apply(w.temp)
+	}
+	w.refresh()
+}
+
+// refresh takes the file's new ctime as observed, if nothing else about it
+// changed: the caller just changed it itself.
+func (w *pendingWrite) refresh() {
+	var st unix.Stat_t
+	if dirfd.Lstat(w.fileDir, w.fileName, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
+		w.observed.Ctim = st.Ctim
+	}
+}

@@ -1,0 +1,123 @@
+package fusefs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+
+	"golang.org/x/sys/unix"
+
+	"realm/fusefs/dirfd"
+)
+
+// Temps: the hidden siblings (TempPrefix) that hold an owner's new content
+// until its commit renames one over the file, and the registry of those
+// this mount is using, which the mount-time sweep (FS.Scan) spares.
+
+// ensureTemp makes the temp the owner writes into, seeded with the current
+// content unless seed is false (O_TRUNC), for a change by a process of uid
+// writer. A failure (ENOSPC, say) leaves nothing behind and the file
+// untouched.
+//
+// A change of content drops privileges, as the kernel leaves to the daemon
+// (HANDLE_KILLPRIV_V2, which spares a GETXATTR of security.capability per
+// write): the temp never carries the file's capabilities, and a writer
+// other than root clears set-user-ID, and set-group-ID where the group may
+// execute (the kernel's should_remove_suid).
+func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
+	if w.temp >= 0 {
+		if writer != 0 && killSuid(w.mode) != w.mode {
+			if err := dirfd.Chmod(w.temp, killSuid(w.mode)); err != nil {
+				return err
+			}
+			w.mode = killSuid(w.mode)
+		}
+		return nil
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := TempPrefix + hex.EncodeToString(rnd[:])
+	f := w.node.fsys
+	f.tempMade(name, true)
+	fd, err := dirfd.Open(w.tempDir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		f.tempMade(name, false)
+		return err
+	}
+	fail := func(err error) error {
+		dirfd.Close(fd)
+		dirfd.Unlink(w.tempDir, name, 0)
+		f.tempMade(name, false)
+		return err
+	}
+	// The temp becomes the file: give it the file's content (unless the
+	// write truncates it, or it is empty, as every newly created file is),
+	// owner, mode and extended attributes (as they are now, with this
+	// mount's own changes) before anyone can see it under the file's name.
+	// A change to the file after this fstat is caught by the commit, which
+	// compares the file with what was observed when the lock was taken.
+	var st unix.Stat_t
+	if err := dirfd.Fstat(w.base, &st); err != nil {
+		return fail(err)
+	}
+	if seed && st.Size > 0 {
+		if err := dirfd.CloneOrCopy(fd, w.base, -1); err != nil {
+			return fail(err)
+		}
+	}
+	if f.asRoot {
+		if err := dirfd.Chown(fd, int(st.Uid), int(st.Gid)); err != nil {
+			return fail(err)
+		}
+	}
+	mode := st.Mode & 07777
+	if writer != 0 {
+		mode = killSuid(mode)
+	}
+	if err := dirfd.Chmod(fd, mode); err != nil {
+		return fail(err)
+	}
+	dirfd.CopyXattrs(fd, w.base, "security.capability")
+	w.temp, w.tempName, w.mode = fd, name, mode
+	return nil
+}
+
+// killSuid is mode without the bits a write by an unprivileged process
+// clears: set-user-ID, and set-group-ID if the group may execute.
+func killSuid(mode uint32) uint32 {
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
+}
+
+// dropTemp removes the temp and forgets its changes.
+func (w *pendingWrite) dropTemp() {
+	if w.temp >= 0 {
+		dirfd.Close(w.temp)
+		dirfd.Unlink(w.tempDir, w.tempName, 0)
+		w.node.fsys.tempMade(w.tempName, false)
+	}
+	w.temp, w.tempName, w.dirty, w.failed = -1, "", false, 0
+}
+
+// tempMade records that this mount made (or no longer has) the temp name.
+func (f *FS) tempMade(name string, live bool) {
+	f.tempsMu.Lock()
+	defer f.tempsMu.Unlock()
+	if !live {
+		delete(f.temps, name)
+		return
+	}
+	if f.temps == nil {
+		f.temps = make(map[string]bool)
+	}
+	f.temps[name] = true
+}
+
+// isOwnTemp reports whether name is a temp this mount is using.
+func (f *FS) isOwnTemp(name string) bool {
+	f.tempsMu.Lock()
+	defer f.tempsMu.Unlock()
+	return f.temps[name]
+}
