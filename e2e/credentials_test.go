@@ -249,6 +249,8 @@ for p in sys.argv[1:]:
 				return closeFd(unix.Open(m.Path(c.to), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644))
 			}},
 			{"symlink to it", func() error { return unix.Symlink(symTarget(c), m.Path(c.base, "innocent-sym")) }},
+			{"symlink named as a credential", func() error { return unix.Symlink("src.txt", m.Path(c.to)) }},
+			{"mkfifo named as a credential", func() error { return unix.Mkfifo(m.Path(c.to), 0o644) }},
 			{"setxattr user.x", func() error { return unix.Setxattr(p, "user.x", []byte("1"), 0) }},
 		} {
 			wantErrno(t, op.do(), unix.EACCES, fmt.Sprintf("%s (created later: %v): %s", c.rel, c.later, op.name))

@@ -349,7 +349,9 @@ func TestReadOnly(t *testing.T) {
 }
 
 // TestTempNamesHidden: names .realm-tmp-* in BACKING are never listed and
-// their lookup is ENOENT.
+// do not exist on the mount: their lookup, removal and renaming away are
+// ENOENT, as for any absent name. Making one, by any call, is refused
+// (EACCES, audited PATH_ESCAPE), and BACKING is left as it was.
 func TestTempNamesHidden(t *testing.T) {
 	t.Parallel()
 	m := mount(t)
@@ -372,6 +374,43 @@ func TestTempNamesHidden(t *testing.T) {
 		wantErrno(t, err, unix.ENOENT, "lstat "+p)
 		_, err = os.ReadFile(p)
 		wantErrno(t, err, unix.ENOENT, "open "+p)
+		wantErrno(t, unix.Unlink(p), unix.ENOENT, "unlink "+p)
+		wantErrno(t, unix.Rmdir(p), unix.ENOENT, "rmdir "+p)
+		wantErrno(t, unix.Rename(p, m.Path("moved")), unix.ENOENT, "rename from "+p)
+	}
+	made := m.Path(".realm-tmp-made")
+	for _, op := range []struct {
+		name, audit string
+		do          func() error
+	}{
+		{"create", "create", func() error {
+			return closeFd(unix.Open(made, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644))
+		}},
+		{"mkdir", "mkdir", func() error { return unix.Mkdir(made, 0o755) }},
+		{"mkfifo", "mknod", func() error { return unix.Mkfifo(made, 0o644) }},
+		{"symlink", "symlink", func() error { return unix.Symlink("visible", made) }},
+		{"link", "link", func() error { return unix.Link(m.Path("visible"), made) }},
+		{"rename to", "rename", func() error { return unix.Rename(m.Path("visible"), made) }},
+	} {
+		wantErrno(t, op.do(), unix.EACCES, op.name+" .realm-tmp-made")
+		m.WaitAudit(op.audit+" of .realm-tmp-made", func(e auditEntry) bool {
+			return e.str("op") == op.audit && e.path() == ".realm-tmp-made" && e.str("code") == "PATH_ESCAPE"
+		})
+	}
+	assertAbsent(t, m.BackingPath(".realm-tmp-made"))
+	assertAbsent(t, m.BackingPath("moved"))
+	if got := readFile(t, m.BackingPath("visible")); got != "v" {
+		t.Errorf("visible = %q after refused operations", got)
+	}
+	for _, p := range []string{".realm-tmp-residue", "sub/.realm-tmp-x"} {
+		if got := readFile(t, m.BackingPath(p)); got != "hidden" {
+			t.Errorf("%s = %q in BACKING, want it untouched", p, got)
+		}
+	}
+	for _, e := range m.Audit() {
+		if e.path() != ".realm-tmp-made" {
+			t.Errorf("audit line for an operation on an absent name: %v", e)
+		}
 	}
 }
 
