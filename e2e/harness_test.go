@@ -114,26 +114,33 @@ func moduleRoot() (string, error) {
 	return root, nil
 }
 
-func buildRealmfs() (string, error) {
-	out := filepath.Join(binDir, "realmfs")
-	if prebuilt := os.Getenv("REALMFS_BIN"); prebuilt != "" {
-		return out, copyFile(prebuilt, out, 0o755)
+// goBuild builds the package pkg of this module into binDir/name with the
+// go build flags given; if the environment variable prebuilt names a
+// binary, that is copied instead (CI may build once for several runs).
+func goBuild(name, pkg, prebuilt string, flags ...string) (string, error) {
+	out := filepath.Join(binDir, name)
+	if bin := os.Getenv(prebuilt); prebuilt != "" && bin != "" {
+		return out, copyFile(bin, out, 0o755)
 	}
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	args := []string{"build", "-o", out}
-	if os.Getenv("REALM_E2E_RACE") == "1" {
-		args = append(args, "-race")
-	}
-	args = append(args, "./cmd/realmfs")
+	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
 	}
 	return out, nil
+}
+
+func buildRealmfs() (string, error) {
+	var flags []string
+	if os.Getenv("REALM_E2E_RACE") == "1" {
+		flags = append(flags, "-race")
+	}
+	return goBuild("realmfs", "./cmd/realmfs", "REALMFS_BIN", flags...)
 }
 
 var (
@@ -147,20 +154,7 @@ var (
 func realmtestBinary(tb testing.TB) string {
 	tb.Helper()
 	realmtestOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			realmtestErr = err
-			return
-		}
-		out := filepath.Join(binDir, "realmfs-realmtest")
-		args := []string{"build", "-tags", "realmtest", "-o", out, "./cmd/realmfs"}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			realmtestErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
-			return
-		}
-		realmtestPath = out
+		realmtestPath, realmtestErr = goBuild("realmfs-realmtest", "./cmd/realmfs", "", "-tags", "realmtest")
 	})
 	if realmtestErr != nil {
 		tb.Fatalf("building realmfs with -tags realmtest: %v", realmtestErr)

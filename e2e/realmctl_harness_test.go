@@ -89,20 +89,7 @@ func newCtl(tb testing.TB) *ctl {
 }
 
 func buildRealmctl() (string, error) {
-	out := filepath.Join(binDir, "realmctl")
-	if prebuilt := os.Getenv("REALMCTL_BIN"); prebuilt != "" {
-		return out, copyFile(prebuilt, out, 0o755)
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("go", "build", "-tags", realmctlTags, "-o", out, "./cmd/realmctl")
-	cmd.Dir = root
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/realmctl: %w\n%s", err, msg)
-	}
-	return out, nil
+	return goBuild("realmctl", "./cmd/realmctl", "REALMCTL_BIN", "-tags", realmctlTags)
 }
 
 // run runs realmctl with the state dir and socket, returning its stdout,

@@ -42,18 +42,7 @@ func newOSHost(tb testing.TB, interceptor bool, env ...string) *oshost {
 		tb.Fatalf("building realmctl: %v", realmctlErr)
 	}
 	fakeOSOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			fakeOSErr = err
-			return
-		}
-		fakeOSBin = filepath.Join(binDir, "openshell")
-		cmd := exec.Command("go", "build", "-o", fakeOSBin, "./internal/fakeopenshell")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fakeOSErr = err
-			tb.Logf("%s", out)
-		}
+		fakeOSBin, fakeOSErr = goBuild("openshell", "./internal/fakeopenshell", "")
 	})
 	if fakeOSErr != nil {
 		tb.Fatalf("building the fake openshell: %v", fakeOSErr)
