@@ -2,8 +2,8 @@
 // backing directory. Every call names its object as (directory fd, name),
 // where the directory fd was itself opened beneath the root without following
 // a symlink, and acts on the name without following one either. Nothing here
-// builds or accepts a path longer than one name, except OpenBeneath, whose
-// walk checks every step.
+// builds or accepts a path longer than one name: a deeper object is reached
+// as the node tree reaches it, one verified directory fd per level.
 //
 // Flags are forced in one place, after gocryptfs's syscallcompat:
 // O_NOFOLLOW and O_CLOEXEC on every open, O_EXCL whenever O_CREAT,
@@ -133,70 +133,6 @@ func OpenRoot(path string) (int, error) {
 	}
 	return fd, nil
 }
-
-// OpenBeneath opens rel, a slash-separated path relative to root, without
-// following any symlink and without leaving root, and returns an fd opened
-// with flags (O_PATH|O_DIRECTORY to get a directory handle). It uses one
-// openat2 call, or, where openat2 is missing or the path is longer than the
-// kernel takes in one call, a walk of one checked OpenDir per directory.
-// Empty components and "." are skipped; ".." and an absolute path are
-// escapes.
-func OpenBeneath(root int, rel string, flags int) (int, error) {
-	if strings.HasPrefix(rel, "/") {
-		return -1, fmt.Errorf("absolute path %q: %w", rel, ErrEscape)
-	}
-	rel = strings.TrimRight(rel, "/")
-	if rel == "" {
-		return unix.Openat(root, ".", flags|unix.O_CLOEXEC, 0)
-	}
-	if !noOpenat2.Load() && !forceWalk.Load() && len(rel) < unix.PathMax {
-		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC), Resolve: resolveFlags})
-		if !errors.Is(err, unix.ENOSYS) {
-			return fd, escapeErr(err)
-		}
-		noOpenat2.Store(true)
-	}
-	names := strings.Split(rel, "/")
-	dir, err := unix.Dup(root)
-	if err != nil {
-		return -1, err
-	}
-	for i, name := range names {
-		if name == "" || name == "." {
-			continue
-		}
-		if h := walkHook.Load(); h != nil {
-			(*h)(i, name)
-		}
-		var next int
-		if i == len(names)-1 {
-			next, err = openName(dir, name, flags, 0)
-		} else {
-			next, err = OpenDir(dir, name)
-			if errors.Is(err, unix.ENOTDIR) {
-				// O_PATH|O_DIRECTORY|O_NOFOLLOW meets a symlink as
-				// ENOTDIR; mid-walk it is an escape all the same.
-				var st unix.Stat_t
-				if Lstat(dir, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-					err = fmt.Errorf("%q: %w", name, ErrEscape)
-				}
-			}
-		}
-		unix.Close(dir)
-		if err != nil {
-			return -1, err
-		}
-		dir = next
-	}
-	return dir, nil
-}
-
-// Hooks for tests: forceWalk makes OpenBeneath walk name by name, walkHook
-// runs before each step so a test can swap objects between two steps.
-var (
-	forceWalk atomic.Bool
-	walkHook  atomic.Pointer[func(step int, name string)]
-)
 
 // Fstat stats an open object.
 func Fstat(fd int, st *unix.Stat_t) error { return unix.Fstat(fd, st) }
