@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -475,18 +476,25 @@ func (h *File) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) sysc
 		return syscall.EBADF
 	}
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
-		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
-			return toErrno(err)
-		}
-		if errno := fn(w.temp); errno != 0 {
-			if errno == syscall.ENOSPC || errno == syscall.EIO || errno == syscall.EDQUOT {
-				w.dirty, w.failed = true, errno
-			}
-			return errno
-		}
-		w.dirty = true
-		return 0
+		return w.change(caller(ctx).Uid, fn)
 	})
+}
+
+// change runs fn on the temp, made first, for a change by a process of
+// uid writer; the caller holds w.entry's lock. A change that failed for
+// want of space or by an I/O error marks the temp failed.
+func (w *pendingWrite) change(writer uint32, fn func(fd int) syscall.Errno) syscall.Errno {
+	if err := w.ensureTemp(true, writer); err != nil {
+		return toErrno(err)
+	}
+	if errno := fn(w.temp); errno != 0 {
+		if errno == syscall.ENOSPC || errno == syscall.EIO || errno == syscall.EDQUOT {
+			w.dirty, w.failed = true, errno
+		}
+		return errno
+	}
+	w.dirty = true
+	return 0
 }
 
 // Allocate preallocates or punches holes in the owner's temp.
@@ -508,7 +516,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return 0, syscall.EBADF
 	}
 	// Both handles passed Open's check; a rename since then could have
-	// renamed either under a credential name, so ask again.
+	// put either under a credential name, so ask again.
 	for _, h := range []*File{in, dst} {
 		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.node, ""); errno != 0 {
 			return 0, errno
@@ -517,14 +525,42 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if in.shared != nil && in.shared == dst.shared {
 		return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
 	}
+	if dst.shared == nil {
+		return 0, syscall.EBADF // plain handles are read-only
+	}
+	// Both writes' locks are held for the copy, taken in one order so
+	// that copies between two files in both directions cannot deadlock.
+	defer lockPair(in.shared, dst.shared)()
+	src := in.fd
+	if in.shared != nil {
+		src = in.shared.cur()
+	}
 	var copied int
-	errno := in.withFd(func(src int) syscall.Errno {
-		return dst.withTemp(ctx, func(tmp int) syscall.Errno {
-			ri, ro := int64(offIn), int64(offOut)
-			c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
-			copied = c
-			return toErrno(err)
-		})
+	errno := dst.shared.change(caller(ctx).Uid, func(tmp int) syscall.Errno {
+		ri, ro := int64(offIn), int64(offOut)
+		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
+		copied = c
+		return toErrno(err)
 	})
 	return uint32(max(copied, 0)), errno
+}
+
+// lockPair locks the entries of two different writes in progress (a may be
+// nil) in address order, the one order in which two entries' locks are
+// ever held together, and returns the unlock.
+func lockPair(a, b *pendingWrite) func() {
+	if a == nil {
+		b.entry.Lock()
+		return b.entry.Unlock
+	}
+	first, second := a.entry, b.entry
+	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
+		first, second = second, first
+	}
+	first.Lock()
+	second.Lock()
+	return func() {
+		second.Unlock()
+		first.Unlock()
+	}
 }

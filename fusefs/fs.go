@@ -11,10 +11,23 @@
 // operation out of the root, and a path longer than PATH_MAX through the
 // mount works as it does on the backing filesystem.
 //
-// Lock order: a lock-table entry's lock (an atomic write in progress), then
-// FS.commitMu, then Node.mu. Node.mu, FS.rekeyedMu, FS.tempsMu, lockFds.mu
-// and the auditor's mutex are leaves: none is held while taking another, nor
-// across a call into go-fuse or the kernel's notify paths.
+// Lock order. This is the one list; a holder takes only locks further
+// down it:
+//
+//  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
+//     one file, and the handles sharing it). Two are held together only
+//     by CopyFileRange, in address order (lockPair).
+//  2. FS.commitMu: written by a commit's rename (pendingWrite.replace),
+//     read by the opens and stats that verify a node's identity by name.
+//  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
+//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, watcher.mu,
+//     notifier.mu, Auditor.mu; in package locks, Table.mu and the
+//     Resolver's.
+//
+// go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) may be taken
+// under any of these; go-fuse calls the node (OnForget) holding none of
+// realm's. No realm lock is held while a notification goes to the kernel
+// (notify.go), nor while credInodes.has waits for the mount-time scan.
 package fusefs
 
 import (
