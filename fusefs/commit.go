@@ -14,16 +14,18 @@ import (
 	"realm/locks"
 )
 
-// Atomic writes. Data written through the mount never lands in the file
-// itself: the first write of an owner's handle copies the file into a
-// hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked where the
-// filesystem can; temp.go), and every handle that owner has on the file
-// reads and writes that temp (pending.go). A commit (on fsync(2), on the
-// opener's last close, and on the last release: see File.Flush) fsyncs the
-// temp, checks the file is still the object observed when the lock was
+// Atomic writes. Data written through the mount never goes into the file
+// itself before its commit: the first write of an owner's handle copies the
+// file into a hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked
+// where the filesystem can; temp.go), and every handle that owner has on the
+// file reads and writes that temp (pending.go). A commit (on fsync(2), on
+// the opener's last close, and on the last release: see File.Flush) fsyncs
+// the temp, checks the file is still the object observed when the lock was
 // taken, renames the temp over it and fsyncs the directory. The file is
 // therefore always either its old or its new content, whatever fails or
-// crashes in between.
+// crashes in between. The one commit that writes into the file is that of a
+// file with several hard links (commitInPlace), which a crash during its
+// copy can tear.
 //
 // The lock table entry of (file, owner) holds the pendingWrite; the entry's
 // lock guards it. The lock order is in the package doc (fs.go).

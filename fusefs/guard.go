@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 
@@ -141,6 +142,9 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string)
 	}
 	return 0
 }
+
+// errStop ends a walk early.
+var errStop = errors.New("walk stopped")
 
 // walk visits every entry beneath the directory held by dir, depth first,
 // without following symlinks; visit gets the entry's path (prefix/...), the
