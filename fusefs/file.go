@@ -85,13 +85,14 @@ func writeFlags(flags uint32) bool {
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	fh, fuseFlags, errno := n.open(ctx, flags, true)
+	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
 	return fh, fuseFlags, openErrno(errno)
 }
 
-// open is Open for the kernel (forKernel) or for the daemon's own use (a
-// truncate(2) by name), whose handle the kernel never sees.
-func (n *Node) open(ctx context.Context, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
+// open is Open for the kernel (forKernel) or for the daemon's own use (op
+// "truncate": a truncate(2) by name), whose handle the kernel never sees.
+// Its refusals are audited as op.
+func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	write := writeFlags(flags)
 	if f.opts.ReadOnly && write {
@@ -109,14 +110,14 @@ func (n *Node) open(ctx context.Context, flags uint32, forKernel bool) (fs.FileH
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, "open", pn, name, errcode.PathEscape)
+			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
 		}
 		return nil, 0, toErrno(err)
 	}
 	var st unix.Stat_t
 	err = dirfd.Fstat(fd, &st)
 	if err == nil {
-		errno = n.verify(ctx, "open", pn, name, &st)
+		errno = n.verify(ctx, op, pn, name, &st)
 	}
 	f.commitMu.RUnlock()
 	if err != nil || errno != 0 {
@@ -125,9 +126,9 @@ func (n *Node) open(ctx context.Context, flags uint32, forKernel bool) (fs.FileH
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, "open", pn, name, errcode.PathEscape)
+		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
 	}
-	if errno := n.denyOpen(ctx, "open", &st); errno != 0 {
+	if errno := n.denyOpen(ctx, op, &st); errno != 0 {
 		dirfd.Close(fd)
 		return nil, 0, errno
 	}

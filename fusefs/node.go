@@ -407,9 +407,6 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	h := fileOf(fh)
 	if size, ok := in.GetSize(); ok {
-		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
-			return errno
-		}
 		if errno := n.truncate(ctx, h, size); errno != 0 {
 			return errno
 		}
@@ -501,17 +498,22 @@ func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
 }
 
 // truncate sets the size of a regular file atomically. Through a handle
-// it changes the owner's temp, committed with the owner's writes; by name
-// (truncate(2)) it takes the lock, and, unless the owner has the file open
-// (whose close will commit), commits at once.
+// (verified when it was opened) it changes the owner's temp, committed with
+// the owner's writes, after asking whether a rename has put the file under
+// a credential name since. By name (truncate(2)) it opens the file as a
+// write open does (verified, then judged, and the lock taken) and, unless
+// the owner has the file open (whose close will commit), commits at once.
 func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno {
 	if n.Mode()&syscall.S_IFMT != syscall.S_IFREG {
 		return syscall.EINVAL
 	}
 	if h != nil {
+		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
+			return errno
+		}
 		return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	}
-	fh, _, errno := n.open(ctx, syscall.O_WRONLY, false)
+	fh, _, errno := n.open(ctx, "truncate", syscall.O_WRONLY, false)
 	if errno != 0 {
 		return errno
 	}

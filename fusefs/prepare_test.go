@@ -177,3 +177,94 @@ func TestPrepareAllows(t *testing.T) {
 		t.Errorf("audit = %q, want %q", got, want)
 	}
 }
+
+// selfOps are the operations on a node itself, as the kernel sends them.
+var selfOps = map[string]func(n *Node) syscall.Errno{
+	"truncate": func(n *Node) syscall.Errno {
+		in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE}}
+		return n.Setattr(context.Background(), nil, in, &fuse.AttrOut{})
+	},
+	"setattr": func(n *Node) syscall.Errno {
+		in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o600}}
+		return n.Setattr(context.Background(), nil, in, &fuse.AttrOut{})
+	},
+	"getxattr": func(n *Node) syscall.Errno {
+		_, errno := n.Getxattr(context.Background(), "user.x", make([]byte, 64))
+		return errno
+	},
+	"setxattr": func(n *Node) syscall.Errno {
+		return n.Setxattr(context.Background(), "user.x", []byte("1"), 0)
+	},
+	"removexattr": func(n *Node) syscall.Errno {
+		return n.Removexattr(context.Background(), "user.x")
+	},
+	"listxattr": func(n *Node) syscall.Errno {
+		_, errno := n.Listxattr(context.Background(), make([]byte, 256))
+		return errno
+	},
+}
+
+// TestPrepareSelfRefusals: an operation on a node itself refuses in one
+// order too: read-only first, then an object swapped since lookup
+// (PATH_ESCAPE, even for a credential: escapes come first), then the
+// credential (CREDENTIAL_PATH_DENIED; not for a chmod, which only changes
+// metadata). The backing dir is left as it was.
+func TestPrepareSelfRefusals(t *testing.T) {
+	const escape, cred = "PATH_ESCAPE EACCES", "CREDENTIAL_PATH_DENIED EACCES"
+	tests := []struct {
+		op       string
+		readOnly bool
+		swap     bool // .env is replaced by a symlink after lookup
+		want     syscall.Errno
+		audit    string
+	}{
+		{"truncate", false, false, syscall.EACCES, cred},
+		{"getxattr", false, false, syscall.EACCES, cred},
+		{"setxattr", false, false, syscall.EACCES, cred},
+		{"removexattr", false, false, syscall.EACCES, cred},
+		{"listxattr", false, false, syscall.EACCES, cred},
+
+		{"truncate", false, true, syscall.EACCES, escape},
+		{"setattr", false, true, syscall.EACCES, escape},
+		{"getxattr", false, true, syscall.EACCES, escape},
+		{"setxattr", false, true, syscall.EACCES, escape},
+		{"removexattr", false, true, syscall.EACCES, escape},
+		{"listxattr", false, true, syscall.EACCES, escape},
+
+		{"truncate", true, true, syscall.EROFS, ""},
+		{"setattr", true, true, syscall.EROFS, ""},
+		{"setxattr", true, true, syscall.EROFS, ""},
+		{"removexattr", true, true, syscall.EROFS, ""},
+	}
+	for _, tt := range tests {
+		name := tt.op + map[bool]string{true: " swapped"}[tt.swap] + map[bool]string{true: " ro"}[tt.readOnly]
+		t.Run(name, func(t *testing.T) {
+			tf := newTestFS(t, func(o *Options) { o.ReadOnly = tt.readOnly })
+			tf.write(t, ".env", "SECRET")
+			n := tf.lookup(t, ".env")
+			if tt.swap {
+				p := filepath.Join(tf.backing, ".env")
+				if err := os.Rename(p, p+".real"); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(".env.real", p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := tf.snapshot(t)
+			if got := selfOps[tt.op](n); got != tt.want {
+				t.Errorf("%s = %v, want %v", tt.op, got, tt.want)
+			}
+			if after := tf.snapshot(t); !slices.Equal(after, before) {
+				t.Errorf("backing dir changed:\nbefore %q\nafter  %q", before, after)
+			}
+			var want []string
+			if tt.audit != "" {
+				want = []string{tt.op + " " + tt.audit}
+			}
+			if got := tf.codes(t); !slices.Equal(got, want) {
+				t.Errorf("audit = %q, want %q", got, want)
+			}
+		})
+	}
+}
