@@ -87,6 +87,7 @@ func (w *pendingWrite) cur() int {
 	return w.base
 }
 
+// close ends the write: the temp goes, and the fds it held close.
 func (w *pendingWrite) close() {
 	w.dropTemp()
 	dirfd.Close(w.base)

@@ -75,6 +75,7 @@ func fileOf(fh fs.FileHandle) *File {
 	return nil
 }
 
+// writeFlags reports whether an open with flags may change the file.
 func writeFlags(flags uint32) bool {
 	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&(syscall.O_TRUNC|syscall.O_APPEND) != 0
 }
@@ -400,6 +401,8 @@ func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return h.commit(ctx, true)
 }
 
+// commit commits the owner's write under its entry's lock; a durable
+// commit with nothing to commit still fsyncs what the owner sees.
 func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)

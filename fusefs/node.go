@@ -331,6 +331,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	return n.newChild(ctx, &st, gen), 0
 }
 
+// fillAttr fills a FUSE attribute from a backing stat, with the mount's
+// inode number for it (inoOf).
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Ino = f.inoOf(s)
 	a.Size = uint64(s.Size)

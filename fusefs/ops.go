@@ -264,6 +264,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.remove(ctx, "rmdir", name, unix.AT_REMOVEDIR)
 }
 
+// remove is Unlink and Rmdir: one unlinkat on n's verified fd.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
 	pfd, errno := n.prepare(ctx, op, name, removes)

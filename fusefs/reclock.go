@@ -80,6 +80,7 @@ func (l *lockFds) drop(locker uint64) {
 	}
 }
 
+// closeAll closes every locker's fd and the anchor: the node is forgotten.
 func (l *lockFds) closeAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,6 +147,8 @@ func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, locker uint64, lk *
 	return n.setLock(ctx, fh, locker, lk, flags, true)
 }
 
+// setLock is Setlk and Setlkw: an OFD lock or flock on locker's fd,
+// retried with backoff until ctx ends when wait is set.
 func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	fd, errno := n.lockFd(fh, locker)
 	if errno != 0 {
