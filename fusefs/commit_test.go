@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +27,16 @@ func (tf *testFS) openWrite(t testing.TB, pid uint32, name string, flags uint32)
 		t.Fatalf("open %q for writing: %v", name, errno)
 	}
 	return fileOf(fh)
+}
+
+// writing puts f (content old) in the backing dir and returns the handle
+// of process 1's write open of it (flags), through which data is written.
+func (tf *testFS) writing(t testing.TB, old string, flags uint32, data string) *File {
+	t.Helper()
+	tf.write(t, "f", old)
+	h := tf.openWrite(t, 1, "f", flags)
+	writeAll(t, h, data)
+	return h
 }
 
 // writeAll writes data at offset 0 through h.
@@ -67,9 +76,7 @@ func TestCommitReplaces(t *testing.T) {
 	if errno := h.Fsync(as(1), 0); errno != 0 {
 		t.Fatalf("fsync = %v", errno)
 	}
-	if got, _ := tf.read(t, "f"); got != "new" {
-		t.Errorf("after the commit f = %q, want %q", got, "new")
-	}
+	tf.wantContent(t, "f", "new", "after the commit")
 	if tmp := tf.temps(t); len(tmp) != 0 {
 		t.Errorf("temps left after the commit: %q", tmp)
 	}
@@ -121,9 +128,7 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			tf := newTestFS(t, func(o *Options) {
 				o.FailAt = func(s Stage) bool { return s == tt.stage }
 			})
-			tf.write(t, "f", "old content")
-			h := tf.openWrite(t, 1, "f", syscall.O_WRONLY)
-			writeAll(t, h, "NEW")
+			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
 				h.withShared(func(w *pendingWrite) syscall.Errno {
 					w.failed = syscall.ENOSPC
@@ -133,21 +138,15 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
 				t.Errorf("fsync = %v, want EIO", errno)
 			}
-			if got, _ := tf.read(t, "f"); got != "old content" {
-				t.Errorf("f = %q, want it byte-identical", got)
-			}
-			if tmp := tf.temps(t); len(tmp) != 0 {
-				t.Errorf("temps left: %q", tmp)
-			}
+			tf.wantContent(t, "f", "old content", "after the failed commit")
+			tf.wantNoTemps(t)
 			evs := tf.audit.events(t)
 			if len(evs) != 1 || evs[0].Op != tt.wantOp || evs[0].Code != "WRITE_NOT_ATOMIC" || evs[0].Errno != "EIO" || evs[0].Cause != tt.wantCause || evs[0].Path != "f" {
 				t.Errorf("audit = %+v, want one %s WRITE_NOT_ATOMIC line for f with cause %q", evs, tt.wantOp, tt.wantCause)
 			}
 			// Nothing is left to commit: the last release changes nothing.
 			h.Release(as(1))
-			if got, _ := tf.read(t, "f"); got != "old content" {
-				t.Errorf("after release f = %q, want it byte-identical", got)
-			}
+			tf.wantContent(t, "f", "old content", "after release")
 		})
 	}
 }
@@ -157,16 +156,12 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 // copy beside it, and the commit answers EBUSY with a LOCK_CONFLICT line.
 func TestCommitConflict(t *testing.T) {
 	tf := newTestFS(t, nil)
-	tf.write(t, "f", "old")
-	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	writeAll(t, h, "mine")
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "mine")
 	tf.write(t, "f", "theirs, longer")
 	if errno := h.Fsync(as(1), 0); errno != syscall.EBUSY {
 		t.Errorf("fsync = %v, want EBUSY", errno)
 	}
-	if got, _ := tf.read(t, "f"); got != "theirs, longer" {
-		t.Errorf("f = %q, want the outside change", got)
-	}
+	tf.wantContent(t, "f", "theirs, longer", "after the conflict")
 	ents, _ := os.ReadDir(tf.backing)
 	var copies []string
 	for _, e := range ents {
@@ -180,12 +175,8 @@ func TestCommitConflict(t *testing.T) {
 	if got, _ := tf.read(t, copies[0]); got != "mine" {
 		t.Errorf("conflict copy = %q, want the owner's bytes", got)
 	}
-	if tmp := tf.temps(t); len(tmp) != 0 {
-		t.Errorf("temps left: %q", tmp)
-	}
-	if got, want := tf.codes(t), []string{"commit LOCK_CONFLICT EBUSY"}; !slices.Equal(got, want) {
-		t.Errorf("audit = %q, want %q", got, want)
-	}
+	tf.wantNoTemps(t)
+	tf.wantAudit(t, "commit LOCK_CONFLICT EBUSY")
 	h.Release(as(1))
 }
 
@@ -218,9 +209,7 @@ func TestCommitHardLinks(t *testing.T) {
 // it, as natively; nothing is left behind.
 func TestCommitAfterUnlink(t *testing.T) {
 	tf := newTestFS(t, nil)
-	tf.write(t, "f", "old")
-	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	writeAll(t, h, "new")
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	if errno := tf.root.Unlink(as(1), "f"); errno != 0 {
 		t.Fatalf("unlink by the owner = %v", errno)
 	}
@@ -231,25 +220,19 @@ func TestCommitAfterUnlink(t *testing.T) {
 	if _, ok := tf.read(t, "f"); ok {
 		t.Error("f came back")
 	}
-	if tmp := tf.temps(t); len(tmp) != 0 {
-		t.Errorf("temps left: %q", tmp)
-	}
+	tf.wantNoTemps(t)
 }
 
 // TestCommitFollowsRename: a rename through the mount while the file is
 // being written moves the write with it; the commit lands on the new name.
 func TestCommitFollowsRename(t *testing.T) {
 	tf := newTestFS(t, nil)
-	tf.write(t, "f", "old")
-	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	writeAll(t, h, "new")
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	if errno := tf.root.Rename(as(1), "f", tf.root, "g", 0); errno != 0 {
 		t.Fatalf("rename = %v", errno)
 	}
 	h.Release(as(1))
-	if got, _ := tf.read(t, "g"); got != "new" {
-		t.Errorf("g = %q, want %q", got, "new")
-	}
+	tf.wantContent(t, "g", "new", "after the commit")
 	if _, ok := tf.read(t, "f"); ok {
 		t.Error("the commit recreated f")
 	}
@@ -264,31 +247,21 @@ func TestLastReleaseCommits(t *testing.T) {
 	h2 := tf.openWrite(t, 1, "f", syscall.O_WRONLY)
 	writeAll(t, h1, "new")
 	h1.Release(as(1))
-	if got, _ := tf.read(t, "f"); got != "old" {
-		t.Errorf("after a release with another handle open f = %q, want the old content", got)
-	}
+	tf.wantContent(t, "f", "old", "after a release with another handle open")
 	h2.Release(as(1))
-	if got, _ := tf.read(t, "f"); got != "new" {
-		t.Errorf("after the last release f = %q, want %q", got, "new")
-	}
+	tf.wantContent(t, "f", "new", "after the last release")
 }
 
 func TestAbandonDrops(t *testing.T) {
 	tf := newTestFS(t, nil)
-	tf.write(t, "f", "old")
-	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	writeAll(t, h, "half")
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "half")
 	h.withShared(func(w *pendingWrite) syscall.Errno {
 		w.abandon(9, 1)
 		return 0
 	})
 	h.Release(as(1))
-	if got, _ := tf.read(t, "f"); got != "old" {
-		t.Errorf("f = %q, want the old content", got)
-	}
-	if tmp := tf.temps(t); len(tmp) != 0 {
-		t.Errorf("temps left: %q", tmp)
-	}
+	tf.wantContent(t, "f", "old", "after the abandoned write")
+	tf.wantNoTemps(t)
 	if !strings.Contains(tf.logs.String(), "killed by signal 9") {
 		t.Errorf("log %q does not say the writer was killed", tf.logs.String())
 	}
@@ -312,17 +285,10 @@ func TestOtherOwnerRefused(t *testing.T) {
 	if errno := tf.root.Unlink(as(2), "f"); errno != syscall.EBUSY {
 		t.Errorf("unlink by another owner = %v, want EBUSY", errno)
 	}
-	want := []string{"open LOCK_CONFLICT EBUSY", "rename LOCK_CONFLICT EBUSY", "unlink LOCK_CONFLICT EBUSY"}
-	if got := tf.codes(t); !slices.Equal(got, want) {
-		t.Errorf("audit = %q, want %q", got, want)
-	}
-	if got, _ := tf.read(t, "f"); got != "old" {
-		t.Errorf("f = %q, want it untouched", got)
-	}
+	tf.wantAudit(t, "open LOCK_CONFLICT EBUSY", "rename LOCK_CONFLICT EBUSY", "unlink LOCK_CONFLICT EBUSY")
+	tf.wantContent(t, "f", "old", "after refused operations")
 	h.Release(as(1))
-	if got, _ := tf.read(t, "f"); got != "new" {
-		t.Errorf("after the owner's release f = %q, want %q", got, "new")
-	}
+	tf.wantContent(t, "f", "new", "after the owner's release")
 }
 
 // TestCopyFileRangeBothWays: copies between two files that are both being

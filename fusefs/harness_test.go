@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -182,4 +183,36 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// wantContent fails unless the backing file name holds want.
+func (tf *testFS) wantContent(t testing.TB, name, want, when string) {
+	t.Helper()
+	if got, ok := tf.read(t, name); !ok || got != want {
+		t.Errorf("%s: %s = %q (present: %v), want %q", when, name, got, ok, want)
+	}
+}
+
+// wantNoTemps fails if a realm temp is left in the backing root.
+func (tf *testFS) wantNoTemps(t testing.TB) {
+	t.Helper()
+	if tmp := tf.temps(t); len(tmp) != 0 {
+		t.Errorf("temps left: %q", tmp)
+	}
+}
+
+// wantAudit fails unless the audit lines so far are want ("op CODE ERRNO").
+func (tf *testFS) wantAudit(t testing.TB, want ...string) {
+	t.Helper()
+	if got := tf.codes(t); !slices.Equal(got, want) {
+		t.Errorf("audit = %q, want %q", got, want)
+	}
+}
+
+// wantUnchanged fails unless the backing dir is as snapshot before.
+func (tf *testFS) wantUnchanged(t testing.TB, before []string) {
+	t.Helper()
+	if after := tf.snapshot(t); !slices.Equal(after, before) {
+		t.Errorf("backing dir changed:\nbefore %q\nafter  %q", before, after)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"testing"
 
@@ -125,15 +124,11 @@ func TestPrepareRefusals(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("%s %q = %v, want %v", tt.op, tt.name, got, tt.want)
 			}
-			if after := tf.snapshot(t); !slices.Equal(after, before) {
-				t.Errorf("backing dir changed:\nbefore %q\nafter  %q", before, after)
-			}
-			var want []string
-			if tt.audit != "" {
-				want = []string{opName(tt.op) + " " + tt.audit}
-			}
-			if got := tf.codes(t); !slices.Equal(got, want) {
-				t.Errorf("audit = %q, want %q", got, want)
+			tf.wantUnchanged(t, before)
+			if tt.audit == "" {
+				tf.wantAudit(t)
+			} else {
+				tf.wantAudit(t, opName(tt.op)+" "+tt.audit)
 			}
 		})
 	}
@@ -173,9 +168,7 @@ func TestPrepareAllows(t *testing.T) {
 	if _, ok := tf.read(t, ".ssh/id_ed25519"); ok {
 		t.Error(".ssh/id_ed25519 was made")
 	}
-	if got, want := tf.codes(t), []string{"create CREDENTIAL_PATH_DENIED EACCES"}; !slices.Equal(got, want) {
-		t.Errorf("audit = %q, want %q", got, want)
-	}
+	tf.wantAudit(t, "create CREDENTIAL_PATH_DENIED EACCES")
 }
 
 // selfOps are the operations on a node itself, as the kernel sends them.
@@ -255,15 +248,11 @@ func TestPrepareSelfRefusals(t *testing.T) {
 			if got := selfOps[tt.op](n); got != tt.want {
 				t.Errorf("%s = %v, want %v", tt.op, got, tt.want)
 			}
-			if after := tf.snapshot(t); !slices.Equal(after, before) {
-				t.Errorf("backing dir changed:\nbefore %q\nafter  %q", before, after)
-			}
-			var want []string
-			if tt.audit != "" {
-				want = []string{tt.op + " " + tt.audit}
-			}
-			if got := tf.codes(t); !slices.Equal(got, want) {
-				t.Errorf("audit = %q, want %q", got, want)
+			tf.wantUnchanged(t, before)
+			if tt.audit == "" {
+				tf.wantAudit(t)
+			} else {
+				tf.wantAudit(t, tt.op+" "+tt.audit)
 			}
 		})
 	}
