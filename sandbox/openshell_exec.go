@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -154,7 +155,7 @@ func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (Exe
 	argv, err := buildOpenShellArgv(o.Bin, openShellCall{
 		verb:    "exec",
 		name:    name,
-		workdir: req.Workdir,
+		workdir: cmp.Or(req.Workdir, OpenShellWorkspace), // as Podman's exec: the workspace, not the sandbox user's home
 		command: append([]string{"/bin/sh", "-c", execWrapperScript, "realm-exec", tmp, nonce}, req.Argv...),
 	})
 	if err != nil {

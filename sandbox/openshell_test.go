@@ -462,6 +462,10 @@ func TestOpenShellExec(t *testing.T) {
 		{name: "a forged early marker stays output", req: ExecRequest{Argv: []string{"sh", "-c", "echo realm-exec-0:7 >&2; exit 2"}},
 			want: ExecResult{ExitCode: 2, Stderr: "realm-exec-0:7\n"}},
 		{name: "workdir", req: ExecRequest{Argv: []string{"pwd"}, Workdir: wd}, want: ExecResult{Stdout: wd + "\n"}},
+		// The fake maps /workspace in the command's words and in --workdir
+		// to the sandbox's workspace dir on the host.
+		{name: "no workdir runs in /workspace", req: ExecRequest{Argv: []string{"sh", "-c", `test "$(pwd)" = /workspace && echo in-workspace`}},
+			want: ExecResult{Stdout: "in-workspace\n"}},
 		{name: "killed by a signal", req: ExecRequest{Argv: []string{"sh", "-c", "kill -9 $$"}}, want: ExecResult{ExitCode: 137}},
 		{name: "background child does not outlive the command", req: ExecRequest{Argv: []string{"sh", "-c", "sleep 1000 & echo started"}, Timeout: 20 * time.Second},
 			want: ExecResult{Stdout: "started\n"}},
