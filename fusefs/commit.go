@@ -277,7 +277,34 @@ func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.E
 		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
 	}
 	w.observed = *now
+	w.rebase(now)
 	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict)
+}
+
+// rebase makes the file as it is now (now, its stat) the base of the
+// owner's later writes, after a conflict: they apply to the file as the
+// outside process left it, never to the version this write began with,
+// whose content a later commit would otherwise bring back. If the file
+// cannot be opened as that object, the owner's next commit fails (EIO) and
+// leaves the file as it is, unless a truncating open starts afresh.
+func (w *pendingWrite) rebase(now *unix.Stat_t) {
+	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
+	var st unix.Stat_t
+	if err == nil {
+		if err = dirfd.Fstat(fd, &st); err == nil && (st.Dev != now.Dev || st.Ino != now.Ino || st.Mode&syscall.S_IFMT != syscall.S_IFREG) {
+			err = errors.New("the file changed again")
+		}
+	}
+	if err != nil {
+		if fd >= 0 {
+			dirfd.Close(fd)
+		}
+		w.node.fsys.logf("%s: cannot reopen the file after a conflict (%v): the next commit of its writer fails", w.place(), err)
+		w.failed = syscall.EIO
+		return
+	}
+	dirfd.Close(w.base)
+	w.base, w.observed = fd, st
 }
 
 // fail ends a commit that failed at stage before its rename: the temp is

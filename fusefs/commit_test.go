@@ -323,3 +323,39 @@ func TestCopyFileRangeBothWays(t *testing.T) {
 		t.Errorf("f = %q, g = %q; want both the same copy of one of them", f, g)
 	}
 }
+
+// TestWriteAfterConflict: after a conflict, the owner's later writes
+// through the same handle apply to the file as the outside process left it
+// (here replaced by rename), never to the version the write began with: a
+// second commit must not bring back the content the outside change
+// replaced.
+func TestWriteAfterConflict(t *testing.T) {
+	tf := newTestFS(t, nil)
+	h := tf.writing(t, "old", syscall.O_RDWR, "mine")
+	p := filepath.Join(tf.backing, "f")
+	if err := os.WriteFile(p+".new", []byte("theirs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	if errno := h.Fsync(as(1), 0); errno != syscall.EBUSY {
+		t.Fatalf("fsync = %v, want EBUSY", errno)
+	}
+	writeAll(t, h, "T")
+	if errno := h.Fsync(as(1), 0); errno != 0 {
+		t.Fatalf("second fsync = %v", errno)
+	}
+	tf.wantContent(t, "f", "Theirs", "after a write on top of the outside change")
+	buf := make([]byte, 16)
+	res, errno := h.Read(as(1), buf, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if b, _ := res.Bytes(buf); string(b) != "Theirs" {
+		t.Errorf("the handle reads %q, want %q", b, "Theirs")
+	}
+	h.Release(as(1))
+	tf.wantContent(t, "f", "Theirs", "after release")
+	tf.wantNoTemps(t)
+}
