@@ -409,7 +409,7 @@ func TestENOSPC(t *testing.T) {
 func TestConflictCopy(t *testing.T) {
 	t.Parallel()
 	m := mount(t, Prepare(func(m *Mount) {
-		for _, n := range []string{"inplace", "replaced", "viafsync"} {
+		for _, n := range []string{"inplace", "replaced", "viafsync", "again"} {
 			writeFile(t, m.BackingPath(n), "original "+n+"\n")
 		}
 	}))
@@ -426,6 +426,15 @@ func TestConflictCopy(t *testing.T) {
 			return os.Rename(p+".new", p)
 		}, false},
 		{"viafsync", func(p string) error { return os.WriteFile(p, []byte("outside viafsync\n"), 0o644) }, true},
+		// Replaced by rename, then written again through the same
+		// descriptor after the EBUSY: the write lands on the outside
+		// version, which must not be lost to the version first opened.
+		{"again", func(p string) error {
+			if err := os.WriteFile(p+".new", []byte("outside again\n"), 0o644); err != nil {
+				return err
+			}
+			return os.Rename(p+".new", p)
+		}, true},
 	} {
 		mine := "written through the mount to " + tc.name + "\n"
 		fd, err := unix.Open(m.Path(tc.name), unix.O_RDWR|unix.O_TRUNC|unix.O_CLOEXEC, 0)
@@ -438,13 +447,22 @@ func TestConflictCopy(t *testing.T) {
 		if err := tc.outside(m.BackingPath(tc.name)); err != nil {
 			t.Fatal(err)
 		}
+		want := "outside " + tc.name + "\n"
 		if tc.fsync {
 			wantErrno(t, unix.Fsync(fd), unix.EBUSY, tc.name+": fsync after an outside change")
+			if tc.name == "again" {
+				if _, err := unix.Pwrite(fd, []byte("O"), 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Fsync(fd); err != nil {
+					t.Errorf("again: fsync of a write after the conflict: %v", err)
+				}
+				want = "O" + want[1:]
+			}
 			unix.Close(fd)
 		} else {
 			wantErrno(t, unix.Close(fd), unix.EBUSY, tc.name+": close after an outside change")
 		}
-		want := "outside " + tc.name + "\n"
 		if got := readFile(t, m.BackingPath(tc.name)); got != want {
 			t.Errorf("%s: BACKING holds %q, want the outside content %q", tc.name, got, want)
 		}
