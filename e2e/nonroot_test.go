@@ -16,7 +16,13 @@ func TestNonRootMount(t *testing.T) {
 	openDevFuse(t)
 	m := mount(t, AsUser(nobody, nobody), Prepare(func(m *Mount) {
 		writeFile(t, m.BackingPath("pre.txt"), "made before the mount")
-		if err := os.Chown(m.BackingPath("pre.txt"), nobody, nobody); err != nil {
+		writeFile(t, m.BackingPath("ro.txt"), "read-only")
+		for _, n := range []string{"pre.txt", "ro.txt"} {
+			if err := os.Chown(m.BackingPath(n), nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(m.BackingPath("ro.txt"), 0o444); err != nil {
 			t.Fatal(err)
 		}
 	}))
@@ -38,6 +44,11 @@ func TestNonRootMount(t *testing.T) {
 		{"rename:" + p("new.txt") + ":" + p("dir/renamed.txt"), "ok"},
 		{"readdir:" + p("dir"), "ok inner,link,renamed.txt"},
 		{"symlink:" + p("escape") + ":/etc/passwd", "err EACCES"},
+		// Its own file with mode 0444 is not writable, as natively: the
+		// kernel checks the mode (default_permissions), since the daemon
+		// opens files read-only and writes a temp.
+		{"write:" + p("ro.txt") + ":overwritten", "err EACCES"},
+		{"read:" + p("ro.txt"), "ok read-only"},
 	}
 	var args []string
 	for _, o := range ops {
@@ -53,6 +64,9 @@ func TestNonRootMount(t *testing.T) {
 		if st := lstat(t, m.BackingPath(name)); st.Uid != nobody || st.Gid != nobody {
 			t.Errorf("BACKING %s owned by %d:%d, want 65534:65534", name, st.Uid, st.Gid)
 		}
+	}
+	if got := readFile(t, m.BackingPath("ro.txt")); got != "read-only" {
+		t.Errorf("BACKING ro.txt (mode 0444) = %q after a refused write", got)
 	}
 	if got := readFile(t, m.BackingPath("dir/renamed.txt")); got != "made through the mount" {
 		t.Errorf("BACKING dir/renamed.txt = %q", got)

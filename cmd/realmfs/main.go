@@ -45,7 +45,8 @@ Flags:
 const optionsText = `
 Mount options (-o, comma-separated):
   allow_other          let users other than the mounter use the mount
-  default_permissions  let the kernel check permissions (on with allow_other)
+  default_permissions  accepted; always on: the kernel checks every access
+                       against the mode bits, as on any filesystem
   ro                   read-only mount
   fsname=NAME          name in the first column of df/mount (default BACKING)
   subtype=NAME         accepted for compatibility; the type stays fuse.realmfs

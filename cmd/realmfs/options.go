@@ -14,7 +14,6 @@ import (
 // mountOptions are the -o options realmfs understands.
 type mountOptions struct {
 	allowOther         bool
-	defaultPermissions bool
 	readOnly           bool
 	passthrough        bool
 	fsname             string
@@ -75,7 +74,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "allow_other" && !hasVal:
 				mo.allowOther = true
 			case key == "default_permissions" && !hasVal:
-				mo.defaultPermissions = true
+				// Always on (kernelOptions); accepted for fstab lines.
 			case key == "ro" && !hasVal:
 				mo.readOnly = true
 			case key == "fsname" && hasVal && val != "":
@@ -123,20 +122,17 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			}
 		}
 	}
-	// With other users on the mount, the kernel must check their
-	// permissions: the daemon itself acts as root.
-	if mo.allowOther {
-		mo.defaultPermissions = true
-	}
 	return mo, nil
 }
 
-// kernelOptions are the options handed to the kernel mount.
+// kernelOptions are the options handed to the kernel mount. The kernel
+// always checks permissions against the modes the mount reports
+// (default_permissions): the daemon checks none itself (it opens every
+// file read-only and writes a temp, so without the kernel's check a
+// process could write a file whose mode forbids it), and the kernel then
+// never sends ACCESS.
 func (mo mountOptions) kernelOptions() []string {
-	var o []string
-	if mo.defaultPermissions {
-		o = append(o, "default_permissions")
-	}
+	o := []string{"default_permissions"}
 	if mo.readOnly {
 		o = append(o, "ro")
 	}

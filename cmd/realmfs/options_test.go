@@ -18,9 +18,8 @@ func TestParseMountOptions(t *testing.T) {
 	}{
 		{"none", nil, func(*mountOptions) {}},
 		{"fstab generics ignored", []string{"rw,nosuid,nodev,_netdev,x-systemd.automount,defaults"}, func(*mountOptions) {}},
-		{"allow_other implies default_permissions", []string{"allow_other"}, func(m *mountOptions) {
-			m.allowOther, m.defaultPermissions = true, true
-		}},
+		{"allow_other", []string{"allow_other"}, func(m *mountOptions) { m.allowOther = true }},
+		{"default_permissions accepted (always on)", []string{"default_permissions"}, func(*mountOptions) {}},
 		{"repeated -o", []string{"ro", "fsname=work,passthrough=off"}, func(m *mountOptions) {
 			m.readOnly, m.fsname, m.passthrough = true, "work", false
 		}},
