@@ -25,6 +25,16 @@ func TestNonRootMount(t *testing.T) {
 		if err := os.Chmod(m.BackingPath("ro.txt"), 0o444); err != nil {
 			t.Fatal(err)
 		}
+		// A writable file in a directory its owner may not write.
+		writeFile(t, m.BackingPath("rodir", "f"), "in a read-only dir")
+		for _, n := range []string{"rodir", "rodir/f"} {
+			if err := os.Chown(m.BackingPath(n), nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(m.BackingPath("rodir"), 0o555); err != nil {
+			t.Fatal(err)
+		}
 	}))
 	big := make([]byte, 3<<20)
 	for i := range big {
@@ -49,6 +59,11 @@ func TestNonRootMount(t *testing.T) {
 		// opens files read-only and writes a temp.
 		{"write:" + p("ro.txt") + ":overwritten", "err EACCES"},
 		{"read:" + p("ro.txt"), "ok read-only"},
+		// A commit replaces the directory entry: in a directory the
+		// daemon's user may not write, the write open is refused and the
+		// file is left as it was (README: atomic writes).
+		{"write:" + p("rodir/f") + ":changed", "err EACCES"},
+		{"read:" + p("rodir/f"), "ok in a read-only dir"},
 	}
 	var args []string
 	for _, o := range ops {
