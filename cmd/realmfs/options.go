@@ -13,14 +13,14 @@ import (
 
 // mountOptions are the -o options realmfs understands.
 type mountOptions struct {
-	allowOther         bool
-	readOnly           bool
-	passthrough        bool
-	fsname             string
-	lockOwner          locks.OwnerMode
-	durability         fusefs.Durability
-	cache              fusefs.CacheTimeouts // negative: the default
-	watch              bool
+	allowOther  bool
+	readOnly    bool
+	passthrough bool
+	fsname      string
+	lockOwner   locks.OwnerMode
+	durability  fusefs.Durability
+	cache       fusefs.CacheTimeouts // negative: the default
+	watch       bool
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
