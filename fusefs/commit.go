@@ -77,6 +77,7 @@ type pendingWrite struct {
 	dirty      bool          // temp holds changes not yet committed
 	failed     syscall.Errno // a write into the temp failed: it must not be committed
 	handles    int
+	seq        uint64 // when it began, among the mount's writes: orders lockPair
 }
 
 // cur is the fd whose content the owner sees.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -550,15 +549,15 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 }
 
 // lockPair locks the entries of two different writes in progress (a may be
-// nil) in address order, the one order in which two entries' locks are
-// ever held together, and returns the unlock.
+// nil) in the order the writes began (pendingWrite.seq), the one order in
+// which two entries' locks are ever held together, and returns the unlock.
 func lockPair(a, b *pendingWrite) func() {
 	if a == nil {
 		b.entry.Lock()
 		return b.entry.Unlock
 	}
 	first, second := a.entry, b.entry
-	if uintptr(unsafe.Pointer(second)) < uintptr(unsafe.Pointer(first)) {
+	if b.seq < a.seq {
 		first, second = second, first
 	}
 	first.Lock()

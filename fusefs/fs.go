@@ -16,7 +16,7 @@
 //
 //  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
 //     one file, and the handles sharing it). Two are held together only
-//     by CopyFileRange, in address order (lockPair).
+//     by CopyFileRange, in the order their writes began (lockPair).
 //  2. FS.commitMu: written by a commit's rename (pendingWrite.replace),
 //     read by the opens and stats that verify a node's identity by name.
 //  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
@@ -131,6 +131,7 @@ type FS struct {
 	// next node's readers may pass through (see Node.retire).
 	holds     map[locks.Key]int64
 	synthetic atomic.Uint64 // the last inode number the mount made up
+	writeSeq  atomic.Uint64 // the last pendingWrite.seq given out
 
 	notify *notifier // invalidations for the kernel, sent by one goroutine
 	watch  *watcher  // changes in BACKING behind the mount; nil if unwatched

@@ -61,7 +61,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 			return nil, 0, toErrno(err)
 		}
 		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
-			tempDir: tempDir, base: base, temp: -1, observed: *st}
+			tempDir: tempDir, base: base, temp: -1, observed: *st, seq: f.writeSeq.Add(1)}
 		e.Value = w
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
