@@ -274,7 +274,7 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	// Removing a file another owner is writing would drop that owner's
 	// bytes at its commit: refused like renaming over it.
 	if flags == 0 {
-		if errno := n.fsys.heldByOther(ctx, "unlink", n, pfd, name); errno != 0 {
+		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, n.fsys.lockOf(pfd, name)); errno != 0 {
 			return errno
 		}
 	}
@@ -316,25 +316,27 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
-	if errno := f.heldByOther(ctx, "rename", np, nfd, newName); errno != 0 {
+	// One look at each name serves both the lock check and the write
+	// that follows its file.
+	src, dst := f.lockOf(ofd, name), f.lockOf(nfd, newName)
+	if errno := f.heldByOther(ctx, "rename", np, newName, dst); errno != 0 {
 		return errno
 	}
 	if exchange {
-		if errno := f.heldByOther(ctx, "rename", n, ofd, name); errno != 0 {
+		if errno := f.heldByOther(ctx, "rename", n, name, src); errno != 0 {
 			return errno
 		}
 	}
-	srcKey, _, srcHeld := f.fileKey(ofd, name)
-	dstKey, _, dstHeld := f.fileKey(nfd, newName)
 	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
 		return toErrno(err)
 	}
-	// A write in progress follows its file to the new name.
-	if srcHeld {
-		f.renamed(srcKey, np, nfd, newName)
+	// A write in progress follows its file to the new name (renamed finds
+	// none if it ended meanwhile).
+	if src.held {
+		f.renamed(src.key, np, nfd, newName)
 	}
-	if dstHeld && exchange {
-		f.renamed(dstKey, n, ofd, name)
+	if dst.held && exchange {
+		f.renamed(dst.key, n, ofd, name)
 	}
 	return 0
 }

@@ -16,35 +16,42 @@ import (
 // file another owner is writing is refused, and a write in progress follows
 // its file when this mount renames it.
 
-// heldByOther refuses op (a rename over name, an unlink of it) while
-// another owner holds the lock of the file that name in dir is now. Like a
+// fileLock is what the lock table says of the regular file a name leads
+// to: its key, and who holds it if anyone does (held).
+type fileLock struct {
+	key    locks.Key
+	holder locks.Owner
+	held   bool
+}
+
+// lockOf looks up the regular file name in dir (one fstatat) in the lock
+// table; a name that leads to no regular file is not held.
+func (f *FS) lockOf(dir int, name string) fileLock {
+	var st unix.Stat_t
+	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return fileLock{}
+	}
+	l := fileLock{key: keyOf(&st)}
+	l.holder, l.held = f.writeLocks.Holder(l.key)
+	return l
+}
+
+// heldByOther refuses op (a rename over name in dir, an unlink of it) while
+// another owner holds l, the lock of the file name leads to. Like a
 // conflicting open, it waits briefly for a release already on its way.
-func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, dfd int, name string) syscall.Errno {
-	key, holder, held := f.fileKey(dfd, name)
-	if !held {
+func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l fileLock) syscall.Errno {
+	if !l.held {
 		return 0
 	}
 	me := f.owner(ctx)
-	for deadline := time.Now().Add(acquireWait); held && holder != me; {
+	for deadline := time.Now().Add(acquireWait); l.held && l.holder != me; {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return f.refuse(ctx, op, dir, name, errcode.LockConflict)
 		}
 		time.Sleep(5 * time.Millisecond)
-		holder, held = f.writeLocks.Holder(key)
+		l.holder, l.held = f.writeLocks.Holder(l.key)
 	}
 	return 0
-}
-
-// fileKey is the lock-table key of the regular file name in dir, and who
-// holds it, if anyone does.
-func (f *FS) fileKey(dir int, name string) (locks.Key, locks.Owner, bool) {
-	var st unix.Stat_t
-	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return locks.Key{}, "", false
-	}
-	key := keyOf(&st)
-	holder, held := f.writeLocks.Holder(key)
-	return key, holder, held
 }
 
 // renamed tells the write in progress on the file with key that this mount
