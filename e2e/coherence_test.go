@@ -154,6 +154,62 @@ func TestBackingCredentialDeniedAtFirstOpen(t *testing.T) {
 	}
 }
 
+// stallMkdir starts a mkdir of dir/name that the daemon (built for tests,
+// with REALMFS_TEST_STALL_MKDIR) stalls, holding the kernel's lock of dir,
+// and returns once the daemon has it; release lets it go on and waits for
+// it.
+func stallMkdir(t *testing.T, m *Mount, dir, name string) (release func() error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	mkdir := exec.CommandContext(ctx, "mkdir", m.Path(dir, name))
+	if err := mkdir.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var err error
+	release = func() error {
+		once.Do(func() {
+			os.WriteFile(m.BackingPath(name+".go"), nil, 0o644)
+			err = mkdir.Wait()
+			cancel()
+		})
+		return err
+	}
+	t.Cleanup(func() { release() })
+	waitLog(t, m, "test: stalling mkdir "+name)
+	return release
+}
+
+// TestKilledWhileNotificationWaits: an invalidation sent while a process
+// holds the directory's lock for a request in the daemon (forced here:
+// realm itself waits for such requests to end) sleeps in the kernel until
+// the request is answered. Killed then, the daemon still dies at once: the
+// notification was written on a thread with a descriptor table of its own,
+// so the daemon's own descriptor of the device closes, the kernel ends the
+// request, the lock is let go and the notification finishes.
+func TestKilledWhileNotificationWaits(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Binary(realmtestBinary(t), "REALMFS_TEST_STALL_MKDIR=stall", "REALMFS_TEST_NOTIFY_WHEN_BUSY=1"), Prepare(func(m *Mount) {
+		os.Mkdir(m.BackingPath("d"), 0o755)
+	}))
+	if _, err := os.ReadDir(m.Path("d")); err != nil {
+		t.Fatal(err)
+	}
+	stallMkdir(t, m, "d", "stall")
+	writeFile(t, m.BackingPath("d", "y"), "y\n")
+	waitSeen(t, "the invalidation of d/y asleep on d's lock", func() bool {
+		return strings.Contains(threadStates(m.Pid), "fuse_reverse_inval_entry")
+	})
+	if stuck := m.KillWithin(5 * time.Second); stuck != "" {
+		t.Errorf("SIGKILL while an invalidation slept on a directory's lock: %s", stuck)
+	}
+	m.Restart()
+	ents, err := os.ReadDir(m.Path("d"))
+	if err != nil || len(ents) != 1 || ents[0].Name() != "y" {
+		t.Errorf("after the restart d holds %v (%v), want y alone", ents, err)
+	}
+}
+
 // TestNotificationOnLockedDirStallsNothing: an entry invalidation takes the
 // directory's lock in the kernel, which a process holds while it waits for
 // the daemon (a mkdir in it, here stalled by realmfs built for tests). The
@@ -179,26 +235,7 @@ func TestNotificationOnLockedDirStallsNothing(t *testing.T) {
 		}
 		return names
 	}
-	stall := func(name string) (release func() error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		mkdir := exec.CommandContext(ctx, "mkdir", m.Path("d", name))
-		if err := mkdir.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var once sync.Once
-		var err error
-		release = func() error {
-			once.Do(func() {
-				os.WriteFile(m.BackingPath(name+".go"), nil, 0o644)
-				err = mkdir.Wait()
-				cancel()
-			})
-			return err
-		}
-		t.Cleanup(func() { release() })
-		waitLog(t, m, "test: stalling mkdir "+name)
-		return release
-	}
+	stall := func(name string) func() error { return stallMkdir(t, m, "d", name) }
 	ls("d")
 	release := stall("stall1")
 	// The kernel holds d's lock for the mkdir: the invalidation of d/x

@@ -92,6 +92,10 @@ type Options struct {
 	// FailAt, for tests only, makes a commit fail at the stages it returns
 	// true for.
 	FailAt func(Stage) bool
+	// NotifyWhenBusy, for tests only, invalidates entries even in
+	// directories with requests in progress, so that the notification
+	// waits in the kernel for the directory's lock (see devthread.go).
+	NotifyWhenBusy bool
 }
 
 // FS is one guarded mount's shared state.
@@ -162,6 +166,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
+	fsys.notify.whenBusy = opts.NotifyWhenBusy
 	go fsys.notify.run()
 	if !opts.NoWatch {
 		w, err := newWatcher(fsys, fsys.notify)
@@ -173,6 +178,12 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	return fsys, nil
 }
+
+// IsolateNotifier moves the writing of invalidations to a thread with a
+// descriptor table of its own, so that one waiting in the kernel for a
+// directory's lock cannot keep a killed daemon alive (see devthread.go).
+// Call it once mounted; on error notifications are written as before.
+func (f *FS) IsolateNotifier() error { return f.notify.isolate() }
 
 // Watching names how BACKING is watched ("fanotify", "inotify"), "" if it
 // is not.

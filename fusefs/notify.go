@@ -17,13 +17,15 @@ import (
 // producers never wait for them. The queue only grows by distinct names;
 // past maxQueued it collapses into "forget everything".
 //
-// Blocked there, the notifier's thread sleeps uninterruptibly: should the
-// daemon be killed meanwhile, the process could not finish dying, nor the
-// kernel abort the requests it waits for. So an entry is invalidated only
-// once no request the kernel sends holding that directory's lock is in
-// progress in the daemon (Node.busy), and an inode only for its attributes
-// (offset -1: no page lock is taken; with AUTO_INVAL_DATA the kernel drops
-// cached pages and listings itself when it sees the new mtime).
+// Blocked there, the writing thread sleeps uninterruptibly. So an entry is
+// invalidated only once no request the kernel sends holding that
+// directory's lock is in progress in the daemon (Node.busy), and an inode
+// only for its attributes (offset -1: no page lock is taken; with
+// AUTO_INVAL_DATA the kernel drops cached pages and listings itself when it
+// sees the new mtime). Node.busy cannot see the kernel take the lock before
+// it sends a request, so a notification may still wait a moment; written
+// on a thread of its own (devthread.go), it cannot keep a killed daemon
+// from dying.
 
 // maxQueued bounds the distinct invalidations waiting in the queue.
 const maxQueued = 1 << 16
@@ -41,6 +43,13 @@ type notifier struct {
 	inodes  map[*fs.Inode]struct{}
 	all     bool
 	closed  bool
+
+	// dev, once set, is the thread notifications are written on (see
+	// devthread.go); nil: the notifier's own.
+	dev *deviceThread
+	// whenBusy, for tests, sends entry invalidations even into
+	// directories with requests in progress: they wait in the kernel.
+	whenBusy bool
 
 	wake chan struct{} // capacity 1: a pending wake-up
 	done chan struct{} // closed when run returns
@@ -125,22 +134,24 @@ func (q *notifier) run() {
 		entries, inodes, all := q.entries, q.inodes, q.all
 		q.entries, q.inodes, q.all = make(map[entryInval]struct{}), make(map[*fs.Inode]struct{}), false
 		q.mu.Unlock()
-		if all {
-			q.forgetAll()
-		}
-		// Entries first: a name that now leads elsewhere must not be
-		// revalidated through its old inode's fresh attributes.
 		var later []entryInval
-		for e := range entries {
-			if busy(e.dir) {
-				later = append(later, e)
-				continue
+		q.send(func() {
+			if all {
+				q.forgetAll()
 			}
-			e.dir.NotifyEntry(e.name) // ENOENT: the kernel no longer has it
-		}
-		for n := range inodes {
-			n.NotifyContent(-1, 0)
-		}
+			// Entries first: a name that now leads elsewhere must not be
+			// revalidated through its old inode's fresh attributes.
+			for e := range entries {
+				if q.busy(e.dir) {
+					later = append(later, e)
+					continue
+				}
+				e.dir.NotifyEntry(e.name) // ENOENT: the kernel no longer has it
+			}
+			for n := range inodes {
+				n.NotifyContent(-1, 0)
+			}
+		})
 		if len(later) > 0 {
 			// Back in the queue, for when their directories are idle.
 			time.Sleep(busyRetry)
@@ -163,7 +174,7 @@ func (q *notifier) forgetAll() {
 		stack = stack[:len(stack)-1]
 		dir.NotifyContent(-1, 0)
 		for name, child := range dir.Children() {
-			if busy(dir) {
+			if q.busy(dir) {
 				q.entry(dir, name) // later, as in run
 			} else {
 				dir.NotifyEntry(name)
@@ -183,9 +194,35 @@ const busyRetry = time.Millisecond
 
 // busy reports whether the daemon is answering a request that the kernel
 // sent holding dir's lock: an entry invalidation there would wait for it.
-func busy(dir *fs.Inode) bool {
+func (q *notifier) busy(dir *fs.Inode) bool {
 	n := asNode(dir)
-	return n != nil && n.busy.Load() > 0
+	return n != nil && n.busy.Load() > 0 && !q.whenBusy
+}
+
+// send runs f, which writes notifications, on the device thread if there
+// is one.
+func (q *notifier) send(f func()) {
+	q.mu.Lock()
+	dev := q.dev
+	q.mu.Unlock()
+	if dev == nil {
+		f()
+		return
+	}
+	dev.do(f)
+}
+
+// isolate moves the writing of notifications to a thread of their own
+// (see devthread.go); call it once the device is open, i.e. mounted.
+func (q *notifier) isolate() error {
+	dev, err := startDeviceThread()
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.dev = dev
+	q.mu.Unlock()
+	return nil
 }
 
 // close stops run after the batch in flight.
@@ -195,4 +232,10 @@ func (q *notifier) close() {
 	q.mu.Unlock()
 	q.kick()
 	<-q.done
+	q.mu.Lock()
+	dev := q.dev
+	q.mu.Unlock()
+	if dev != nil {
+		dev.stop()
+	}
 }

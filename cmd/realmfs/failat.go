@@ -15,3 +15,6 @@ func testBeforeMkdir(string) func(string) { return nil }
 
 // testSysfail does nothing outside test builds.
 func testSysfail() error { return nil }
+
+// testNotifyWhenBusy is false outside test builds.
+func testNotifyWhenBusy() bool { return false }

@@ -99,3 +99,7 @@ func testBeforeMkdir(backing string) func(string) {
 		log.Printf("test: mkdir %s goes on", name)
 	}
 }
+
+// testNotifyWhenBusy, in test builds, lets REALMFS_TEST_NOTIFY_WHEN_BUSY=1
+// send entry invalidations into directories with requests in progress.
+func testNotifyWhenBusy() bool { return os.Getenv("REALMFS_TEST_NOTIFY_WHEN_BUSY") == "1" }

@@ -268,18 +268,19 @@ func serve(cfg config, stderr io.Writer) int {
 		}
 	}
 	fsys, err := fusefs.New(cfg.backing, fusefs.Options{
-		ReadOnly:      cfg.mount.readOnly,
-		Passthrough:   cfg.mount.passthrough && isRoot,
-		ChownToCaller: isRoot && cfg.mount.allowOther,
-		Audit:         audit,
-		Credentials:   cfg.policy.Matcher(),
-		Owners:        owners,
-		Durability:    cfg.mount.durability,
-		Cache:         &cfg.mount.cache,
-		NoWatch:       !cfg.mount.watch,
-		Logf:          log.Printf,
-		BeforeMkdir:   testBeforeMkdir(cfg.backing),
-		FailAt:        testFailAt(),
+		ReadOnly:       cfg.mount.readOnly,
+		Passthrough:    cfg.mount.passthrough && isRoot,
+		ChownToCaller:  isRoot && cfg.mount.allowOther,
+		Audit:          audit,
+		Credentials:    cfg.policy.Matcher(),
+		Owners:         owners,
+		Durability:     cfg.mount.durability,
+		Cache:          &cfg.mount.cache,
+		NoWatch:        !cfg.mount.watch,
+		Logf:           log.Printf,
+		BeforeMkdir:    testBeforeMkdir(cfg.backing),
+		FailAt:         testFailAt(),
+		NotifyWhenBusy: testNotifyWhenBusy(),
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -299,6 +300,9 @@ func serve(cfg config, stderr io.Writer) int {
 	server, err := fs.Mount(cfg.mountpoint, fsys.Root(), fopts)
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
+	}
+	if err := fsys.IsolateNotifier(); err != nil {
+		log.Printf("invalidations are written on a shared thread (%v): a daemon killed while one waits for a directory may hang the mount until its connection is aborted", err)
 	}
 	var mst unix.Stat_t
 	if err := unix.Stat(cfg.mountpoint, &mst); err == nil {
