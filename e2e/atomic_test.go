@@ -907,6 +907,34 @@ fd2 = os.dup(fd)
 os.close(fd)
 os.write(fd2, b"x"); time.sleep(0.05); os.write(fd2, b"y")
 os.close(fd2)`)},
+		{name: "two writers of one owner", old: "old\n", want: "AAAAB1B2", write: func(t *testing.T, m *Mount) {
+			// A's last close comes while B, which opened f itself, is half
+			// way through: it must not commit B's half.
+			out := run(t, m.Dir, nil, "python3", "-c", `
+import os, sys
+go, a_wrote = os.pipe(), os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(go[0], 1)
+    fd = os.open("f", os.O_WRONLY)
+    os.pwrite(fd, b"B1", 4)
+    os.write(a_wrote[1], b"x")
+    os.read(go[0], 1)
+    os.pwrite(fd, b"B2", 6)
+    os.close(fd)
+    os._exit(0)
+fd = os.open("f", os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"AAAA")
+os.write(go[1], b"x")
+os.read(a_wrote[0], 1)
+os.close(fd)
+print(open(sys.argv[1]).read(), end="")
+os.write(go[1], b"x")
+os.waitpid(pid, 0)`, m.BackingPath("f"))
+			if out != "old\n" {
+				t.Errorf("after the first writer's close BACKING holds %q, want the old content until the second's", out)
+			}
+		}},
 		{name: "fork inherits the descriptor", old: "old\n", want: "p1cp2", write: py(`
 import os, time
 fd = os.open("f", os.O_WRONLY | os.O_TRUNC)

@@ -76,8 +76,9 @@ type pendingWrite struct {
 	observed   unix.Stat_t   // the file as this owner last saw it commit
 	dirty      bool          // temp holds changes not yet committed
 	failed     syscall.Errno // a write into the temp failed: it must not be committed
-	handles    int
-	seq        uint64 // when it began, among the mount's writes: orders lockPair
+	handles    int           // open handles sharing it, readers too
+	writing    int           // of those, write handles whose opener still holds a descriptor (File.writing)
+	seq        uint64        // when it began, among the mount's writes: orders lockPair
 }
 
 // cur is the fd whose content the owner sees.

@@ -27,6 +27,10 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
+	// writing: a write handle counted in shared.writing, until its opener
+	// closes its last descriptor of the file or the handle is released.
+	// Guarded by the shared entry's lock.
+	writing bool
 
 	mu       sync.Mutex
 	released bool
@@ -346,7 +350,10 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //     shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
 //     descriptor before cmd has written anything;
 //   - the closes of an opener that a signal is killing: what it wrote is
-//     dropped, and the file keeps its old content.
+//     dropped, and the file keeps its old content;
+//   - a close while another process of the owner, which opened the file
+//     for writing itself, still holds it: both write the one temp, and
+//     the other's bytes may be half written. Its last close commits both.
 //
 // What is left is committed by the owner's last release. The check never
 // reads the closing process's stat or status files: a process closing
@@ -368,18 +375,35 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		// last release, which always comes.
 		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.shared.place(), err)
 		return 0
-	case c.Exiting:
-		if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
-			h.withShared(func(w *pendingWrite) syscall.Errno {
-				w.abandon(sig, tid)
-				return 0
-			})
-			return 0
-		}
 	case c.Others > 0:
 		return 0
 	}
-	return h.commit(ctx, false)
+	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		h.leaveWriting()
+		if c.Exiting {
+			if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
+				w.abandon(sig, tid)
+				return 0
+			}
+		}
+		if w.writing > 0 {
+			// Another process of the owner is still writing the file:
+			// its bytes are in the same temp, maybe half written. Its
+			// last close commits both.
+			return 0
+		}
+		errno, _ := w.commit(ctx, false)
+		return errno
+	})
+}
+
+// leaveWriting takes h out of its write's count of writers; the caller
+// holds the shared entry's lock.
+func (h *File) leaveWriting() {
+	if h.writing {
+		h.writing = false
+		h.shared.writing--
+	}
 }
 
 // hasChanges reports whether the owner's write holds anything to commit.
@@ -443,6 +467,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		// returned, and another handle may be half way through a rewrite.
 		// The commit reports its own failures (commitFailed, conflict):
 		// no caller is left to hear them.
+		h.leaveWriting()
 		if w.handles == 1 {
 			w.commit(ctx, false)
 		}
