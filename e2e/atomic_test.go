@@ -935,6 +935,21 @@ os.waitpid(pid, 0)`, m.BackingPath("f"))
 				t.Errorf("after the first writer's close BACKING holds %q, want the old content until the second's", out)
 			}
 		}},
+		{name: "a reader of the writer's owner", old: "old\n", want: "AAAABB", write: func(t *testing.T, m *Mount) {
+			// B reads the owner's uncommitted bytes; its close must not
+			// commit them while A writes on.
+			out := run(t, m.Dir, nil, "python3", "-c", `
+import os, subprocess, sys
+fd = os.open("f", os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"AAAA")
+seen = subprocess.run(["cat", "f"], capture_output=True, check=True).stdout
+print(seen.decode(), open(sys.argv[1]).read(), sep="|", end="")
+os.write(fd, b"BB")
+os.close(fd)`, m.BackingPath("f"))
+			if out != "AAAA|old\n" {
+				t.Errorf("the reader saw and then BACKING held %q, want \"AAAA|old\\n\"", out)
+			}
+		}},
 		{name: "fork inherits the descriptor", old: "old\n", want: "p1cp2", write: py(`
 import os, time
 fd = os.open("f", os.O_WRONLY | os.O_TRUNC)

@@ -27,9 +27,10 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
-	// writing: a write handle counted in shared.writing, until its opener
-	// closes its last descriptor of the file or the handle is released.
-	// Guarded by the shared entry's lock.
+	// writing: the handle changed the file (or opened it O_TRUNC) and is
+	// counted in shared.writing, until its opener closes its last
+	// descriptor of the file or the handle is released. Guarded by the
+	// shared entry's lock.
 	writing bool
 
 	mu       sync.Mutex
@@ -324,6 +325,7 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
 		}
+		h.joinWriting()
 		var err error
 		n, err = unix.Pwrite(w.temp, data, off)
 		if n > 0 {
@@ -365,7 +367,15 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	}
 	f := h.node.fsys
 	tid := caller(ctx).Pid
-	if !f.processes.IsThreadOf(h.opener, tid) || !h.hasChanges() {
+	if !f.processes.IsThreadOf(h.opener, tid) {
+		return 0
+	}
+	var dirty, writing bool
+	h.withShared(func(w *pendingWrite) syscall.Errno {
+		dirty, writing = w.dirty, h.writing
+		return 0
+	})
+	if !dirty && !writing {
 		return 0
 	}
 	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load())
@@ -397,6 +407,15 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	})
 }
 
+// joinWriting counts h among its write's writers; the caller holds the
+// shared entry's lock.
+func (h *File) joinWriting() {
+	if !h.writing {
+		h.writing = true
+		h.shared.writing++
+	}
+}
+
 // leaveWriting takes h out of its write's count of writers; the caller
 // holds the shared entry's lock.
 func (h *File) leaveWriting() {
@@ -404,16 +423,6 @@ func (h *File) leaveWriting() {
 		h.writing = false
 		h.shared.writing--
 	}
-}
-
-// hasChanges reports whether the owner's write holds anything to commit.
-func (h *File) hasChanges() bool {
-	dirty := false
-	h.withShared(func(w *pendingWrite) syscall.Errno {
-		dirty = w.dirty
-		return 0
-	})
-	return dirty
 }
 
 // Fsync commits durably, whatever the mount's durability mode.
@@ -504,6 +513,7 @@ func (h *File) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) sysc
 		return syscall.EBADF
 	}
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		h.joinWriting()
 		return w.change(caller(ctx).Uid, fn)
 	})
 }

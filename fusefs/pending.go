@@ -75,20 +75,18 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		dirfd.Close(base)
 	}
 	w.handles++
-	writing := writeFlags(flags)
-	if writing {
-		w.writing++
-	}
-	if flags&syscall.O_TRUNC != 0 && writing {
+	// Truncating is a change: the opener writes from here on.
+	truncates := flags&syscall.O_TRUNC != 0 && writeFlags(flags)
+	if truncates {
 		w.dropTemp()
 		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
-			w.writing--
 			w.release(e, lease)
 			return nil, 0, toErrno(err)
 		}
 		w.dirty = true
+		w.writing++
 	}
-	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: writing}
+	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates}
 	n.cachedOpen.Add(1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
