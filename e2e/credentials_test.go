@@ -376,9 +376,13 @@ func writePolicy(t testing.TB, body string) string {
 // adds to the set; defaults: false drops the built-in set.
 func TestPolicyAllowDeny(t *testing.T) {
 	t.Parallel()
+	// Public CA bundles the built-in set would deny as *.pem: pip fails
+	// in a virtualenv without them.
+	const certifi = "venv/lib/python3.11/site-packages/certifi/cacert.pem"
+	const pipCertifi = "venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem"
 	files := []string{"app/.env.example", "app/.env", "other/.env.example", "config/test.pem",
 		"config/prod.pem", "config/sub/test.pem", "secrets/a.txt", "secrets/deep/b.json", "x/y.secret",
-		"notsecrets/a.txt", "plain.txt", "only/o.txt", "keys/id_rsa"}
+		"notsecrets/a.txt", "plain.txt", "only/o.txt", "keys/id_rsa", "certs/cacert.pem", certifi, pipCertifi}
 	for _, tc := range []struct {
 		name    string
 		policy  string
@@ -388,24 +392,24 @@ func TestPolicyAllowDeny(t *testing.T) {
 credentials:
   allow: ["app/.env.example", "config/test.pem"]
 `, []string{"app/.env.example", "config/test.pem", "secrets/a.txt", "secrets/deep/b.json", "x/y.secret",
-			"notsecrets/a.txt", "plain.txt", "only/o.txt"}},
+			"notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
 		{"deny", `version: 1
 credentials:
   deny: ["secrets/**", "**/*.secret"]
-`, []string{"notsecrets/a.txt", "plain.txt", "only/o.txt"}},
+`, []string{"notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
 		{"allow-over-deny", `version: 1
 credentials:
   deny: ["secrets/**"]
   allow: ["secrets/deep/*.json", "**/.env.example"]
 `, []string{"app/.env.example", "other/.env.example", "secrets/deep/b.json", "x/y.secret",
-			"notsecrets/a.txt", "plain.txt", "only/o.txt"}},
+			"notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
 		{"no-defaults", `version: 1
 credentials:
   defaults: false
   deny: ["only/**"]
 `, []string{"app/.env.example", "app/.env", "other/.env.example", "config/test.pem", "config/prod.pem",
 			"config/sub/test.pem", "secrets/a.txt", "secrets/deep/b.json", "x/y.secret",
-			"notsecrets/a.txt", "plain.txt", "keys/id_rsa"}},
+			"notsecrets/a.txt", "plain.txt", "keys/id_rsa", "certs/cacert.pem", certifi, pipCertifi}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -102,6 +102,19 @@ var DefaultCredentialGlobs = []Glob{
 	{"**/*.ovpn", "shhgit"},
 }
 
+// DefaultPublicGlobs are files the built-in set would deny by their
+// extension that are public by construction: the CA bundles package
+// managers ship and read to verify TLS. Denied, `pip install` fails inside
+// a virtualenv on the mount (pip vendors certifi), as does every program
+// that uses requests, botocore or gRPC from one. They are allowed whenever
+// the built-in set is applied; a policy's deny cannot take them back
+// (allow wins), so a policy that must deny them sets defaults: false.
+var DefaultPublicGlobs = []Glob{
+	{"**/certifi/cacert.pem", "certifi: Mozilla's CA bundle, vendored by pip and requests"},
+	{"**/botocore/cacert.pem", "botocore: its CA bundle"},
+	{"**/grpc/_cython/_credentials/roots.pem", "grpcio: its root certificates"},
+}
+
 // maxGlobLen bounds one pattern; doublestar backtracks, and no credential
 // path needs more.
 const maxGlobLen = 1024

@@ -62,6 +62,9 @@ func (p *Policy) Matcher() *Matcher {
 		for _, g := range DefaultCredentialGlobs {
 			m.deny.add(g.Pattern)
 		}
+		for _, g := range DefaultPublicGlobs {
+			m.allow.add(g.Pattern)
+		}
 	}
 	for _, g := range p.Credentials.Deny {
 		if !m.deny.add(g) {

@@ -22,6 +22,12 @@ func refDenied(p *Policy, rel string) bool {
 		}
 	}
 	deny = append(deny, p.Credentials.Deny...)
+	allow := p.Credentials.Allow
+	if p.Credentials.Defaults {
+		for _, g := range DefaultPublicGlobs {
+			allow = append(allow, g.Pattern)
+		}
+	}
 	any := func(globs []string) bool {
 		for _, g := range globs {
 			if ok, _ := doublestar.Match(g, rel); ok {
@@ -30,7 +36,7 @@ func refDenied(p *Policy, rel string) bool {
 		}
 		return false
 	}
-	return any(deny) && !any(p.Credentials.Allow)
+	return any(deny) && !any(allow)
 }
 
 // defaultCases gives every built-in pattern a path it denies and a near miss
@@ -197,6 +203,16 @@ func TestDenied(t *testing.T) {
 		{"seq", false, []string{"**/.config/rclone/**"}, nil, "h/.config/rclone/rclone.conf", true},
 		{"seq whole segments", false, []string{"**/.config/rclone/**"}, nil, "h/x.config/rclone/r", false},
 		{"non-UTF-8 name", true, nil, nil, "a/\xff.pem", true},
+
+		// Public CA bundles the built-in set would deny by extension.
+		{"certifi's bundle", true, nil, nil, "venv/lib/python3.11/site-packages/certifi/cacert.pem", false},
+		{"pip's vendored certifi", true, nil, nil, "venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem", false},
+		{"botocore's bundle", true, nil, nil, ".venv/lib/python3.12/site-packages/botocore/cacert.pem", false},
+		{"grpc's roots", true, nil, nil, "venv/lib/python3.12/site-packages/grpc/_cython/_credentials/roots.pem", false},
+		{"other pem beside certifi", true, nil, nil, "venv/lib/python3.11/site-packages/certifi/server.pem", true},
+		{"cacert.pem elsewhere", true, nil, nil, "certs/cacert.pem", true},
+		{"public exception needs the defaults", false, []string{"**/*.pem"}, nil, "x/certifi/cacert.pem", true},
+		{"deny cannot take the exception back", true, []string{"**/certifi/**"}, nil, "x/certifi/cacert.pem", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

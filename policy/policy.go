@@ -211,8 +211,18 @@ func (p *Policy) Render() []byte {
 		deny.Style = yaml.FlowStyle
 	}
 	allow := seq()
+	if p.Credentials.Defaults {
+		for _, g := range DefaultPublicGlobs {
+			n := glob(g.Pattern)
+			n.LineComment = "built-in: " + g.Source
+			allow.Content = append(allow.Content, n)
+			builtin[g.Pattern] = true
+		}
+	}
 	for _, g := range p.Credentials.Allow {
-		allow.Content = append(allow.Content, glob(g))
+		if !builtin[g] {
+			allow.Content = append(allow.Content, glob(g))
+		}
 	}
 	if len(allow.Content) == 0 {
 		allow.Style = yaml.FlowStyle
@@ -221,7 +231,7 @@ func (p *Policy) Render() []byte {
 	defaults := str("defaults")
 	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
 	if p.Credentials.Defaults {
-		defaults.HeadComment = "defaults: true applies the built-in set (listed first under deny) whether or not it is listed."
+		defaults.HeadComment = "defaults: true applies the built-in set (listed first under deny, its public exceptions first under allow) whether or not it is listed."
 	}
 	root := mapping(
 		str("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(p.Version)},
