@@ -192,41 +192,31 @@ func (p *Policy) Render() []byte {
 		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	}
 
-	deny := seq()
-	builtin := make(map[string]bool)
-	if p.Credentials.Defaults {
-		for _, g := range DefaultCredentialGlobs {
-			n := glob(g.Pattern)
-			n.LineComment = "built-in: " + g.Source
-			deny.Content = append(deny.Content, n)
-			builtin[g.Pattern] = true
+	// globList lists the built-in globs (when the defaults apply), each
+	// with its source, then the policy's own that are not among them.
+	globList := func(builtins []Glob, own []string) *yaml.Node {
+		list := seq()
+		builtin := make(map[string]bool)
+		if p.Credentials.Defaults {
+			for _, g := range builtins {
+				n := glob(g.Pattern)
+				n.LineComment = "built-in: " + g.Source
+				list.Content = append(list.Content, n)
+				builtin[g.Pattern] = true
+			}
 		}
-	}
-	for _, g := range p.Credentials.Deny {
-		if !builtin[g] {
-			deny.Content = append(deny.Content, glob(g))
+		for _, g := range own {
+			if !builtin[g] {
+				list.Content = append(list.Content, glob(g))
+			}
 		}
-	}
-	if len(deny.Content) == 0 {
-		deny.Style = yaml.FlowStyle
-	}
-	allow := seq()
-	if p.Credentials.Defaults {
-		for _, g := range DefaultPublicGlobs {
-			n := glob(g.Pattern)
-			n.LineComment = "built-in: " + g.Source
-			allow.Content = append(allow.Content, n)
-			builtin[g.Pattern] = true
+		if len(list.Content) == 0 {
+			list.Style = yaml.FlowStyle
 		}
+		return list
 	}
-	for _, g := range p.Credentials.Allow {
-		if !builtin[g] {
-			allow.Content = append(allow.Content, glob(g))
-		}
-	}
-	if len(allow.Content) == 0 {
-		allow.Style = yaml.FlowStyle
-	}
+	deny := globList(DefaultCredentialGlobs, p.Credentials.Deny)
+	allow := globList(DefaultPublicGlobs, p.Credentials.Allow)
 
 	defaults := str("defaults")
 	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
