@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"realm/locks"
 )
 
 // as is a request context from process pid, its own lock owner ("pid:N")
@@ -265,6 +268,76 @@ func TestAbandonDrops(t *testing.T) {
 	if !strings.Contains(tf.logs.String(), "killed by signal 9") {
 		t.Errorf("log %q does not say the writer was killed", tf.logs.String())
 	}
+}
+
+// sleeper starts a process that holds no descriptor of the test's files,
+// to stand for a process on the mount; it is killed at cleanup.
+func sleeper(t *testing.T) uint32 {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return uint32(cmd.Process.Pid)
+}
+
+// TestFlushWaitsForTheOwnersOtherWriters: processes of one owner (here two
+// real processes in one cgroup) share its write of a file. A last close
+// commits nothing while another of them that has changed the file still
+// holds it, so its half-written bytes stay in the temp; that one's last
+// close commits both. A reader's close never commits a writer's half.
+func TestFlushWaitsForTheOwnersOtherWriters(t *testing.T) {
+	b, c := sleeper(t), sleeper(t)
+	owners := locks.NewResolver(locks.OwnerCgroup, "/proc")
+	t.Cleanup(func() { owners.Close() })
+	tf := newTestFS(t, func(o *Options) { o.Owners = owners })
+	write := func(h *File, pid uint32, data string, off int64) {
+		t.Helper()
+		if n, errno := h.Write(as(pid), []byte(data), off); errno != 0 || int(n) != len(data) {
+			t.Fatalf("write %q = %d, %v", data, n, errno)
+		}
+	}
+	flush := func(h *File, pid uint32) {
+		t.Helper()
+		if errno := h.Flush(as(pid)); errno != 0 {
+			t.Fatalf("flush = %v", errno)
+		}
+	}
+
+	tf.write(t, "f", "old")
+	hb := tf.openWrite(t, b, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	write(hb, b, "AAAA", 0)
+	hc := tf.openWrite(t, c, "f", syscall.O_WRONLY)
+	write(hc, c, "B1", 4)
+	flush(hb, b)
+	tf.wantContent(t, "f", "old", "after b's last close while c is half way")
+	write(hc, c, "B2", 6)
+	flush(hc, c)
+	tf.wantContent(t, "f", "AAAAB1B2", "after c's last close")
+	hb.Release(as(b))
+	hc.Release(as(c))
+
+	// An open for writing that changes nothing holds no one back.
+	hw := tf.openWrite(t, b, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	write(hw, b, "CC", 0)
+	idle := tf.openWrite(t, c, "f", syscall.O_RDWR)
+	fr, _, errno := tf.lookup(t, "f").Open(as(c), syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatalf("read open: %v", errno)
+	}
+	hr := fileOf(fr)
+	if hr.shared == nil {
+		t.Fatal("the owner's reader does not share its write")
+	}
+	flush(hr, c)
+	tf.wantContent(t, "f", "AAAAB1B2", "after a reader of the owner closed")
+	flush(hw, b)
+	tf.wantContent(t, "f", "CC", "after the writer's last close, beside an idle write open")
+	for _, h := range []*File{hr, idle, hw} {
+		h.Release(as(c))
+	}
+	tf.wantNoTemps(t)
 }
 
 // TestOtherOwnerRefused: while one owner writes a file, another owner's
