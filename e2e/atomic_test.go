@@ -1411,3 +1411,49 @@ print(os.path.exists("g"))`)
 	assertAbsent(t, m.BackingPath("g"))
 	waitNoTemp(t, m)
 }
+
+// TestViewsOfAFileBeingWritten: while an owner writes a file, the kernel
+// holds one size for it, and every other view (a lookup of the name, a
+// listing, another owner's stat or read) must neither move where the
+// writer's bytes go nor show another owner less than the committed file.
+// Each case runs on a mount with passthrough on and off (off: plain readers
+// share the kernel's page cache, as on kernels before 6.9 and under a
+// daemon that is not root), with each process its own lock owner.
+func TestViewsOfAFileBeingWritten(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3", "bash", "stat", "ls")
+	for _, tc := range []struct {
+		name  string
+		old   string
+		want  string // f in BACKING afterwards
+		sh    string // run in the mount; its output must be wantOut
+		wantO string
+	}{
+		{name: "appends through a held descriptor around a listing", old: "old\n", want: "old\na\nb\n",
+			sh: `exec 3>>f; echo a >&3; touch "$BACKING/g"; sleep 0.2; ls -l >/dev/null; echo b >&3; exec 3>&-`},
+		{name: "appends through a held descriptor around another owner's fstat", old: "old\n", want: "old\na\nb\nc\n",
+			sh: `python3 -c '
+import os, subprocess, time
+r = os.open("f", os.O_RDONLY)
+w = subprocess.Popen(["bash", "-c", "exec 3>>f; echo a >&3; sleep 0.3; echo b >&3; sleep 0.3; echo c >&3; exec 3>&-"])
+for _ in range(2):
+    time.sleep(0.3); os.fstat(r)
+w.wait(); os.close(r)'`},
+	} {
+		for _, pt := range []string{"on", "off"} {
+			t.Run(tc.name+"/passthrough="+pt, func(t *testing.T) {
+				t.Parallel()
+				m := mount(t, Opts("lockowner=pid", "passthrough="+pt), Prepare(func(m *Mount) {
+					writeFile(t, m.BackingPath("f"), tc.old)
+				}))
+				out := run(t, m.Dir, []string{"BACKING=" + m.Backing}, "bash", "-c", tc.sh)
+				if out != tc.wantO {
+					t.Errorf("the script printed %q, want %q", out, tc.wantO)
+				}
+				if got := readFile(t, m.BackingPath("f")); got != tc.want {
+					t.Errorf("f = %q, want %q", got, tc.want)
+				}
+			})
+		}
+	}
+}

@@ -27,6 +27,11 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
+	// appends: opened O_APPEND. The kernel places an appending write at
+	// the end it knows (its cached size), which another view of the file
+	// (the file as committed, shown to a lookup or to another owner) may
+	// have set since: the daemon places it at the end of the temp.
+	appends bool
 	// writing: the handle changed the file (or opened it O_TRUNC) and is
 	// counted in shared.writing, until its opener closes its last
 	// descriptor of the file or the handle is released. Guarded by the
@@ -326,6 +331,13 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 			return toErrno(err)
 		}
 		h.joinWriting()
+		if h.appends {
+			var st unix.Stat_t
+			if err := unix.Fstat(w.temp, &st); err != nil {
+				return toErrno(err)
+			}
+			off = st.Size
+		}
 		var err error
 		n, err = unix.Pwrite(w.temp, data, off)
 		if n > 0 {
