@@ -1439,6 +1439,31 @@ w = subprocess.Popen(["bash", "-c", "exec 3>>f; echo a >&3; sleep 0.3; echo b >&
 for _ in range(2):
     time.sleep(0.3); os.fstat(r)
 w.wait(); os.close(r)'`},
+		{name: "another owner reads a file held truncated", old: "old\n", want: "new\n", wantO: "old\nold\n",
+			sh: `cat f >/dev/null; bash -c 'exec 3>f; sleep 0.6; echo new >&3; exec 3>&-' & sleep 0.2; cat f; python3 -c 'print(open("f").read(), end="")'; wait`},
+		{name: "seek to the end after a listing", old: "old\n", want: "old\na\nb\n",
+			sh: `python3 - <<'PY'
+import os, subprocess
+f = open("f", "r+b", buffering=0)
+f.seek(0, 2); f.write(b"a\n")
+subprocess.run(["touch", os.environ["BACKING"] + "/g"], check=True)
+subprocess.run("sleep 0.2; ls -l >/dev/null; stat f >/dev/null", shell=True, check=True)
+f.seek(0, 2); f.write(b"b\n")
+f.close()
+PY`},
+		{name: "a reader holds the file across another owner's truncating write", old: "old\n", want: "new\n",
+			wantO: "old\n|old\n|old\n|new\n",
+			sh: `python3 - <<'PY'
+import os, subprocess, time
+r = open("f", "rb", buffering=0)
+first = r.read()
+w = subprocess.Popen(["bash", "-c", "exec 3>f; sleep 0.5; echo new >&3; sleep 0.3; exec 3>&-"])
+time.sleep(0.2)
+again = os.pread(r.fileno(), 100, 0)
+fresh = open("f", "rb").read()
+w.wait()
+print(first.decode(), again.decode(), fresh.decode(), open("f").read(), sep="|", end="")
+PY`},
 	} {
 		for _, pt := range []string{"on", "off"} {
 			t.Run(tc.name+"/passthrough="+pt, func(t *testing.T) {

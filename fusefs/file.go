@@ -23,6 +23,7 @@ type File struct {
 	node        *Node
 	fd          int  // plain handles: fd of the verified backing file
 	passthrough bool // the kernel may serve reads straight from fd
+	cached      bool // the kernel serves reads through its page cache
 
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
@@ -143,7 +144,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		return nil, 0, errno
 	}
 	if write {
-		if forKernel && n.passingThrough() {
+		if forKernel && n.sharesKernelCache() {
 			dirfd.Close(fd)
 			return nil, 0, n.retire()
 		}
@@ -157,7 +158,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
-			if forKernel && n.passingThrough() {
+			if forKernel && n.sharesKernelCache() {
 				dirfd.Close(fd)
 				return nil, 0, n.retire()
 			}
@@ -199,7 +200,8 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	f := n.fsys
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && (n.ptHold == 0 || time.Now().UnixNano() >= n.ptHold)
+	held := n.ptHold != 0 && time.Now().UnixNano() < n.ptHold
+	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
 	if n.readers > 0 {
 		if n.readKey != key {
 			return nil, 0, false
@@ -216,26 +218,37 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 		return &passthroughFile{h}, fuseFlags, true
 	}
 	n.cachedOpen.Add(1)
-	if f.opts.Passthrough {
+	// Read direct, past the kernel's page cache, where the mount passes
+	// through (the cache would hold what this reader read while others
+	// pass through), and while the node's size is an owner's pending
+	// write's (views.go): a read from the cache stops at that size.
+	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held {
 		fuseFlags |= fuse.FOPEN_DIRECT_IO
+	} else {
+		h.cached = true
+		n.cachedReaders++
 	}
 	return h, fuseFlags, true
 }
 
-// passingThrough reports whether n has read handles that pass through: the
-// kernel then refuses any open of n that does not pass through to the same
-// backing file, as a write handle must not.
-func (n *Node) passingThrough() bool {
+// sharesKernelCache reports whether n has read handles that pass through
+// or read through the page cache: a handle of a pending write must not
+// join them (see views.go). Passing through, the kernel refuses any open
+// of n that does not pass through to the same backing file.
+func (n *Node) sharesKernelCache() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.readers > 0 && n.readPT
+	return n.readers > 0 && (n.readPT || n.cachedReaders > 0)
 }
 
-// readerGone drops a plain read handle from n's count.
-func (n *Node) readerGone() {
+// readerGone drops plain read handle h from n's count.
+func (n *Node) readerGone(h *File) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.readers--
+	if h.cached {
+		n.cachedReaders--
+	}
 }
 
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
@@ -275,6 +288,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
+	out.SetAttrTimeout(asNode(child).attrValid()) // in flux from here (views.go)
 	return child, fh, fuseFlags, 0
 }
 
@@ -478,7 +492,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		if !h.passthrough {
 			h.node.cachedOpen.Add(-1)
 		}
-		h.node.readerGone()
+		h.node.readerGone(h)
 		return toErrno(dirfd.Close(h.fd))
 	}
 	h.withShared(func(w *pendingWrite) syscall.Errno {
@@ -496,6 +510,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		return 0
 	})
 	h.node.cachedOpen.Add(-1)
+	h.node.sharedOpen.Add(-1)
 	return 0
 }
 

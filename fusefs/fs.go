@@ -137,6 +137,10 @@ type FS struct {
 	synthetic atomic.Uint64 // the last inode number the mount made up
 	writeSeq  atomic.Uint64 // the last pendingWrite.seq given out
 
+	// attrTimeout is how long the kernel may keep attributes (set by
+	// MountOptions, before the mount); see Node.attrValid.
+	attrTimeout time.Duration
+
 	notify *notifier // invalidations for the kernel, sent by one goroutine
 	watch  *watcher  // changes in BACKING behind the mount; nil if unwatched
 
@@ -268,10 +272,12 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// OPEN and OPENDIR (openErrno keeps the daemon from answering ENOSYS,
 	// which would make it skip them anyway).
 	mo.DisabledCapabilities |= fuse.CAP_NO_OPEN_SUPPORT | fuse.CAP_NO_OPENDIR_SUPPORT
+	// Attribute timeouts are the nodes' own (Node.attrValid): go-fuse
+	// would turn a zero one, which a node in flux needs, into the default.
+	f.attrTimeout = attr
 	return &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &entry,
-		AttrTimeout:     &attr,
 		NegativeTimeout: &neg,
 		RootStableAttr:  f.RootStableAttr(),
 		NullPermissions: true,

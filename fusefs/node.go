@@ -35,17 +35,25 @@ type Node struct {
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
 	cachedOpen atomic.Int32
+	// sharedOpen counts n's open handles of an owner's pending write
+	// (shared handles). While there are any, the kernel's one size for
+	// the inode is not the committed file's for everyone: new plain
+	// readers read direct, and attributes are not cached (see views.go).
+	sharedOpen atomic.Int32
 
 	// Guarded by mu: n's plain read handles (readers) all read the version
 	// readKey of the file, by passthrough if readPT (see admitReader).
 	// A retired node takes no new open (see retire); ptHold, in Unix
 	// nanoseconds, keeps a new node's readers from passing through while
 	// the writer whose open retired its predecessor comes back for it.
-	readers int
-	readKey locks.Key
-	readPT  bool
-	retired bool
-	ptHold  int64
+	// cachedReaders of them read through the kernel's page cache, which
+	// a write open must not share (see views.go).
+	readers       int
+	readKey       locks.Key
+	readPT        bool
+	cachedReaders int
+	retired       bool
+	ptHold        int64
 
 	// watched: directories whose changes in BACKING the watcher reports;
 	// their entries may be cached for the long timeouts (see watch.go).
@@ -321,14 +329,25 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, syscall.ENOENT
 		}
 	}
+	child := n.newChild(ctx, &st, gen)
+	cn := n.known(name, child)
+	if cn.inFlux() {
+		// The caller's owner's view (views.go).
+		if w := n.fsys.ownWrite(ctx, keyOf(&st)); w != nil {
+			dirfd.Fstat(w.cur(), &st)
+			w.entry.Unlock()
+		}
+	}
 	n.fsys.fillEntry(out, &st)
+	out.Ino = child.StableAttr().Ino
+	out.SetAttrTimeout(cn.attrValid())
 	if !n.watched.Load() && n.fsys.watch != nil {
 		// Changes in BACKING here are not reported: cache as briefly as
 		// an unwatched mount does.
 		out.SetEntryTimeout(DefaultCache.Entry)
-		out.SetAttrTimeout(DefaultCache.Attr)
+		out.SetAttrTimeout(min(cn.attrValid(), DefaultCache.Attr))
 	}
-	return n.newChild(ctx, &st, gen), 0
+	return child, 0
 }
 
 // fillAttr fills a FUSE attribute from a backing stat, with the mount's
@@ -353,7 +372,7 @@ func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
 
 // stat stats the object n stands for, through fh when there is one.
 func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
-	if h := fileOf(fh); h != nil {
+	if h := fileOf(fh); h != nil && h.answersFor(ctx) {
 		return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
 	}
 	if n.IsDir() {
@@ -397,6 +416,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	// The mount's inode number stays the one the kernel knows, even after an
 	// atomic write has replaced the backing file.
 	out.Ino = n.StableAttr().Ino
+	out.SetTimeout(n.attrValid())
 	return 0
 }
 

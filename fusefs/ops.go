@@ -151,7 +151,9 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 		return nil, errno
 	}
 	n.fsys.fillEntry(out, &st)
-	return n.newChild(ctx, &st, gen), 0
+	child := n.newChild(ctx, &st, gen)
+	out.SetAttrTimeout(asNode(child).attrValid())
+	return child, 0
 }
 
 func unlinkFlags(mode uint32) int {
@@ -250,6 +252,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
+	out.SetAttrTimeout(tn.attrValid())
 	return tn.EmbeddedInode(), 0
 }
 

@@ -89,6 +89,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
 		appends: flags&syscall.O_APPEND != 0}
 	n.cachedOpen.Add(1)
+	n.sharedOpen.Add(1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0

@@ -1,0 +1,79 @@
+package fusefs
+
+import (
+	"context"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+)
+
+// Views of a file being written. While an owner writes a file, two
+// versions of it exist: the file as committed, which every other owner
+// reads, and the owner's temp. The kernel keeps one size per inode, and it
+// acts on it: a read through the page cache stops there, an O_APPEND write
+// starts there, lseek(SEEK_END) and mmap use it. Whatever the daemon last
+// answered (a lookup, any process's stat) becomes that size. So:
+//
+//   - A node serves the kernel one version through its cache. A write
+//     open on a node whose readers pass through or read through the page
+//     cache retires it (Node.retire): the writer meets the file on a new
+//     node, the readers keep the version they opened. Plain readers that
+//     open while the node has a pending write's handles (sharedOpen) read
+//     direct: no read of theirs stops at the writer's size.
+//   - Attributes are the caller's owner's view: the temp's for the owner
+//     writing, the committed file's for everyone else, whichever handle
+//     go-fuse lends a stat by path. While the node has shared handles they
+//     are not cached (Node.attrValid), so the kernel asks again, with the
+//     asking process, before each stat and each lseek(SEEK_END).
+//   - An O_APPEND write is placed at the end of the temp by the daemon
+//     (File.appends), not at the size the kernel last heard of.
+//
+// What is left: a shared mmap of a file being written faults against the
+// size the kernel last heard of, which another owner's stat may have
+// lowered to the committed file's.
+
+// inFlux reports whether n has handles of an owner's pending write open.
+func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
+
+// answersFor reports whether h's own fd is the view of the file the caller
+// should see; if not, the caller is told through its owner's view instead
+// (Node.stat by name). A shared handle shows the owner's write to its
+// owner; a plain handle shows the file as it opened it, except to the
+// owner of a write in progress on a node in flux, to which go-fuse lent it
+// for a stat by name.
+func (h *File) answersFor(ctx context.Context) bool {
+	f := h.node.fsys
+	if h.shared != nil {
+		return f.owner(ctx) == h.shared.entry.Owner()
+	}
+	if !h.node.inFlux() {
+		return true
+	}
+	w := f.ownWrite(ctx, h.node.key())
+	if w == nil {
+		return true
+	}
+	uncommitted := w.temp >= 0
+	w.entry.Unlock()
+	return !uncommitted
+}
+
+// known returns the node the kernel already has for child, which n's
+// lookup of name just made: go-fuse keeps the node it knows under the same
+// identity and drops the new one, whose counts are all zero.
+func (n *Node) known(name string, child *fs.Inode) *Node {
+	if old := n.GetChild(name); old != nil && old.StableAttr() == child.StableAttr() {
+		return asNode(old)
+	}
+	return asNode(child)
+}
+
+// attrValid is how long the kernel may keep n's attributes: the mount's
+// attribute timeout, and not at all while n is in flux. Every answer that
+// carries attributes sets it (go-fuse's default would replace a zero).
+func (n *Node) attrValid() time.Duration {
+	if n.inFlux() {
+		return 0
+	}
+	return n.fsys.attrTimeout
+}
