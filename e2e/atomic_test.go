@@ -198,11 +198,21 @@ print(seen.decode().strip())
 
 // TestReadersNeverSeePartial: while another owner writes 100 MiB of new
 // content over a file, every complete read of it is exactly the old or
-// exactly the new content.
+// exactly the new content, whether readers pass through or read through
+// the kernel's page cache (passthrough=off).
 func TestReadersNeverSeePartial(t *testing.T) {
 	t.Parallel()
+	for _, pt := range []string{"on", "off"} {
+		t.Run("passthrough="+pt, func(t *testing.T) {
+			t.Parallel()
+			readersNeverSeePartial(t, "passthrough="+pt)
+		})
+	}
+}
+
+func readersNeverSeePartial(t *testing.T, opt string) {
 	const size = 100 << 20
-	m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) {
+	m := mount(t, Opts("lockowner=pid", opt), Prepare(func(m *Mount) {
 		writePattern(t, m.BackingPath("big"), 1, size)
 	}))
 	oldSum, newSum := patternSum(1, size), patternSum(2, size)
