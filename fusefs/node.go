@@ -370,11 +370,25 @@ func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
 	f.fillAttr(&out.Attr, st)
 }
 
-// stat stats the object n stands for, through fh when there is one.
+// stat stats the object n stands for, through fh when it shows the
+// caller's view (views.go), else by name; a handle whose name is gone
+// still answers for its file.
 func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
-	if h := fileOf(fh); h != nil && h.answersFor(ctx) {
-		return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
+	h := fileOf(fh)
+	if h == nil {
+		return n.statByName(ctx, st)
 	}
+	if !h.answersFor(ctx) {
+		if errno := n.statByName(ctx, st); errno != syscall.ENOENT {
+			return errno
+		}
+	}
+	return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
+}
+
+// statByName stats the object n stands for by its name in its parent,
+// verified, as the caller's owner sees it.
+func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	if n.IsDir() {
 		fd, errno := n.dirFd(ctx)
 		if errno != 0 {

@@ -1,0 +1,128 @@
+package fusefs
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// TestViewsOfAFileInFlux: while process 1 (its own owner) writes f, its
+// stats and lookups show its bytes and everyone else's show the file as
+// committed, whichever handle answers; none of those attributes may be
+// cached by the kernel until the write is over.
+func TestViewsOfAFileInFlux(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.attrTimeout = time.Minute
+	tf.write(t, "f", "old content")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	n := h.node
+
+	getattr := func(pid uint32, fh *File) (uint64, time.Duration) {
+		t.Helper()
+		var out fuse.AttrOut
+		var errno syscall.Errno
+		if fh == nil {
+			errno = n.Getattr(as(pid), nil, &out)
+		} else {
+			errno = n.Getattr(as(pid), fh, &out)
+		}
+		if errno != 0 {
+			t.Fatalf("getattr as %d: %v", pid, errno)
+		}
+		return out.Size, out.Timeout()
+	}
+	lookup := func(pid uint32) (uint64, time.Duration) {
+		t.Helper()
+		var out fuse.EntryOut
+		if _, errno := tf.root.Lookup(as(pid), "f", &out); errno != 0 {
+			t.Fatalf("lookup as %d: %v", pid, errno)
+		}
+		return out.Size, out.AttrTimeout()
+	}
+	for _, tc := range []struct {
+		what string
+		get  func() (uint64, time.Duration)
+		want uint64
+	}{
+		{"the writer's fstat", func() (uint64, time.Duration) { return getattr(1, h) }, 3},
+		{"the writer's stat by name", func() (uint64, time.Duration) { return getattr(1, nil) }, 3},
+		{"another owner's stat, the writer's handle lent", func() (uint64, time.Duration) { return getattr(2, h) }, 11},
+		{"another owner's stat by name", func() (uint64, time.Duration) { return getattr(2, nil) }, 11},
+		{"the writer's lookup", func() (uint64, time.Duration) { return lookup(1) }, 3},
+		{"another owner's lookup", func() (uint64, time.Duration) { return lookup(2) }, 11},
+	} {
+		size, ttl := tc.get()
+		if size != tc.want || ttl != 0 {
+			t.Errorf("%s: size %d, cached for %v; want %d, not cached", tc.what, size, ttl, tc.want)
+		}
+	}
+
+	// Another owner's reader opened now reads direct: a read through the
+	// page cache would stop at the size the kernel last heard of.
+	_, flags, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 || flags&fuse.FOPEN_DIRECT_IO == 0 {
+		t.Errorf("another owner's read open while f is written: flags %#x, %v; want direct I/O", flags, errno)
+	}
+
+	h.Release(as(1))
+	if size, ttl := getattr(2, nil); size != 3 || ttl != time.Minute {
+		t.Errorf("after the commit: size %d, cached for %v; want 3 for a minute", size, ttl)
+	}
+}
+
+// TestWriteOpenRetiresCachedReaders: a write open on a node whose readers
+// read through the page cache (no passthrough) gets ESTALE, so that the
+// kernel looks the name up again and the writer's size never becomes the
+// readers' inode's; the readers keep reading the old file.
+func TestWriteOpenRetiresCachedReaders(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	n := tf.lookup(t, "f")
+	r, flags, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 || flags&fuse.FOPEN_DIRECT_IO != 0 {
+		t.Fatalf("read open: flags %#x, %v; want one through the page cache", flags, errno)
+	}
+	if _, _, errno := n.Open(as(1), syscall.O_WRONLY|syscall.O_TRUNC); errno != syscall.ESTALE {
+		t.Fatalf("write open beside a cached reader = %v, want ESTALE", errno)
+	}
+	m := tf.lookup(t, "f")
+	if m == n {
+		t.Fatal("the lookup after the retirement found the retired node")
+	}
+	w, _, errno := m.Open(as(1), syscall.O_WRONLY|syscall.O_TRUNC)
+	if errno != 0 {
+		t.Fatalf("write open on the new node: %v", errno)
+	}
+	writeAll(t, fileOf(w), "new")
+	buf := make([]byte, 16)
+	res, errno := fileOf(r).Read(as(2), buf, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if got, _ := res.Bytes(buf); string(got) != "old" {
+		t.Errorf("the reader reads %q while f is rewritten, want old", got)
+	}
+	fileOf(w).Release(as(1))
+	fileOf(r).Release(as(2))
+	tf.wantContent(t, "f", "new", "after the writer's release")
+}
+
+// TestAppendGoesToTheTempsEnd: an O_APPEND write lands at the end of the
+// owner's bytes, whatever offset the kernel sends (its idea of the size
+// may be another view's).
+func TestAppendGoesToTheTempsEnd(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old\n")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_APPEND)
+	for _, line := range []string{"a\n", "b\n"} {
+		// The kernel thinks the file is the committed four bytes long.
+		if n, errno := h.Write(as(1), []byte(line), 4); errno != 0 || int(n) != len(line) {
+			t.Fatalf("append %q = %d, %v", line, n, errno)
+		}
+	}
+	h.Release(as(1))
+	tf.wantContent(t, "f", "old\na\nb\n", "after two appends")
+}
