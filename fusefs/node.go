@@ -331,21 +331,25 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	child := n.newChild(ctx, &st, gen)
 	cn := n.known(name, child)
-	if cn.inFlux() {
-		// The caller's owner's view (views.go).
+	ttl := cn.attrValid()
+	if cn.inFlux() || n.fsys.writing(keyOf(&st)) {
+		// The caller's owner's view, not cached (views.go). A name the
+		// kernel has not met yet (another hard link) may lead to a node in
+		// flux that known cannot find: the lock table tells.
 		if w := n.fsys.ownWrite(ctx, keyOf(&st)); w != nil {
 			dirfd.Fstat(w.cur(), &st)
 			w.entry.Unlock()
 		}
+		ttl = 0
 	}
 	n.fsys.fillEntry(out, &st)
 	out.Ino = child.StableAttr().Ino
-	out.SetAttrTimeout(cn.attrValid())
+	out.SetAttrTimeout(ttl)
 	if !n.watched.Load() && n.fsys.watch != nil {
 		// Changes in BACKING here are not reported: cache as briefly as
 		// an unwatched mount does.
 		out.SetEntryTimeout(DefaultCache.Entry)
-		out.SetAttrTimeout(min(cn.attrValid(), DefaultCache.Attr))
+		out.SetAttrTimeout(min(ttl, DefaultCache.Attr))
 	}
 	return child, 0
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+
+	"realm/locks"
 )
 
 // Views of a file being written. While an owner writes a file, two
@@ -66,6 +68,17 @@ func (n *Node) known(name string, child *fs.Inode) *Node {
 		return asNode(old)
 	}
 	return asNode(child)
+}
+
+// writing reports whether an owner has a write in progress on the backing
+// file with key.
+func (f *FS) writing(key locks.Key) bool {
+	w := f.pendingFor(key)
+	if w == nil {
+		return false
+	}
+	w.entry.Unlock()
+	return true
 }
 
 // attrValid is how long the kernel may keep n's attributes: the mount's

@@ -1,6 +1,8 @@
 package fusefs
 
 import (
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -125,4 +127,26 @@ func TestAppendGoesToTheTempsEnd(t *testing.T) {
 	}
 	h.Release(as(1))
 	tf.wantContent(t, "f", "old\na\nb\n", "after two appends")
+}
+
+// TestLookupOfAnotherLinkInFlux: a lookup of a hard link the kernel has not
+// met, to a file an owner is writing through another name, is not cached
+// either: the kernel will find its node in flux under that identity.
+func TestLookupOfAnotherLinkInFlux(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.attrTimeout = time.Minute
+	tf.write(t, "f", "old content")
+	if err := os.Link(filepath.Join(tf.backing, "f"), filepath.Join(tf.backing, "g")); err != nil {
+		t.Fatal(err)
+	}
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "new")
+	var out fuse.EntryOut
+	if _, errno := tf.root.Lookup(as(2), "g", &out); errno != 0 {
+		t.Fatal(errno)
+	}
+	if out.Size != 11 || out.AttrTimeout() != 0 {
+		t.Errorf("another owner's lookup of the other link: size %d, cached for %v; want 11, not cached", out.Size, out.AttrTimeout())
+	}
+	h.Release(as(1))
 }
