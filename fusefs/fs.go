@@ -124,7 +124,7 @@ type FS struct {
 	// its node, and its inode number on the mount, across commits (SQLite
 	// checks that the file behind its descriptor is still the one at its
 	// path). Entries go when the node is forgotten or retired. rekeyedMu
-	// guards rekeyed, borrowed and holds.
+	// guards rekeyed, borrowed, holds, heirs and lockFds.nodes.
 	rekeyedMu sync.Mutex
 	rekeyed   map[fileID]*Node
 	// borrowed holds the inode numbers those nodes answer to, which the
@@ -133,7 +133,10 @@ type FS struct {
 	borrowed map[uint64]*Node
 	// holds maps the backing files whose node was retired to when their
 	// next node's readers may pass through (see Node.retire).
-	holds     map[locks.Key]int64
+	holds map[locks.Key]int64
+	// heirs maps a retired node's backing file to its lock set, for the
+	// nodes that replace it (reclock.go).
+	heirs     map[locks.Key]*lockFds
 	synthetic atomic.Uint64 // the last inode number the mount made up
 	writeSeq  atomic.Uint64 // the last pendingWrite.seq given out
 
@@ -168,7 +171,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, recLocks: &lockFds{nodes: 1}}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
 	fsys.notify.whenBusy = opts.NotifyWhenBusy
 	go fsys.notify.run()

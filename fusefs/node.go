@@ -30,7 +30,7 @@ type Node struct {
 	ino uint64 // write of this mount replaces the file (see commit)
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	recLocks lockFds // per-owner fds for POSIX record locks and flock
+	recLocks *lockFds // per-locker fds for POSIX record locks and flock; shared with a retired predecessor (reclock.go)
 
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
@@ -97,6 +97,7 @@ func (n *Node) retire() syscall.Errno {
 	key := locks.Key{Dev: n.dev, Ino: n.ino}
 	n.mu.Unlock()
 	n.fsys.retired(n, key)
+	n.fsys.bequeath(n, key)
 	// The kernel's entry for the name still leads to n: have it look the
 	// name up again for a stat too, not only for an open.
 	if name, parent := n.Parent(); parent != nil {
@@ -145,7 +146,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 		// rewritten file's so that every lookup finds the same node.
 		ino = borrowedBit | n.fsys.synthetic.Add(1)
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st))}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), recLocks: n.fsys.lockSet(keyOf(st))}
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
 	if synthetic {
 		n.fsys.setRekeyed(fileID{keyOf(st), gen}, child)
@@ -234,7 +235,7 @@ func (n *Node) OnForget() {
 	}
 	n.fd = -1
 	n.mu.Unlock()
-	n.recLocks.closeAll()
+	n.fsys.dropLockSet(n.recLocks)
 	n.fsys.forgetRekeyed(n)
 }
 

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"realm/fusefs/dirfd"
+	"realm/locks"
 )
 
 // POSIX record locks and flock on the mount (sqlite, git, make's jobserver
@@ -26,11 +27,54 @@ import (
 // holds an fd. Atomic writes replace the backing file, but lockers keep meeting on
 // the anchor, so a commit never drops or splits a lock. (Locks taken by
 // processes outside the mount on a later version of the file do not meet
-// the mount's.)
+// the mount's.) A node retired while readers hold it (views.go) hands its
+// set to the node that replaces it: the two are one file to every locker.
 type lockFds struct {
 	mu       sync.Mutex
 	anchor   int // 0 when none (fd 0 is never an anchor: dups start at 3)
 	byLocker map[uint64]int
+	nodes    int // nodes sharing the set; guarded by FS.rekeyedMu
+}
+
+// lockSet returns the lock set for a new node of the backing file key: the
+// set of a retired node of that file, if one lives, else a new one.
+func (f *FS) lockSet(key locks.Key) *lockFds {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if l := f.heirs[key]; l != nil {
+		l.nodes++
+		return l
+	}
+	return &lockFds{nodes: 1}
+}
+
+// bequeath offers n's lock set to the nodes that replace it (n is retired
+// as the backing file key).
+func (f *FS) bequeath(n *Node, key locks.Key) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.heirs == nil {
+		f.heirs = make(map[locks.Key]*lockFds)
+	}
+	f.heirs[key] = n.recLocks
+}
+
+// dropLockSet is a node's forget: the last node of a set closes its fds.
+func (f *FS) dropLockSet(l *lockFds) {
+	f.rekeyedMu.Lock()
+	l.nodes--
+	last := l.nodes == 0
+	if last {
+		for k, v := range f.heirs {
+			if v == l {
+				delete(f.heirs, k)
+			}
+		}
+	}
+	f.rekeyedMu.Unlock()
+	if last {
+		l.closeAll()
+	}
 }
 
 // fd returns locker's lock fd, opening it from the anchor (made from src, an

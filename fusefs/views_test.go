@@ -150,3 +150,44 @@ func TestLookupOfAnotherLinkInFlux(t *testing.T) {
 	}
 	h.Release(as(1))
 }
+
+// TestLocksMeetAcrossARetiredNode: record locks taken through a node that
+// was retired for a writer (its readers read through the page cache) and
+// through the node that replaced it are locks on one file, even after the
+// writer's commit replaced the backing file: a reader's shared lock keeps
+// the writer's exclusive one out, as SQLite needs.
+func TestLocksMeetAcrossARetiredNode(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "db")
+	n := tf.lookup(t, "f")
+	r, _, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	whole := func(typ uint32) *fuse.FileLock { return &fuse.FileLock{Start: 0, End: 1<<63 - 1, Typ: typ} }
+	if errno := n.Setlk(as(2), r, 2, whole(syscall.F_RDLCK), 0); errno != 0 {
+		t.Fatalf("the reader's shared lock: %v", errno)
+	}
+	if _, _, errno := n.Open(as(1), syscall.O_RDWR); errno != syscall.ESTALE {
+		t.Fatalf("write open beside a cached reader = %v, want ESTALE (the test needs a retired node)", errno)
+	}
+	m := tf.lookup(t, "f")
+	w, _, errno := m.Open(as(1), syscall.O_RDWR)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	// A commit replaces the backing file: locks must still meet on the
+	// file the first lock was taken on.
+	writeAll(t, fileOf(w), "new")
+	if errno := fileOf(w).Fsync(as(1), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := m.Setlk(as(1), w, 1, whole(syscall.F_WRLCK), 0); errno != syscall.EAGAIN {
+		t.Errorf("the writer's exclusive lock beside the reader's shared one = %v, want EAGAIN", errno)
+	}
+	fileOf(r).Release(as(2))
+	if errno := m.Setlk(as(1), w, 1, whole(syscall.F_WRLCK), 0); errno != 0 {
+		t.Errorf("the writer's exclusive lock after the reader closed = %v, want it granted", errno)
+	}
+	fileOf(w).Release(as(1))
+}
