@@ -486,7 +486,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	// The kernel releases a handle when its last descriptor closes: the
 	// locks taken through it go with it, as close(2) drops them natively.
 	for locker := range lockers {
-		h.node.recLocks.drop(locker)
+		h.node.dropLocker(locker)
 	}
 	if h.shared == nil {
 		if !h.passthrough {

@@ -171,7 +171,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, recLocks: &lockFds{nodes: 1}}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
 	fsys.notify.whenBusy = opts.NotifyWhenBusy
 	go fsys.notify.run()

@@ -30,7 +30,11 @@ type Node struct {
 	ino uint64 // write of this mount replaces the file (see commit)
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
-	recLocks *lockFds // per-locker fds for POSIX record locks and flock; shared with a retired predecessor (reclock.go)
+	// recLocks holds the per-locker fds of POSIX record locks and flock,
+	// made at first use (Node.lockSet, guarded by mu) and shared with a
+	// retired predecessor born as the same file (bornAs; see reclock.go).
+	recLocks *lockFds
+	bornAs   locks.Key
 
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
@@ -146,7 +150,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 		// rewritten file's so that every lookup finds the same node.
 		ino = borrowedBit | n.fsys.synthetic.Add(1)
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), recLocks: n.fsys.lockSet(keyOf(st))}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
 	if synthetic {
 		n.fsys.setRekeyed(fileID{keyOf(st), gen}, child)
@@ -234,8 +238,11 @@ func (n *Node) OnForget() {
 		dirfd.Close(n.fd)
 	}
 	n.fd = -1
+	l := n.recLocks
 	n.mu.Unlock()
-	n.fsys.dropLockSet(n.recLocks)
+	if l != nil {
+		n.fsys.dropLockSet(l)
+	}
 	n.fsys.forgetRekeyed(n)
 }
 

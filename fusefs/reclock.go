@@ -36,9 +36,31 @@ type lockFds struct {
 	nodes    int // nodes sharing the set; guarded by FS.rekeyedMu
 }
 
-// lockSet returns the lock set for a new node of the backing file key: the
-// set of a retired node of that file, if one lives, else a new one.
-func (f *FS) lockSet(key locks.Key) *lockFds {
+// lockSet returns n's lock set, made at first use: a node that go-fuse
+// drops for one it knows already (a lookup of a known name) never holds
+// one, so every set is dropped by the OnForget of each node sharing it.
+func (n *Node) lockSet() *lockFds {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.recLocks == nil {
+		n.recLocks = n.fsys.lockSetOf(n.bornAs)
+	}
+	return n.recLocks
+}
+
+// dropLocker closes locker's fd in n's lock set, if n has one.
+func (n *Node) dropLocker(locker uint64) {
+	n.mu.Lock()
+	l := n.recLocks
+	n.mu.Unlock()
+	if l != nil {
+		l.drop(locker)
+	}
+}
+
+// lockSetOf returns the lock set for a node born as the backing file key:
+// the set of a retired node born as that file, if one lives, else a new one.
+func (f *FS) lockSetOf(key locks.Key) *lockFds {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
 	if l := f.heirs[key]; l != nil {
@@ -48,15 +70,16 @@ func (f *FS) lockSet(key locks.Key) *lockFds {
 	return &lockFds{nodes: 1}
 }
 
-// bequeath offers n's lock set to the nodes that replace it (n is retired
-// as the backing file key).
+// bequeath offers n's lock set to the nodes that replace it: nodes born as
+// the backing file key, which n stood for when it was retired.
 func (f *FS) bequeath(n *Node, key locks.Key) {
+	l := n.lockSet()
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
 	if f.heirs == nil {
 		f.heirs = make(map[locks.Key]*lockFds)
 	}
-	f.heirs[key] = n.recLocks
+	f.heirs[key] = l
 }
 
 // dropLockSet is a node's forget: the last node of a set closes its fds.
@@ -148,7 +171,7 @@ func (n *Node) lockFd(fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	var fd int
 	errno := h.withFd(func(src int) syscall.Errno {
 		var errno syscall.Errno
-		fd, errno = n.recLocks.fd(src, locker)
+		fd, errno = n.lockSet().fd(src, locker)
 		return errno
 	})
 	if errno != 0 {
