@@ -33,6 +33,12 @@ type File struct {
 	// (the file as committed, shown to a lookup or to another owner) may
 	// have set since: the daemon places it at the end of the temp.
 	appends bool
+	// truncates: opened O_TRUNC; changed: a write or truncate came through
+	// it since (both guarded by the shared entry's lock); flushed: a close
+	// of one of its descriptors came (FLUSH; guarded by mu). A handle the
+	// kernel releases without a FLUSH never reached a process: its open
+	// failed after the daemon made it (see Release).
+	truncates, changed, flushed bool
 	// writing: the handle changed the file (or opened it O_TRUNC) and is
 	// counted in shared.writing, until its opener closes its last
 	// descriptor of the file or the handle is released. Guarded by the
@@ -144,11 +150,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		return nil, 0, errno
 	}
 	if write {
-		if forKernel && n.sharesKernelCache() {
-			dirfd.Close(fd)
-			return nil, 0, n.retire()
-		}
-		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags)
+		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags, forKernel)
 	}
 	// A reader shares the owner's pending write while it has uncommitted
 	// bytes, so a process that reopens a file it is writing sees its own
@@ -158,11 +160,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
-			if forKernel && n.sharesKernelCache() {
-				dirfd.Close(fd)
-				return nil, 0, n.retire()
-			}
-			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags)
+			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
 	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st))
@@ -231,14 +229,29 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	return h, fuseFlags, true
 }
 
-// sharesKernelCache reports whether n has read handles that pass through
-// or read through the page cache: a handle of a pending write must not
-// join them (see views.go). Passing through, the kernel refuses any open
-// of n that does not pass through to the same backing file.
-func (n *Node) sharesKernelCache() bool {
+// admitShared counts a handle of a pending write on n, unless n has read
+// handles that pass through or read through the page cache, which it must
+// not join (views.go; passing through, the kernel refuses any open of n
+// that does not pass through to the same backing file). The check and the
+// count are one step under n.mu, as admitReader's are: a reader admitted
+// between them could pass through beside the writer, and the kernel would
+// fail the writer's open after the daemon had made its handle. Handles the
+// kernel never sees (forKernel false) are always counted.
+func (n *Node) admitShared(forKernel bool) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.readers > 0 && (n.readPT || n.cachedReaders > 0)
+	if forKernel && n.readers > 0 && (n.readPT || n.cachedReaders > 0) {
+		return false
+	}
+	n.cachedOpen.Add(1)
+	n.sharedOpen.Add(1)
+	return true
+}
+
+// sharedGone uncounts a handle of a pending write on n.
+func (n *Node) sharedGone() {
+	n.cachedOpen.Add(-1)
+	n.sharedOpen.Add(-1)
 }
 
 // readerGone drops plain read handle h from n's count.
@@ -284,7 +297,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT)
+	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
@@ -391,6 +404,9 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	if h.shared == nil {
 		return 0
 	}
+	h.mu.Lock()
+	h.flushed = true
+	h.mu.Unlock()
 	f := h.node.fsys
 	tid := caller(ctx).Pid
 	if !f.processes.IsThreadOf(h.opener, tid) {
@@ -433,9 +449,10 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	})
 }
 
-// joinWriting counts h among its write's writers; the caller holds the
-// shared entry's lock.
+// joinWriting counts h among its write's writers, for a change made
+// through it; the caller holds the shared entry's lock.
 func (h *File) joinWriting() {
+	h.changed = true
 	if !h.writing {
 		h.writing = true
 		h.shared.writing++
@@ -482,6 +499,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	}
 	h.released = true
 	lockers := h.lockers
+	flushed := h.flushed
 	h.mu.Unlock()
 	// The kernel releases a handle when its last descriptor closes: the
 	// locks taken through it go with it, as close(2) drops them natively.
@@ -503,14 +521,21 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		// The commit reports its own failures (commitFailed, conflict):
 		// no caller is left to hear them.
 		h.leaveWriting()
-		if w.handles == 1 {
+		switch {
+		case w.handles != 1:
+		case !flushed && h.truncates && !h.changed:
+			// The open failed in the kernel after the daemon made the
+			// handle (passthrough refused beside another open, say): the
+			// process never had the file, and its O_TRUNC must not empty it.
+			w.node.fsys.logf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
+			w.dropTemp()
+		default:
 			w.commit(ctx, false)
 		}
 		w.release(h.lease.Shared(), h.lease)
 		return 0
 	})
-	h.node.cachedOpen.Add(-1)
-	h.node.sharedOpen.Add(-1)
+	h.node.sharedGone()
 	return 0
 }
 

@@ -39,8 +39,17 @@ func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*lo
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file, named name in
 // the directory pn (fd pfd); it is consumed.
-func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	f := n.fsys
+	if !n.admitShared(forKernel) {
+		dirfd.Close(base)
+		return nil, 0, n.retire()
+	}
+	defer func() {
+		if errno != 0 {
+			n.sharedGone()
+		}
+	}()
 	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
 	if err != nil {
 		dirfd.Close(base)
@@ -86,10 +95,8 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w.dirty = true
 		w.writing++
 	}
-	fh := &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
-		appends: flags&syscall.O_APPEND != 0}
-	n.cachedOpen.Add(1)
-	n.sharedOpen.Add(1)
+	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
+		truncates: truncates, appends: flags&syscall.O_APPEND != 0}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0

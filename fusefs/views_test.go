@@ -3,6 +3,7 @@ package fusefs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -190,4 +191,63 @@ func TestLocksMeetAcrossARetiredNode(t *testing.T) {
 		t.Errorf("the writer's exclusive lock after the reader closed = %v, want it granted", errno)
 	}
 	fileOf(w).Release(as(1))
+}
+
+// TestFailedOpenKeepsContent: the kernel may fail an open after the daemon
+// made its handle (a passthrough reader admitted beside it, a signal) and
+// then release the handle, with no FLUSH ever: the process never had the
+// file, and an O_TRUNC in that open must not empty it.
+func TestFailedOpenKeepsContent(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "content")
+	h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	h.Release(as(1)) // no Flush: the open never reached the process
+	tf.wantContent(t, "f", "content", "after the release of a handle whose open failed")
+	tf.wantNoTemps(t)
+	if !strings.Contains(tf.logs.String(), "failed in the kernel") {
+		t.Errorf("log %q does not say why the truncation was not committed", tf.logs.String())
+	}
+
+	// A truncation that reached the process (: > f) is committed.
+	h = tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+	h.mu.Lock()
+	h.flushed = true // its close sent FLUSH; as pid 1's, it committed nothing here
+	h.mu.Unlock()
+	h.Release(as(1))
+	tf.wantContent(t, "f", "", "after the release of a truncating open that was closed")
+}
+
+// TestAdmissionIsOneStep: a pending write's handle and a passthrough reader
+// never both get into a node, in either order: a writer counted first
+// makes the reader read direct; a passthrough reader admitted first sends
+// the writer to a new node (ESTALE). Each check and its count are one step
+// under Node.mu (admitShared, admitReader), so no reader slips in between.
+func TestAdmissionIsOneStep(t *testing.T) {
+	tf := newTestFS(t, func(o *Options) { o.Passthrough = true })
+	tf.write(t, "f", "x")
+
+	n := tf.lookup(t, "f")
+	w, _, errno := n.Open(as(1), syscall.O_RDWR)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	r, flags, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).passthrough {
+		t.Errorf("a reader beside a pending write: flags %#x, %v; want it admitted, not passing through", flags, errno)
+	}
+	fileOf(r).Release(as(2))
+	fileOf(w).Release(as(1))
+
+	m := tf.lookup(t, "f")
+	r, _, errno = m.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 || !fileOf(r).passthrough {
+		t.Fatalf("a reader alone: %v, passthrough %v; want it passing through", errno, fileOf(r).passthrough)
+	}
+	if _, _, errno := m.Open(as(1), syscall.O_RDWR); errno != syscall.ESTALE {
+		t.Errorf("a writer beside a passthrough reader = %v, want ESTALE", errno)
+	}
+	if m.sharedOpen.Load() != 0 {
+		t.Errorf("the refused writer is still counted on the node (%d)", m.sharedOpen.Load())
+	}
+	fileOf(r).Release(as(2))
 }
