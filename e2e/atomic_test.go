@@ -1492,3 +1492,64 @@ PY`},
 		}
 	}
 }
+
+// TestRewriteWhileAnotherOwnerReads: one owner rewrites a file over and
+// over (open O_TRUNC, write in pieces, close) while another reads it in a
+// loop. Every read is exactly one committed version, the writer's opens
+// never fail (the kernel fails an open made beside a passthrough reader,
+// and retries an ESTALE only once), and BACKING ends as a whole version.
+// Found by this loop: BACKING emptied by a failed open's O_TRUNC, readers
+// through the page cache stopping at the writer's size, opens failing with
+// EIO and ESTALE.
+func TestRewriteWhileAnotherOwnerReads(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3")
+	const loop = `
+import os, sys, time
+mode, secs = sys.argv[1], float(sys.argv[2])
+A, B = b"A" * 300000, b"B" * 123457
+end = time.time() + secs
+n = bad = 0
+while time.time() < end:
+    if mode == "writer":
+        fd = os.open("f", os.O_WRONLY | os.O_TRUNC)
+        data = A if n % 2 == 0 else B
+        for k in range(0, len(data), 65536):
+            os.write(fd, data[k:k + 65536])
+        os.close(fd)
+    else:
+        with open("f", "rb") as f:
+            d = f.read()
+        if d not in (A, B, b"old\n"):
+            bad += 1
+            print("read %d bytes starting %r ending %r" % (len(d), d[:1], d[-1:]))
+    n += 1
+print(mode, n, "bad", bad)
+`
+	for _, pt := range []string{"on", "off"} {
+		t.Run("passthrough="+pt, func(t *testing.T) {
+			t.Parallel()
+			m := mount(t, Opts("lockowner=pid", "passthrough="+pt), Prepare(func(m *Mount) {
+				writeFile(t, m.BackingPath("f"), "old\n")
+			}))
+			writer := exec.Command("python3", "-c", loop, "writer", "3")
+			writer.Dir = m.Dir
+			var wout bytes.Buffer
+			writer.Stdout, writer.Stderr = &wout, &wout
+			if err := writer.Start(); err != nil {
+				t.Fatal(err)
+			}
+			rout, rerr := runErr(t, m.Dir, nil, "python3", "-c", loop, "reader", "3")
+			werr := writer.Wait()
+			if werr != nil {
+				t.Errorf("the writer failed: %v\n%s", werr, wout.String())
+			}
+			if rerr != nil || !strings.Contains(rout, "bad 0") {
+				t.Errorf("the reader (%v):\n%s", rerr, rout)
+			}
+			if got := readFile(t, m.BackingPath("f")); got != strings.Repeat("A", 300000) && got != strings.Repeat("B", 123457) {
+				t.Errorf("BACKING holds %d bytes starting %.1q, want a whole version", len(got), got)
+			}
+		})
+	}
+}

@@ -198,6 +198,9 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 			f.setRekeyed(fileID{keyOf(&st), gen}, m)
 		}
 	}
+	// A node a lookup is making for the old file right now is in neither
+	// place yet: it catches up when it meets the new file (Node.verify).
+	f.succeeded(keyOf(&w.observed), keyOf(&st))
 	return st, nil
 }
 

@@ -196,9 +196,13 @@ func openErrno(errno syscall.Errno) syscall.Errno {
 // through the daemon.
 func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) {
 	f := n.fsys
+	// The hold of n, or of the file: a node made for the file just before
+	// another of its nodes was retired holds off too.
+	now := time.Now().UnixNano()
+	fileHold := f.holdOf(key)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	held := n.ptHold != 0 && time.Now().UnixNano() < n.ptHold
+	held := now < n.ptHold || now < fileHold
 	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
 	if n.readers > 0 {
 		if n.readKey != key {
@@ -245,6 +249,10 @@ func (n *Node) admitShared(forKernel bool) bool {
 	}
 	n.cachedOpen.Add(1)
 	n.sharedOpen.Add(1)
+	// A file written now is likely written again soon: readers that open
+	// in the next moment read direct, so that the next write open need
+	// not retire the node (an ESTALE the kernel retries only once).
+	n.ptHold = max(n.ptHold, time.Now().Add(retireHold).UnixNano())
 	return true
 }
 

@@ -124,7 +124,7 @@ type FS struct {
 	// its node, and its inode number on the mount, across commits (SQLite
 	// checks that the file behind its descriptor is still the one at its
 	// path). Entries go when the node is forgotten or retired. rekeyedMu
-	// guards rekeyed, borrowed, holds, heirs and lockFds.nodes.
+	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
 	rekeyedMu sync.Mutex
 	rekeyed   map[fileID]*Node
 	// borrowed holds the inode numbers those nodes answer to, which the
@@ -136,9 +136,12 @@ type FS struct {
 	holds map[locks.Key]int64
 	// heirs maps a retired node's backing file to its lock set, for the
 	// nodes that replace it (reclock.go).
-	heirs     map[locks.Key]*lockFds
-	synthetic atomic.Uint64 // the last inode number the mount made up
-	writeSeq  atomic.Uint64 // the last pendingWrite.seq given out
+	heirs map[locks.Key]*lockFds
+	// successors maps a backing file a commit replaced to its replacement
+	// (FS.catchUp).
+	successors map[locks.Key]locks.Key
+	synthetic  atomic.Uint64 // the last inode number the mount made up
+	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.

@@ -85,6 +85,50 @@ func (f *FS) rekeyedNode(id fileID, mode uint32) *Node {
 	return m
 }
 
+// maxSucceeded bounds the commits remembered for catchUp; past it the
+// record starts again (a node older than that gets ESTALE, as before).
+const maxSucceeded = 4096
+
+// succeeded records that a commit of this mount replaced the backing file
+// old with new.
+func (f *FS) succeeded(old, new locks.Key) {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.successors == nil || len(f.successors) >= maxSucceeded {
+		f.successors = make(map[locks.Key]locks.Key)
+	}
+	f.successors[old] = new
+}
+
+// catchUp moves node n, which stands for the backing file was, to now if a
+// commit of this mount replaced was with now, possibly through later
+// commits: a lookup made n for was while the commit renamed over it, too
+// late for the commit to move n (replace moves the nodes it can find).
+// Without it, n's next stat or open would answer ESTALE, and the kernel
+// retries an open only once.
+func (f *FS) catchUp(n *Node, was, now locks.Key) bool {
+	f.rekeyedMu.Lock()
+	k, ok := f.successors[was]
+	for i := 0; ok && k != now && i < 16; i++ {
+		k, ok = f.successors[k]
+	}
+	if !ok || k != now {
+		f.rekeyedMu.Unlock()
+		return false
+	}
+	// n keeps the inode number the kernel knows; the file it stood for no
+	// longer has it, and a new file given it must not share it.
+	if ino := n.StableAttr().Ino; ino&borrowedBit == 0 && f.borrowed[ino] == nil {
+		if f.borrowed == nil {
+			f.borrowed = make(map[uint64]*Node)
+		}
+		f.borrowed[ino] = n
+	}
+	f.rekeyedMu.Unlock()
+	n.setIdent(now.Dev, now.Ino)
+	return true
+}
+
 // forgetRekeyed drops the entries of a node the kernel has forgotten.
 func (f *FS) forgetRekeyed(m *Node) {
 	f.rekeyedMu.Lock()

@@ -268,7 +268,11 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 // so the caller meets the new object through a full lookup instead of an
 // error.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
-	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
+	dev, ino := n.ident()
+	if st.Dev == dev && st.Ino == ino {
+		return 0
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && n.fsys.catchUp(n, locks.Key{Dev: dev, Ino: ino}, keyOf(st)) {
 		return 0
 	}
 	if pn != nil {
