@@ -29,6 +29,16 @@ import (
 //     asking process, before each stat and each lseek(SEEK_END).
 //   - An O_APPEND write is placed at the end of the temp by the daemon
 //     (File.appends), not at the size the kernel last heard of.
+//   - A writer and a reader are admitted to a node in one step each
+//     (admitShared, admitReader): a passthrough reader admitted beside a
+//     writer would make the kernel fail the writer's open after the
+//     daemon made its handle (and such a handle's O_TRUNC must then not be
+//     committed: File.Release).
+//   - A retire costs an ESTALE, which the kernel retries once. A file
+//     written now keeps new readers off passthrough for retireHold, so that
+//     the next write open need not retire again; a node a lookup made for
+//     the file a commit was replacing catches up with the commit instead of
+//     answering ESTALE (FS.catchUp).
 //
 // What is left: a shared mmap of a file being written faults against the
 // size the kernel last heard of, which another owner's stat may have
