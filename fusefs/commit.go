@@ -181,6 +181,11 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	if err != nil {
 		return st, err
 	}
+	var old unix.Stat_t
+	oldGen, err := dirfd.Statx(w.base, "", &old)
+	if err != nil {
+		return st, err
+	}
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
@@ -194,13 +199,13 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	// now give to a new file: the number is marked borrowed.
 	for _, m := range []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))} {
 		if m != nil && m.key() == keyOf(&w.observed) {
-			m.setIdent(st.Dev, st.Ino)
+			m.setIdent(st.Dev, st.Ino, gen)
 			f.setRekeyed(fileID{keyOf(&st), gen}, m)
 		}
 	}
 	// A node a lookup is making for the old file right now is in neither
 	// place yet: it catches up when it meets the new file (Node.verify).
-	f.succeeded(keyOf(&w.observed), keyOf(&st))
+	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
 	return st, nil
 }
 

@@ -119,6 +119,12 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		return nil, 0, syscall.ESTALE // the kernel looks the name up again
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
+	if errno == syscall.ENOENT && pn == nil && forKernel {
+		// The name the kernel walked to n was renamed over or removed
+		// since: have it look the name up again (a rename over it leaves
+		// the name there, and natively an open never misses it).
+		return nil, 0, syscall.ESTALE
+	}
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -186,9 +192,11 @@ func openErrno(errno syscall.Errno) syscall.Errno {
 // admitReader makes the plain read handle for fd, the verified backing file
 // with identity key. The kernel serves an inode's read handles through one
 // backing file while any of them passes through, and through one page
-// cache otherwise, so all of n's plain readers must read the same version
-// of the file: a reader of another version (the file was rewritten since
-// they opened it) is not admitted, and n is retired.
+// cache otherwise, so all of n's plain readers that pass through or read
+// through the cache must read the same version of the file: a reader of
+// another version (the file was rewritten since they opened it) is not
+// admitted, and n is retired. Readers that all read direct may each read
+// their own version.
 //
 // A reader passes through only while no other kind of handle is open on n
 // (a direct-I/O handle that was mmapped may hold pages in the cache, and
@@ -204,9 +212,16 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	defer n.mu.Unlock()
 	held := now < n.ptHold || now < fileHold
 	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
+	mixed := false
 	if n.readers > 0 {
 		if n.readKey != key {
-			return nil, 0, false
+			if n.readPT || n.cachedReaders > 0 {
+				return nil, 0, false
+			}
+			// Every reader here reads direct: each handle reads its own
+			// version, and none is cached, so the node need not go (a
+			// retire is an ESTALE the kernel retries only once).
+			mixed = true
 		}
 		pt = n.readPT // the kernel wants every open of the inode alike
 	}
@@ -224,7 +239,7 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	// through (the cache would hold what this reader read while others
 	// pass through), and while the node's size is an owner's pending
 	// write's (views.go): a read from the cache stops at that size.
-	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held {
+	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held || mixed {
 		fuseFlags |= fuse.FOPEN_DIRECT_IO
 	} else {
 		h.cached = true

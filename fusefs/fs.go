@@ -139,7 +139,7 @@ type FS struct {
 	heirs map[locks.Key]*lockFds
 	// successors maps a backing file a commit replaced to its replacement
 	// (FS.catchUp).
-	successors map[locks.Key]locks.Key
+	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
 	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
 

@@ -1,12 +1,14 @@
 package fusefs
 
 import (
+	"context"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"realm/fusefs/dirfd"
 	"realm/locks"
 )
 
@@ -37,11 +39,19 @@ func (n *Node) childInode(name string) *fs.Inode {
 	return n.GetChild(name)
 }
 
-// setIdent records the backing object n now stands for.
-func (n *Node) setIdent(dev, ino uint64) {
+// setIdent records the backing object n now stands for, and its
+// generation (dirfd.Statx).
+func (n *Node) setIdent(dev, ino, gen uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.dev, n.ino = dev, ino
+	n.dev, n.ino, n.gen = dev, ino, gen
+}
+
+// fileID is the backing file n stands for, generation included.
+func (n *Node) fileID() fileID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return fileID{locks.Key{Dev: n.dev, Ino: n.ino}, n.gen}
 }
 
 // setRekeyed records that the file id is known to the kernel as node m, and
@@ -90,23 +100,41 @@ func (f *FS) rekeyedNode(id fileID, mode uint32) *Node {
 const maxSucceeded = 4096
 
 // succeeded records that a commit of this mount replaced the backing file
-// old with new.
-func (f *FS) succeeded(old, new locks.Key) {
+// old with new. Files are told apart by generation too: backing
+// filesystems hand a freed inode number to the next new file at once.
+func (f *FS) succeeded(old, new fileID) {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
 	if f.successors == nil || len(f.successors) >= maxSucceeded {
-		f.successors = make(map[locks.Key]locks.Key)
+		f.successors = make(map[fileID]fileID)
 	}
 	f.successors[old] = new
 }
 
-// catchUp moves node n, which stands for the backing file was, to now if a
-// commit of this mount replaced was with now, possibly through later
-// commits: a lookup made n for was while the commit renamed over it, too
-// late for the commit to move n (replace moves the nodes it can find).
-// Without it, n's next stat or open would answer ESTALE, and the kernel
-// retries an open only once.
-func (f *FS) catchUp(n *Node, was, now locks.Key) bool {
+// catchUp moves n to found, the file the caller found named name in pn, if
+// it is what commits of this mount put in place of the file n stands for
+// (FS.catchUp). A second look at the name gives the generation; it must
+// still be found.
+func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.Stat_t) bool {
+	pfd, errno := pn.dirFd(ctx)
+	if errno != 0 {
+		return false
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(pfd, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || keyOf(&st) != keyOf(found) {
+		return false
+	}
+	return n.fsys.catchUp(n, fileID{keyOf(&st), gen})
+}
+
+// catchUp moves node n to the file now if commits of this mount replaced
+// the file n stands for with now: a lookup made n for the old file while a
+// commit renamed over it, too late for the commit to move n (replace moves
+// the nodes it can find). Without it, n's next stat or open would answer
+// ESTALE, and the kernel retries an open only once.
+func (f *FS) catchUp(n *Node, now fileID) bool {
+	was := n.fileID()
 	f.rekeyedMu.Lock()
 	k, ok := f.successors[was]
 	for i := 0; ok && k != now && i < 16; i++ {
@@ -125,7 +153,7 @@ func (f *FS) catchUp(n *Node, was, now locks.Key) bool {
 		f.borrowed[ino] = n
 	}
 	f.rekeyedMu.Unlock()
-	n.setIdent(now.Dev, now.Ino)
+	n.setIdent(now.key.Dev, now.key.Ino, now.gen)
 	return true
 }
 

@@ -28,6 +28,7 @@ type Node struct {
 	mu  sync.Mutex
 	dev uint64 // the backing object's identity; changes only when an atomic
 	ino uint64 // write of this mount replaces the file (see commit)
+	gen uint64 // and its generation (dirfd.Statx), which tells reused numbers apart
 	fd  int    // directories: O_PATH fd, or -1 until first use
 
 	// recLocks holds the per-locker fds of POSIX record locks and flock,
@@ -150,7 +151,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 		// rewritten file's so that every lookup finds the same node.
 		ino = borrowedBit | n.fsys.synthetic.Add(1)
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
 	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
 	if synthetic {
 		n.fsys.setRekeyed(fileID{keyOf(st), gen}, child)
@@ -268,11 +269,10 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 // so the caller meets the new object through a full lookup instead of an
 // error.
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
-	dev, ino := n.ident()
-	if st.Dev == dev && st.Ino == ino {
+	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
 		return 0
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && n.fsys.catchUp(n, locks.Key{Dev: dev, Ino: ino}, keyOf(st)) {
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && pn != nil && n.catchUp(ctx, pn, name, st) {
 		return 0
 	}
 	if pn != nil {
@@ -387,15 +387,15 @@ func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
 }
 
 // stat stats the object n stands for, through fh when it shows the
-// caller's view (views.go), else by name; a handle whose name is gone
-// still answers for its file.
+// caller's view (views.go), else by name; a handle whose name is gone or
+// leads elsewhere still answers for its file.
 func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) syscall.Errno {
 	h := fileOf(fh)
 	if h == nil {
 		return n.statByName(ctx, st)
 	}
 	if !h.answersFor(ctx) {
-		if errno := n.statByName(ctx, st); errno != syscall.ENOENT {
+		if errno := n.statByName(ctx, st); errno != syscall.ENOENT && errno != syscall.ESTALE {
 			return errno
 		}
 	}
@@ -413,6 +413,12 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 		return toErrno(dirfd.Fstat(fd, st))
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
+	if errno == syscall.ENOENT && pn == nil {
+		// Renamed over or removed since the kernel walked to it: have the
+		// kernel look the name up again (stat(2) and open(2) retry on
+		// ESTALE; a handle answers for itself, see stat).
+		return syscall.ESTALE
+	}
 	if errno != 0 {
 		return errno
 	}
