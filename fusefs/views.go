@@ -38,8 +38,15 @@ import (
 //     written now keeps new readers off passthrough for retireHold, so that
 //     the next write open need not retire again; a node a lookup made for
 //     the file a commit was replacing catches up with the commit instead of
-//     answering ESTALE (FS.catchUp).
+//     answering ESTALE (FS.catchUp, by generation: inode numbers are
+//     reused at once); readers that all read direct share a node across
+//     versions (admitReader).
+//   - A node whose name a rename replaced answers open and stat with
+//     ESTALE, not ENOENT: the kernel looks the name up again, and a reader
+//     racing an editor's save by rename never misses the file.
 //
+// Under saves by rename every few milliseconds an open can still meet two
+// stale nodes in a row and fail with ESTALE: the kernel retries once.
 // What is left: a shared mmap of a file being written faults against the
 // size the kernel last heard of, which another owner's stat may have
 // lowered to the committed file's.

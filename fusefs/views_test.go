@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"realm/locks"
 )
 
 // TestViewsOfAFileInFlux: while process 1 (its own owner) writes f, its
@@ -250,4 +252,92 @@ func TestAdmissionIsOneStep(t *testing.T) {
 		t.Errorf("the refused writer is still counted on the node (%d)", m.sharedOpen.Load())
 	}
 	fileOf(r).Release(as(2))
+}
+
+// TestDirectReadersAcrossVersions: readers that read direct cache nothing,
+// so a reader of a newer version joins a node whose older reader is still
+// open, without the ESTALE a retire costs.
+func TestDirectReadersAcrossVersions(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "v1")
+	n := tf.lookup(t, "f")
+	n.mu.Lock()
+	n.ptHold = time.Now().Add(time.Hour).UnixNano() // readers read direct
+	n.mu.Unlock()
+	r1, _, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	w, _, errno := n.Open(as(1), syscall.O_WRONLY|syscall.O_TRUNC)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	writeAll(t, fileOf(w), "v2")
+	if errno := fileOf(w).Fsync(as(1), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	fileOf(w).Release(as(1))
+	r2, _, errno := n.Open(as(2), syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatalf("a reader of the new version beside a direct reader of the old = %v, want it admitted", errno)
+	}
+	for _, tc := range []struct {
+		h    *File
+		want string
+	}{{fileOf(r1), "v1"}, {fileOf(r2), "v2"}} {
+		buf := make([]byte, 8)
+		res, errno := tc.h.Read(as(2), buf, 0)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		if got, _ := res.Bytes(buf); string(got) != tc.want {
+			t.Errorf("reader reads %q, want %q", got, tc.want)
+		}
+	}
+	fileOf(r1).Release(as(2))
+	fileOf(r2).Release(as(2))
+}
+
+// TestCatchUpNeedsTheGeneration: a node catches up with a commit's
+// replacement only if the file it finds is that replacement, generation
+// and all: backing filesystems give a freed inode number to the next new
+// file, which must not be taken for it.
+func TestCatchUpNeedsTheGeneration(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "x")
+	n := tf.lookup(t, "f")
+	was := n.fileID()
+	next := fileID{locks.Key{Dev: was.key.Dev, Ino: was.key.Ino + 1000}, 7}
+	tf.succeeded(was, next)
+	reused := fileID{next.key, 8} // the same number, another file
+	if tf.catchUp(n, reused) {
+		t.Fatal("caught up with a file that only shares the replacement's inode number")
+	}
+	if n.fileID() != was {
+		t.Fatal("a refused catch-up moved the node")
+	}
+	if !tf.catchUp(n, next) || n.fileID() != next {
+		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.fileID(), next)
+	}
+}
+
+// TestOpenOfARenamedOverNodeIsStale: a node whose name a rename replaced
+// answers an open or a stat by name with ESTALE, so that the kernel looks
+// the name up again: natively the name never goes missing.
+func TestOpenOfARenamedOverNodeIsStale(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	tf.write(t, "g", "new")
+	n := tf.lookup(t, "f")
+	tf.lookup(t, "g")
+	if errno := tf.root.Rename(as(1), "g", tf.root, "f", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if _, _, errno := n.Open(as(2), syscall.O_RDONLY); errno != syscall.ESTALE {
+		t.Errorf("open of the node renamed over = %v, want ESTALE", errno)
+	}
+	var out fuse.AttrOut
+	if errno := n.Getattr(as(2), nil, &out); errno != syscall.ESTALE {
+		t.Errorf("stat of the node renamed over = %v, want ESTALE", errno)
+	}
 }
