@@ -47,9 +47,11 @@ import (
 //
 // Under saves by rename every few milliseconds an open can still meet two
 // stale nodes in a row and fail with ESTALE: the kernel retries once.
-// What is left: a shared mmap of a file being written faults against the
-// size the kernel last heard of, which another owner's stat may have
-// lowered to the committed file's.
+// What is left: a mapping faults against the size the kernel last heard
+// of. A shared mmap of a file being written may meet the committed size
+// (another owner's stat), and a reader's mmap of a file that a commit
+// shrinks gets SIGBUS past the new end, as natively when a file is
+// truncated under a mapping.
 
 // inFlux reports whether n has handles of an owner's pending write open.
 func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
