@@ -94,7 +94,7 @@ type Options struct {
 	FailAt func(Stage) bool
 	// NotifyWhenBusy, for tests only, invalidates entries even in
 	// directories with requests in progress, so that the notification
-	// waits in the kernel for the directory's lock (see devthread.go).
+	// waits in the kernel for the directory's lock (see internal/devthread).
 	NotifyWhenBusy bool
 }
 
@@ -191,7 +191,7 @@ func New(backing string, opts Options) (*FS, error) {
 
 // IsolateNotifier moves the writing of invalidations to a thread with a
 // descriptor table of its own, so that one waiting in the kernel for a
-// directory's lock cannot keep a killed daemon alive (see devthread.go).
+// directory's lock cannot keep a killed daemon alive (see internal/devthread).
 // Call it once mounted; on error notifications are written as before.
 func (f *FS) IsolateNotifier() error { return f.notify.isolate() }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+
+	"realm/internal/devthread"
 )
 
 // The notifier tells the kernel to forget what it cached about names and
@@ -24,8 +26,8 @@ import (
 // AUTO_INVAL_DATA the kernel drops cached pages and listings itself when it
 // sees the new mtime). Node.busy cannot see the kernel take the lock before
 // it sends a request, so a notification may still wait a moment; written
-// on a thread of its own (devthread.go), it cannot keep a killed daemon
-// from dying.
+// on a thread of its own (internal/devthread), it cannot keep a killed
+// daemon from dying.
 
 // maxQueued bounds the distinct invalidations waiting in the queue.
 const maxQueued = 1 << 16
@@ -44,9 +46,9 @@ type notifier struct {
 	all     bool
 	closed  bool
 
-	// dev, once set, is the thread notifications are written on (see
-	// devthread.go); nil: the notifier's own.
-	dev *deviceThread
+	// dev, once set, is the thread notifications are written on
+	// (internal/devthread); nil: the notifier's own.
+	dev *devthread.Thread
 	// whenBusy, for tests, sends entry invalidations even into
 	// directories with requests in progress: they wait in the kernel.
 	whenBusy bool
@@ -209,13 +211,13 @@ func (q *notifier) send(f func()) {
 		f()
 		return
 	}
-	dev.do(f)
+	dev.Do(f)
 }
 
 // isolate moves the writing of notifications to a thread of their own
-// (see devthread.go); call it once the device is open, i.e. mounted.
+// (internal/devthread); call it once the device is open, i.e. mounted.
 func (q *notifier) isolate() error {
-	dev, err := startDeviceThread()
+	dev, err := devthread.Start()
 	if err != nil {
 		return err
 	}
@@ -236,6 +238,6 @@ func (q *notifier) close() {
 	dev := q.dev
 	q.mu.Unlock()
 	if dev != nil {
-		dev.stop()
+		dev.Stop()
 	}
 }

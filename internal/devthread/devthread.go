@@ -1,4 +1,8 @@
-package fusefs
+// Package devthread runs the writing of FUSE notifications on an OS thread
+// of its own, whose descriptor table is private and holds a clone of the
+// FUSE device. It touches only /dev/fuse and /proc/thread-self, never a
+// workspace.
+package devthread
 
 import (
 	"errors"
@@ -19,7 +23,7 @@ import (
 // device, open: the kernel never aborts the connection, the process holding
 // the lock never gets its answer, and the daemon never finishes dying.
 //
-// So notifications are written on a thread of their own (deviceThread)
+// So notifications are written on a thread of their own (Thread)
 // whose descriptor table is private (unshare CLONE_FILES) and holds, under
 // the device's number, a clone of the device (FUSE_DEV_IOC_CLONE: another
 // descriptor of the same connection) instead of the daemon's. Killed, the
@@ -34,16 +38,17 @@ import (
 // fresh /dev/fuse descriptor to the connection of the one it is given.
 const fuseDevIocClone = 0x8004e500
 
-// deviceThread runs functions, one at a time, on its locked OS thread.
-type deviceThread struct {
+// Thread runs functions, one at a time, on its locked OS thread.
+type Thread struct {
 	calls chan func()
 	done  chan struct{} // one per call run
 }
 
-// startDeviceThread isolates a thread as above and returns it; on error no
-// thread is left behind that differs from the process's.
-func startDeviceThread() (*deviceThread, error) {
-	t := &deviceThread{calls: make(chan func()), done: make(chan struct{})}
+// Start isolates a thread as above and returns it; on error no thread is
+// left behind that differs from the process's. Call it once the FUSE device
+// is open (mounted).
+func Start() (*Thread, error) {
+	t := &Thread{calls: make(chan func()), done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go t.run(ready)
 	if err := <-ready; err != nil {
@@ -52,7 +57,7 @@ func startDeviceThread() (*deviceThread, error) {
 	return t, nil
 }
 
-func (t *deviceThread) run(ready chan<- error) {
+func (t *Thread) run(ready chan<- error) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
 		// The process's first thread: its table is the one /proc/PID/fd
@@ -76,14 +81,14 @@ func (t *deviceThread) run(ready chan<- error) {
 	}
 }
 
-// do runs f on the thread and returns when f has.
-func (t *deviceThread) do(f func()) {
+// Do runs f on the thread and returns when f has.
+func (t *Thread) Do(f func()) {
 	t.calls <- f
 	<-t.done
 }
 
-// stop ends the thread (and closes its clone of the device).
-func (t *deviceThread) stop() { close(t.calls) }
+// Stop ends the thread (and closes its clone of the device).
+func (t *Thread) Stop() { close(t.calls) }
 
 // isolateDevice gives the calling, locked thread a private descriptor
 // table in which every descriptor of the FUSE device is a clone, and closes
