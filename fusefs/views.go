@@ -89,15 +89,13 @@ func (n *Node) known(name string, child *fs.Inode) *Node {
 	return asNode(child)
 }
 
-// writing reports whether an owner has a write in progress on the backing
-// file with key.
+// writing reports whether an owner holds the write lock on the backing
+// file with key (a write in progress). It asks the lock table only: a
+// lookup must not wait for the entry's lock, which a commit holds through
+// its fsyncs.
 func (f *FS) writing(key locks.Key) bool {
-	w := f.pendingFor(key)
-	if w == nil {
-		return false
-	}
-	w.entry.Unlock()
-	return true
+	_, held := f.writeLocks.Holder(key)
+	return held
 }
 
 // attrValid is how long the kernel may keep n's attributes: the mount's
