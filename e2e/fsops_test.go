@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -1197,5 +1198,72 @@ func waitLog(t *testing.T, m *Mount, text string) {
 			t.Fatalf("the daemon's log never said %q:\n%s", text, m.logTail())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// accessACL encodes a POSIX access ACL (system.posix_acl_access): the
+// owner, one named user, the group, the mask and others, with rwx bits.
+func accessACL(owner, uid, user, group, mask, other uint16) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{1, owner, ^uint32(0)}, {2, user, uint32(uid)}, {4, group, ^uint32(0)}, {0x10, mask, ^uint32(0)}, {0x20, other, ^uint32(0)}} {
+		b = binary.LittleEndian.AppendUint16(b, e.tag)
+		b = binary.LittleEndian.AppendUint16(b, e.perm)
+		b = binary.LittleEndian.AppendUint32(b, e.id)
+	}
+	return b
+}
+
+// TestAccessACLs: ACLs in BACKING decide access through the mount as they
+// do natively, for a user the mode bits alone would judge otherwise: one
+// that an ACL grants reads a 0600 file, one it denies cannot read a 0644
+// one. A chmod through the mount updates the ACL's mask, and a write keeps
+// the ACL.
+func TestAccessACLs(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "cat", "setpriv")
+	m := mount(t, Opts("allow_other"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("granted"), "granted\n")
+		writeFile(t, m.BackingPath("denied"), "denied\n")
+		if err := os.Chmod(m.BackingPath("granted"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for name, acl := range map[string][]byte{
+			"granted": accessACL(6, nobody, 4, 0, 4, 0),
+			"denied":  accessACL(6, nobody, 0, 4, 4, 4),
+		} {
+			if err := unix.Setxattr(m.BackingPath(name), "system.posix_acl_access", acl, 0); err != nil {
+				t.Fatalf("setting an ACL in BACKING: %v", err)
+			}
+		}
+	}))
+	asNobody := func(path string) (string, error) {
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", path).CombinedOutput()
+		return string(out), err
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{{"granted", true}, {"denied", false}} {
+		native, nerr := asNobody(m.BackingPath(tc.name))
+		mounted, merr := asNobody(m.Path(tc.name))
+		if (nerr == nil) != tc.ok || (merr == nil) != tc.ok || tc.ok && mounted != native {
+			t.Errorf("%s as nobody: natively %q (%v), through the mount %q (%v); want both %s", tc.name, native, nerr, mounted, merr,
+				map[bool]string{true: "allowed", false: "refused"}[tc.ok])
+		}
+	}
+	if err := os.Chmod(m.Path("denied"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m.Path("denied"), "rewritten\n")
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(m.BackingPath("denied"), "system.posix_acl_access", buf)
+	if err != nil {
+		t.Fatalf("the ACL is gone after a chmod and a write through the mount: %v", err)
+	}
+	if want := accessACL(6, nobody, 0, 4, 4, 0); !bytes.Equal(buf[:n], want) {
+		t.Errorf("ACL after chmod 640 = %x, want %x (others cleared)", buf[:n], want)
 	}
 }

@@ -259,6 +259,11 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	c := f.CacheInEffect()
 	entry, attr, neg := c.Entry, c.Attr, c.Negative
 	mo.EnableLocks = true
+	// Access ACLs in BACKING are enforced by the kernel, as by the backing
+	// filesystem: with mode bits alone (default_permissions), a user an
+	// ACL denies could read the file through the mount, and one it grants
+	// could not. The kernel asks for system.posix_acl_* and caches them.
+	mo.EnableAcl = true
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	// O_TRUNC arrives with the open, so the temp starts empty instead of
