@@ -415,9 +415,10 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //     descriptor before cmd has written anything;
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     dropped, and the file keeps its old content;
-//   - a close while another process of the owner, which opened the file
-//     for writing itself, still holds it: both write the one temp, and
-//     the other's bytes may be half written. Its last close commits both.
+//   - a close while another process of the owner that has written (or
+//     truncated) the file through an open of its own still holds it: both
+//     write the one temp, and the other's bytes may be half written. Its
+//     last close commits both (pendingWrite.writing).
 //
 // What is left is committed by the owner's last release. The check never
 // reads the closing process's stat or status files: a process closing
