@@ -119,12 +119,6 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		return nil, 0, syscall.ESTALE // the kernel looks the name up again
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
-	if errno == syscall.ENOENT && pn == nil && forKernel {
-		// The name the kernel walked to n was renamed over or removed
-		// since: have it look the name up again (a rename over it leaves
-		// the name there, and natively an open never misses it).
-		return nil, 0, syscall.ESTALE
-	}
 	if errno != 0 {
 		return nil, 0, errno
 	}

@@ -248,11 +248,16 @@ func (n *Node) OnForget() {
 }
 
 // parentFd returns the fd of n's parent directory and n's name in it.
+//
+// A node with no parent was renamed over or removed since the kernel walked
+// to it: ESTALE has the kernel look the name up again (open, stat and the
+// other calls by path retry on it; a rename over the name leaves the name
+// there, and natively such a call never misses it).
 func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno) {
 	name, parent := n.Parent()
 	pn := asNode(parent)
 	if pn == nil {
-		return -1, "", nil, syscall.ENOENT
+		return -1, "", nil, syscall.ESTALE
 	}
 	pfd, errno := pn.dirFd(ctx)
 	return pfd, name, pn, errno
@@ -413,14 +418,8 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 		return toErrno(dirfd.Fstat(fd, st))
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
-	if errno == syscall.ENOENT && pn == nil {
-		// Renamed over or removed since the kernel walked to it: have the
-		// kernel look the name up again (stat(2) and open(2) retry on
-		// ESTALE; a handle answers for itself, see stat).
-		return syscall.ESTALE
-	}
 	if errno != 0 {
-		return errno
+		return errno // ESTALE if n's name is gone; a handle answers for itself (stat)
 	}
 	n.fsys.commitMu.RLock()
 	err := dirfd.Lstat(pfd, name, st)
