@@ -676,3 +676,206 @@ func TestAuditOneLinePerRefusal(t *testing.T) {
 		}
 	}
 }
+
+// refusalsOf counts the audit lines refusing path as a credential, by op
+// unless op is "".
+func refusalsOf(m *Mount, op, path string) int {
+	n := 0
+	for _, e := range m.Audit() {
+		if (op == "" || e.str("op") == op) && e.path() == path && e.str("code") == "CREDENTIAL_PATH_DENIED" {
+			n++
+		}
+	}
+	return n
+}
+
+// wantNewRefusal waits for a credential refusal of path by op beyond the
+// before lines counted earlier (refusalsOf), with errno EACCES.
+func wantNewRefusal(t *testing.T, m *Mount, op, path string, before int) {
+	t.Helper()
+	seen := 0
+	m.WaitAudit(fmt.Sprintf("refusal %d of %s %s", before+1, op, path), func(e auditEntry) bool {
+		if e.str("op") == op && e.path() == path && e.str("code") == "CREDENTIAL_PATH_DENIED" {
+			if !e.errnoIs(unix.EACCES) {
+				t.Errorf("audit of %s %s: errno %q, want EACCES", op, path, e.str("errno"))
+			}
+			seen++
+		}
+		return seen > before
+	})
+}
+
+// wantReadRefused checks that reading path through the mount is refused
+// (cat and open(2)) with a new audit line, and that the secret was not
+// printed.
+func wantReadRefused(t *testing.T, m *Mount, rel, secret, what string) {
+	t.Helper()
+	before := refusalsOf(m, "open", rel)
+	out, err := runErr(t, m.Dir, nil, "cat", "--", rel)
+	if err == nil || strings.Contains(out, secret) || !strings.Contains(out, "Permission denied") {
+		t.Errorf("%s: cat %s: %v, output %q; want Permission denied and no secret", what, rel, err, out)
+	}
+	_, err = os.ReadFile(m.Path(rel))
+	wantErrno(t, err, unix.EACCES, what+": read "+rel)
+	wantNewRefusal(t, m, "open", rel, before)
+}
+
+// waitScanned returns once the mount-time scan has finished: an open of a
+// file with two links waits for it (whatever the guard decides).
+func waitScanned(t *testing.T, m *Mount, rel string) {
+	t.Helper()
+	if st := lstat(t, m.BackingPath(rel)); st.Nlink < 2 {
+		t.Fatalf("%s has %d links; waitScanned needs a multiply-linked file", rel, st.Nlink)
+	}
+	if _, err := os.ReadFile(m.Path(rel)); err != nil {
+		t.Fatalf("read %s: %v", rel, err)
+	}
+}
+
+// TestCredentialUnlinkKeepsIdentity (issue 19, item 1): a credential
+// hard-linked in BACKING under an innocent name stays refused under that
+// name after its credential name is removed through the mount, though the
+// file then has one link.
+func TestCredentialUnlinkKeepsIdentity(t *testing.T) {
+	t.Parallel()
+	const secret = "-----BEGIN OPENSSH PRIVATE KEY----- hl\n"
+	m := mount(t, Opts("allow_other"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath(".ssh", "id_ed25519"), secret)
+		if err := os.Link(m.BackingPath(".ssh", "id_ed25519"), m.BackingPath("notes_hl.txt")); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	before := stateOf(t, m.BackingPath("notes_hl.txt"))
+	wantReadRefused(t, m, "notes_hl.txt", secret, "two links")
+
+	// Removing the credential's name is allowed (README: removal is not
+	// refused); the identity stays a credential.
+	if err := os.Remove(m.Path(".ssh", "id_ed25519")); err != nil {
+		t.Fatalf("rm .ssh/id_ed25519 through the mount: %v", err)
+	}
+	assertAbsent(t, m.BackingPath(".ssh", "id_ed25519"))
+	if st := lstat(t, m.BackingPath("notes_hl.txt")); st.Nlink != 1 {
+		t.Fatalf("notes_hl.txt has %d links after the rm, want 1", st.Nlink)
+	}
+	wantReadRefused(t, m, "notes_hl.txt", secret, "after rm of the credential name")
+	// Renamed through the mount to yet another innocent name: still refused.
+	if err := os.Rename(m.Path("notes_hl.txt"), m.Path("moved.txt")); err != nil {
+		t.Fatalf("mv notes_hl.txt moved.txt: %v", err)
+	}
+	wantReadRefused(t, m, "moved.txt", secret, "after rm and mv")
+	if d := before.diff(stateOf(t, m.BackingPath("moved.txt"))); d != "" {
+		t.Errorf("the key changed in BACKING: %s", d)
+	}
+}
+
+// TestCredentialLinkAfterScan: a hard link made in BACKING, after the
+// mount-time scan, to a credential the scan saw is refused, and stays
+// refused once the credential's own name is gone from BACKING; so is a
+// credential renamed in BACKING to an innocent name.
+func TestCredentialLinkAfterScan(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("proj", ".env"), "TOKEN=scan\n")
+		writeFile(t, m.BackingPath("keys", "server.key"), "KEY=scan\n")
+		writeFile(t, m.BackingPath("a.txt"), "innocent, two links\n")
+		if err := os.Link(m.BackingPath("a.txt"), m.BackingPath("b.txt")); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	waitScanned(t, m, "b.txt")
+	if err := os.Link(m.BackingPath("proj", ".env"), m.BackingPath("proj", "later.txt")); err != nil {
+		t.Fatal(err)
+	}
+	wantReadRefused(t, m, "proj/later.txt", "TOKEN", "linked after the scan")
+	if err := os.Remove(m.BackingPath("proj", ".env")); err != nil {
+		t.Fatal(err)
+	}
+	wantReadRefused(t, m, "proj/later.txt", "TOKEN", "linked after the scan, credential name removed in BACKING")
+	if err := os.Rename(m.BackingPath("keys", "server.key"), m.BackingPath("keys", "server.txt")); err != nil {
+		t.Fatal(err)
+	}
+	wantReadRefused(t, m, "keys/server.txt", "KEY", "renamed in BACKING after the scan")
+	if got := readFile(t, m.Path("a.txt")); got != "innocent, two links\n" {
+		t.Errorf("a.txt = %q", got)
+	}
+}
+
+// metaState is every attribute a metadata change would touch, and the
+// content: what a refused chmod, chown or utimensat must leave as it was.
+// The ctime proves no change at all reached the file.
+type metaState struct {
+	data       string
+	ino        uint64
+	mode       uint32
+	uid, gid   uint32
+	mtim, ctim unix.Timespec
+	size       int64
+}
+
+func metaOf(t *testing.T, path string) metaState {
+	t.Helper()
+	st := lstat(t, path)
+	return metaState{data: readFile(t, path), ino: st.Ino, mode: st.Mode, uid: st.Uid, gid: st.Gid,
+		mtim: st.Mtim, ctim: st.Ctim, size: st.Size}
+}
+
+// TestCredentialMetadataRefused (issue 19, item 2): chmod, chown and
+// utimensat of a credential, by its name or by an innocent hard link's, are
+// refused (EACCES, audited as setattr), as system calls and as programs;
+// the file stays byte- and stat-identical; stat still works.
+func TestCredentialMetadataRefused(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "chmod", "chown", "touch")
+	m := mount(t, Opts("allow_other"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
+		writeFile(t, m.BackingPath(".ssh", "id_ed25519"), "KEY\n")
+		if err := os.Link(m.BackingPath(".ssh", "id_ed25519"), m.BackingPath("key_hl.txt")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{".env", ".ssh/id_ed25519"} {
+			if err := os.Chmod(m.BackingPath(p), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-time.Hour)
+			if err := os.Chtimes(m.BackingPath(p), old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}))
+	for _, rel := range []string{".env", ".ssh/id_ed25519", "key_hl.txt"} {
+		before := metaOf(t, m.BackingPath(rel))
+		p := m.Path(rel)
+		then := unix.NsecToTimespec(time.Now().Add(-48 * time.Hour).UnixNano())
+		for _, op := range []struct {
+			name string
+			do   func() error
+		}{
+			{"chmod 666", func() error { return unix.Chmod(p, 0o666) }},
+			{"chown 1000:1000", func() error { return unix.Chown(p, 1000, 1000) }},
+			{"chown -1:1000", func() error { return unix.Chown(p, -1, 1000) }},
+			{"utimensat now", func() error { return unix.UtimesNano(p, nil) }},
+			{"utimensat to a time", func() error { return unix.UtimesNano(p, []unix.Timespec{then, then}) }},
+		} {
+			n := refusalsOf(m, "setattr", rel)
+			wantErrno(t, op.do(), unix.EACCES, rel+": "+op.name)
+			wantNewRefusal(t, m, "setattr", rel, n)
+		}
+		for _, prog := range [][]string{{"chmod", "666"}, {"chown", "1000:1000"}, {"touch"}, {"touch", "-d", "2001-01-01"}} {
+			args := append(prog, "--", rel)
+			if out, err := runErr(t, m.Dir, nil, args[0], args[1:]...); err == nil || !strings.Contains(out, "Permission denied") {
+				t.Errorf("%s: %v %q; want Permission denied", strings.Join(args, " "), err, out)
+			}
+		}
+		// stat is read-only metadata: it works, and shows the file as it is.
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Errorf("stat %s: %v", rel, err)
+		} else if st.Mode != before.mode || st.Uid != before.uid || st.Gid != before.gid || st.Mtim != before.mtim || st.Size != before.size {
+			t.Errorf("stat %s through the mount: mode %o uid %d gid %d mtime %v size %d; BACKING had %o %d %d %v %d",
+				rel, st.Mode, st.Uid, st.Gid, st.Mtim, st.Size, before.mode, before.uid, before.gid, before.mtim, before.size)
+		}
+		if after := metaOf(t, m.BackingPath(rel)); after != before {
+			t.Errorf("%s changed in BACKING after refused metadata changes:\nbefore %+v\nafter  %+v", rel, before, after)
+		}
+	}
+}

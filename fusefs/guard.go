@@ -23,11 +23,13 @@ func (f *FS) credentialDenied(rel string) bool {
 	return f.opts.Credentials != nil && f.opts.Credentials.Denied(rel)
 }
 
-// denyPath refuses op on name in dir (n itself when name is "") if its path
-// is a credential.
+// denyPath refuses op on name in dir, or on dir itself when name is "", if
+// it is a credential: by its path, and for dir itself also by its identity
+// (credential). Every check of an operation on a node (open, truncate,
+// setattr, xattrs, link, copy_file_range) comes here.
 func (f *FS) denyPath(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
 	rel := f.relPath(dir, name)
-	if f.credentialDenied(rel) {
+	if f.credentialDenied(rel) || name == "" && f.opts.Credentials != nil && f.creds.has(dir.fileID()) {
 		return f.refuseRel(ctx, op, rel, errcode.CredentialPathDenied)
 	}
 	return 0
@@ -40,56 +42,62 @@ func (f *FS) hiding() bool {
 
 // credInodes remembers the identity of every credential file the mount has
 // seen by a denied name: a scan of the backing tree at mount, then every
-// lookup. A regular file with more than one link whose identity is here is a
-// credential under any name, so a hard link made outside the mount to
-// ~/.ssh/id_rsa under an innocent name is still refused.
+// lookup. A file whose identity is here is a credential under any name it
+// has or gets, whatever its link count: a hard link made outside the mount
+// to ~/.ssh/id_rsa under an innocent name is refused, and stays refused
+// after the credential's own name is removed or renamed, through the mount
+// or in BACKING, and so is the same file seen through a bind mount.
+//
+// The identity is the file's (dev, ino) and its generation (birth time,
+// dirfd.Statx), the fileID nodes carry: a deleted credential's inode number
+// given to a new file does not make that file a credential. Where the
+// backing filesystem has no birth time the generation is 0 for every file,
+// and a new file with a recycled number is refused (closed, not open).
+// Entries are never dropped: a credential's identity cannot stop being one.
 type credInodes struct {
-	mu      sync.Mutex
-	set     map[[2]uint64]struct{}
+	mu      sync.RWMutex
+	set     map[fileID]struct{}
 	scanned chan struct{} // closed when the mount-time scan has finished
 }
 
-func (c *credInodes) add(dev, ino uint64) {
+func (c *credInodes) add(id fileID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.set == nil {
-		c.set = make(map[[2]uint64]struct{})
+		c.set = make(map[fileID]struct{})
 	}
-	c.set[[2]uint64{dev, ino}] = struct{}{}
+	c.set[id] = struct{}{}
 }
 
-// has waits for the mount-time scan, then looks the identity up.
-func (c *credInodes) has(dev, ino uint64) bool {
+// has waits for the mount-time scan, then looks the identity up: one map
+// lookup, no system call. Every name of a file may be the credential's, so
+// every check waits for the scan, not only that of a multiply-linked file (a
+// bind mount shows one file, with one link, under two names).
+func (c *credInodes) has(id fileID) bool {
 	if c.scanned != nil {
 		<-c.scanned
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.set[[2]uint64{dev, ino}]
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.set[id]
 	return ok
 }
 
 // denyOpen is the credential check of an open, after the fd is verified:
-// by path, and, for a file with other names, by identity.
-func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t) syscall.Errno {
-	f := n.fsys
-	if f.opts.Credentials == nil {
-		return 0
-	}
-	rel := f.relPath(n, "")
-	if f.credentialDenied(rel) || (st.Nlink > 1 && f.creds.has(st.Dev, st.Ino)) {
-		return f.refuseRel(ctx, op, rel, errcode.CredentialPathDenied)
-	}
-	return 0
+// by path and by identity. The fd's stat is the identity n stands for
+// (verify), which denyPath reads from n with its generation, so the check
+// costs no system call.
+func (n *Node) denyOpen(ctx context.Context, op string, _ *unix.Stat_t) syscall.Errno {
+	return n.fsys.denyPath(ctx, op, n, "")
 }
 
-// noteLookup records a credential file's identity as lookup finds it, and
-// says whether the entry must be hidden.
+// noteLookup records a credential file's identity (id: its dev, ino and
+// generation) as lookup finds it, and says whether the entry must be hidden.
 //
 // The workspace path is built only when the answer can matter: for a
 // regular file (its identity may need recording) or when denied entries are
 // hidden. Lookup is the hottest operation of the mount.
-func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t) (rel string, hide bool) {
+func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (rel string, hide bool) {
 	regular := st.Mode&syscall.S_IFMT == syscall.S_IFREG
 	if f.opts.Credentials == nil || !(regular || f.hiding()) {
 		return "", false
@@ -99,7 +107,7 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t) (rel string, hi
 		return rel, false
 	}
 	if regular {
-		f.creds.add(st.Dev, st.Ino)
+		f.creds.add(fileID{keyOf(st), gen})
 	}
 	return rel, f.hiding()
 }
@@ -192,10 +200,11 @@ type scanResult struct {
 }
 
 // Scan walks the backing tree once at mount: it records the identity of
-// every credential file (for hard links under other names), and removes the
-// temp files of atomic writes that a crash left behind (every temp this
-// mount is not using; conflict copies are never touched). Opens of files with
-// several links wait until it is done.
+// every credential file (for its other names: hard links, bind mounts, the
+// names it is renamed to), and removes the temp files of atomic writes that a
+// crash left behind (every temp this mount is not using; conflict copies are
+// never touched). Credential checks by identity (credInodes.has) wait until
+// it is done.
 func (f *FS) Scan() scanResult {
 	var res scanResult
 	defer close(f.creds.scanned)
@@ -211,8 +220,8 @@ func (f *FS) Scan() scanResult {
 		}
 		if f.opts.Credentials != nil && d.Type != unix.DT_DIR && f.credentialDenied(rel) {
 			var st unix.Stat_t
-			if dirfd.Lstat(parent, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-				f.creds.add(st.Dev, st.Ino)
+			if gen, err := dirfd.Statx(parent, d.Name, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+				f.creds.add(fileID{keyOf(&st), gen})
 				res.Credentials++
 			}
 		}

@@ -339,7 +339,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, toErrno(err)
 	}
 	if n.fsys.opts.Credentials != nil {
-		if rel, hide := n.fsys.noteLookup(n, name, &st); hide {
+		if rel, hide := n.fsys.noteLookup(n, name, &st, gen); hide {
 			if n.fsys.opts.Audit != nil {
 				n.fsys.opts.Audit.Record(ctx, "lookup", rel, errcode.CredentialPathDenied, syscall.ENOENT)
 			}
@@ -457,7 +457,10 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // Setattr changes mode, owner, size and times, each through an fd of the
 // verified object. A size change is a write: it goes to the owner's temp
-// (see atomic.go), never to the file in place.
+// (see atomic.go), never to the file in place. Every change of a credential
+// is refused (truncate's own check; prepareSelf judges the others): a chmod
+// 666 of .env would give its bytes to every user of the host. stat is not a
+// change and stays allowed (Getattr).
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
@@ -469,7 +472,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
-		fd, errno := n.prepareSelf(ctx, "setattr", true, false)
+		fd, errno := n.prepareSelf(ctx, "setattr", true, true)
 		if errno != 0 {
 			return errno
 		}
