@@ -91,8 +91,9 @@ func (n *Node) denyOpen(ctx context.Context, op string, _ *unix.Stat_t) syscall.
 	return n.fsys.denyPath(ctx, op, n, "")
 }
 
-// noteLookup records a credential file's identity (id: its dev, ino and
-// generation) as lookup finds it, and says whether the entry must be hidden.
+// noteLookup records a credential file's identity (st's dev and ino, and
+// gen, its generation) as lookup finds it, and says whether the entry must
+// be hidden.
 //
 // The workspace path is built only when the answer can matter: for a
 // regular file (its identity may need recording) or when denied entries are

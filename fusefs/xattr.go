@@ -23,8 +23,10 @@ var (
 // prepareSelf is prepare for an operation on n itself: a change on a
 // read-only mount is EROFS; n's object is opened as an O_PATH fd and
 // verified (openPath: a swapped object is PATH_ESCAPE); then, if judged,
-// n's path is asked (a credential is CREDENTIAL_PATH_DENIED). The caller
-// acts through the fd and closes it.
+// n's path and identity are asked (denyPath: a credential is
+// CREDENTIAL_PATH_DENIED). Setattr's mode, owner and time changes and the
+// xattr calls are judged here, in this one place. The caller acts through
+// the fd and closes it.
 func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool) (int, syscall.Errno) {
 	if changes && n.fsys.opts.ReadOnly {
 		return -1, syscall.EROFS
