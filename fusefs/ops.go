@@ -191,8 +191,11 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}, out)
 }
 
-// Mknod makes fifos, sockets and regular files; device nodes would give
-// agents raw devices and are refused with EPERM.
+// Mknod makes fifos, sockets and regular files. Device nodes are refused,
+// EPERM, audited DEVICE_NODE_DENIED, even to a caller with CAP_MKNOD (the
+// kernel checks that before it asks): the mount is nodev, but BACKING is a
+// directory of the host, where a node a sandboxed root made would open as
+// the device for any host process allowed to open it.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	pfd, errno := n.prepare(ctx, "mknod", name, makes)
@@ -204,7 +207,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case 0:
 		mode |= syscall.S_IFREG
 	default:
-		return nil, syscall.EPERM
+		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied)
 	}
 	typ := mode & syscall.S_IFMT
 	return n.createNamed(ctx, "mknod", pfd, name, mode, func(m uint32) error {
