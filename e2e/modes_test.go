@@ -232,6 +232,11 @@ func TestDeviceNodesRefused(t *testing.T) {
 		checkAuditFields(t, e)
 		assertAbsent(t, m.BackingPath(d.name))
 	}
+	// The daemon runs with umask 0; what it makes for itself has its own
+	// explicit mode.
+	if st := lstat(t, m.AuditLog); st.Mode&07777 != 0o600 {
+		t.Errorf("audit log mode %o, want 600", st.Mode&07777)
+	}
 	// mknod(1) says what the caller sees.
 	if out, err := runErr(t, m.Dir, nil, "mknod", "n", "c", "1", "3"); err == nil || !strings.Contains(out, "Operation not permitted") {
 		t.Errorf("mknod n c 1 3: %v, %q; want Operation not permitted", err, out)
