@@ -27,6 +27,7 @@ const (
 	RealmNotActive       Code = "REALM_NOT_ACTIVE"
 	ToolTimeout          Code = "TOOL_TIMEOUT"
 	RealmStopping        Code = "REALM_STOPPING"
+	DeviceNodeDenied     Code = "DEVICE_NODE_DENIED"
 )
 
 // Errno is what a process on the mount sees for the code. Codes that never
@@ -37,6 +38,8 @@ func (c Code) Errno() syscall.Errno {
 		return syscall.EACCES
 	case LockConflict:
 		return syscall.EBUSY
+	case DeviceNodeDenied:
+		return syscall.EPERM
 	default:
 		return syscall.EIO
 	}

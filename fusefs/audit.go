@@ -92,6 +92,8 @@ func errnoName(e syscall.Errno) string {
 		return "EACCES"
 	case syscall.EBUSY:
 		return "EBUSY"
+	case syscall.EPERM:
+		return "EPERM"
 	case syscall.EIO:
 		return "EIO"
 	case syscall.ENOENT:

@@ -293,7 +293,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, mode&07777)
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, newMode(ctx, pfd, mode))
 	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		return n.openExisting(ctx, name, flags, out)
 	}

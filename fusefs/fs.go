@@ -264,6 +264,9 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// ACL denies could read the file through the mount, and one it grants
 	// could not. The kernel asks for system.posix_acl_* and caches them.
 	mo.EnableAcl = true
+	// The caller's umask reaches the daemon unapplied, which applies it
+	// or the parent's default ACL as the kernel would natively (umask.go).
+	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	// O_TRUNC arrives with the open, so the temp starts empty instead of

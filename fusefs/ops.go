@@ -110,9 +110,15 @@ func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 // permission bits, so that the object can be recognised as the one this
 // call made (a root-made object no one can open yet) before it is given to
 // the caller and its mode is set. Without ownership to hand over, make gets
-// the final mode and no check is needed.
+// the final mode and no check is needed. The final mode is the caller's
+// mode as the kernel would make it natively (newMode: its umask, or the
+// directory's default ACL); a symlink's is always 0777.
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
+	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
+	if !isLink {
+		mode = mode&syscall.S_IFMT | newMode(ctx, pfd, mode)
+	}
 	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
 	first := mode
 	if handOver && !isLink {
@@ -130,7 +136,13 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
-	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != 0 || st.Uid != uint32(unix.Geteuid()))) {
+	// A directory made in a set-group-ID directory is set-group-ID too,
+	// whatever mode it was made with, and keeps that bit.
+	inherited := uint32(0)
+	if isDir {
+		inherited = st.Mode & syscall.S_ISGID
+	}
+	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != inherited || st.Uid != uint32(unix.Geteuid()))) {
 		// Not what this call made: something outside swapped it in.
 		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
 	}
@@ -140,7 +152,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 			return nil, errno
 		}
 		if !isLink {
-			if err := dirfd.Chmod(fd, mode&07777); err != nil {
+			if err := dirfd.Chmod(fd, mode&07777|inherited); err != nil {
 				dirfd.Unlink(pfd, name, unlinkFlags(mode))
 				return nil, toErrno(err)
 			}
@@ -179,8 +191,11 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}, out)
 }
 
-// Mknod makes fifos, sockets and regular files; device nodes would give
-// agents raw devices and are refused with EPERM.
+// Mknod makes fifos, sockets and regular files. Device nodes are refused,
+// EPERM, audited DEVICE_NODE_DENIED, even to a caller with CAP_MKNOD (the
+// kernel checks that before it asks): the mount is nodev, but BACKING is a
+// directory of the host, where a node a sandboxed root made would open as
+// the device for any host process allowed to open it.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	pfd, errno := n.prepare(ctx, "mknod", name, makes)
@@ -192,7 +207,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case 0:
 		mode |= syscall.S_IFREG
 	default:
-		return nil, syscall.EPERM
+		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied)
 	}
 	typ := mode & syscall.S_IFMT
 	return n.createNamed(ctx, "mknod", pfd, name, mode, func(m uint32) error {

@@ -36,7 +36,7 @@ func testProfile() func() {
 	if path == "" {
 		return func() {}
 	}
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // the daemon runs with umask 0
 	if err != nil {
 		return func() {}
 	}

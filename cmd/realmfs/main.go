@@ -221,6 +221,10 @@ func checkDirs(backing, mountpoint string) error {
 
 // serve mounts and runs the filesystem until it is unmounted or signalled.
 func serve(cfg config, stderr io.Writer) int {
+	// The kernel sends each caller's mode unmasked and the daemon applies
+	// the caller's umask (fusefs, umask.go); its own must not apply on
+	// top. What the daemon makes for itself has explicit modes (0600).
+	unix.Umask(0)
 	raiseFileLimit()
 	os.Chdir("/")
 	fail := func(format string, args ...any) int {
