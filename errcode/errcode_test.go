@@ -21,6 +21,8 @@ func TestCatalogue(t *testing.T) {
 		{RealmNotActive, syscall.EIO, ExitInactive},
 		{ToolTimeout, syscall.EIO, ExitTimeout},
 		{RealmStopping, syscall.EIO, ExitStopping},
+		{WriterKilledCommitted, syscall.EIO, ExitFailure},
+		{WriterKilledRecovered, syscall.EIO, ExitFailure},
 	}
 	for _, tt := range tests {
 		if got := tt.code.Errno(); got != tt.errno {
