@@ -13,9 +13,11 @@ package e2e
 //     holds the bytes (TestLongNameConflictCopy);
 //   - a process that renames another file over the file it holds open for
 //     append (or removes it) closes it without error, as natively
-//     (TestRenameOverOwnAppend).
+//     (TestRenameOverOwnAppend);
+//   - the issue's own case, `cmd > new-file` killed: TestKilledRedirectKeepsOutput.
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -320,5 +322,42 @@ except OSError as e:
 	}
 	if names, _ := filepath.Glob(m.BackingPath("*.realm-*")); len(names) > 0 {
 		t.Errorf("left beside the files: %q", names)
+	}
+}
+
+// TestKilledRedirectKeepsOutput: the issue's case, a command writing into a
+// new file through the shell's `>` and killed before it exits (as
+// `realmctl session exec --timeout` kills a command's whole tree): the
+// file holds what it printed. Before, the file was left empty.
+func TestKilledRedirectKeepsOutput(t *testing.T) {
+	t.Parallel()
+	m := mount(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGKILL} {
+		file := "k-" + unix.SignalName(sig) + ".txt"
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, "sh", "-c", `exec python3 -c '
+import sys
+print("hello", flush=True)
+print("ready", file=sys.stderr, flush=True)
+sys.stdin.read()' > `+file)
+		cmd.Dir = m.Dir
+		errOut, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := startProc(t, cmd, true)
+		if line := readLine(t, bufio.NewReader(errOut), 20*time.Second, file+" writer"); line != "ready" {
+			t.Fatalf("%s: writer said %q, want ready", file, line)
+		}
+		cmd.Process.Signal(sig)
+		w.wait()
+		cancel()
+		waitNoTemp(t, m)
+		if got := readFile(t, m.Path(file)); got != "hello\n" {
+			t.Errorf("%s after its writer was killed by %v: %q, want %q", file, sig, got, "hello\n")
+		}
+		m.WaitAudit("WRITER_KILLED_COMMITTED for "+file, func(e auditEntry) bool {
+			return e.path() == file && e.str("code") == "WRITER_KILLED_COMMITTED"
+		})
 	}
 }
