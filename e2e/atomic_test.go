@@ -18,8 +18,10 @@ package e2e
 //     content to its new content with nothing in between: a watcher reading
 //     BACKING throughout sees only those (TestCommitPoints), kill -9 of
 //     realmfs at any moment leaves one of them (TestKill9ShellRedirect,
-//     TestKill9OtherWriters), and a writer killed by a signal leaves the old
-//     one (TestKilledWriterLeavesOldContent, TestCloseOnExecCommits).
+//     TestKill9OtherWriters), and a writer killed by a signal while it
+//     rewrites a file leaves the old one, its bytes in a recovery copy
+//     (TestKilledWriterLeavesOldContent, TestCloseOnExecCommits; every
+//     other kind of killed write is in killed_test.go).
 
 import (
 	"bytes"
@@ -1206,9 +1208,11 @@ var gitEnv = []string{"GIT_AUTHOR_NAME=realm", "GIT_AUTHOR_EMAIL=realm@example.i
 	"GIT_COMMITTER_NAME=realm", "GIT_COMMITTER_EMAIL=realm@example.invalid", "GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent"}
 
 // TestKilledWriterLeavesOldContent: a writer killed by a signal before it
-// closes the file does not commit what it wrote: the file keeps its old
-// content and the daemon logs why. A writer that exits normally commits
-// what it wrote, as close(2) at exit says it is done.
+// closes the file it rewrites does not commit what it wrote: the file keeps
+// its old content, the bytes are kept beside it as a recovery copy, and
+// the daemon logs why (e2e/killed_test.go has every kind of write). A
+// writer that exits normally commits what it wrote, as close(2) at exit
+// says it is done.
 func TestKilledWriterLeavesOldContent(t *testing.T) {
 	t.Parallel()
 	m := mount(t, Prepare(func(m *Mount) {
@@ -1225,16 +1229,16 @@ if sys.argv[2] == "exit":
     os._exit(0)
 time.sleep(60)`
 	for _, tc := range []struct {
-		file   string
-		cmd    []string
-		sig    syscall.Signal
-		want   string
-		logged bool
+		file      string
+		cmd       []string
+		sig       syscall.Signal
+		want      string
+		recovered string // "": not killed, committed
 	}{
-		{"py9", []string{"python3", "-c", pyWriter, "py9", "sleep"}, syscall.SIGKILL, "old py9\n", true},
-		{"py15", []string{"python3", "-c", pyWriter, "py15", "sleep"}, syscall.SIGTERM, "old py15\n", true},
-		{"sh9", []string{"sh", "-c", `exec sh -c 'printf partial; echo ready >&2; exec sleep 60' > sh9`}, syscall.SIGKILL, "old sh9\n", true},
-		{"pyexit", []string{"python3", "-c", pyWriter, "pyexit", "exit"}, 0, "half of the new", false},
+		{"py9", []string{"python3", "-c", pyWriter, "py9", "sleep"}, syscall.SIGKILL, "old py9\n", "half of the new"},
+		{"py15", []string{"python3", "-c", pyWriter, "py15", "sleep"}, syscall.SIGTERM, "old py15\n", "half of the new"},
+		{"sh9", []string{"sh", "-c", `exec sh -c 'printf partial; echo ready >&2; exec sleep 60' > sh9`}, syscall.SIGKILL, "old sh9\n", "partial"},
+		{"pyexit", []string{"python3", "-c", pyWriter, "pyexit", "exit"}, 0, "half of the new", ""},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, tc.cmd[0], tc.cmd[1:]...)
@@ -1275,8 +1279,19 @@ time.sleep(60)`
 			t.Errorf("%s: the mount shows %q, want %q", tc.file, got, tc.want)
 		}
 		logged := strings.Contains(readFile(t, m.LogFile), tc.file+": not committed: its writer")
-		if logged != tc.logged {
-			t.Errorf("%s: daemon log says it was not committed: %v, want %v\n%s", tc.file, logged, tc.logged, m.logTail())
+		if logged != (tc.recovered != "") {
+			t.Errorf("%s: daemon log says it was not committed: %v, want %v\n%s", tc.file, logged, tc.recovered != "", m.logTail())
+		}
+		copies, _ := filepath.Glob(m.BackingPath(tc.file + ".realm-recovered-*"))
+		switch {
+		case tc.recovered == "" && len(copies) > 0:
+			t.Errorf("%s: recovery copies %q of a committed write", tc.file, copies)
+		case tc.recovered != "" && len(copies) != 1:
+			t.Errorf("%s: recovery copies %q, want one", tc.file, copies)
+		case tc.recovered != "":
+			if got := readFile(t, copies[0]); got != tc.recovered {
+				t.Errorf("%s: recovery copy holds %q, want %q", tc.file, got, tc.recovered)
+			}
 		}
 	}
 }

@@ -28,6 +28,15 @@ const (
 	ToolTimeout          Code = "TOOL_TIMEOUT"
 	RealmStopping        Code = "REALM_STOPPING"
 	DeviceNodeDenied     Code = "DEVICE_NODE_DENIED"
+
+	// WriterKilledCommitted and WriterKilledRecovered are not refusals: they
+	// record what became of the bytes of a writer that a signal killed
+	// before it closed the file (no process hears of it, so the audit log
+	// does). Committed: nothing old was torn (the file was empty, or the
+	// writer only appended). Recovered: the file is byte-identical and the
+	// bytes are kept in a copy beside it.
+	WriterKilledCommitted Code = "WRITER_KILLED_COMMITTED"
+	WriterKilledRecovered Code = "WRITER_KILLED_RECOVERED"
 )
 
 // Errno is what a process on the mount sees for the code. Codes that never

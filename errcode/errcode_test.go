@@ -22,6 +22,8 @@ func TestCatalogue(t *testing.T) {
 		{ToolTimeout, syscall.EIO, ExitTimeout},
 		{RealmStopping, syscall.EIO, ExitStopping},
 		{DeviceNodeDenied, syscall.EPERM, ExitFailure},
+		{WriterKilledCommitted, syscall.EIO, ExitFailure},
+		{WriterKilledRecovered, syscall.EIO, ExitFailure},
 	}
 	for _, tt := range tests {
 		if got := tt.code.Errno(); got != tt.errno {

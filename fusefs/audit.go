@@ -88,6 +88,8 @@ func (a *Auditor) Failed() int {
 
 func errnoName(e syscall.Errno) string {
 	switch e {
+	case 0:
+		return "" // an event no process was refused (a killed writer's bytes)
 	case syscall.EACCES:
 		return "EACCES"
 	case syscall.EBUSY:

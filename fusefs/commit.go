@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -79,6 +80,16 @@ type pendingWrite struct {
 	handles    int           // open handles sharing it, readers too
 	writing    int           // of those, write handles whose opener still holds a descriptor (File.writing)
 	seq        uint64        // when it began, among the mount's writes: orders lockPair
+
+	// overwrites: the temp holds a change other than an append at its
+	// end (a write through a handle opened without O_APPEND, a truncate,
+	// an allocate): its old bytes may be half rewritten. Set by whatever
+	// makes the temp (File.Write, change, openShared).
+	overwrites bool
+	// gone: the writer's owner removed the file's name through the mount,
+	// or renamed another file over it. As natively, the bytes go with the
+	// file, which no name leads to any more: no commit puts them anywhere.
+	gone bool
 }
 
 // cur is the fd whose content the owner sees.
@@ -121,6 +132,13 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	durable = durable || f.opts.Durability == DurabilityFull
 	if stage, err := w.seal(durable); err != nil {
 		return w.fail(ctx, stage, err), false
+	}
+	if w.gone {
+		// Its name now leads to another file (FS.removed): as natively,
+		// the data goes with the file it was written to.
+		f.logf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
+		w.dropTemp()
+		return 0, false
 	}
 	var now unix.Stat_t
 	switch err := dirfd.Lstat(w.fileDir, w.fileName, &now); {
@@ -272,16 +290,11 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 // file as it is), and leaves the file as that process made it.
 func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno {
 	f := w.node.fsys
-	copyName := fmt.Sprintf("%s.realm-conflict-%s", w.fileName, time.Now().UTC().Format("20060102T150405.000000000Z"))
-	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, copyName, unix.RENAME_NOREPLACE); err != nil {
+	if copyName, err := w.keepCopy("conflict"); err != nil {
 		f.logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
 		w.dropTemp()
 	} else {
 		f.logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
-		f.notify.entry(w.fileParent.EmbeddedInode(), copyName) // a name the kernel has not seen made
-		dirfd.Close(w.temp)
-		f.tempMade(w.tempName, false)
-		w.temp, w.tempName, w.dirty = -1, "", false
 	}
 	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
 		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
@@ -289,6 +302,48 @@ func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.E
 	w.observed = *now
 	w.rebase(now)
 	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict)
+}
+
+// keepCopy makes the temp a visible file beside the one being written,
+// named for kind (sideName), and leaves the file as it is. It returns the
+// copy's name. The name is new (RENAME_NOREPLACE): a copy never replaces
+// another.
+func (w *pendingWrite) keepCopy(kind string) (string, error) {
+	f := w.node.fsys
+	at := time.Now()
+	for n := 0; ; n++ {
+		name := sideName(w.fileName, kind, at, n)
+		err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, name, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) && n < 100 {
+			continue
+		}
+		if err != nil {
+			return name, err
+		}
+		f.notify.entry(w.fileParent.EmbeddedInode(), name) // a name the kernel has not seen made
+		dirfd.Close(w.temp)
+		f.tempMade(w.tempName, false)
+		w.temp, w.tempName, w.dirty, w.failed = -1, "", false, 0
+		return name, nil
+	}
+}
+
+// sideName is the name of a copy of name's new bytes kept beside it:
+// NAME.realm-KIND-TIME, and -N after it for the n-th try (n > 0). NAME is
+// cut short (not inside a UTF-8 sequence) so that the whole fits NAME_MAX:
+// the suffix, which makes it unique, is always whole.
+func sideName(name, kind string, at time.Time, n int) string {
+	suffix := ".realm-" + kind + "-" + at.UTC().Format("20060102T150405.000000000Z")
+	if n > 0 {
+		suffix += fmt.Sprintf("-%d", n)
+	}
+	if room := unix.NAME_MAX - len(suffix); len(name) > room {
+		for i := 0; i < utf8.UTFMax-1 && room > 0 && !utf8.RuneStart(name[room]); i++ {
+			room--
+		}
+		name = name[:room]
+	}
+	return name + suffix
 }
 
 // rebase makes the file as it is now (now, its stat) the base of the
@@ -339,16 +394,50 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 	f.logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
 }
 
-// abandon drops what the owner wrote when the process that opened the
-// handle is being killed by a signal: a writer that dies half way leaves the
-// file as it was. When another handle of the owner shares the temp, its
-// bytes cannot be told apart, and nothing is dropped.
-func (w *pendingWrite) abandon(sig int, tid uint32) {
+// killed settles the write of h, whose opener a signal (sig) is killing
+// before it closed the file (tid is the closing thread): nothing written
+// is silently lost, and nothing old is torn. The bytes are committed when
+// committing them tears nothing that was there before the writer: the file
+// was empty when h opened it (the writer made it, or found it empty:
+// h.fresh), or h only appended to the end of what the file holds (opened
+// O_APPEND without O_TRUNC, and the temp holds no other change). Otherwise,
+// and when a write into the temp failed (it may be short), the file stays
+// byte-identical and the bytes are kept beside it as
+// NAME.realm-recovered-TIME. Either is one audit line. When another handle
+// of the owner shares the temp, its bytes cannot be told apart: nothing
+// happens here, and the owner's last close or release commits them all.
+func (w *pendingWrite) killed(ctx context.Context, h *File, sig int, tid uint32) {
 	if w.handles != 1 || !w.dirty {
 		return
 	}
-	w.node.fsys.logf("%s: not committed: its writer (thread %d) was killed by signal %d; the file keeps its old content", w.place(), tid, sig)
-	w.dropTemp()
+	f := w.node.fsys
+	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
+	if w.failed == 0 && (h.fresh || h.appends && !h.truncates && !w.overwrites) {
+		errno, committed := w.commit(ctx, false)
+		if errno == 0 && committed {
+			f.logf("%s: its writer (thread %d) was %s before it closed the file; committed, as nothing old was torn", w.place(), tid, how)
+			f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
+		}
+		// A commit that failed or met a conflict said so itself.
+		return
+	}
+	name, err := w.keepCopy("recovered")
+	if err != nil {
+		f.logf("%s: its writer (thread %d) was %s before it closed the file; the new bytes are lost: cannot keep them as %s: %v", w.place(), tid, how, name, err)
+		f.commitFailed(ctx, StageAfterWrite, w.place(), err)
+		w.dropTemp()
+		return
+	}
+	f.logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
+	f.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
+}
+
+// writerKilled audits what became of a killed writer's bytes (code) in the
+// file rel; how says how it died and where the bytes are.
+func (f *FS) writerKilled(ctx context.Context, rel string, code errcode.Code, how string) {
+	if f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, "close", rel, code, 0, errors.New(how))
+	}
 }
 
 // failAt runs the test hook for a commit stage.

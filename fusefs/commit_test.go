@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -241,8 +243,7 @@ func TestCommitFollowsRename(t *testing.T) {
 	}
 }
 
-// TestLastReleaseCommits and TestAbandonDrops: the owner's last release
-// commits what is left, unless its writer was killed by a signal.
+// TestLastReleaseCommits: the owner's last release commits what is left.
 func TestLastReleaseCommits(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "f", "old")
@@ -255,18 +256,74 @@ func TestLastReleaseCommits(t *testing.T) {
 	tf.wantContent(t, "f", "new", "after the last release")
 }
 
-func TestAbandonDrops(t *testing.T) {
-	tf := newTestFS(t, nil)
-	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "half")
-	h.withShared(func(w *pendingWrite) syscall.Errno {
-		w.abandon(9, 1)
-		return 0
-	})
-	h.Release(as(1))
-	tf.wantContent(t, "f", "old", "after the abandoned write")
-	tf.wantNoTemps(t)
-	if !strings.Contains(tf.logs.String(), "killed by signal 9") {
-		t.Errorf("log %q does not say the writer was killed", tf.logs.String())
+// TestKilledWriter: the bytes of a writer killed by a signal are committed
+// where that tears nothing old (the file was empty, or it was only appended
+// to) and kept as NAME.realm-recovered-* otherwise, the file unchanged; a
+// temp that a failed write left short is never committed. Each outcome is
+// one audit line.
+func TestKilledWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		old        string
+		flags      uint32
+		data       string
+		failed     bool
+		want, copy string // copy "": no recovery copy
+		code       string
+	}{
+		{"new file", "", syscall.O_WRONLY | syscall.O_TRUNC, "half", false, "half", "", "WRITER_KILLED_COMMITTED"},
+		{"append", "old", syscall.O_WRONLY | syscall.O_APPEND, "+half", false, "old+half", "", "WRITER_KILLED_COMMITTED"},
+		{"rewrite", "old", syscall.O_WRONLY | syscall.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
+		{"append with O_TRUNC", "old", syscall.O_WRONLY | syscall.O_APPEND | syscall.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
+		{"in place", "old content", syscall.O_RDWR, "OLD", false, "old content", "OLD content", "WRITER_KILLED_RECOVERED"},
+		{"short write to a new file", "", syscall.O_WRONLY, "half", true, "", "half", "WRITER_KILLED_RECOVERED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tf := newTestFS(t, nil)
+			h := tf.writing(t, tc.old, tc.flags, tc.data)
+			h.withShared(func(w *pendingWrite) syscall.Errno {
+				if tc.failed {
+					w.failed = syscall.EIO
+				}
+				w.killed(as(1), h, 9, 1)
+				return 0
+			})
+			h.Release(as(1))
+			tf.wantContent(t, "f", tc.want, "after its writer was killed")
+			tf.wantNoTemps(t)
+			copies, _ := filepath.Glob(filepath.Join(tf.backing, "f.realm-recovered-*"))
+			switch {
+			case tc.copy == "" && len(copies) > 0:
+				t.Errorf("recovery copies %q, want none", copies)
+			case tc.copy != "" && len(copies) != 1:
+				t.Errorf("recovery copies %q, want one", copies)
+			case tc.copy != "":
+				tf.wantContent(t, filepath.Base(copies[0]), tc.copy, "the recovery copy")
+			}
+			tf.wantAudit(t, "close "+tc.code+" ")
+			if ev := tf.audit.events(t); len(ev) == 1 && !strings.Contains(ev[0].Cause, "SIGKILL") {
+				t.Errorf("audit cause %q does not name the signal", ev[0].Cause)
+			}
+		})
+	}
+}
+
+// TestSideNameFits: a conflict or recovery copy's name fits NAME_MAX
+// whatever the file's name, keeps its whole suffix, and does not cut a
+// UTF-8 sequence.
+func TestSideNameFits(t *testing.T) {
+	at := time.Date(2026, 12, 1, 19, 0, 0, 5, time.UTC)
+	for _, name := range []string{"f", strings.Repeat("a", 213), strings.Repeat("a", 240), strings.Repeat("é", 127) + "x"} {
+		for _, n := range []int{0, 7} {
+			got := sideName(name, "recovered", at, n)
+			suffix := ".realm-recovered-20261201T190000.000000005Z"
+			if n > 0 {
+				suffix += "-7"
+			}
+			if len(got) > unix.NAME_MAX || !strings.HasSuffix(got, suffix) || !utf8.ValidString(got) || !strings.HasPrefix(name, strings.TrimSuffix(got, suffix)) {
+				t.Errorf("sideName(%d bytes, %d) = %q (%d bytes)", len(name), n, got, len(got))
+			}
+		}
 	}
 }
 

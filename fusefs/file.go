@@ -39,6 +39,10 @@ type File struct {
 	// kernel releases without a FLUSH never reached a process: its open
 	// failed after the daemon made it (see Release).
 	truncates, changed, flushed bool
+	// fresh: the file was empty, as its owner saw it, when the handle was
+	// opened (before an O_TRUNC): a writer killed through it tears nothing
+	// old by committing (pendingWrite.killed).
+	fresh bool
 	// writing: the handle changed the file (or opened it O_TRUNC) and is
 	// counted in shared.writing, until its opener closes its last
 	// descriptor of the file or the handle is released. Guarded by the
@@ -371,9 +375,14 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	}
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		made := w.temp < 0
 		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
 		}
+		if made {
+			w.overwrites = false
+		}
+		w.overwrites = w.overwrites || !h.appends
 		h.joinWriting()
 		if h.appends {
 			var st unix.Stat_t
@@ -408,7 +417,8 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //     shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
 //     descriptor before cmd has written anything;
 //   - the closes of an opener that a signal is killing: what it wrote is
-//     dropped, and the file keeps its old content;
+//     committed where that tears nothing old, and kept as a recovery copy
+//     beside the file otherwise (pendingWrite.killed);
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its
@@ -452,7 +462,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		h.leaveWriting()
 		if c.Exiting {
 			if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
-				w.abandon(sig, tid)
+				w.killed(ctx, h, sig, tid)
 				return 0
 			}
 		}
@@ -595,6 +605,7 @@ func (w *pendingWrite) change(writer uint32, fn func(fd int) syscall.Errno) sysc
 	if err := w.ensureTemp(true, writer); err != nil {
 		return toErrno(err)
 	}
+	w.overwrites = true // not an append
 	if errno := fn(w.temp); errno != 0 {
 		if errno == syscall.ENOSPC || errno == syscall.EIO || errno == syscall.EDQUOT {
 			w.dirty, w.failed = true, errno

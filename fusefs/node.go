@@ -477,6 +477,9 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		defer dirfd.Close(fd)
+		if errno := n.fsys.metaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
+			return errno
+		}
 		if errno := setMeta(fd, in); errno != 0 {
 			return errno
 		}

@@ -291,12 +291,20 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	}
 	// Removing a file another owner is writing would drop that owner's
 	// bytes at its commit: refused like renaming over it.
+	var l fileLock
 	if flags == 0 {
-		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, n.fsys.lockOf(pfd, name)); errno != 0 {
+		l = n.fsys.lockOf(pfd, name)
+		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, l); errno != 0 {
 			return errno
 		}
 	}
-	return toErrno(dirfd.Unlink(pfd, name, flags))
+	if err := dirfd.Unlink(pfd, name, flags); err != nil {
+		return toErrno(err)
+	}
+	if l.held {
+		n.fsys.removed(l.key, pfd, name) // the owner's own write goes with the file
+	}
+	return 0
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
@@ -355,6 +363,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if dst.held && exchange {
 		f.renamed(dst.key, n, ofd, name)
+	}
+	if dst.held && !exchange && dst.key != src.key {
+		// The caller's owner's own write of the file replaced (another's
+		// was refused) goes with that file, as natively.
+		f.removed(dst.key, nfd, newName)
 	}
 	return 0
 }

@@ -84,6 +84,9 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		dirfd.Close(base)
 	}
 	w.handles++
+	// Empty as the owner sees it, before any truncation: nothing old to tear.
+	var cur unix.Stat_t
+	fresh := dirfd.Fstat(w.cur(), &cur) == nil && cur.Size == 0
 	// Truncating is a change: the opener writes from here on.
 	truncates := flags&syscall.O_TRUNC != 0 && writeFlags(flags)
 	if truncates {
@@ -92,11 +95,11 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 			w.release(e, lease)
 			return nil, 0, toErrno(err)
 		}
-		w.dirty = true
+		w.dirty, w.overwrites = true, true
 		w.writing++
 	}
 	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
-		truncates: truncates, appends: flags&syscall.O_APPEND != 0}
+		truncates: truncates, appends: flags&syscall.O_APPEND != 0, fresh: fresh}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0

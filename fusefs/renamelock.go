@@ -68,3 +68,41 @@ func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
 	}
 	w.refresh()
 }
+
+// removed tells the write in progress on the file with key, if any, that
+// this mount just removed the name it writes the file under (name in the
+// directory dfd): an unlink, or a rename of another file over it, by the
+// writer's own owner (another's is refused). As natively, the bytes go
+// with the file, which that name no longer leads to (pendingWrite.gone);
+// a commit must not take the file now under the name for a change from
+// outside. A removed name other than the write's (another hard link) is
+// not its business.
+func (f *FS) removed(key locks.Key, dfd int, name string) {
+	w := f.pendingFor(key)
+	if w == nil {
+		return
+	}
+	defer w.entry.Unlock()
+	var a, b unix.Stat_t
+	if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return
+	}
+	w.gone = true
+}
+
+// metaHeldByOther refuses op (a chmod, chown or utimens of n, whose
+// verified object fd holds) while another owner writes the file: the
+// commit of that write compares the file's times with those it observed,
+// and would take the change for one from outside (the writer's close
+// would get EBUSY and its bytes a conflict copy), and the temp that
+// becomes the file does not carry it. The owner writing the file may
+// (Setattr applies the change to its temp too).
+func (f *FS) metaHeldByOther(ctx context.Context, op string, n *Node, fd int) syscall.Errno {
+	var st unix.Stat_t
+	if dirfd.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0
+	}
+	l := fileLock{key: keyOf(&st)}
+	l.holder, l.held = f.writeLocks.Holder(l.key)
+	return f.heldByOther(ctx, op, n, "", l)
+}
