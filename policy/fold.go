@@ -81,7 +81,7 @@ func ignorable(r rune) bool {
 // server.pem); a segment that would become empty is kept. It returns rel
 // itself when no segment ends in either.
 func trimSegments(rel string) string {
-	if !strings.Contains(rel+"/", "./") && !strings.Contains(rel+"/", " /") {
+	if !endsInDotOrSpace(rel) {
 		return rel
 	}
 	segs := strings.Split(rel, "/")
@@ -91,4 +91,14 @@ func trimSegments(rel string) string {
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+// endsInDotOrSpace reports whether a segment of rel ends in '.' or ' '.
+func endsInDotOrSpace(rel string) bool {
+	for i := 0; i < len(rel); i++ {
+		if c := rel[i]; (c == '.' || c == ' ') && (i+1 == len(rel) || rel[i+1] == '/') {
+			return true
+		}
+	}
+	return false
 }
