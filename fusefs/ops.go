@@ -293,7 +293,7 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 
 // Rename is one renameat2 between two verified directory fds; flags
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. RENAME_WHITEOUT is
-// refused first (PATH_ESCAPE): it leaves a 0:0 character device at the
+// refused once both names are prepared (PATH_ESCAPE): it leaves a 0:0 character device at the
 // source name, a device node Mknod would refuse. Each name is prepared
 // (the source, then the target), then a directory holding a credential is
 // refused, then a file another owner is writing.
@@ -307,9 +307,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		defer np.enter()()
 	}
 	f := n.fsys
-	if flags&unix.RENAME_WHITEOUT != 0 {
-		return f.refuse(ctx, "rename", n, name, errcode.PathEscape)
-	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	ofd, errno := n.prepare(ctx, "rename", name, movesFrom)
 	if errno != 0 {
@@ -322,6 +319,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	nfd, errno := np.prepare(ctx, "rename", newName, targetUse)
 	if errno != 0 {
 		return errno
+	}
+	if flags&unix.RENAME_WHITEOUT != 0 {
+		return f.refuse(ctx, "rename", n, name, errcode.PathEscape)
 	}
 	if errno := f.denyDirRename(ctx, n, ofd, name); errno != 0 {
 		return errno
