@@ -292,11 +292,11 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
-// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. RENAME_WHITEOUT is
-// refused once both names are prepared (PATH_ESCAPE): it leaves a 0:0 character device at the
-// source name, a device node Mknod would refuse. Each name is prepared
-// (the source, then the target), then a directory holding a credential is
-// refused, then a file another owner is writing.
+// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name is prepared
+// (the source, then the target), then RENAME_WHITEOUT is refused
+// (PATH_ESCAPE: it would leave a 0:0 character device at the source name,
+// a device node Mknod refuses), then a directory holding a credential,
+// then a file another owner is writing.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
