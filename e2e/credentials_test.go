@@ -391,12 +391,12 @@ func TestPolicyAllowDeny(t *testing.T) {
 		{"allow", `version: 1
 credentials:
   allow: ["app/.env.example", "config/test.pem"]
-`, []string{"app/.env.example", "config/test.pem", "secrets/a.txt", "secrets/deep/b.json", "x/y.secret",
+`, []string{"app/.env.example", "other/.env.example", "config/test.pem", "secrets/a.txt", "secrets/deep/b.json", "x/y.secret",
 			"notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
 		{"deny", `version: 1
 credentials:
   deny: ["secrets/**", "**/*.secret"]
-`, []string{"notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
+`, []string{"app/.env.example", "other/.env.example", "notsecrets/a.txt", "plain.txt", "only/o.txt", certifi, pipCertifi}},
 		{"allow-over-deny", `version: 1
 credentials:
   deny: ["secrets/**"]

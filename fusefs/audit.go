@@ -4,36 +4,92 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"realm/errcode"
 )
 
 // Event is one audit line: why a process on the mount was refused.
 type Event struct {
-	Time  time.Time    `json:"time"`
-	Op    string       `json:"op"`
-	Path  string       `json:"path"` // workspace-relative
-	Code  errcode.Code `json:"code"`
-	Errno string       `json:"errno"`
-	Pid   uint32       `json:"pid"`
-	Uid   uint32       `json:"uid"`
-	Owner string       `json:"owner,omitempty"`
+	Time time.Time `json:"time"`
+	Op   string    `json:"op"`
+	// Path is workspace-relative. A name that is not UTF-8 cannot be a JSON
+	// string as it is, so such a path is written with each byte that is not
+	// part of a UTF-8 sequence as \xNN and each backslash as \\, and
+	// Escaped says so: two different names never give one line.
+	Path    string       `json:"path"`
+	Escaped bool         `json:"escaped,omitempty"`
+	Code    errcode.Code `json:"code"`
+	Errno   string       `json:"errno"`
+	Pid     uint32       `json:"pid"`
+	Uid     uint32       `json:"uid"`
+	Owner   string       `json:"owner,omitempty"`
 	// Cause is the error behind a failure the caller saw as Errno (a
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
+	// Repeat, on a line that stands for more than one refusal, is how
+	// many: the same op, path, code, errno and owner refused again within
+	// AuditWindow of the line before it that had them. The line carries
+	// the last one's time and pid.
+	Repeat int `json:"repeat,omitempty"`
 }
+
+// rotateEvent is the first line of a fresh audit file after a rotation.
+type rotateEvent struct {
+	Time      time.Time `json:"time"`
+	Op        string    `json:"op"`      // "rotate"
+	Rotated   string    `json:"rotated"` // where the full file went
+	Coalesced int       `json:"coalesced"`
+	Dropped   int       `json:"dropped"`
+}
+
+const (
+	// AuditWindow is how long repeats of one refusal are counted into one
+	// line: a loop of open(".env") writes two lines a window, not one per
+	// open.
+	AuditWindow = time.Second
+	// AuditMaxSize is the size at which OpenAuditLog's file is rotated to
+	// FILE.1 (one generation kept), so the log stays under twice this.
+	AuditMaxSize = 64 << 20
+)
 
 // Auditor writes one JSON line per refusal. Writes are serialised so lines
 // never interleave; a failed write is counted and reported to Logf, never
 // fatal to the request.
+//
+// Repeats are coalesced: the first refusal of a kind is written at once;
+// the same refusal again within the window (same op, path, code, errno,
+// owner) is counted, and the count goes out as one line with "repeat"
+// when a different refusal comes, when the window has passed (at the next
+// refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
 type Auditor struct {
 	mu     sync.Mutex
 	w      io.Writer
 	failed int
+	now    func() time.Time
+	window time.Duration
+
+	last    Event // the kind of the latest line, and when its window began
+	held    Event // the latest repeat not yet written
+	repeats int   // how many repeats held stands for
+	// coalesced is how many refusals went into repeat lines (beyond one
+	// per line); dropped, lines lost to write errors: both since the last
+	// rotation.
+	coalesced, dropped int
+
+	// file, path, size, maxSize: set by OpenAuditLog, for rotation.
+	file          *os.File
+	path          string
+	size, maxSize int64
+	stop, done    chan struct{}
+
 	// Owner names the lock owner of a caller, when the mount knows one.
 	Owner func(pid uint32) string
 	// Logf, if set, hears of lines that could not be written: the first,
@@ -41,8 +97,66 @@ type Auditor struct {
 	Logf func(format string, args ...any)
 }
 
-// NewAuditor writes events to w (an O_APPEND file, typically).
-func NewAuditor(w io.Writer) *Auditor { return &Auditor{w: w} }
+// NewAuditor writes events to w, coalescing repeats within AuditWindow by
+// the wall clock. It has no ticker and no size bound: repeats held at the
+// end of a window go out with the next refusal, Tick or Close.
+func NewAuditor(w io.Writer) *Auditor {
+	return newAuditor(w, time.Now, AuditWindow)
+}
+
+// NewAuditorClock is NewAuditor with an injected clock and window, for
+// tests.
+func NewAuditorClock(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
+	return newAuditor(w, now, window)
+}
+
+func newAuditor(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
+	return &Auditor{w: w, now: now, window: window}
+}
+
+// OpenAuditLog appends to the audit file at path (made 0600 if absent),
+// rotating it to path+".1" when it would grow past maxSize, and runs a
+// ticker that writes held repeats once their window has passed. Close
+// stops the ticker, writes what is held and closes the file.
+func OpenAuditLog(path string, maxSize int64) (*Auditor, error) {
+	return openAuditLog(path, maxSize, time.Now, AuditWindow, true)
+}
+
+// openAuditLog is OpenAuditLog with the clock and window given, and the
+// ticker optional (tests call Tick).
+func openAuditLog(path string, maxSize int64, now func() time.Time, window time.Duration, ticker bool) (*Auditor, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	a := newAuditor(f, now, window)
+	a.file, a.path, a.size, a.maxSize = f, path, st.Size(), maxSize
+	if ticker {
+		a.stop, a.done = make(chan struct{}), make(chan struct{})
+		go a.tick(a.window)
+	}
+	return a, nil
+}
+
+// tick calls Tick every interval until Close.
+func (a *Auditor) tick(interval time.Duration) {
+	defer close(a.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.Tick()
+		}
+	}
+}
 
 // Record writes the event for a refusal of op on path.
 func (a *Auditor) Record(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno) {
@@ -52,7 +166,8 @@ func (a *Auditor) Record(ctx context.Context, op, path string, code errcode.Code
 // RecordCause is Record for a failure with an underlying cause.
 func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error) {
 	c := caller(ctx)
-	ev := Event{Time: time.Now().UTC(), Op: op, Path: path, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid}
+	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid}
+	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
 		var e syscall.Errno
 		if errors.As(cause, &e) {
@@ -64,19 +179,132 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 	if a.Owner != nil {
 		ev.Owner = a.Owner(c.Pid)
 	}
-	line, err := json.Marshal(ev)
+	a.record(ev)
+}
+
+// record writes ev, or counts it as a repeat of the latest line.
+func (a *Auditor) record(ev Event) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ev.Time = a.now().UTC()
+	if sameKind(ev, a.last) && ev.Time.Sub(a.last.Time) < a.window {
+		a.held = ev
+		a.repeats++
+		return
+	}
+	a.flushLocked()
+	a.last = ev
+	a.write(ev)
+}
+
+// sameKind reports whether two refusals are repeats of one another.
+func sameKind(x, y Event) bool {
+	return x.Op == y.Op && x.Path == y.Path && x.Escaped == y.Escaped && x.Code == y.Code &&
+		x.Errno == y.Errno && x.Cause == y.Cause && x.Owner == y.Owner && x.Uid == y.Uid
+}
+
+// Tick writes held repeats whose window has passed. OpenAuditLog's ticker
+// calls it; tests call it after moving their clock.
+func (a *Auditor) Tick() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.repeats > 0 && a.now().Sub(a.last.Time) >= a.window {
+		a.flushLocked()
+		a.last = Event{}
+	}
+}
+
+// Flush writes held repeats now.
+func (a *Auditor) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.flushLocked()
+}
+
+// flushLocked writes the held repeats as one line: a lone repeat as a line
+// of its own, more as one line with their count.
+func (a *Auditor) flushLocked() {
+	if a.repeats == 0 {
+		return
+	}
+	ev := a.held
+	if a.repeats > 1 {
+		ev.Repeat = a.repeats
+		a.coalesced += a.repeats - 1
+	}
+	a.held, a.repeats = Event{}, 0
+	a.write(ev)
+}
+
+// write writes one line (a.mu held), rotating the file first if the line
+// would take it past its bound.
+func (a *Auditor) write(v any) {
+	line, err := json.Marshal(v)
 	if err != nil {
 		return
 	}
 	line = append(line, '\n')
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.w.Write(line); err != nil {
+	if a.file != nil && a.maxSize > 0 && a.size > 0 && a.size+int64(len(line)) > a.maxSize {
+		a.rotate()
+	}
+	n, err := a.w.Write(line)
+	a.size += int64(n)
+	if err != nil {
 		a.failed++
+		a.dropped++
 		if a.Logf != nil && a.failed%1000 == 1 {
 			a.Logf("audit log: %v (%d lines not written)", err, a.failed)
 		}
 	}
+}
+
+// rotate renames the full file to path.1 (replacing the generation before
+// it) and starts a fresh file whose first line counts what was coalesced
+// and dropped since the last rotation. If the fresh file cannot be made,
+// lines go on to the old one, which the rename moved.
+func (a *Auditor) rotate() {
+	old := a.path + ".1"
+	if err := os.Rename(a.path, old); err != nil {
+		a.logf("audit log: rotate: %v", err)
+		a.size = 0 // try again at the next bound, not at every line
+		return
+	}
+	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		a.logf("audit log: rotate: %v (writing on to %s)", err, old)
+		a.size = 0
+		return
+	}
+	a.file.Close()
+	a.file, a.w, a.size = f, f, 0
+	hdr := rotateEvent{Time: a.now().UTC(), Op: "rotate", Rotated: old, Coalesced: a.coalesced, Dropped: a.dropped}
+	a.coalesced, a.dropped = 0, 0
+	a.write(hdr)
+}
+
+func (a *Auditor) logf(format string, args ...any) {
+	if a.Logf != nil {
+		a.Logf(format, args...)
+	}
+}
+
+// Close writes held repeats, stops the ticker and closes OpenAuditLog's
+// file.
+func (a *Auditor) Close() error {
+	if a.stop != nil {
+		close(a.stop)
+		<-a.done
+		a.stop = nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.flushLocked()
+	if a.file == nil {
+		return nil
+	}
+	err := a.file.Close()
+	a.file = nil
+	return err
 }
 
 // Failed is how many events could not be written.
@@ -84,6 +312,29 @@ func (a *Auditor) Failed() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.failed
+}
+
+// escapePath returns p as it goes into a JSON string: p itself when it is
+// UTF-8; otherwise with backslashes doubled and every byte outside a UTF-8
+// sequence written \xNN, and true.
+func escapePath(p string) (string, bool) {
+	if utf8.ValidString(p) {
+		return p, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		r, size := utf8.DecodeRuneInString(p[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, p[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteString(p[i : i+size])
+		}
+		i += size
+	}
+	return b.String(), true
 }
 
 func errnoName(e syscall.Errno) string {
@@ -110,6 +361,10 @@ func errnoName(e syscall.Errno) string {
 		return "ENOSYS"
 	case syscall.EOPNOTSUPP:
 		return "EOPNOTSUPP"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EINVAL:
+		return "EINVAL"
 	default:
 		return e.Error()
 	}

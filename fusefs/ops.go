@@ -186,6 +186,13 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
+	// A hidden credential does not exist on the mount: answering EEXIST
+	// would say it does, so making one is refused like a create.
+	if n.fsys.hiding() {
+		if errno := n.fsys.denyPath(ctx, "mkdir", n, name); errno != 0 {
+			return nil, errno
+		}
+	}
 	return n.createNamed(ctx, "mkdir", pfd, name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
 		return dirfd.Mkdir(pfd, name, m)
 	}, out)
@@ -225,7 +232,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	if !staysInside(f.depth(n), target) {
+	if !staysInside(f.depth(n), target) || targetHidden(target) {
 		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape)
 	}
 	if rel := lexicalTarget(f.relPath(n, ""), target); f.credentialDenied(rel) {
@@ -309,8 +316,10 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 
 // Rename is one renameat2 between two verified directory fds; flags
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name is prepared
-// (the source, then the target), then a directory holding a credential is
-// refused, then a file another owner is writing.
+// (the source, then the target), then RENAME_WHITEOUT is refused
+// (PATH_ESCAPE: it would leave a 0:0 character device at the source name,
+// a device node Mknod refuses), then a directory holding a credential,
+// then a file another owner is writing.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
@@ -333,6 +342,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	nfd, errno := np.prepare(ctx, "rename", newName, targetUse)
 	if errno != 0 {
 		return errno
+	}
+	if flags&unix.RENAME_WHITEOUT != 0 {
+		return f.refuse(ctx, "rename", n, name, errcode.PathEscape)
 	}
 	if errno := f.denyDirRename(ctx, n, ofd, name); errno != 0 {
 		return errno

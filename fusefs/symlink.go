@@ -37,3 +37,16 @@ func lexicalTarget(dir, target string) string {
 	p := path.Clean(path.Join("/", dir, target))
 	return strings.TrimPrefix(p, "/")
 }
+
+// targetHidden reports whether a symlink target names a hidden name (a
+// live .realm-tmp- temp) in any component: such a link would reach, by a
+// path the kernel resolves in BACKING's namespace, a file the mount says
+// does not exist.
+func targetHidden(target string) bool {
+	for c := range strings.SplitSeq(target, "/") {
+		if hiddenName(c) {
+			return true
+		}
+	}
+	return false
+}

@@ -102,17 +102,24 @@ var DefaultCredentialGlobs = []Glob{
 	{"**/*.ovpn", "shhgit"},
 }
 
-// DefaultPublicGlobs are files the built-in set would deny by their
-// extension that are public by construction: the CA bundles package
-// managers ship and read to verify TLS. Denied, `pip install` fails inside
-// a virtualenv on the mount (pip vendors certifi), as does every program
-// that uses requests, botocore or gRPC from one. They are allowed whenever
+// DefaultPublicGlobs are files the built-in set would deny by their name
+// that are public by construction: the CA bundles package managers ship and
+// read to verify TLS (denied, `pip install` fails inside a virtualenv on the
+// mount, since pip vendors certifi, as does every program that uses
+// requests, botocore or gRPC from one), and the example environment files
+// projects commit so that people know which variables to set (dotenv,
+// Symfony's .env.dist). Like allow globs they match the path as written
+// (.env.EXAMPLE stays denied). They are allowed whenever
 // the built-in set is applied; a policy's deny cannot take them back
 // (allow wins), so a policy that must deny them sets defaults: false.
 var DefaultPublicGlobs = []Glob{
 	{"**/certifi/cacert.pem", "certifi: Mozilla's CA bundle, vendored by pip and requests"},
 	{"**/botocore/cacert.pem", "botocore: its CA bundle"},
 	{"**/grpc/_cython/_credentials/roots.pem", "grpcio: its root certificates"},
+	{"**/.env.example", "an example environment file, committed to the repository"},
+	{"**/.env.sample", "an example environment file, committed to the repository"},
+	{"**/.env.template", "an example environment file, committed to the repository"},
+	{"**/.env.dist", "Symfony's committed defaults (.env.dist)"},
 }
 
 // maxGlobLen bounds one pattern; doublestar backtracks, and no credential
@@ -136,12 +143,53 @@ func checkGlob(pattern string) error {
 	case strings.HasPrefix(pattern, "/"):
 		return fmt.Errorf("glob %q must be relative to the workspace (no leading /)", pattern)
 	}
+	if err := checkRanges(pattern); err != nil {
+		return err
+	}
 	for seg := range strings.SplitSeq(pattern, "/") {
 		switch seg {
 		case "":
 			return fmt.Errorf("glob %q has an empty path segment", pattern)
 		case ".", "..":
 			return fmt.Errorf("glob %q has a %q segment; paths are canonical", pattern, seg)
+		}
+	}
+	return nil
+}
+
+// checkRanges refuses a character class with a range whose end comes
+// before its start ([z-a]): doublestar accepts it, and it matches nothing,
+// which in a deny glob silently denies nothing.
+func checkRanges(pattern string) error {
+	rs := []rune(pattern)
+	for i := 0; i < len(rs); i++ {
+		switch rs[i] {
+		case '\\':
+			i++
+		case '[':
+			j := i + 1
+			if j < len(rs) && (rs[j] == '!' || rs[j] == '^') {
+				j++
+			}
+			for ; j < len(rs) && rs[j] != ']'; j++ {
+				lo := rs[j]
+				if lo == '\\' && j+1 < len(rs) {
+					j++
+					lo = rs[j]
+				}
+				if j+2 < len(rs) && rs[j+1] == '-' && rs[j+2] != ']' {
+					j += 2
+					hi := rs[j]
+					if hi == '\\' && j+1 < len(rs) {
+						j++
+						hi = rs[j]
+					}
+					if hi < lo {
+						return fmt.Errorf("glob %q has the range %c-%c, which is empty (its end comes before its start)", pattern, lo, hi)
+					}
+				}
+			}
+			i = j
 		}
 	}
 	return nil

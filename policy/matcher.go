@@ -17,9 +17,15 @@ import (
 // anywhere in the path, and anchored literals. Only what fits none of these
 // falls back to doublestar.Match. Every shape is equivalent to doublestar on
 // canonical paths; the tests and FuzzDenied hold the two against each other.
+//
+// Deny globs are stored folded (fold.go) and meet the folded path; allow
+// globs meet the path as written.
 type Matcher struct {
 	deny, allow globSet
-	hide        bool
+	// denyAsWritten holds the rare deny globs whose folding is not a valid
+	// glob (a class range such as [Z-a] reverses): matched as written.
+	denyAsWritten globSet
+	hide          bool
 }
 
 // globSet is a set of compiled patterns; match reports whether any matches.
@@ -60,16 +66,14 @@ func (p *Policy) Matcher() *Matcher {
 	m := &Matcher{hide: p.Credentials.Hide}
 	if p.Credentials.Defaults {
 		for _, g := range DefaultCredentialGlobs {
-			m.deny.add(g.Pattern)
+			m.addDeny(g.Pattern)
 		}
 		for _, g := range DefaultPublicGlobs {
 			m.allow.add(g.Pattern)
 		}
 	}
 	for _, g := range p.Credentials.Deny {
-		if !m.deny.add(g) {
-			m.deny.all = true
-		}
+		m.addDeny(g)
 	}
 	for _, g := range p.Credentials.Allow {
 		m.allow.add(g) // an invalid allow glob allows nothing
@@ -77,14 +81,31 @@ func (p *Policy) Matcher() *Matcher {
 	return m
 }
 
+// addDeny adds a deny glob, folded; an invalid one denies everything.
+func (m *Matcher) addDeny(g string) {
+	if checkGlob(g) != nil {
+		m.deny.all = true
+		return
+	}
+	if !m.deny.add(fold(g)) {
+		m.denyAsWritten.add(g)
+	}
+}
+
 var defaultMatcher = sync.OnceValue(func() *Matcher { return Default().Matcher() })
 
 // Denied reports whether rel is a credential path: it matches the built-in set
 // (when defaults are on) or a deny glob, and no allow glob. rel is the
 // canonical workspace-relative path, slash-separated, without a leading slash;
-// "" is the workspace root and is never denied. Matching is byte-exact and
-// case-sensitive, as names are on Linux. A nil Matcher applies the default
-// policy, so a wiring mistake fails closed.
+// "" is the workspace root and is never denied.
+//
+// A deny glob matches whatever name a case-insensitive filesystem would
+// resolve to the same file: rel and the globs are compared under Unicode
+// simple case folding without default-ignorable code points (fold), and
+// again with each segment's trailing dots and spaces dropped (vfat and
+// exFAT ignore them). An allow glob matches rel byte-exactly. So folding
+// can only add refusals. A nil Matcher applies the default policy, so a
+// wiring mistake fails closed.
 func (m *Matcher) Denied(rel string) bool {
 	if m == nil {
 		m = defaultMatcher()
@@ -92,7 +113,22 @@ func (m *Matcher) Denied(rel string) bool {
 	if rel == "" {
 		return false
 	}
-	return m.deny.match(rel) && !m.allow.match(rel)
+	return m.denies(rel) && !m.allow.match(rel)
+}
+
+// denies reports whether a deny glob matches rel under folding.
+func (m *Matcher) denies(rel string) bool {
+	f := fold(rel)
+	if m.deny.match(f) || m.denyAsWritten.match(rel) {
+		return true
+	}
+	if t := trimSegments(f); t != f && m.deny.match(t) {
+		return true
+	}
+	if t := trimSegments(rel); t != rel && m.denyAsWritten.match(t) {
+		return true
+	}
+	return false
 }
 
 // Hide reports whether denied entries also vanish from lookup and listings.

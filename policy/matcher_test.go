@@ -10,7 +10,9 @@ import (
 )
 
 // refDenied is the specification Denied must agree with: a plain loop of
-// doublestar.Match over every pattern.
+// doublestar.Match over every pattern, the deny globs folded against the
+// folded path (and its segments without trailing dots and spaces), the
+// allow globs as written.
 func refDenied(p *Policy, rel string) bool {
 	if rel == "" {
 		return false
@@ -28,15 +30,31 @@ func refDenied(p *Policy, rel string) bool {
 			allow = append(allow, g.Pattern)
 		}
 	}
-	any := func(globs []string) bool {
-		for _, g := range globs {
+	denies := func(rel string) bool {
+		f := fold(rel)
+		for _, g := range deny {
+			fg := fold(g)
+			if checkGlob(fg) != nil {
+				fg, f = g, rel // matched as written
+			}
+			for _, r := range []string{f, trimSegments(f)} {
+				if ok, _ := doublestar.Match(fg, r); ok {
+					return true
+				}
+			}
+			f = fold(rel)
+		}
+		return false
+	}
+	allows := func(rel string) bool {
+		for _, g := range allow {
 			if ok, _ := doublestar.Match(g, rel); ok {
 				return true
 			}
 		}
 		return false
 	}
-	return any(deny) && !any(allow)
+	return denies(rel) && !allows(rel)
 }
 
 // defaultCases gives every built-in pattern a path it denies and a near miss
@@ -47,14 +65,14 @@ var defaultCases = map[string]struct{ pos, neg string }{
 	"**/.ssh/**":                            {"home/u/.ssh/config", "home/u/ssh/config"},
 	"**/id_rsa*":                            {"keys/id_rsa.pub", "keys/my_id_rsa"},
 	"**/id_dsa*":                            {"id_dsa", "keys/id-dsa"},
-	"**/id_ecdsa*":                          {"a/b/id_ecdsa", "a/b/ID_ECDSA"},
+	"**/id_ecdsa*":                          {"a/b/id_ecdsa", "a/b/my_ID_ECDSA"},
 	"**/id_ed25519*":                        {"x/id_ed25519_sk", "x/id_ed2551"},
 	"**/*.pem":                              {"certs/server.pem", "certs/server.pem.txt"},
 	"**/*.key":                              {"config/master.key", "config/master.keys"},
 	"**/*.keypair":                          {"a.keypair", "a.keypairs"},
 	"**/otr.private_key":                    {".purple/otr.private_key", "otr.private_keys"},
 	"**/*.p12":                              {"a/b/c/cert.p12", "cert.p13"},
-	"**/*.pfx":                              {"cert.pfx", "cert.PFX"},
+	"**/*.pfx":                              {"cert.PFX", "cert.PFX.txt"},
 	"**/*.pkcs12":                           {"x.pkcs12", "x.pkcs1"},
 	"**/*.jks":                              {"android/release.jks", "jks/readme"},
 	"**/*.keystore":                         {"debug.keystore", "keystore.go"},
@@ -161,9 +179,32 @@ func TestDenied(t *testing.T) {
 		{"ssh dir itself", true, nil, nil, "home/.ssh", true},
 		{"ssh nested", true, nil, nil, "a/b/.ssh/keys/old/id", true},
 		{"defaults off", false, nil, nil, "a/.env", false},
-		{"case sensitive ext", true, nil, nil, "cert.PEM", false},
-		{"case sensitive name", true, nil, nil, "A/.ENV", false},
-		{"case sensitive dir", true, nil, nil, ".SSH/config", false},
+
+		// Deny globs match case-insensitively (Unicode simple case
+		// folding, ignorable code points dropped, trailing dots and spaces
+		// of a segment ignored), as vfat, exFAT, ntfs-3g and ext4 casefold
+		// resolve names; allow globs match as written.
+		{"upper ext", true, nil, nil, "cert.PEM", true},
+		{"upper name", true, nil, nil, "A/.ENV", true},
+		{"mixed name", true, nil, nil, "A/.eNv", true},
+		{"upper dir", true, nil, nil, ".SSH/config", true},
+		{"upper key", true, nil, nil, ".SSH/ID_RSA", true},
+		{"upper env suffix", true, nil, nil, ".ENV.LOCAL", true},
+		{"kelvin sign", true, nil, nil, "a/.\u212Aube/config", true},
+		{"long s", true, nil, nil, "a/.\u017Fsh/id", true},
+		{"zero width joiner", true, nil, nil, ".e\u200Dnv", true},
+		{"byte order mark", true, nil, nil, "\uFEFF.env", true},
+		{"trailing dot", true, nil, nil, "server.pem.", true},
+		{"trailing dots and spaces", true, nil, nil, "x/.env. . ", true},
+		{"trailing dot of a dir", true, nil, nil, ".ssh./config", true},
+		{"dots only kept", true, nil, nil, "...", false},
+		{"upper deny glob", false, []string{"Secrets/**"}, nil, "SECRETS/a", true},
+		{"upper class", false, []string{"**/key[A-C].bin"}, nil, "x/keyb.bin", true},
+		{"folded class that reverses is matched as written", false, []string{"**/x[Z-a]"}, nil, "x_", true},
+		{"not near misses", true, nil, nil, "A/.ENVRC", false},
+		{"allow is case-sensitive", true, nil, []string{"testdata/**"}, "TESTDATA/id_rsa", true},
+		{"allow as written", true, nil, []string{"testdata/**"}, "testdata/id_rsa", false},
+		{"public exception is case-sensitive", true, nil, nil, "x/certifi/CACERT.PEM", true},
 
 		// ** at the start, middle and end.
 		{"** start matches root", false, []string{"**/secret.txt"}, nil, "secret.txt", true},
@@ -211,6 +252,17 @@ func TestDenied(t *testing.T) {
 		{"grpc's roots", true, nil, nil, "venv/lib/python3.12/site-packages/grpc/_cython/_credentials/roots.pem", false},
 		{"other pem beside certifi", true, nil, nil, "venv/lib/python3.11/site-packages/certifi/server.pem", true},
 		{"cacert.pem elsewhere", true, nil, nil, "certs/cacert.pem", true},
+
+		// Example environment files are never credentials.
+		{"env example", true, nil, nil, ".env.example", false},
+		{"env sample deep", true, nil, nil, "app/config/.env.sample", false},
+		{"env template", true, nil, nil, "svc/.env.template", false},
+		{"env dist", true, nil, nil, ".env.dist", false},
+		{"env example, upper", true, nil, nil, ".ENV.EXAMPLE", true},
+		{"env example backup", true, nil, nil, ".env.example.bak", true},
+		{"env local", true, nil, nil, ".env.local", true},
+		{"env examples", true, nil, nil, ".env.examples", true},
+		{"example exemption needs the defaults", false, []string{"**/.env.*"}, nil, ".env.example", true},
 		{"public exception needs the defaults", false, []string{"**/*.pem"}, nil, "x/certifi/cacert.pem", true},
 		{"deny cannot take the exception back", true, []string{"**/certifi/**"}, nil, "x/certifi/cacert.pem", false},
 	}

@@ -162,8 +162,17 @@ func checkAuditPath(p string, emptyOK bool) string {
 	case p == "/":
 		return fmt.Sprintf("%q names a directory, not a file", p)
 	}
+	for _, fs := range kernelTrees {
+		if p == fs || strings.HasPrefix(p, fs+"/") {
+			return fmt.Sprintf("%q is under %s, whose files are the kernel's, not a log", p, fs)
+		}
+	}
 	return ""
 }
+
+// kernelTrees are where a path names a kernel object (a process's memory,
+// a device, a sysfs knob), which appending audit lines to would corrupt.
+var kernelTrees = []string{"/proc", "/sys", "/dev"}
 
 // Render returns the effective policy as YAML, for realmfs --show-policy:
 // every field present, and with defaults on, the built-in globs listed first

@@ -111,6 +111,17 @@ func TestParseErrors(t *testing.T) {
 			`policy.yaml:2: audit.path: "audit.jsonl" is not an absolute path`},
 		{"audit unclean", "version: 1\naudit:\n  path: /var/log/../x\n",
 			`policy.yaml:3: audit.path: "/var/log/../x" is not a clean path (want "/var/x")`},
+		{"audit in /proc", "version: 1\naudit:\n  path: /proc/self/mem\n",
+			`policy.yaml:3: audit.path: "/proc/self/mem" is under /proc, whose files are the kernel's, not a log`},
+		{"audit in /sys", "version: 1\naudit: {path: /sys/kernel/x}\n", `policy.yaml:2: audit.path: "/sys/kernel/x" is under /sys`},
+		{"audit in /dev", "version: 1\naudit: {path: /dev/sda}\n", `policy.yaml:2: audit.path: "/dev/sda" is under /dev`},
+		{"audit is /dev", "version: 1\naudit: {path: /dev}\n", `policy.yaml:2: audit.path: "/dev" is under /dev`},
+		{"reversed range", "version: 1\ncredentials:\n  deny: ['[z-a]']\n",
+			`policy.yaml:3: credentials.deny[0]: glob "[z-a]" has the range z-a, which is empty`},
+		{"reversed range in allow", "version: 1\ncredentials:\n  allow: ['x', '**/k[!9-0]']\n",
+			`policy.yaml:3: credentials.allow[1]: glob "**/k[!9-0]" has the range 9-0`},
+		{"reversed escaped range", "version: 1\ncredentials:\n  deny: ['[\\z-a]']\n",
+			`policy.yaml:3: credentials.deny[0]: glob "[\\z-a]" has the range z-a`},
 		{"audit without path", "version: 1\naudit: {}\n", "policy.yaml:2: audit.path: required when audit is given"},
 		{"audit unknown", "version: 1\naudit:\n  file: /x\n", "policy.yaml:3: audit.file: unknown field (want one of path)"},
 		{"alias", "version: 1\ncredentials:\n  deny: &d ['a']\n  allow: *d\n", "policy.yaml:4: credentials.allow: YAML aliases are not supported"},
@@ -191,6 +202,8 @@ func TestValidate(t *testing.T) {
 		{"glob", func(p *Policy) { p.Credentials.Allow = []string{"ok", "[x"} }, `policy: credentials.allow[1]: bad glob "[x"`},
 		{"symlinks", func(p *Policy) { p.Symlinks = "" }, `policy: symlinks: unknown mode ""`},
 		{"audit", func(p *Policy) { p.Audit.Path = "rel" }, `policy: audit.path: "rel" is not an absolute path`},
+		{"audit /proc", func(p *Policy) { p.Audit.Path = "/proc/self/mem" }, `policy: audit.path: "/proc/self/mem" is under /proc`},
+		{"reversed range", func(p *Policy) { p.Credentials.Deny = []string{"[z-a]"} }, `policy: credentials.deny[0]: glob "[z-a]" has the range`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +241,7 @@ func TestRender(t *testing.T) {
 		"full": {Version: 1, Symlinks: SymlinksInsideOnly, Audit: Audit{Path: "/var/log/realm/audit.jsonl"},
 			Credentials: Credentials{Defaults: true, Hide: true,
 				Deny:  []string{"secrets/**", "**/.env", "it's/*"},
-				Allow: []string{"**/.env.example", "true", "123"}}},
+				Allow: []string{"docs/*.pem", "true", "123"}}},
 		"no defaults": {Version: 1, Symlinks: SymlinksInsideOnly, Credentials: Credentials{Deny: []string{"a"}}},
 		"empty":       {Version: 1, Symlinks: SymlinksInsideOnly},
 	}

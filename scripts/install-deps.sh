@@ -7,8 +7,9 @@
 #   python3         the atomic-save e2e test and the benchmark's save loop
 #   attr            getfattr/setfattr for the xattr e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
+#   dosfstools      mkfs.vfat, for the case-insensitive BACKING e2e test
 set -euo pipefail
-pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux)
+pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux dosfstools)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")

@@ -243,12 +243,12 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	var audit *fusefs.Auditor
 	if cfg.auditLog != "" {
-		f, err := os.OpenFile(cfg.auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		a, err := fusefs.OpenAuditLog(cfg.auditLog, fusefs.AuditMaxSize)
 		if err != nil {
 			return fail("audit log: %v", err)
 		}
-		defer f.Close()
-		audit = fusefs.NewAuditor(f)
+		audit = a
+		defer audit.Close()
 		audit.Logf = log.Printf
 		defer func() {
 			if n := audit.Failed(); n > 0 {
