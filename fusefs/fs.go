@@ -123,13 +123,16 @@ type FS struct {
 	// replaced to the node the kernel knows it by, so that the file keeps
 	// its node, and its inode number on the mount, across commits (SQLite
 	// checks that the file behind its descriptor is still the one at its
-	// path). Entries go when the node is forgotten or retired. rekeyedMu
+	// path); and that of an object of any type whose number the mount made
+	// up (FS.madeUp), so that it keeps that number. Entries go when the
+	// node is forgotten or retired. rekeyedMu
 	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
 	rekeyedMu sync.Mutex
 	rekeyed   map[fileID]*Node
+	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
 	// borrowed holds the inode numbers those nodes answer to, which the
-	// backing filesystem may have given to new files meanwhile; such a new
-	// file gets its number with the top bit set instead.
+	// backing filesystem may have given to new objects meanwhile; such a
+	// new object gets a number with the top bit set instead.
 	borrowed map[uint64]*Node
 	// holds maps the backing files whose node was retired to when their
 	// next node's readers may pass through (see Node.retire).
