@@ -118,6 +118,9 @@ type FS struct {
 	// renamed or removed; the mount-time sweep removes only the others.
 	tempsMu sync.Mutex
 	temps   map[string]bool
+	// scanning counts the mount-time scans in progress (ScanInBackground),
+	// which Close waits for.
+	scanning sync.WaitGroup
 
 	// rekeyed maps the backing identity of a file that an atomic write
 	// replaced to the node the kernel knows it by, so that the file keeps
@@ -299,8 +302,9 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 }
 
 // Close releases the root fd and the pidfds of the process resolver once
-// the server has stopped.
+// the server has stopped, after the mount-time scan has finished.
 func (f *FS) Close() error {
+	f.scanning.Wait()
 	if f.watch != nil {
 		f.watch.close()
 	}

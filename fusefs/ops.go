@@ -281,7 +281,11 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
-	return toErrno(dirfd.Unlink(pfd, name, flags))
+	err := dirfd.Unlink(pfd, name, flags)
+	if err == syscall.ENOTEMPTY && n.fsys.sweepBeforeRmdir(pfd, name) {
+		err = dirfd.Unlink(pfd, name, flags)
+	}
+	return toErrno(err)
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
