@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"realm/errcode"
 )
 
@@ -338,34 +340,11 @@ func escapePath(p string) (string, bool) {
 }
 
 func errnoName(e syscall.Errno) string {
-	switch e {
-	case 0:
+	if e == 0 {
 		return "" // an event no process was refused (a killed writer's bytes)
-	case syscall.EACCES:
-		return "EACCES"
-	case syscall.EBUSY:
-		return "EBUSY"
-	case syscall.EPERM:
-		return "EPERM"
-	case syscall.EIO:
-		return "EIO"
-	case syscall.ENOENT:
-		return "ENOENT"
-	case syscall.ENOSPC:
-		return "ENOSPC"
-	case syscall.EDQUOT:
-		return "EDQUOT"
-	case syscall.EROFS:
-		return "EROFS"
-	case syscall.ENOSYS:
-		return "ENOSYS"
-	case syscall.EOPNOTSUPP:
-		return "EOPNOTSUPP"
-	case syscall.EPERM:
-		return "EPERM"
-	case syscall.EINVAL:
-		return "EINVAL"
-	default:
-		return e.Error()
 	}
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return e.Error()
 }

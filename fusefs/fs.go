@@ -118,18 +118,24 @@ type FS struct {
 	// renamed or removed; the mount-time sweep removes only the others.
 	tempsMu sync.Mutex
 	temps   map[string]bool
+	// scanning counts the mount-time scans in progress (ScanInBackground),
+	// which Close waits for.
+	scanning sync.WaitGroup
 
 	// rekeyed maps the backing identity of a file that an atomic write
 	// replaced to the node the kernel knows it by, so that the file keeps
 	// its node, and its inode number on the mount, across commits (SQLite
 	// checks that the file behind its descriptor is still the one at its
-	// path). Entries go when the node is forgotten or retired. rekeyedMu
+	// path); and that of an object of any type whose number the mount made
+	// up (FS.madeUp), so that it keeps that number. Entries go when the
+	// node is forgotten or retired. rekeyedMu
 	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
 	rekeyedMu sync.Mutex
 	rekeyed   map[fileID]*Node
+	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
 	// borrowed holds the inode numbers those nodes answer to, which the
-	// backing filesystem may have given to new files meanwhile; such a new
-	// file gets its number with the top bit set instead.
+	// backing filesystem may have given to new objects meanwhile; such a
+	// new object gets a number with the top bit set instead.
 	borrowed map[uint64]*Node
 	// holds maps the backing files whose node was retired to when their
 	// next node's readers may pass through (see Node.retire).
@@ -299,8 +305,9 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 }
 
 // Close releases the root fd and the pidfds of the process resolver once
-// the server has stopped.
+// the server has stopped, after the mount-time scan has finished.
 func (f *FS) Close() error {
+	f.scanning.Wait()
 	if f.watch != nil {
 		f.watch.close()
 	}

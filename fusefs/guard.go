@@ -192,8 +192,8 @@ func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dir
 	return nil
 }
 
-// scanResult is what the mount-time scan found.
-type scanResult struct {
+// ScanResult is what the mount-time scan found.
+type ScanResult struct {
 	Entries     int
 	Credentials int
 	TempRemoved int
@@ -205,16 +205,16 @@ type scanResult struct {
 // names it is renamed to), and removes the temp files of atomic writes that a
 // crash left behind (every temp this mount is not using; conflict copies are
 // never touched). Credential checks by identity (credInodes.has) wait until
-// it is done.
-func (f *FS) Scan() scanResult {
-	var res scanResult
+// it is done. It runs while the mount serves (ScanInBackground); what could
+// meet a crash's temp before the walk reaches it sweeps that directory
+// itself (sweepBeforeRmdir).
+func (f *FS) Scan() ScanResult {
+	var res ScanResult
 	defer close(f.creds.scanned)
 	res.Err = walk(f.rootFd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		res.Entries++
 		if hiddenName(d.Name) {
-			var st unix.Stat_t
-			if !f.isOwnTemp(d.Name) && dirfd.Lstat(parent, d.Name, &st) == nil &&
-				st.Mode&syscall.S_IFMT == syscall.S_IFREG && dirfd.Unlink(parent, d.Name, 0) == nil {
+			if f.removeCrashTemp(parent, d.Name) {
 				res.TempRemoved++
 			}
 			return true
@@ -229,4 +229,52 @@ func (f *FS) Scan() scanResult {
 		return true
 	})
 	return res
+}
+
+// ScanInBackground runs Scan on a goroutine of its own and hands report its
+// result. Close waits for it: a daemon unmounted at once still removes
+// every temp a crash left, and the walk never meets a closed root fd.
+func (f *FS) ScanInBackground(report func(ScanResult)) {
+	f.scanning.Add(1)
+	go func() {
+		defer f.scanning.Done()
+		report(f.Scan())
+	}()
+}
+
+// removeCrashTemp removes the temp name in the directory held by dir if a
+// crash left it: a regular file, not one this mount is using.
+func (f *FS) removeCrashTemp(dir int, name string) bool {
+	var st unix.Stat_t
+	return !f.isOwnTemp(name) && dirfd.Lstat(dir, name, &st) == nil &&
+		st.Mode&syscall.S_IFMT == syscall.S_IFREG && dirfd.Unlink(dir, name, 0) == nil
+}
+
+// sweepBeforeRmdir removes the temps a crash left in directory name of the
+// directory held by pfd, while the mount-time sweep may not have reached
+// it: an rmdir of a directory that looks empty on the mount must not fail
+// ENOTEMPTY on a hidden name the sweep is about to remove. It reports
+// whether it removed any.
+func (f *FS) sweepBeforeRmdir(pfd int, name string) bool {
+	select {
+	case <-f.creds.scanned:
+		return false // swept: a temp left is in use
+	default:
+	}
+	fd, err := dirfd.OpenDir(pfd, name)
+	if err != nil {
+		return false
+	}
+	defer dirfd.Close(fd)
+	ents, err := dirfd.ReadDir(fd)
+	if err != nil {
+		return false
+	}
+	removed := false
+	for _, d := range ents {
+		if hiddenName(d.Name) && f.removeCrashTemp(fd, d.Name) {
+			removed = true
+		}
+	}
+	return removed
 }

@@ -15,11 +15,18 @@ import (
 // Inode numbers across commits. A commit gives the file a new backing
 // inode; it is rekeyed: its node takes the new identity and keeps the inode
 // number the kernel knows (FS.rekeyed), and that number becomes borrowed
-// (FS.borrowed), so a new file the backing filesystem hands the freed
-// number gets one the mount makes up. A retired node (Node.retire) leaves
-// both maps and holds its successor's readers off passthrough (FS.holds).
-// "Rekeyed" is said only of commits; a rename through the mount is
-// "renamed" (renamelock.go).
+// (FS.borrowed). The backing filesystem hands the freed number to the next
+// object it makes (ext4 reuses the lowest free number of a block group at
+// once), and that object, of any type, gets a number the mount makes up
+// (newChild): two kernel inodes with one number would look like hard
+// links to cp and tar. A made-up number is kept like a rekeyed file's, by
+// the object's (dev, ino, generation) in FS.rekeyed, for as long as the
+// kernel knows its node: every later lookup finds the same node, so a
+// directory that is some process's cwd is never replaced under it (the
+// kernel drops an entry whose lookup answers another node, and getcwd
+// then fails). A retired node (Node.retire) leaves both maps and holds its
+// successor's readers off passthrough (FS.holds). "Rekeyed" is said only of
+// commits; a rename through the mount is "renamed" (renamelock.go).
 
 func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
 
@@ -54,23 +61,70 @@ func (n *Node) fileID() fileID {
 	return fileID{locks.Key{Dev: n.dev, Ino: n.ino}, n.gen}
 }
 
-// setRekeyed records that the file id is known to the kernel as node m, and
-// that m's inode number, no longer its backing file's, is borrowed.
+// setRekeyed records that the object id is known to the kernel as node m,
+// and that m's inode number, no longer its backing object's, is borrowed.
+// m's earlier entry goes: lookups lead to a node only for what it stands
+// for now (rekeyedNode).
 func (f *FS) setRekeyed(id fileID, m *Node) {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
+	f.setRekeyedLocked(id, m)
+	f.borrowed[m.StableAttr().Ino] = m
+}
+
+// setRekeyedLocked records that id is known as m (rekeyedMu held); the
+// caller marks m's number borrowed.
+func (f *FS) setRekeyedLocked(id fileID, m *Node) {
 	if f.rekeyed == nil {
 		f.rekeyed = make(map[fileID]*Node)
+		f.rekeyedBy = make(map[*Node]fileID)
+	}
+	if f.borrowed == nil {
 		f.borrowed = make(map[uint64]*Node)
 	}
+	f.dropRekeyedLocked(m)
 	f.rekeyed[id] = m
-	f.borrowed[m.StableAttr().Ino] = m
+	f.rekeyedBy[m] = id
+}
+
+// dropRekeyedLocked removes m's entry from rekeyed; rekeyedMu is held.
+func (f *FS) dropRekeyedLocked(m *Node) {
+	if id, ok := f.rekeyedBy[m]; ok {
+		if f.rekeyed[id] == m {
+			delete(f.rekeyed, id)
+		}
+		delete(f.rekeyedBy, m)
+	}
 }
 
 // borrowedBit marks the inode numbers the mount makes up for files whose
 // own number is borrowed by a live node; backing filesystems do not hand
 // out numbers that high.
 const borrowedBit = 1 << 63
+
+// madeUp returns the node for the object id when a live node borrows its
+// backing inode number ino, nil when none does. The node is the one made
+// for id before, while the kernel knows it; else mk makes one with a number
+// of the mount's own, recorded like a rekeyed file's. All of it happens
+// under rekeyedMu, so that two lookups of one name racing (a revalidation
+// of an entry is not serialized by the kernel) answer one node: two made-up
+// numbers would have the kernel drop the first node's entry.
+func (f *FS) madeUp(id fileID, ino uint64, mk func(ino uint64) *fs.Inode) *fs.Inode {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.borrowed[ino] == nil {
+		return nil
+	}
+	if m := f.rekeyed[id]; m != nil {
+		return m.EmbeddedInode()
+	}
+	in := mk(borrowedBit | f.synthetic.Add(1))
+	if m := asNode(in); m != nil {
+		f.setRekeyedLocked(id, m)
+		f.borrowed[in.StableAttr().Ino] = m
+	}
+	return in
+}
 
 // isBorrowed reports whether a live node answers to inode number ino
 // without its backing file having it.
@@ -80,12 +134,11 @@ func (f *FS) isBorrowed(ino uint64) bool {
 	return f.borrowed[ino] != nil
 }
 
-// rekeyedNode returns the node a commit left the regular file id under, if
-// that node still stands for it.
-func (f *FS) rekeyedNode(id fileID, mode uint32) *Node {
-	if mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil
-	}
+// rekeyedNode returns the node the kernel knows the object id by, when that
+// node's inode number is not the object's own: a file a commit rekeyed, or
+// an object of any type whose number the mount made up (newChild). Without
+// it, each lookup of such an object would make it a new node.
+func (f *FS) rekeyedNode(id fileID) *Node {
 	f.rekeyedMu.Lock()
 	m := f.rekeyed[id]
 	f.rekeyedMu.Unlock()
@@ -145,11 +198,16 @@ func (f *FS) catchUp(n *Node, now fileID) bool {
 		return false
 	}
 	// n keeps the inode number the kernel knows; the file it stood for no
-	// longer has it, and a new file given it must not share it.
-	if ino := n.StableAttr().Ino; ino&borrowedBit == 0 && f.borrowed[ino] == nil {
-		if f.borrowed == nil {
-			f.borrowed = make(map[uint64]*Node)
-		}
+	// longer has it, and a new file given it must not share it. Lookups of
+	// the file now lead to n, as they do to a node the commit moved, unless
+	// they lead to that node already.
+	ino := n.StableAttr().Ino
+	if f.rekeyed[now] == nil {
+		f.setRekeyedLocked(now, n)
+	} else {
+		f.dropRekeyedLocked(n)
+	}
+	if ino&borrowedBit == 0 && f.borrowed[ino] == nil {
 		f.borrowed[ino] = n
 	}
 	f.rekeyedMu.Unlock()
@@ -161,11 +219,7 @@ func (f *FS) catchUp(n *Node, now fileID) bool {
 func (f *FS) forgetRekeyed(m *Node) {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
-	for k, v := range f.rekeyed {
-		if v == m {
-			delete(f.rekeyed, k)
-		}
-	}
+	f.dropRekeyedLocked(m)
 	if f.borrowed[m.StableAttr().Ino] == m {
 		delete(f.borrowed, m.StableAttr().Ino)
 	}
@@ -179,15 +233,10 @@ func (f *FS) forgetRekeyed(m *Node) {
 func (f *FS) retired(m *Node, key locks.Key) {
 	f.rekeyedMu.Lock()
 	defer f.rekeyedMu.Unlock()
-	if f.rekeyed == nil {
-		f.rekeyed = make(map[fileID]*Node)
+	if f.borrowed == nil {
 		f.borrowed = make(map[uint64]*Node)
 	}
-	for k, v := range f.rekeyed {
-		if v == m {
-			delete(f.rekeyed, k)
-		}
-	}
+	f.dropRekeyedLocked(m)
 	f.borrowed[m.StableAttr().Ino] = m
 	now := time.Now()
 	if f.holds == nil {

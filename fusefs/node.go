@@ -137,26 +137,22 @@ var (
 // generation (dirfd.Statx) tells it apart from an earlier file that had the
 // same inode number. go-fuse may answer with an existing node of the same
 // identity (a hard link, or a second lookup racing this one); that node
-// stands for the same object.
+// stands for the same object. An object whose number a live node borrows
+// gets the number the mount made up for it (FS.madeUp).
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	if m := n.fsys.rekeyedNode(fileID{keyOf(st), gen}, st.Mode); m != nil && !m.isRetired() {
+	id := fileID{keyOf(st), gen}
+	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
-	ino := n.fsys.inoOf(st)
-	synthetic := n.fsys.isBorrowed(ino)
-	if synthetic {
-		// A rewritten file's node still answers to this number (see
-		// FS.borrowed): the backing filesystem gave it to a new file,
-		// which gets a number of the mount's own, remembered like a
-		// rewritten file's so that every lookup finds the same node.
-		ino = borrowedBit | n.fsys.synthetic.Add(1)
-	}
 	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
-	in := n.NewInode(ctx, child, fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: ino, Gen: gen})
-	if synthetic {
-		n.fsys.setRekeyed(fileID{keyOf(st), gen}, child)
+	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
+	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
+		attr.Ino = ino
+		return n.NewInode(ctx, child, attr)
+	}); in != nil {
+		return in
 	}
-	return in
+	return n.NewInode(ctx, child, attr)
 }
 
 // statNew stats an object this mount just made or found, through its fd, for

@@ -305,7 +305,11 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
-	if err := dirfd.Unlink(pfd, name, flags); err != nil {
+	err := dirfd.Unlink(pfd, name, flags)
+	if err == syscall.ENOTEMPTY && n.fsys.sweepBeforeRmdir(pfd, name) {
+		err = dirfd.Unlink(pfd, name, flags)
+	}
+	if err != nil {
 		return toErrno(err)
 	}
 	if l.held {

@@ -50,7 +50,9 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 		return err
 	}
 	// The temp becomes the file: give it the file's content (unless the
-	// write truncates it, or it is empty, as every newly created file is),
+	// write truncates it, or it is empty, as every newly created file is;
+	// a reflink, or a copy of its data extents that keeps its holes, so a
+	// write into a large sparse file costs its data, not its size),
 	// owner, mode and extended attributes (as they are now, with this
 	// mount's own changes) before anyone can see it under the file's name.
 	// A change to the file after this fstat is caught by the commit, which

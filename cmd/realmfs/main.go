@@ -328,13 +328,12 @@ func serve(cfg config, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
 		}
 	}()
-	go func() {
-		res := fsys.Scan()
+	fsys.ScanInBackground(func(res fusefs.ScanResult) {
 		if cfg.debug || res.Err != nil || res.TempRemoved > 0 {
 			log.Printf("scan: %d entries, %d credential files, %d temp files left by a crash removed, err=%v",
 				res.Entries, res.Credentials, res.TempRemoved, res.Err)
 		}
-	}()
+	})
 	if err := testSysfail(); err != nil {
 		server.Unmount()
 		return fail("%v", err)

@@ -351,9 +351,11 @@ func parseDirents(b []byte, out []Dirent) []Dirent {
 	return out
 }
 
-// CloneOrCopy fills dst with the first size bytes of src: a reflink
-// (FICLONE) where the filesystem shares extents, copy_file_range otherwise.
-// Both fds are open regular files the caller verified.
+// CloneOrCopy fills dst, an empty file, with the first size bytes of src
+// (all of it if size < 0): a reflink (FICLONE) of the whole file where the
+// filesystem shares extents, else a copy of src's data extents only
+// (CopySparse), so that a write into a large sparse file costs its data,
+// not its size. Both fds are open regular files the caller verified.
 func CloneOrCopy(dst, src int, size int64) error {
 	if size < 0 {
 		if err := unix.IoctlFileClone(dst, src); err == nil {
@@ -365,19 +367,7 @@ func CloneOrCopy(dst, src int, size int64) error {
 		}
 		size = st.Size
 	}
-	var off int64
-	for off < size {
-		in, out := off, off
-		n, err := unix.CopyFileRange(src, &in, dst, &out, int(min(size-off, 1<<30)), 0)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break // src shrank meanwhile: keep what there is
-		}
-		off += int64(n)
-	}
-	return nil
+	return CopySparse(dst, src, size)
 }
 
 // CopyXattrs copies the extended attributes of the object held by src onto

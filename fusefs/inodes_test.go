@@ -1,0 +1,100 @@
+package fusefs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// TestMadeUpNumberIsKept: an object of any type whose backing inode number
+// a live node borrows gets a number the mount makes up, and every lookup
+// while the kernel knows its node, racing ones too, answers that node and
+// number; once forgotten, the object may get another.
+func TestMadeUpNumberIsKept(t *testing.T) {
+	tf := newTestFS(t, nil)
+	if err := os.Mkdir(filepath.Join(tf.backing, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("d", filepath.Join(tf.backing, "s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(tf.backing, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf.write(t, "f", "x")
+	for _, name := range []string{"d", "s", "p", "f"} {
+		st := backingStat(t, tf, name)
+		// A rewritten file's node still answers to the number.
+		tf.rekeyedMu.Lock()
+		if tf.borrowed == nil {
+			tf.borrowed = make(map[uint64]*Node)
+		}
+		tf.borrowed[st.Ino] = &Node{}
+		tf.rekeyedMu.Unlock()
+
+		const lookups = 8
+		got := make([]*fs.Inode, lookups)
+		var wg sync.WaitGroup
+		for i := range lookups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var out fuse.EntryOut
+				in, errno := tf.root.Lookup(context.Background(), name, &out)
+				if errno != 0 {
+					t.Errorf("lookup %s: %v", name, errno)
+				}
+				got[i] = in
+			}()
+		}
+		wg.Wait()
+		first := got[0]
+		if first == nil {
+			t.Fatalf("%s: no node", name)
+		}
+		if first.StableAttr().Ino&borrowedBit == 0 {
+			t.Errorf("%s: inode number %d, want one the mount made up", name, first.StableAttr().Ino)
+		}
+		tf.root.AddChild(name, first, true)
+		again := tf.lookup(t, name)
+		for i, in := range append(got, again.EmbeddedInode()) {
+			if in != first {
+				t.Errorf("%s: lookup %d answered inode number %d, the first %d", name, i, in.StableAttr().Ino, first.StableAttr().Ino)
+			}
+		}
+		asNode(first).OnForget()
+		tf.rekeyedMu.Lock()
+		left := len(tf.rekeyed) + len(tf.rekeyedBy)
+		tf.rekeyedMu.Unlock()
+		if left != 0 {
+			t.Errorf("%s: %d entries left once the node is forgotten", name, left)
+		}
+	}
+}
+
+// TestRekeyedKeepsOneEntry: a file rewritten many times keeps one entry in
+// rekeyed, its current identity, so a forget does not walk the history.
+func TestRekeyedKeepsOneEntry(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "0")
+	for i := range 5 {
+		h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
+		writeAll(t, h, string(rune('1'+i)))
+		if errno := h.Fsync(as(1), 0); errno != 0 {
+			t.Fatalf("fsync = %v", errno)
+		}
+		h.Release(as(1))
+	}
+	tf.wantContent(t, "f", "5", "after five commits")
+	tf.rekeyedMu.Lock()
+	defer tf.rekeyedMu.Unlock()
+	if len(tf.rekeyed) != 1 || len(tf.rekeyedBy) != 1 {
+		t.Errorf("rekeyed holds %d entries (%d nodes), want 1", len(tf.rekeyed), len(tf.rekeyedBy))
+	}
+}
