@@ -141,11 +141,11 @@ func runCorpusCase(t *testing.T, tc corpusCase) {
 		t.Logf("content not compared of %d files: %s", ignored[r.why], r.why)
 	}
 	if len(d) > 0 {
-		t.Errorf("the tree on the mount differs from the native one (%d differences):\n%s", len(d), clipLines(d, 40))
+		t.Errorf("the tree on the mount (got) differs from the native one (want) (%d differences):\n%s", len(d), clipLines(d, 40))
 	}
 	// BACKING holds what the mount shows, byte for byte (no exclusions).
 	if d, _ := diffTrees(got, corpusTreeAs(t, m.BackingPath(filepath.Base(dir)), dir), nil); len(d) > 0 {
-		t.Errorf("BACKING differs from the mount's view (%d differences):\n%s", len(d), clipLines(d, 40))
+		t.Errorf("BACKING (got) differs from the mount's view (want) (%d differences):\n%s", len(d), clipLines(d, 40))
 	}
 	assertNoTemp(t, m.Backing, tc.name)
 	for _, e := range m.Audit() {
@@ -188,8 +188,8 @@ func corpusRun(tc corpusCase, dir, home string, env []string) corpusResult {
 type treeEntry struct {
 	typ  fs.FileMode // the type bits
 	perm fs.FileMode // permission, setuid, setgid and sticky bits
-	size int64       // of a regular file or symlink; directories' sizes are the filesystem's own
-	hash string      // sha256 of a regular file's content, or a symlink's target
+	size int64       // of a regular file or symlink target, once the run dir is replaced; directories' sizes are the filesystem's own
+	hash string      // sha256 of that content
 }
 
 func (e treeEntry) String() string {
@@ -258,14 +258,14 @@ func diffTrees(want, got map[string]treeEntry, ignore []ignoreRule) (out []strin
 		g, ok := got[rel]
 		switch {
 		case !ok:
-			out = append(out, fmt.Sprintf("%s: missing (native: %v)", rel, w))
+			out = append(out, fmt.Sprintf("%s: missing (want %v)", rel, w))
 		case g.typ != w.typ || g.perm != w.perm:
-			out = append(out, fmt.Sprintf("%s: %v, native %v", rel, g, w))
+			out = append(out, fmt.Sprintf("%s: %v, want %v", rel, g, w))
 		case g.size != w.size || g.hash != w.hash:
 			if i := slices.IndexFunc(ignore, func(r ignoreRule) bool { return r.match(rel) }); i >= 0 {
 				ignored[ignore[i].why]++
 			} else {
-				out = append(out, fmt.Sprintf("%s: content %v, native %v", rel, g, w))
+				out = append(out, fmt.Sprintf("%s: content %v, want %v", rel, g, w))
 			}
 		}
 	}
