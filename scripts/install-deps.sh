@@ -8,8 +8,14 @@
 #   attr            getfattr/setfattr for the xattr e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
 #   dosfstools      mkfs.vfat, for the case-insensitive BACKING e2e test
+#   make gcc libc6-dev  the corpus's recursive C build (e2e/corpus_test.go)
+#   python3-venv    the corpus's venv with pip, when python3 is Debian's
+#   nodejs          the corpus's npm pack/install/ci; npm below if it lacks it
 set -euo pipefail
 pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux dosfstools)
+pkgs+=(make gcc libc6-dev)
+pkgs+=(python3-venv)
+pkgs+=(nodejs)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
@@ -23,6 +29,14 @@ if ((${#need[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Debian's nodejs comes without npm (NodeSource's has it): add Debian's.
+if ! command -v npm >/dev/null; then
+	[[ $(id -u) == 0 ]] || { echo "install-deps: npm is missing; run as root or install it" >&2; exit 1; }
+	echo "install-deps: installing npm" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
 # go-fuse finds fusermount3 on PATH; the kernel module must be there.
 [[ -e /dev/fuse ]] || { echo "install-deps: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }
