@@ -184,6 +184,13 @@ func TestUsageAndFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := startRaw(t, um, asNobody, 15*time.Second, tc.args...)
 			checkFailure(t, um, tc.args, code, out, []int{1})
+			// The cause is fusermount3's own message ("failed to open
+			// /dev/fuse", "option allow_other only allowed if
+			// 'user_allow_other' is set"), which a detached daemon once
+			// sent to /dev/null.
+			if !strings.Contains(out, "fusermount3: ") {
+				t.Errorf("realmfs %v: output %q does not carry fusermount3's reason", tc.args, out)
+			}
 		})
 	}
 }

@@ -179,12 +179,16 @@ func TestOpenShellWorkspaceThroughInterceptor(t *testing.T) {
 	if _, stderr, code := h.run("reap"); code != 0 {
 		t.Errorf("reap with a live OpenShell session exited %d: %s", code, stderr)
 	}
+	// The daemon's own log is kept beside the mount (realmctl passes
+	// --log): it says the mount came up, and stays after the session.
+	waitForLine(t, rec.Mount+".log", "msg=mounted")
 	if out, stderr, code := h.run("session", "destroy", id); code != 0 {
 		t.Errorf("destroy exited %d: %s %s", code, out, stderr)
 	}
 	if len(h.sandboxes()) != 0 {
 		t.Errorf("sandboxes left: %v", h.sandboxes())
 	}
+	waitForLine(t, rec.Mount+".log", "msg=unmounted")
 }
 
 // TestOpenShellCanaryRefusesWorkspaceThatIsNotTheMount: without the

@@ -284,6 +284,30 @@ func (a *Auditor) rotate() {
 	a.write(hdr)
 }
 
+// Reopen opens OpenAuditLog's path anew and writes on there (SIGHUP, after
+// logrotate moved the file away). Held repeats go to the old file first. If
+// the path cannot be opened, lines go on to the old file.
+func (a *Auditor) Reopen() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.file == nil {
+		return nil
+	}
+	a.flushLocked()
+	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("reopen %s: %w", a.path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("reopen %s: %w", a.path, err)
+	}
+	a.file.Close()
+	a.file, a.w, a.size = f, f, st.Size()
+	return nil
+}
+
 func (a *Auditor) logf(format string, args ...any) {
 	if a.Logf != nil {
 		a.Logf(format, args...)

@@ -131,7 +131,10 @@ func (m *Mounts) Acquire(ctx context.Context, workspace, policyPath string) (str
 		return "", fmt.Errorf("record the mount of %s: %w", workspace, err)
 	}
 
-	args := []string{"-o", MountOptions, "--audit-log", mnt + ".audit.log"}
+	// The daemon's own log (killed writers, conflict copies, the sweep,
+	// mount and unmount) goes beside realmctl's lines about it, and stays
+	// with the session's mount after it is released.
+	args := []string{"-o", MountOptions, "--audit-log", mnt + ".audit.log", "--log", mnt + ".log"}
 	if policyPath != "" {
 		args = append(args, "--policy", policyPath)
 	}

@@ -3,10 +3,12 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,10 +34,15 @@ BACKING without following symlinks, verified against the object it expects,
 and refused (EACCES, audited) when it would leave BACKING.
 
 Without -f, realmfs detaches and returns once the mount is ready; its exit
-status says whether it is. Unmount with 'fusermount3 -u MOUNTPOINT' (or
-umount as root), or send SIGINT/SIGTERM to the daemon.
+status says whether it is, and a failure its cause. Unmount with
+'fusermount3 -u MOUNTPOINT' (or umount as root), or send SIGINT/SIGTERM to
+the daemon. SIGHUP reopens the audit and daemon logs (logrotate) and never
+unmounts. Under systemd (Type=notify) it sends READY=1 once mounted.
 
-/etc/fstab:  BACKING MOUNTPOINT fuse.realmfs defaults 0 0
+MOUNTPOINT may not be BACKING or inside it; a mountpoint that is already a
+mount or not empty needs -o nonempty.
+
+/etc/fstab:  BACKING MOUNTPOINT fuse.realmfs defaults,policy=FILE,audit_log=FILE 0 0
 
 Exit status: 0 mounted (or clean unmount with -f), 1 runtime error, 2 usage.
 
@@ -58,6 +65,11 @@ Mount options (-o, comma-separated):
                        the directory before and after the rename; atomic: a
                        close renames without fsync (fsync(2) still syncs);
                        files are never torn in either mode
+  policy=FILE          the -o forms of --policy, --audit-log, --log and
+  audit_log=FILE       --log-format, for fstab lines and systemd .mount units
+  log=FILE             (a flag wins over its -o form)
+  log_format=text|json
+  nonempty             mount over a non-empty directory or another mount
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -85,6 +97,8 @@ type config struct {
 	debug               bool
 	auditLog            string
 	daemonLog           string
+	logFormat           string
+	policyFile          string // "" for the built-in policy
 	mount               mountOptions
 	policy              *policy.Policy
 }
@@ -107,6 +121,7 @@ func run(args []string, stderr io.Writer) int {
 	flags.BoolVar(&showPolicy, "show-policy", false, "print the effective policy (of --policy FILE, or the built-in one) and exit")
 	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE` (default: the policy's audit.path)")
 	flags.StringVar(&cfg.daemonLog, "log", "", "append the daemon's log (commits that failed at the last close, writers killed before their close, conflict copies, the mount-time sweep) to `FILE` (default: stderr, which a detached daemon has not)")
+	flags.StringVar(&cfg.logFormat, "log-format", "", "write the daemon log as `text` (key=value, the default) or json lines")
 	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
 	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
 	flags.Usage = func() {
@@ -133,6 +148,21 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(os.Stdout, "%s: valid\n", checkPolicy)
 		return 0
 	}
+	mo, err := parseMountOptions(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "realmfs: %v\n", err)
+		return errcode.ExitUsage
+	}
+	cfg.mount = mo
+	// Each file flag has an -o form for fstab and systemd; the flag wins.
+	policyFile = cmp.Or(policyFile, mo.policyFile)
+	cfg.auditLog = cmp.Or(cfg.auditLog, mo.auditLog)
+	cfg.daemonLog = cmp.Or(cfg.daemonLog, mo.daemonLog)
+	cfg.logFormat = cmp.Or(cfg.logFormat, mo.logFormat, logText)
+	if cfg.logFormat != logText && cfg.logFormat != logJSON {
+		fmt.Fprintf(stderr, "realmfs: --log-format %q: want text or json\n", cfg.logFormat)
+		return errcode.ExitUsage
+	}
 	cfg.policy = policy.Default()
 	if policyFile == "" && showPolicy && flags.NArg() == 1 {
 		policyFile = flags.Arg(0) // realmfs --show-policy FILE
@@ -144,6 +174,7 @@ func run(args []string, stderr io.Writer) int {
 			return errcode.ExitStatusOf(err)
 		}
 		cfg.policy = p
+		cfg.policyFile = policyFile
 	}
 	if showPolicy {
 		os.Stdout.Write(cfg.policy.Render())
@@ -177,16 +208,14 @@ func run(args []string, stderr io.Writer) int {
 		}
 		*p = abs
 	}
-	mo, err := parseMountOptions(opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "realmfs: %v\n", err)
-		return errcode.ExitUsage
-	}
-	cfg.mount = mo
 	if cfg.debug {
 		cfg.foreground = true
 	}
 	if err := checkDirs(cfg.backing, cfg.mountpoint); err != nil {
+		fmt.Fprintf(stderr, "realmfs: %v\n", err)
+		return errcode.ExitUsage
+	}
+	if err := checkMountpoint(cfg.backing, cfg.mountpoint, cfg.mount.nonempty); err != nil {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
 		return errcode.ExitUsage
 	}
@@ -227,20 +256,29 @@ func serve(cfg config, stderr io.Writer) int {
 	unix.Umask(0)
 	raiseFileLimit()
 	os.Chdir("/")
+	var logger *slog.Logger
 	fail := func(format string, args ...any) int {
 		msg := fmt.Sprintf(format, args...)
 		fmt.Fprintf(stderr, "realmfs: %s\n", msg)
+		if logger != nil && cfg.daemonLog != "" {
+			logger.Error("mount failed", "mountpoint", cfg.mountpoint, "err", msg)
+		}
 		notifyParent(msg)
 		return errcode.ExitFailure
 	}
+	// The logs SIGHUP reopens (logrotate's postrotate, a supervisor).
+	var reopen []*logFile
+	var daemonOut io.Writer = stderr
 	if cfg.daemonLog != "" {
-		f, err := os.OpenFile(cfg.daemonLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		lf, err := openLog(cfg.daemonLog)
 		if err != nil {
 			return fail("log: %v", err)
 		}
-		defer f.Close()
-		log.SetOutput(f)
+		defer lf.Close()
+		reopen = append(reopen, lf)
+		daemonOut = lf
 	}
+	logger = newDaemonLogger(daemonOut, cfg.logFormat, cfg.debug)
 	var audit *fusefs.Auditor
 	if cfg.auditLog != "" {
 		a, err := fusefs.OpenAuditLog(cfg.auditLog, fusefs.AuditMaxSize)
@@ -249,10 +287,10 @@ func serve(cfg config, stderr io.Writer) int {
 		}
 		audit = a
 		defer audit.Close()
-		audit.Logf = log.Printf
+		audit.Logf = warnf(logger)
 		defer func() {
 			if n := audit.Failed(); n > 0 {
-				log.Printf("audit log %s: %d lines could not be written", cfg.auditLog, n)
+				logger.Error("audit lines lost", "audit_log", cfg.auditLog, "lines", n)
 			}
 		}()
 	}
@@ -281,7 +319,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Durability:     cfg.mount.durability,
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
-		Logf:           log.Printf,
+		Logf:           warnf(logger),
 		BeforeMkdir:    testBeforeMkdir(cfg.backing),
 		FailAt:         testFailAt(),
 		NotifyWhenBusy: testNotifyWhenBusy(),
@@ -306,42 +344,74 @@ func serve(cfg config, stderr io.Writer) int {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
 	if err := fsys.IsolateNotifier(); err != nil {
-		log.Printf("invalidations are written on a shared thread (%v): a daemon killed while one waits for a directory may hang the mount until its connection is aborted", err)
+		logger.Warn("invalidations are written on a shared thread: a daemon killed while one waits for a directory may hang the mount until its connection is aborted", "err", err)
 	}
 	var mst unix.Stat_t
 	if err := unix.Stat(cfg.mountpoint, &mst); err == nil {
 		fsys.SetMountDevice(mst.Dev)
 	} else {
-		log.Printf("stat %s: %v", cfg.mountpoint, err)
+		logger.Warn("stat of the mountpoint failed", "mountpoint", cfg.mountpoint, "err", err)
 	}
 	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
-		log.Printf("kernel cache: entries %v, attributes %v, absent names %v; BACKING watched by %q", c.Entry, c.Attr, c.Negative, how)
+		logger.Info("kernel cache", "entries", c.Entry, "attributes", c.Attr, "absent_names", c.Negative, "watched_by", how)
 	}
 	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
-		log.Printf("note: %s", note)
+		logger.Info("note: " + note)
 	}
+	// SIGINT and SIGTERM unmount; SIGHUP only reopens the logs: a mount
+	// never dies of the signal logrotate and supervisors send.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
-		<-sigs
-		if err := server.Unmount(); err != nil {
-			fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				n := 0
+				for _, lf := range reopen {
+					if err := lf.Reopen(); err != nil {
+						logger.Error("SIGHUP: log not reopened", "err", err)
+					} else {
+						n++
+					}
+				}
+				if audit != nil {
+					if err := audit.Reopen(); err != nil {
+						logger.Error("SIGHUP: audit log not reopened", "err", err)
+					} else {
+						n++
+					}
+				}
+				logger.Info("SIGHUP: logs reopened", "files", n)
+				continue
+			}
+			logger.Info("unmounting", "mountpoint", cfg.mountpoint, "signal", sig.String())
+			sdNotify("STOPPING=1")
+			if err := server.Unmount(); err != nil {
+				logger.Error("unmount failed", "mountpoint", cfg.mountpoint, "err", err)
+				fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
+			}
 		}
 	}()
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {
-		if cfg.debug || res.Err != nil || res.TempRemoved > 0 {
-			log.Printf("scan: %d entries, %d credential files, %d temp files left by a crash removed, err=%v",
-				res.Entries, res.Credentials, res.TempRemoved, res.Err)
+		level := slog.LevelInfo
+		if res.Err != nil {
+			level = slog.LevelError
 		}
+		logger.Log(context.Background(), level, "sweep done", "entries", res.Entries, "credentials", res.Credentials,
+			"crash_temps_removed", res.TempRemoved, "err", res.Err)
 	})
 	if err := testSysfail(); err != nil {
 		server.Unmount()
 		return fail("%v", err)
 	}
 	stopProfile := testProfile()
+	logger.Info("mounted", "backing", cfg.backing, "mountpoint", cfg.mountpoint, "version", versionString(),
+		"pid", os.Getpid(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
+		"policy", cmp.Or(cfg.policyFile, "built-in"), "audit_log", cfg.auditLog)
 	notifyParent("")
+	sdNotify("READY=1")
 	server.Wait()
 	stopProfile()
+	logger.Info("unmounted", "mountpoint", cfg.mountpoint)
 	return 0
 }
 

@@ -21,6 +21,13 @@ type mountOptions struct {
 	durability  fusefs.Durability
 	cache       fusefs.CacheTimeouts // negative: the default
 	watch       bool
+	nonempty    bool // mount over a non-empty directory or another mount
+	// The -o forms of --policy, --audit-log, --log and --log-format, so
+	// fstab lines and systemd .mount units configure a guard.
+	policyFile string
+	auditLog   string
+	daemonLog  string
+	logFormat  string
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -80,6 +87,19 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "fsname" && hasVal && val != "":
 				mo.fsname = val
 			case key == "subtype" && hasVal:
+			case key == "nonempty" && !hasVal:
+				mo.nonempty = true
+			case key == "policy" && hasVal && val != "":
+				mo.policyFile = val
+			case key == "audit_log" && hasVal && val != "":
+				mo.auditLog = val
+			case key == "log" && hasVal && val != "":
+				mo.daemonLog = val
+			case key == "log_format" && hasVal:
+				if val != logText && val != logJSON {
+					return mo, fmt.Errorf("-o log_format=%q: want text or json: %w", val, errUnknownOption)
+				}
+				mo.logFormat = val
 			case key == "passthrough" && hasVal:
 				if mo.passthrough, err = onOff(key, val); err != nil {
 					return mo, err

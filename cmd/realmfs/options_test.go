@@ -33,6 +33,10 @@ func TestParseMountOptions(t *testing.T) {
 			m.cache.Entry, m.cache.Attr = 0, 0
 		}},
 		{"no watcher", []string{"watch=off"}, func(m *mountOptions) { m.watch = false }},
+		{"files by -o, as fstab gives them", []string{"policy=/etc/realm/p.yaml,audit_log=/var/log/a.jsonl,log=/var/log/d.log,log_format=json"}, func(m *mountOptions) {
+			m.policyFile, m.auditLog, m.daemonLog, m.logFormat = "/etc/realm/p.yaml", "/var/log/a.jsonl", "/var/log/d.log", "json"
+		}},
+		{"nonempty", []string{"nonempty"}, func(m *mountOptions) { m.nonempty = true }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +57,7 @@ func TestParseMountOptionsRefuses(t *testing.T) {
 	for _, v := range []string{
 		"bogus", "passthrough=maybe", "lockowner=team", "durability=none", "ro=1",
 		"entry_timeout=-1", "attr_timeout=abc", "negative_timeout=NaN", "entry_timeout=3601", "attr_timeout=",
+		"policy=", "audit_log", "log=", "log_format=xml", "nonempty=1",
 	} {
 		if _, err := parseMountOptions([]string{v}); !errors.Is(err, errUnknownOption) {
 			t.Errorf("-o %s: error %v, want one wrapping errUnknownOption", v, err)

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// checkMountpoint refuses the mountpoints that would hide or loop:
+//   - BACKING itself, or a directory inside it: the daemon's own walks of
+//     BACKING would enter the mount and wait on themselves, and the host's
+//     view of the workspace would vanish under the guard's;
+//   - a directory that is already a mount point (a second realmfs on the
+//     same place, stacked silently) or that is not empty (its files would be
+//     hidden while mounted), unless -o nonempty says that is meant, as with
+//     bindfs and libfuse 2.
+//
+// Both paths are absolute. Symlinks are resolved, so a link to BACKING is
+// BACKING.
+func checkMountpoint(backing, mountpoint string, nonempty bool) error {
+	b, err := filepath.EvalSymlinks(backing)
+	if err != nil {
+		return fmt.Errorf("backing directory: %w", err)
+	}
+	m, err := filepath.EvalSymlinks(mountpoint)
+	if err != nil {
+		return fmt.Errorf("mountpoint: %w", err)
+	}
+	if m == b {
+		return fmt.Errorf("mountpoint %s is the backing directory: mount the guard at another directory", mountpoint)
+	}
+	if strings.HasPrefix(m, b+"/") || b == "/" {
+		return fmt.Errorf("mountpoint %s is inside the backing directory %s: the guard would serve its own mount; mount it outside BACKING", mountpoint, backing)
+	}
+	if nonempty {
+		return nil
+	}
+	if isMount, err := isMountPoint(m); err != nil {
+		return fmt.Errorf("mountpoint: %w", err)
+	} else if isMount {
+		return fmt.Errorf("mountpoint %s is already a mount point (another realmfs?); unmount it first, or pass -o nonempty to mount over it", mountpoint)
+	}
+	if empty, err := isEmptyDir(m); err != nil {
+		return fmt.Errorf("mountpoint: %w", err)
+	} else if !empty {
+		return fmt.Errorf("mountpoint %s is not empty: its files would be hidden while mounted; pass -o nonempty if that is meant", mountpoint)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is the root of a mount: statx's
+// STATX_ATTR_MOUNT_ROOT (Linux 5.8), which also sees a bind mount of the
+// same filesystem; before that, a device differing from the parent's.
+func isMountPoint(dir string) (bool, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return false, err
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	}
+	var parent unix.Stat_t
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return false, err
+	}
+	return uint64(parent.Dev) != unix.Mkdev(stx.Dev_major, stx.Dev_minor), nil
+}
+
+func isEmptyDir(dir string) (bool, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	_, err = d.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return false, err
+}
+
+// sdNotify sends state to systemd when it started the daemon with
+// Type=notify (NOTIFY_SOCKET set); otherwise it does nothing. A failure is
+// not fatal: systemd then times the unit out and says so.
+func sdNotify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:] // an abstract socket
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.Write([]byte(state))
+}
