@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -76,7 +77,9 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 	backing := t.TempDir()
 	audit, logs := &syncBuffer{}, &syncBuffer{}
 	o := Options{
-		Audit:       NewAuditor(audit),
+		// No coalescing: each test reads the line of each refusal it makes
+		// (audit_test.go tests coalescing with its own clock).
+		Audit:       NewAuditorClock(audit, time.Now, 0),
 		Credentials: policy.Default().Matcher(),
 		NoWatch:     true,
 		Logf: func(format string, args ...any) {
