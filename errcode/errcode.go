@@ -27,6 +27,10 @@ const (
 	RealmNotActive       Code = "REALM_NOT_ACTIVE"
 	ToolTimeout          Code = "TOOL_TIMEOUT"
 	RealmStopping        Code = "REALM_STOPPING"
+	// ResourceLimit: one lock owner holds as many open files on the mount
+	// as it may (max_fds_per_owner), so that it cannot take every
+	// descriptor the daemon has from the other owners.
+	ResourceLimit Code = "RESOURCE_LIMIT"
 )
 
 // Errno is what a process on the mount sees for the code. Codes that never
@@ -37,6 +41,8 @@ func (c Code) Errno() syscall.Errno {
 		return syscall.EACCES
 	case LockConflict:
 		return syscall.EBUSY
+	case ResourceLimit:
+		return syscall.EMFILE
 	default:
 		return syscall.EIO
 	}

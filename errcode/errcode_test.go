@@ -21,6 +21,7 @@ func TestCatalogue(t *testing.T) {
 		{RealmNotActive, syscall.EIO, ExitInactive},
 		{ToolTimeout, syscall.EIO, ExitTimeout},
 		{RealmStopping, syscall.EIO, ExitStopping},
+		{ResourceLimit, syscall.EMFILE, ExitFailure},
 	}
 	for _, tt := range tests {
 		if got := tt.code.Errno(); got != tt.errno {

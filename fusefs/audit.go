@@ -106,6 +106,10 @@ func errnoName(e syscall.Errno) string {
 		return "ENOSYS"
 	case syscall.EOPNOTSUPP:
 		return "EOPNOTSUPP"
+	case syscall.ESTALE:
+		return "ESTALE"
+	case syscall.EMFILE:
+		return "EMFILE"
 	default:
 		return e.Error()
 	}
