@@ -30,8 +30,10 @@ import (
 // counted, so an owner may overshoot by the requests in flight at once.
 //
 // Each check resolves the caller's owner (locks.Resolver: a cached answer
-// per thread, one ppoll of its pidfd), which a plain read open did not do
-// before; counting it resolves it again.
+// per thread, one ppoll of its pidfd; before Linux 6.9 a read of
+// /proc/TID/stat), which a plain read open did not do before. The count
+// after the answer takes the owner the check resolved for the same thread
+// (a thread has one open in flight), so an open resolves its owner once.
 
 // fdCounts is the count of open handles per owner.
 type fdCounts struct {
@@ -42,6 +44,9 @@ type fdCounts struct {
 	over map[locks.Owner]bool
 	// owners of the handles counted, by the kernel's file handle number.
 	owners map[fhKey]locks.Owner
+	// checked: the owner admitOpen resolved for a calling thread, for the
+	// count of the open once answered (countingFS.count).
+	checked map[uint32]locks.Owner
 }
 
 // fhKey names a handle: file and directory handles are numbered apart.
@@ -60,6 +65,10 @@ func (f *FS) admitOpen(ctx context.Context, op string, n *Node, name string) sys
 	o := f.owner(ctx)
 	c := &f.fds
 	c.mu.Lock()
+	if c.checked == nil {
+		c.checked = make(map[uint32]locks.Owner)
+	}
+	c.checked[caller(ctx).Pid] = o
 	if c.held[o] < limit {
 		c.mu.Unlock()
 		return 0
@@ -76,6 +85,16 @@ func (f *FS) admitOpen(ctx context.Context, op string, n *Node, name string) sys
 		return errcode.ResourceLimit.Errno()
 	}
 	return f.refuse(ctx, op, n, name, errcode.ResourceLimit)
+}
+
+// checkedOwner takes the owner admitOpen resolved for thread tid, if it
+// did.
+func (c *fdCounts) checkedOwner(tid uint32) (locks.Owner, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.checked[tid]
+	delete(c.checked, tid)
+	return o, ok
 }
 
 // opened counts handle k, just given to a process of owner o.
@@ -115,33 +134,37 @@ type countingFS struct {
 	f *FS
 }
 
-func (c *countingFS) count(in *fuse.InHeader, k fhKey) {
-	if c.f.opts.MaxFdsPerOwner > 0 {
-		c.f.fds.opened(k, c.f.owner(&fuse.Context{Caller: in.Caller}))
+// count counts handle k if the open that made it succeeded (st), for the
+// owner the open's check resolved.
+func (c *countingFS) count(in *fuse.InHeader, st fuse.Status, k fhKey) {
+	if c.f.opts.MaxFdsPerOwner <= 0 {
+		return
 	}
+	o, ok := c.f.fds.checkedOwner(in.Caller.Pid)
+	if st != fuse.OK {
+		return
+	}
+	if !ok {
+		o = c.f.owner(&fuse.Context{Caller: in.Caller})
+	}
+	c.f.fds.opened(k, o)
 }
 
 func (c *countingFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	st := c.RawFileSystem.Open(cancel, in, out)
-	if st == fuse.OK {
-		c.count(&in.InHeader, fhKey{fh: out.Fh})
-	}
+	c.count(&in.InHeader, st, fhKey{fh: out.Fh})
 	return st
 }
 
 func (c *countingFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	st := c.RawFileSystem.Create(cancel, in, name, out)
-	if st == fuse.OK {
-		c.count(&in.InHeader, fhKey{fh: out.Fh})
-	}
+	c.count(&in.InHeader, st, fhKey{fh: out.Fh})
 	return st
 }
 
 func (c *countingFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	st := c.RawFileSystem.OpenDir(cancel, in, out)
-	if st == fuse.OK {
-		c.count(&in.InHeader, fhKey{dir: true, fh: out.Fh})
-	}
+	c.count(&in.InHeader, st, fhKey{dir: true, fh: out.Fh})
 	return st
 }
 
