@@ -21,8 +21,8 @@
 //     read by the opens and stats that verify a node's identity by name.
 //  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, watcher.mu,
-//     notifier.mu, Auditor.mu; in package locks, Table.mu and the
-//     Resolver's.
+//     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
+//     and the Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) may be taken
 // under any of these; go-fuse calls the node (OnForget) holding none of
