@@ -37,6 +37,10 @@ const (
 	// bytes are kept in a copy beside it.
 	WriterKilledCommitted Code = "WRITER_KILLED_COMMITTED"
 	WriterKilledRecovered Code = "WRITER_KILLED_RECOVERED"
+	// ResourceLimit: one lock owner holds as many open files on the mount
+	// as it may (max_fds_per_owner), so that it cannot take every
+	// descriptor the daemon has from the other owners.
+	ResourceLimit Code = "RESOURCE_LIMIT"
 )
 
 // Errno is what a process on the mount sees for the code. Codes that never
@@ -49,6 +53,8 @@ func (c Code) Errno() syscall.Errno {
 		return syscall.EBUSY
 	case DeviceNodeDenied:
 		return syscall.EPERM
+	case ResourceLimit:
+		return syscall.EMFILE
 	default:
 		return syscall.EIO
 	}

@@ -24,6 +24,7 @@ func TestCatalogue(t *testing.T) {
 		{DeviceNodeDenied, syscall.EPERM, ExitFailure},
 		{WriterKilledCommitted, syscall.EIO, ExitFailure},
 		{WriterKilledRecovered, syscall.EIO, ExitFailure},
+		{ResourceLimit, syscall.EMFILE, ExitFailure},
 	}
 	for _, tt := range tests {
 		if got := tt.code.Errno(); got != tt.errno {

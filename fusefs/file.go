@@ -106,6 +106,9 @@ func writeFlags(flags uint32) bool {
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if errno := n.fsys.admitOpen(ctx, "open", n, ""); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
+	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
 	return fh, fuseFlags, openErrno(errno)
 }
@@ -293,6 +296,9 @@ func (n *Node) readerGone(h *File) {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
+	if errno := f.admitOpen(ctx, "create", n, name); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	pfd, errno := n.prepare(ctx, "create", name, makes)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)

@@ -21,8 +21,8 @@
 //     read by the opens and stats that verify a node's identity by name.
 //  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, watcher.mu,
-//     notifier.mu, Auditor.mu; in package locks, Table.mu and the
-//     Resolver's.
+//     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
+//     and the Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) may be taken
 // under any of these; go-fuse calls the node (OnForget) holding none of
@@ -78,6 +78,11 @@ type Options struct {
 	// negative field (or a nil Cache) means the default: WatchedCache
 	// while BACKING is watched, DefaultCache otherwise.
 	Cache *CacheTimeouts
+	// MaxFdsPerOwner bounds the files and directories one lock owner may
+	// hold open on the mount at once (EMFILE, RESOURCE_LIMIT beyond it),
+	// so that one owner cannot take every descriptor the daemon has; 0
+	// sets no bound. Counted only on a mount made by FS.Mount.
+	MaxFdsPerOwner int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
 	NoWatch bool
@@ -104,6 +109,8 @@ type FS struct {
 	rootFd     int
 	rootDev    uint64
 	root       *Node
+	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
+	fds        fdCounts    // open handles per owner (fdcap.go)
 	creds      credInodes
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process
@@ -178,7 +185,12 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, &os.PathError{Op: "stat", Path: backing, Err: err}
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	boundary, err := dirfd.NewRoot(fd)
+	if err != nil {
+		dirfd.Close(fd)
+		return nil, err
+	}
+	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
@@ -312,7 +324,7 @@ func (f *FS) Close() error {
 		f.watch.close()
 	}
 	f.notify.close()
-	return errors.Join(f.processes.Close(), dirfd.Close(f.rootFd))
+	return errors.Join(f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 
 // inoOf maps a backing (dev, ino) to the mount's inode number: files on the
@@ -350,6 +362,16 @@ func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code e
 		return code.Errno()
 	}
 	return f.refuseRel(ctx, op, f.relPath(n, name), code)
+}
+
+// refuseAs is refuse answering errno instead of the code's own: a
+// directory moved out of BACKING is ESTALE to the mount, as a directory
+// gone from an NFS server is, though what was refused is an escape.
+func (f *FS) refuseAs(ctx context.Context, op string, n *Node, name string, code errcode.Code, errno syscall.Errno) syscall.Errno {
+	if f.opts.Audit != nil {
+		f.opts.Audit.Record(ctx, op, f.relPath(n, name), code, errno)
+	}
+	return errno
 }
 
 // refuseRel audits a refusal of op on the workspace path rel.

@@ -130,6 +130,9 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string)
 	}
 	rel := f.relPath(dir, name)
 	fd, err := dirfd.OpenDir(pfd, name)
+	if isEscape(err) {
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape) // a mount point, or swapped
+	}
 	if err != nil {
 		return toErrno(err)
 	}

@@ -175,12 +175,17 @@ func asNode(in *fs.Inode) *Node {
 // first use. The fd stays valid while the kernel references n or any of its
 // children, which covers every caller: go-fuse forgets a directory only
 // after all of that has gone, and only then does OnForget close it.
+//
+// The fd follows its directory wherever the host renames it, so each use
+// asks first whether the directory is still beneath the root (stillInside):
+// one moved out of BACKING is gone for the mount (ESTALE), even to a
+// process whose working directory it is.
 func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 	n.mu.Lock()
 	fd := n.fd
 	n.mu.Unlock()
 	if fd >= 0 {
-		return fd, 0
+		return fd, n.stillInside(ctx, fd)
 	}
 	name, parent := n.Parent()
 	pn := asNode(parent)
@@ -259,6 +264,27 @@ func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno)
 	return pfd, name, pn, errno
 }
 
+// stillInside checks that directory n, whose open fd is fd, is still the
+// root or beneath it (dirfd.Root.Holds: one readlink). The host may have
+// moved it out of BACKING since its fd was opened: it is then gone for the
+// mount, ESTALE as NFS answers for a directory gone on the server, audited
+// PATH_ESCAPE. Not ENOENT: go-fuse turns that answer to a lookup into a
+// negative entry the kernel keeps (negative_timeout), which would hide the
+// name after the directory is moved back, when it is the mount's again.
+func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
+	if n == n.fsys.root {
+		return 0
+	}
+	inside, err := n.fsys.boundary.Holds(fd)
+	if err != nil {
+		return toErrno(err)
+	}
+	if !inside {
+		return n.fsys.refuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE)
+	}
+	return 0
+}
+
 // verify checks that st is the object n stands for. A mismatch means the
 // name now leads somewhere else, changed from outside the mount: it is never
 // served under n. An object of another type (a symlink or directory where a
@@ -318,8 +344,8 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 	return fd, 0
 }
 
-// Lookup finds name in n: one fstatat on (n's fd, name), no symlink
-// followed.
+// Lookup finds name in n: one statx on (n's fd, name), no symlink
+// followed; a name that is a mount point is refused (PATH_ESCAPE).
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	if hiddenName(name) {
@@ -331,6 +357,10 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	var st unix.Stat_t
 	gen, err := dirfd.Statx(pfd, name, &st)
+	if isEscape(err) {
+		// A mount point: what is mounted there is not in BACKING.
+		return nil, n.fsys.refuse(ctx, "lookup", n, name, errcode.PathEscape)
+	}
 	if err != nil {
 		return nil, toErrno(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -70,6 +69,9 @@ Mount options (-o, comma-separated):
   log=FILE             (a flag wins over its -o form)
   log_format=text|json
   nonempty             mount over a non-empty directory or another mount
+  max_fds_per_owner=N  files and directories one lock owner may hold open
+                       at once (default: half the daemon's descriptor
+                       limit); past it an open is EMFILE (RESOURCE_LIMIT)
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -254,7 +256,7 @@ func serve(cfg config, stderr io.Writer) int {
 	// the caller's umask (fusefs, umask.go); its own must not apply on
 	// top. What the daemon makes for itself has explicit modes (0600).
 	unix.Umask(0)
-	raiseFileLimit()
+	limit := raiseFileLimit()
 	os.Chdir("/")
 	var logger *slog.Logger
 	fail := func(format string, args ...any) int {
@@ -319,6 +321,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Durability:     cfg.mount.durability,
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
+		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
 		Logf:           warnf(logger),
 		BeforeMkdir:    testBeforeMkdir(cfg.backing),
 		FailAt:         testFailAt(),
@@ -339,7 +342,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Options:    cfg.mount.kernelOptions(),
 		Debug:      cfg.debug,
 	})
-	server, err := fs.Mount(cfg.mountpoint, fsys.Root(), fopts)
+	server, err := fsys.Mount(cfg.mountpoint, fopts)
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
@@ -415,14 +418,37 @@ func serve(cfg config, stderr io.Writer) int {
 	return 0
 }
 
-// raiseFileLimit lifts the soft fd limit to the hard one: each directory the
-// kernel has cached holds one O_PATH fd in the daemon.
-func raiseFileLimit() {
+// raiseFileLimit lifts the soft fd limit to the hard one (each directory
+// the kernel has cached holds one O_PATH fd in the daemon, each open file
+// at least one) and returns the limit in force, 0 if unknown.
+func raiseFileLimit() uint64 {
 	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return 0
 	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = raised.Max
+		if unix.Setrlimit(unix.RLIMIT_NOFILE, &raised) == nil {
+			lim = raised
+		}
+	}
+	return lim.Cur
+}
+
+// maxFdsPerOwner is the bound of open handles per lock owner: the
+// max_fds_per_owner option, else half the daemon's descriptor limit, so
+// that one owner holding files open leaves the other half to the rest
+// (and to the daemon's own directory fds). 0 (no bound) if the limit is
+// unknown or too large to matter.
+func maxFdsPerOwner(opt int, limit uint64) int {
+	if opt > 0 {
+		return opt
+	}
+	if limit == 0 || limit >= 1<<30 {
+		return 0
+	}
+	return int(limit / 2)
 }
 
 // errUnknownOption is wrapped by parseMountOptions for a usage error.

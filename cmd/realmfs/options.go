@@ -28,6 +28,7 @@ type mountOptions struct {
 	auditLog   string
 	daemonLog  string
 	logFormat  string
+	maxFds     int // max_fds_per_owner; 0: half the daemon's descriptor limit
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -136,6 +137,12 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				default:
 					mo.cache.Negative = d
 				}
+			case key == "max_fds_per_owner" && hasVal:
+				n, err := strconv.Atoi(val)
+				if err != nil || n < 1 {
+					return mo, fmt.Errorf("-o max_fds_per_owner=%q: want a number of open files, at least 1: %w", val, errUnknownOption)
+				}
+				mo.maxFds = n
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:
 				return mo, fmt.Errorf("-o %q: %w (see realmfs --help)", opt, errUnknownOption)

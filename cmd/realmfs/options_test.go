@@ -37,6 +37,7 @@ func TestParseMountOptions(t *testing.T) {
 			m.policyFile, m.auditLog, m.daemonLog, m.logFormat = "/etc/realm/p.yaml", "/var/log/a.jsonl", "/var/log/d.log", "json"
 		}},
 		{"nonempty", []string{"nonempty"}, func(m *mountOptions) { m.nonempty = true }},
+		{"descriptor bound", []string{"max_fds_per_owner=50"}, func(m *mountOptions) { m.maxFds = 50 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,9 +59,27 @@ func TestParseMountOptionsRefuses(t *testing.T) {
 		"bogus", "passthrough=maybe", "lockowner=team", "durability=none", "ro=1",
 		"entry_timeout=-1", "attr_timeout=abc", "negative_timeout=NaN", "entry_timeout=3601", "attr_timeout=",
 		"policy=", "audit_log", "log=", "log_format=xml", "nonempty=1",
+		"max_fds_per_owner=0", "max_fds_per_owner=-3", "max_fds_per_owner=many", "max_fds_per_owner",
 	} {
 		if _, err := parseMountOptions([]string{v}); !errors.Is(err, errUnknownOption) {
 			t.Errorf("-o %s: error %v, want one wrapping errUnknownOption", v, err)
+		}
+	}
+}
+
+func TestMaxFdsPerOwner(t *testing.T) {
+	for _, tt := range []struct {
+		opt   int
+		limit uint64
+		want  int
+	}{
+		{0, 20000, 10000}, // half the daemon's limit
+		{50, 20000, 50},   // the option wins
+		{0, 0, 0},         // limit unknown: no bound
+		{0, 1 << 40, 0},   // unlimited in effect
+	} {
+		if got := maxFdsPerOwner(tt.opt, tt.limit); got != tt.want {
+			t.Errorf("maxFdsPerOwner(%d, %d) = %d, want %d", tt.opt, tt.limit, got, tt.want)
 		}
 	}
 }

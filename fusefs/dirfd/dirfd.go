@@ -8,8 +8,15 @@
 // Flags are forced in one place, after gocryptfs's syscallcompat:
 // O_NOFOLLOW and O_CLOEXEC on every open, O_EXCL whenever O_CREAT,
 // AT_SYMLINK_NOFOLLOW on every *at call that would otherwise follow.
-// Resolution failures that mean "this would leave the root or follow a
-// link" (EXDEV and ELOOP from openat2) come back as ErrEscape.
+// Resolution failures that mean "this would leave the root, cross into
+// another mount or follow a link" (EXDEV and ELOOP from openat2) come back
+// as ErrEscape.
+//
+// A mount inside the backing dir (a bind of a directory or a file from
+// elsewhere, another filesystem) is outside it: opens refuse to cross one
+// (RESOLVE_NO_XDEV; the openat fallback compares mount ids), and Statx
+// refuses a name that is a mount point. st_dev alone cannot tell: a bind
+// from the same filesystem has the same device.
 //
 // Objects already open are acted on through their fd with AT_EMPTY_PATH or
 // through /proc/self/fd/N, which names exactly that object: the gVisor gofer
@@ -37,8 +44,9 @@ import (
 // or a magic link, or met an object other than the one expected.
 var ErrEscape = errors.New("path escapes the backing root")
 
-// resolveFlags confine openat2 to the directory it starts from.
-const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+// resolveFlags confine openat2 to the directory it starts from and to its
+// mount.
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
 
 // noOpenat2 is set once openat2 answered ENOSYS; from then on opens use the
 // openat fallback, which is equally safe for single names (O_NOFOLLOW) and
@@ -84,7 +92,60 @@ func openName(dir int, name string, flags int, mode uint32) (int, error) {
 		noOpenat2.Store(true)
 	}
 	fd, err := unix.Openat(dir, name, flags, mode)
-	return fd, escapeErr(err)
+	if err != nil {
+		return -1, escapeErr(err)
+	}
+	if err := sameMount(dir, fd); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// sameMount refuses fd, just opened by name in dir without openat2, when it
+// is on another mount than dir: what RESOLVE_NO_XDEV does in one step. The
+// mount id (statx STATX_MNT_ID, Linux 5.8) tells binds of one filesystem
+// apart; where it is missing, st_dev is compared, which tells only other
+// filesystems apart.
+func sameMount(dir, fd int) error {
+	a, aok, err := mountID(dir)
+	if err != nil {
+		return err
+	}
+	b, bok, err := mountID(fd)
+	if err != nil {
+		return err
+	}
+	if aok && bok {
+		if a != b {
+			return fmt.Errorf("%w (another mount)", ErrEscape)
+		}
+		return nil
+	}
+	var sa, sb unix.Stat_t
+	if err := unix.Fstat(dir, &sa); err != nil {
+		return err
+	}
+	if err := unix.Fstat(fd, &sb); err != nil {
+		return err
+	}
+	if sa.Dev != sb.Dev {
+		return fmt.Errorf("%w (another filesystem)", ErrEscape)
+	}
+	return nil
+}
+
+// mountID returns the id of the mount holding the object fd holds, and
+// false where statx does not report it.
+func mountID(fd int) (uint64, bool, error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx); err != nil {
+		if err == unix.ENOSYS {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	return sx.Mnt_id, sx.Mask&unix.STATX_MNT_ID != 0, nil
 }
 
 // OpenDir opens the directory name in dir as an O_PATH fd: a handle that
@@ -417,6 +478,10 @@ func SyncDir(dir int) error {
 // mount's node identity: the birth time where the filesystem records one,
 // so that an inode number freed and reused by a new file is told apart from
 // the file that had it. 0 where there is no birth time.
+//
+// A name that is a mount point (STATX_ATTR_MOUNT_ROOT, or a mount id other
+// than dir's where the attribute is not reported) is ErrEscape: its stat
+// is the mounted object's, which is not in the backing dir.
 func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
 	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_STATX_SYNC_AS_STAT
 	if name == "" {
@@ -425,8 +490,13 @@ func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
 		return 0, err
 	}
 	var sx unix.Statx_t
-	if err := unix.Statx(dir, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &sx); err != nil {
+	if err := unix.Statx(dir, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME|unix.STATX_MNT_ID, &sx); err != nil {
 		return 0, err
+	}
+	if name != "" {
+		if err := notMountRoot(dir, &sx); err != nil {
+			return 0, err
+		}
 	}
 	*st = unix.Stat_t{
 		Dev:     unix.Mkdev(sx.Dev_major, sx.Dev_minor),
@@ -447,6 +517,27 @@ func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
 		gen = uint64(sx.Btime.Sec)<<30 ^ uint64(sx.Btime.Nsec)
 	}
 	return gen, nil
+}
+
+// notMountRoot refuses the statx of a name that is a mount point.
+func notMountRoot(dir int, sx *unix.Statx_t) error {
+	if sx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		if sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+			return fmt.Errorf("%w (a mount point)", ErrEscape)
+		}
+		return nil
+	}
+	if sx.Mask&unix.STATX_MNT_ID == 0 {
+		return nil // neither is reported (before Linux 5.8): opens still refuse it
+	}
+	id, ok, err := mountID(dir)
+	if err != nil {
+		return err
+	}
+	if ok && id != sx.Mnt_id {
+		return fmt.Errorf("%w (a mount point)", ErrEscape)
+	}
+	return nil
 }
 
 // Handle returns the identity fanotify reports for the directory held by
@@ -488,4 +579,121 @@ func FanotifyMark(fan, fd int, mask uint64, remove bool) error {
 // named through /proc/self/fd/N, which is exactly that directory.
 func InotifyWatch(in, fd int, mask uint32) (int, error) {
 	return unix.InotifyAddWatch(in, procPath(fd), mask|unix.IN_ONLYDIR)
+}
+
+// Root is the backing root, for the question whether a directory fd still
+// holds a directory beneath it. A directory's fd follows the directory
+// wherever it is renamed, so a directory the host moves out of the backing
+// dir stays usable through an fd opened while it was inside: the fd alone
+// is no proof of where it is now.
+type Root struct {
+	fd       int
+	dev, ino uint64
+	procFd   int                    // /proc/self/fd, so a readlink resolves one name
+	path     atomic.Pointer[string] // the root's path when last read
+}
+
+// NewRoot is the Root of the directory held by fd, which stays the
+// caller's to close; Close releases the Root's own descriptor.
+func NewRoot(fd int) (*Root, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	proc, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/proc/self/fd", Err: err}
+	}
+	return &Root{fd: fd, dev: st.Dev, ino: st.Ino, procFd: proc}, nil
+}
+
+// Close closes the Root's descriptor of /proc/self/fd.
+func (r *Root) Close() error { return unix.Close(r.procFd) }
+
+// Holds reports whether the directory held by fd is the root or beneath
+// it now. The kernel says where the directory is (the path of
+// /proc/self/fd/N: one readlink, the path is only compared, never
+// resolved); the root's own path is read again only when the directory's
+// does not start with it, so a root renamed by the host costs one more
+// readlink once. Where the path is longer than the kernel gives
+// (ENAMETOOLONG), Holds walks ".." from fd up, comparing identities.
+func (r *Root) Holds(fd int) (bool, error) {
+	p, err := r.fdPath(fd)
+	if err == unix.ENAMETOOLONG {
+		return r.walkUp(fd)
+	}
+	if err != nil {
+		return false, err
+	}
+	if rp := r.path.Load(); rp != nil && within(*rp, p) {
+		return true, nil
+	}
+	rp, err := r.fdPath(r.fd)
+	if err == unix.ENAMETOOLONG {
+		return r.walkUp(fd)
+	}
+	if err != nil {
+		return false, err
+	}
+	r.path.Store(&rp)
+	return within(rp, p), nil
+}
+
+// within reports whether path p is root or beneath it.
+func within(root, p string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}
+
+// fdPath is the kernel's path of the object held by fd.
+func (r *Root) fdPath(fd int) (string, error) {
+	name := strconv.Itoa(fd)
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(r.procFd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// maxWalk bounds walkUp: a directory deeper than this is not taken as
+// beneath the root.
+const maxWalk = 1 << 16
+
+// walkUp follows ".." from the directory held by fd until it meets the
+// root (true) or the top of the filesystem tree (false).
+func (r *Root) walkUp(fd int) (bool, error) {
+	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer func() { unix.Close(cur) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); err != nil {
+		return false, err
+	}
+	for range maxWalk {
+		if st.Dev == r.dev && st.Ino == r.ino {
+			return true, nil
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, err
+		}
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil {
+			unix.Close(up)
+			return false, err
+		}
+		unix.Close(cur)
+		cur = up
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			return false, nil // "/" is its own parent
+		}
+		st = ust
+	}
+	return false, nil
 }
