@@ -457,7 +457,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // Setattr changes mode, owner, size and times, each through an fd of the
 // verified object. A size change is a write: it goes to the owner's temp
-// (see atomic.go), never to the file in place.
+// (see commit.go), never to the file in place.
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.fsys.opts.ReadOnly {
 		return syscall.EROFS
