@@ -7,8 +7,10 @@
 #   python3         the atomic-save e2e test and the benchmark's save loop
 #   attr            getfattr/setfattr for the xattr e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
+#   ShellCheck      the shell linter make lint runs on scripts/ (package shellcheck)
 set -euo pipefail
 pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux)
+pkgs+=(shellcheck)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
