@@ -75,11 +75,16 @@ func TestStateLockTwoProcesses(t *testing.T) {
 	l.Unlock()
 }
 
-// openHere reports whether a descriptor of this process names path.
+// openHere reports whether a descriptor of this process names the file at
+// path.
 func openHere(path string) bool {
+	want, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
 	fds, _ := os.ReadDir("/proc/self/fd")
 	for _, fd := range fds {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == path {
+		if st, err := os.Stat(filepath.Join("/proc/self/fd", fd.Name())); err == nil && os.SameFile(st, want) {
 			return true
 		}
 	}
