@@ -588,7 +588,7 @@ func TestKill9DuringWrites(t *testing.T) {
 			}
 		}
 		// The sweep runs at mount (in the background): give it a moment.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(stateTimeout)
 		for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -617,7 +617,7 @@ func TestTempResidue(t *testing.T) {
 			os.Chtimes(m.BackingPath(p), old, old)
 		}
 	}))
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -628,7 +628,7 @@ func TestTempResidue(t *testing.T) {
 	if got := readFile(t, m.Path("x.realm-conflict-old")); got != "kept bytes" {
 		t.Errorf("conflict copy through the mount = %q", got)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(stateTimeout); ; {
 		log, _ := os.ReadFile(m.LogFile)
 		if strings.Contains(string(log), "2 temp files left by a crash removed") {
 			break
@@ -1042,7 +1042,7 @@ func TestCommitPoints(t *testing.T) {
 // returns) and fails if a temp stays behind.
 func waitNoTemp(t *testing.T, m *Mount) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -1183,6 +1183,7 @@ func TestKill9OtherWriters(t *testing.T) {
 			requireTool(t, tc.tools...)
 			const rounds = 8
 			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, 3))
 			m := mount(t, Prepare(func(m *Mount) { tc.setup(t, m) }))
 			for round := range rounds {

@@ -31,6 +31,10 @@ const (
 	mountTimeout   = 20 * time.Second // realmfs start until the mount shows in mountinfo
 	exitTimeout    = 20 * time.Second // unmount until the daemon has exited
 	unmountTimeout = 10 * time.Second // retrying fusermount3 -u while the mount is busy
+	// stateTimeout bounds polling for a state no process announces (an
+	// audit line, a temp removed after the last release, the mount-time
+	// sweep done): generous, for a loaded machine and a race-built daemon.
+	stateTimeout = 30 * time.Second
 )
 
 // nobody is the unprivileged uid/gid the tests act as.
@@ -1085,7 +1089,7 @@ func (m *Mount) Audit() []auditEntry {
 // be written asynchronously) and returns it, or fails the test.
 func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	m.tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		entries := m.Audit()
 		for _, e := range entries {

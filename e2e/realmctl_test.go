@@ -173,7 +173,7 @@ func TestRealmctlSharedMount(t *testing.T) {
 		ra, _ = c.exec(a, "", "sh", "-c", `exec 3>/workspace/shared; echo a >&3; touch /workspace/a-holds
 i=0; until [ -e /workspace/b-tried ]; do i=$((i+1)); [ $i -lt 1200 ] || exit 9; sleep 0.05; done; echo a-done`)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		if _, err := os.Stat(filepath.Join(ws, "a-holds")); err == nil {
 			break
