@@ -26,9 +26,20 @@ deps:
 run: deps build
 	scripts/demo.sh
 
-lint:
+# lint: gofmt, go vet, staticcheck (pinned; installed under .cache by its
+# ordinary go install) and shellcheck (Debian package, make deps) on scripts/.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := .cache/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+$(STATICCHECK):
+	GOFLAGS= GOBIN=$(CURDIR)/$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing (make deps installs it)"; exit 1; }
+	shellcheck scripts/*.sh
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)

@@ -465,7 +465,7 @@ func TestAdversarySwap(t *testing.T) {
 		t.Fatalf("the adversary did not restore d (ino %d, want %d)", st.Ino, realDir)
 	}
 	// With the adversary gone, the mount serves d again.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		b, err := os.ReadFile(insidePath)
 		if err == nil && string(b) == insideData {

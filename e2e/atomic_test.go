@@ -590,7 +590,7 @@ func TestKill9DuringWrites(t *testing.T) {
 			}
 		}
 		// The sweep runs at mount (in the background): give it a moment.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(stateTimeout)
 		for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -618,9 +618,8 @@ func TestTempResidue(t *testing.T) {
 		for _, p := range []string{".realm-tmp-leftover", "sub/.realm-tmp-deep"} {
 			os.Chtimes(m.BackingPath(p), old, old)
 		}
-		time.Sleep(20 * time.Millisecond) // ctime strictly before the mount
 	}))
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -631,9 +630,9 @@ func TestTempResidue(t *testing.T) {
 	if got := readFile(t, m.Path("x.realm-conflict-old")); got != "kept bytes" {
 		t.Errorf("conflict copy through the mount = %q", got)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(stateTimeout); ; {
 		log, _ := os.ReadFile(m.LogFile)
-		if strings.Contains(string(log), "2 temp files left by a crash removed") {
+		if strings.Contains(string(log), "crash_temps_removed=2") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -1045,7 +1044,7 @@ func TestCommitPoints(t *testing.T) {
 // returns) and fails if a temp stays behind.
 func waitNoTemp(t *testing.T, m *Mount) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for len(tempResidue(t, m.Backing)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -1186,6 +1185,7 @@ func TestKill9OtherWriters(t *testing.T) {
 			requireTool(t, tc.tools...)
 			const rounds = 8
 			seed := uint64(time.Now().UnixNano())
+			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, 3))
 			m := mount(t, Prepare(func(m *Mount) { tc.setup(t, m) }))
 			for round := range rounds {
@@ -1455,37 +1455,50 @@ func TestViewsOfAFileBeingWritten(t *testing.T) {
 		wantO string
 	}{
 		{name: "appends through a held descriptor around a listing", old: "old\n", want: "old\na\nb\n",
-			sh: `exec 3>>f; echo a >&3; touch "$BACKING/g"; sleep 0.2; ls -l >/dev/null; echo b >&3; exec 3>&-`},
+			sh: `exec 3>>f; echo a >&3; touch "$BACKING/g"; poll listed g || exit 1; ls -l >/dev/null; echo b >&3; exec 3>&-`},
 		{name: "appends through a held descriptor around another owner's fstat", old: "old\n", want: "old\na\nb\nc\n",
 			sh: `python3 -c '
-import os, subprocess, time
+import os, subprocess
 r = os.open("f", os.O_RDONLY)
-w = subprocess.Popen(["bash", "-c", "exec 3>>f; echo a >&3; sleep 0.3; echo b >&3; sleep 0.3; echo c >&3; exec 3>&-"])
+wrote_r, wrote_w = os.pipe()
+go_r, go_w = os.pipe()
+w = subprocess.Popen(["bash", "-c", "exec 3>>f; echo a >&3; echo >&%d; read <&%d; echo b >&3; echo >&%d; read <&%d; echo c >&3; exec 3>&-"
+                      % (wrote_w, go_r, wrote_w, go_r)], pass_fds=(wrote_w, go_r))
+os.close(wrote_w); os.close(go_r)
 for _ in range(2):
-    time.sleep(0.3); os.fstat(r)
+    assert os.read(wrote_r, 1) == b"\n", "the writer died"
+    os.fstat(r)
+    os.write(go_w, b"\n")
 w.wait(); os.close(r)'`},
 		{name: "another owner reads a file held truncated", old: "old\n", want: "new\n", wantO: "old\nold\n",
-			sh: `cat f >/dev/null; bash -c 'exec 3>f; sleep 0.6; echo new >&3; exec 3>&-' & sleep 0.2; cat f; python3 -c 'print(open("f").read(), end="")'; wait`},
+			sh: `cat f >/dev/null; mkfifo "$SYNC/opened" "$SYNC/go"
+bash -c 'exec 3>f; echo >"$SYNC/opened"; read <"$SYNC/go"; echo new >&3; exec 3>&-' &
+read <"$SYNC/opened"; cat f; python3 -c 'print(open("f").read(), end="")'; echo >"$SYNC/go"; wait`},
 		{name: "seek to the end after a listing", old: "old\n", want: "old\na\nb\n",
 			sh: `python3 - <<'PY'
 import os, subprocess
 f = open("f", "r+b", buffering=0)
 f.seek(0, 2); f.write(b"a\n")
 subprocess.run(["touch", os.environ["BACKING"] + "/g"], check=True)
-subprocess.run("sleep 0.2; ls -l >/dev/null; stat f >/dev/null", shell=True, check=True)
+subprocess.run(["bash", "-c", "poll listed g && ls -l >/dev/null && stat f >/dev/null"], check=True)
 f.seek(0, 2); f.write(b"b\n")
 f.close()
 PY`},
 		{name: "a reader holds the file across another owner's truncating write", old: "old\n", want: "new\n",
 			wantO: "old\n|old\n|old\n|new\n",
 			sh: `python3 - <<'PY'
-import os, subprocess, time
+import os, subprocess
 r = open("f", "rb", buffering=0)
 first = r.read()
-w = subprocess.Popen(["bash", "-c", "exec 3>f; sleep 0.5; echo new >&3; sleep 0.3; exec 3>&-"])
-time.sleep(0.2)
+opened_r, opened_w = os.pipe()
+go_r, go_w = os.pipe()
+w = subprocess.Popen(["bash", "-c", "exec 3>f; echo >&%d; read <&%d; echo new >&3; exec 3>&-" % (opened_w, go_r)],
+                     pass_fds=(opened_w, go_r))
+os.close(opened_w); os.close(go_r)
+assert os.read(opened_r, 1) == b"\n", "the writer died"
 again = os.pread(r.fileno(), 100, 0)
 fresh = open("f", "rb").read()
+os.write(go_w, b"\n")
 w.wait()
 print(first.decode(), again.decode(), fresh.decode(), open("f").read(), sep="|", end="")
 PY`},
@@ -1496,7 +1509,10 @@ PY`},
 				m := mount(t, Opts("lockowner=pid", "passthrough="+pt), Prepare(func(m *Mount) {
 					writeFile(t, m.BackingPath("f"), tc.old)
 				}))
-				out := run(t, m.Dir, []string{"BACKING=" + m.Backing}, "bash", "-c", tc.sh)
+				// SYNC holds the cases' FIFOs; BASH_ENV gives every bash
+				// the poll function (pollShell).
+				env := []string{"BACKING=" + m.Backing, "SYNC=" + m.Outside, "BASH_ENV=" + pollShell(t, m)}
+				out := run(t, m.Dir, env, "bash", "-c", tc.sh)
 				if out != tc.wantO {
 					t.Errorf("the script printed %q, want %q", out, tc.wantO)
 				}
@@ -1506,6 +1522,26 @@ PY`},
 			})
 		}
 	}
+}
+
+// pollShell writes, outside the mount, a bash file (for BASH_ENV) that
+// defines the scripts' one way to wait for a state no process announces:
+// `poll CMD...` runs CMD until it succeeds, failing after a minute, and
+// `listed NAME` holds once a listing of the current directory shows NAME
+// (a change made in BACKING that the daemon passed on to the kernel).
+func pollShell(t *testing.T, m *Mount) string {
+	t.Helper()
+	p := filepath.Join(m.Outside, "poll.bash")
+	writeFile(t, p, `poll() {
+	local end=$((SECONDS + 60))
+	until "$@"; do
+		if ((SECONDS > end)); then echo "poll: $* did not hold within a minute" >&2; return 1; fi
+		sleep 0.01
+	done
+}
+listed() { ls -a | grep -qxF -- "$1"; }
+`)
+	return p
 }
 
 // TestRewriteWhileAnotherOwnerReads: one owner rewrites a file over and

@@ -236,11 +236,28 @@ func TestNotificationOnLockedDirStallsNothing(t *testing.T) {
 		return names
 	}
 	stall := func(name string) func() error { return stallMkdir(t, m, "d", name) }
+	// handled waits until the notifier has handled the batch holding a
+	// change just made in BACKING's d: it tries the batch's entries (d/x
+	// waits for d's lock, or wrongly sleeps on it) before it sends d's
+	// attributes, so the mount then shows d's new mtime (cached before the
+	// change by a stat). A thread asleep on the lock ends the wait too.
+	handled := func(what string) {
+		waitSeen(t, what, func() bool {
+			a, errA := os.Stat(m.Path("d"))
+			b, errB := os.Stat(m.BackingPath("d"))
+			return errA == nil && errB == nil && a.ModTime().Equal(b.ModTime()) ||
+				strings.Contains(threadStates(m.Pid), "fuse_reverse_inval")
+		})
+	}
 	ls("d")
 	release := stall("stall1")
 	// The kernel holds d's lock for the mkdir: the invalidation of d/x
 	// must wait for it without a thread asleep in the kernel.
+	if _, err := os.Stat(m.Path("d")); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, m.BackingPath("d", "x"), "x\n")
+	handled("d's attributes after the change to d/x")
 	done := make(chan error, 1)
 	go func() {
 		for i := range 20 {
@@ -272,7 +289,6 @@ func TestNotificationOnLockedDirStallsNothing(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("requests elsewhere on the mount stalled while an invalidation waited for d:\n%s", m.logTail())
 	}
-	time.Sleep(100 * time.Millisecond)
 	if states := threadStates(m.Pid); strings.Contains(states, "fuse_reverse_inval") {
 		t.Errorf("a daemon thread sleeps in the kernel on d's lock: %s", states)
 	}
@@ -285,9 +301,12 @@ func TestNotificationOnLockedDirStallsNothing(t *testing.T) {
 	waitSeen(t, "the change made while d was locked", func() bool { return slices.Contains(ls("d"), "x") })
 
 	// Killed while an invalidation waits: the daemon dies at once.
+	if _, err := os.Stat(m.Path("d")); err != nil {
+		t.Fatal(err)
+	}
 	stall("stall2")
 	writeFile(t, m.BackingPath("d", "y"), "y\n")
-	time.Sleep(100 * time.Millisecond)
+	handled("d's attributes after the change to d/y")
 	if stuck := m.KillWithin(5 * time.Second); stuck != "" {
 		t.Errorf("SIGKILL while an invalidation waited for a locked directory: %s", stuck)
 	}

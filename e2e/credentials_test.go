@@ -647,16 +647,17 @@ func TestAuditOneLinePerRefusal(t *testing.T) {
 	for i, r := range seq {
 		wantErrno(t, results[i], r.errno, fmt.Sprintf("refusal %d (%s %s)", i, r.op, r.path))
 	}
-	// Wait for the last line, then give a straggler time to show.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(m.Audit()) < len(seq) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// A last refusal of a name of its own marks the end: once its line is
+	// there, every line the sequence made (a straggler too) is before it.
+	if err := unix.Symlink("/etc", m.Path("mark")); err != unix.EACCES {
+		t.Fatalf("the closing refusal (an absolute symlink): %v, want EACCES", err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	m.WaitAudit("the closing refusal", func(e auditEntry) bool { return e.path() == "mark" })
 	entries := m.Audit()
-	if len(entries) != len(seq) {
-		t.Errorf("audit log has %d lines for %d refusals", len(entries), len(seq))
+	if n := len(entries); n != len(seq)+1 || entries[n-1].path() != "mark" {
+		t.Errorf("audit log has %d lines for %d refusals and the closing one", n, len(seq))
 	}
+	entries = entries[:min(len(entries), len(seq))]
 	for i := range min(len(entries), len(seq)) {
 		e, r := entries[i], seq[i]
 		checkAuditFields(t, e)

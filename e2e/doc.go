@@ -8,7 +8,9 @@
 // requirement is a failure. Environment knobs:
 //
 //	REALMFS_BIN=/path/realmfs  test this binary instead of building ./cmd/realmfs
-//	REALM_E2E_RACE=1           build realmfs with -race
+//	REALM_E2E_RACE=1           build realmfs with -race (scripts/run-e2e.sh
+//	                           sets it); a race in a daemon's log fails the
+//	                           test of that mount
 //	REALM_E2E_DEBUG=1          start foreground mounts with --debug (the log is
 //	                           printed when a test fails)
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -853,14 +854,18 @@ func TestLocksBetweenProcesses(t *testing.T) {
 			}
 			var released atomic.Bool
 			granted := make(chan error, 1)
+			tids := make(chan int, 1)
 			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				tids <- unix.Gettid()
 				err := try(unix.F_SETLKW)
 				if err == nil && !released.Load() {
 					err = fmt.Errorf("blocking %s lock granted while the other process held it", kind)
 				}
 				granted <- err
 			}()
-			time.Sleep(200 * time.Millisecond) // let the waiter block (ordering, not timing, is asserted)
+			waitInFuse(t, <-tids, "the blocking "+kind+" waiter")
 			released.Store(true)
 			holder.Release(t)
 			if err := <-granted; err != nil {
@@ -1187,6 +1192,25 @@ func TestOpenNeverAnswersENOSYS(t *testing.T) {
 			wantErrno(t, err, unix.EIO, fmt.Sprintf("readdir #%d with a backing opendir that answers ENOSYS", i+1))
 		}
 	})
+}
+
+// waitInFuse waits until this process's thread tid is blocked in a request
+// to a FUSE daemon: the state a blocking call reaches that no one announces,
+// so it is polled (as mountUsers recognises such threads), with a deadline.
+func waitInFuse(t *testing.T, tid int, what string) {
+	t.Helper()
+	wchan := fmt.Sprintf("/proc/self/task/%d/wchan", tid)
+	deadline := time.Now().Add(mountTimeout)
+	for {
+		w, err := os.ReadFile(wchan)
+		if err == nil && (strings.Contains(string(w), "fuse") || string(w) == "request_wait_answer") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (thread %d) never blocked in a FUSE request (wchan %q, %v)", what, tid, w, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitLog waits for the daemon's log to hold text.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,10 @@ const (
 	mountTimeout   = 20 * time.Second // realmfs start until the mount shows in mountinfo
 	exitTimeout    = 20 * time.Second // unmount until the daemon has exited
 	unmountTimeout = 10 * time.Second // retrying fusermount3 -u while the mount is busy
+	// stateTimeout bounds polling for a state no process announces (an
+	// audit line, a temp removed after the last release, the mount-time
+	// sweep done): generous, for a loaded machine and a race-built daemon.
+	stateTimeout = 30 * time.Second
 )
 
 // nobody is the unprivileged uid/gid the tests act as.
@@ -70,7 +75,8 @@ func setupAndRun(m *testing.M) int {
 	defer os.RemoveAll(baseDir)
 	binDir = filepath.Join(baseDir, "bin")
 	for _, d := range []string{baseDir, binDir} {
-		if err := os.MkdirAll(d, 0o755); err == nil {
+		err := os.MkdirAll(d, 0o755)
+		if err == nil {
 			err = os.Chmod(d, 0o755)
 		}
 		if err != nil {
@@ -135,12 +141,21 @@ func goBuild(name, pkg, prebuilt string, flags ...string) (string, error) {
 	return out, nil
 }
 
-func buildRealmfs() (string, error) {
-	var flags []string
-	if os.Getenv("REALM_E2E_RACE") == "1" {
-		flags = append(flags, "-race")
+// raceBuild reports whether the daemons under test are built with the race
+// detector (REALM_E2E_RACE=1, which scripts/run-e2e.sh sets); each mount's
+// cleanup then fails the test on a race the daemon reported.
+func raceBuild() bool { return os.Getenv("REALM_E2E_RACE") == "1" }
+
+// raceFlags are the go build flags that raceBuild asks for.
+func raceFlags() []string {
+	if raceBuild() {
+		return []string{"-race"}
 	}
-	return goBuild("realmfs", "./cmd/realmfs", "REALMFS_BIN", flags...)
+	return nil
+}
+
+func buildRealmfs() (string, error) {
+	return goBuild("realmfs", "./cmd/realmfs", "REALMFS_BIN", raceFlags()...)
 }
 
 var (
@@ -154,7 +169,7 @@ var (
 func realmtestBinary(tb testing.TB) string {
 	tb.Helper()
 	realmtestOnce.Do(func() {
-		realmtestPath, realmtestErr = goBuild("realmfs-realmtest", "./cmd/realmfs", "", "-tags", "realmtest")
+		realmtestPath, realmtestErr = goBuild("realmfs-realmtest", "./cmd/realmfs", "", append(raceFlags(), "-tags", "realmtest")...)
 	})
 	if realmtestErr != nil {
 		tb.Fatalf("building realmfs with -tags realmtest: %v", realmtestErr)
@@ -239,6 +254,8 @@ type Mount struct {
 	// the daemon was not a child of this process.
 	exitErr error
 	stopped bool
+	// raceLog is the GORACE log_path of this mount's daemons (raceBuild).
+	raceLog string
 }
 
 var errUnknownExit = errors.New("exit status unknown (daemon not a child of the test process)")
@@ -414,6 +431,14 @@ func (m *Mount) start() {
 		cmd = exec.Command("mount.fuse3", m.Backing, m.Dir, "-t", "fuse.realmfs", "-o", strings.Join(opts, ","))
 		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
 		fmt.Fprintf(logf, "=== via %s\n", strings.Join(cmd.Args, " "))
+	}
+	if raceBuild() {
+		// A detached daemon's stderr is /dev/null: its race reports go to
+		// files beside the log (race.PID), which checkRaces reads.
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, "GORACE=log_path="+m.racePrefix(tb))
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = m.Root
@@ -892,6 +917,7 @@ func (m *Mount) cleanup() {
 	if err != nil {
 		m.tb.Errorf("realmfs %s: %v (want a clean exit 0)", m.Dir, err)
 	}
+	m.checkRaces()
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
 		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {
@@ -902,6 +928,53 @@ func (m *Mount) cleanup() {
 			m.tb.Logf("audit log (%s):\n%s", m.AuditLog, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// raceReport is how the race detector starts each report on stderr.
+const raceReport = "WARNING: DATA RACE"
+
+// checkRaces fails the test when a daemon of this mount (every start and
+// restart) reported a data race, in LogFile or in a report file of
+// racePrefix. A race-built daemon killed by the test exits with no status
+// of its own, so the report is the one place the race shows.
+func (m *Mount) checkRaces() {
+	var reports []string
+	if m.raceLog != "" {
+		reports, _ = filepath.Glob(m.raceLog + ".*")
+	}
+	for _, name := range append([]string{m.LogFile}, reports...) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		if n := bytes.Count(b, []byte(raceReport)); n > 0 {
+			i := bytes.Index(b, []byte(raceReport))
+			m.tb.Errorf("realmfs %s: the race detector reported %d data race(s) in %s; the first:\n%s",
+				m.Dir, n, name, b[i:min(len(b), i+8000)])
+		}
+	}
+}
+
+// raceDirs numbers the mounts' race report directories.
+var raceDirs atomic.Int64
+
+// racePrefix is the GORACE log_path of this mount's daemons (the race
+// detector appends ".PID"), made on first use. It lies under baseDir, not
+// the test's temp dir: GORACE splits its value at commas, colons and
+// spaces, which a subtest's name may hold. The directory is world-writable
+// for daemons of other uids.
+func (m *Mount) racePrefix(tb testing.TB) string {
+	if m.raceLog == "" {
+		dir := filepath.Join(baseDir, "race", strconv.FormatInt(raceDirs.Add(1), 10))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o1777); err != nil {
+			tb.Fatal(err)
+		}
+		m.raceLog = filepath.Join(dir, "race")
+	}
+	return m.raceLog
 }
 
 // logTail is the end of realmfs's output.
@@ -1016,7 +1089,7 @@ func (m *Mount) Audit() []auditEntry {
 // be written asynchronously) and returns it, or fails the test.
 func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	m.tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		entries := m.Audit()
 		for _, e := range entries {

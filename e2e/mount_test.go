@@ -257,7 +257,7 @@ func TestDaemonFDsDoNotGrow(t *testing.T) {
 	// them; ask it to, then allow the daemon a moment to process FORGETs.
 	const slack = 2
 	var after int
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		dropCaches(t)
 		after = m.FDCount()

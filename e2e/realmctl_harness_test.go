@@ -267,7 +267,7 @@ func realmfsPid(tb testing.TB, mnt string) int {
 // waitGone waits until pid has exited (or is a zombie).
 func waitGone(tb testing.TB, pid int) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for time.Now().Before(deadline) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {

@@ -168,9 +168,12 @@ func TestRealmctlSharedMount(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ra, _ = c.exec(a, "", "sh", "-c", "exec 3>/workspace/shared; echo a >&3; touch /workspace/a-holds; sleep 5; echo a-done")
+		// a holds the file until b has tried to write it (b-tried
+		// appears), for a minute at most.
+		ra, _ = c.exec(a, "", "sh", "-c", `exec 3>/workspace/shared; echo a >&3; touch /workspace/a-holds
+i=0; until [ -e /workspace/b-tried ]; do i=$((i+1)); [ $i -lt 1200 ] || exit 9; sleep 0.05; done; echo a-done`)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		if _, err := os.Stat(filepath.Join(ws, "a-holds")); err == nil {
 			break
@@ -180,7 +183,7 @@ func TestRealmctlSharedMount(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	rb, _ := c.exec(b, "", "sh", "-c", "echo b > /workspace/shared")
+	rb, _ := c.exec(b, "", "sh", "-c", "echo b > /workspace/shared; s=$?; touch /workspace/b-tried; exit $s")
 	wg.Wait()
 	if ra.ExitCode != 0 {
 		t.Errorf("holder: %+v", ra)
@@ -357,6 +360,29 @@ func TestRealmctlReapDeadMount(t *testing.T) {
 	c.ok("session", "destroy", id2)
 }
 
+// waitOpenBy waits until process pid has a descriptor of the file f has
+// open: a state the process does not announce, so it is polled, with a
+// deadline.
+func waitOpenBy(t *testing.T, pid int, f *os.File) {
+	t.Helper()
+	want, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if st, err := os.Stat(filepath.Join(dir, fd.Name())); err == nil && os.SameFile(st, want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never opened %s", pid, f.Name())
+		}
+	}
+}
+
 // TestRealmctlSingleOwner: one realmctl owns a state dir at a time. A second
 // one waits for the lock and fails clearly when it is not released in
 // time; two creates at once both succeed, one after the other, and leave
@@ -383,8 +409,8 @@ func TestRealmctlSingleOwner(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	f.Close() // release
+	waitOpenBy(t, cmd.Process.Pid, f) // the reap is waiting for the lock
+	f.Close()                         // release
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("reap waiting for the lock: %v", err)
 	}

@@ -17,7 +17,8 @@ import (
 // Code names one entry of the catalogue.
 type Code string
 
-// The catalogue. DESIGN.md's table is the source of truth; keep the two in step.
+// The catalogue. The README documents each code (the table "What a process
+// on the mount sees" and realmctl's table of exit codes); keep them in step.
 const (
 	PathEscape           Code = "PATH_ESCAPE"
 	CredentialPathDenied Code = "CREDENTIAL_PATH_DENIED"

@@ -17,7 +17,7 @@ import (
 
 // File is an open regular file. A plain handle reads the verified backing
 // file through its own fd. A shared handle belongs to an owner's atomic
-// write (see atomic.go): it reads and writes that owner's temp under the
+// write (see commit.go): it reads and writes that owner's temp under the
 // lock table entry's lock.
 type File struct {
 	node        *Node
@@ -372,7 +372,7 @@ func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 	return fuse.ReadResultData(buf[:max(n, 0)]), errno
 }
 
-// Write writes into the owner's temp, never the file (atomic.go); the
+// Write writes into the owner's temp, never the file (commit.go); the
 // first write makes the temp. A short or failed write marks the temp
 // failed: it is then never committed.
 func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {

@@ -28,7 +28,7 @@ type nameUse int
 
 const (
 	// removes: the op needs the name to exist and only removes it
-	// (unlink, rmdir); its path is not judged (DESIGN.md denies a
+	// (unlink, rmdir); its path is not judged (the policy denies a
 	// credential's opens, creates, renames and links, not its removal).
 	removes nameUse = iota
 	// movesFrom: the op needs the name to exist and moves it away
@@ -58,11 +58,11 @@ const (
 //  4. the name's workspace path, when the op moves or makes a name other
 //     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED.
 //
-// Escapes come before credentials, as DESIGN.md orders them. What an op
-// checks beyond this (a symlink's target, a link's source, a rename's
-// locks) comes after. The fd returned is n's, valid while n lives: the op
-// makes its one dirfd call on (fd, name), which acts on that one name
-// beneath a verified directory without following it.
+// Escapes come before credentials (the README: an escaping credential path
+// reports PATH_ESCAPE). What an op checks beyond this (a symlink's target, a
+// link's source, a rename's locks) comes after. The fd returned is n's,
+// valid while n lives: the op makes its one dirfd call on (fd, name), which
+// acts on that one name beneath a verified directory without following it.
 func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (int, syscall.Errno) {
 	f := n.fsys
 	if f.opts.ReadOnly {

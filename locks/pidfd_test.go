@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -434,16 +435,25 @@ func TestPidfdConcurrent(t *testing.T) {
 				wants[pid] = childOwner(t, mode, cmd.Process.Pid)
 			}
 
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for _, cmd := range cmds {
-					time.Sleep(2 * time.Millisecond)
+			// The children die one by one as the lookups go on: the k-th
+			// once k/len(cmds) of them are done (or all have ended).
+			const goroutines, rounds = 16, 300
+			var looked atomic.Int64
+			var lookersDone atomic.Bool
+			var killer sync.WaitGroup
+			killer.Go(func() {
+				for k, cmd := range cmds {
+					for looked.Load() < int64(k*goroutines*rounds/len(cmds)) && !lookersDone.Load() {
+						runtime.Gosched()
+					}
 					stopChild(cmd)
 				}
 			})
-			for g := range 16 {
+			var wg sync.WaitGroup
+			for g := range goroutines {
 				wg.Go(func() {
-					for i := range 300 {
+					for i := range rounds {
+						looked.Add(1)
 						if (g+i)%2 == 0 {
 							pid := live[(g+i)%len(live)]
 							if got, err := r.Owner(pid); err != nil || got != self {
@@ -462,6 +472,8 @@ func TestPidfdConcurrent(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			lookersDone.Store(true)
+			killer.Wait()
 			if n := r.liveLen(); n > r.max {
 				t.Errorf("%d entries cached; bound is %d", n, r.max)
 			}

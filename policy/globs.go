@@ -12,7 +12,7 @@ import (
 // reading --show-policy or the README can judge each entry.
 type Glob struct {
 	Pattern string // doublestar glob on the workspace-relative path
-	Source  string // who names this file a credential: DESIGN.md, shhgit, gitleaks, agentsh, a tool's docs
+	Source  string // who names this file a credential: realm, shhgit, gitleaks, agentsh, a tool's docs
 }
 
 // DefaultCredentialGlobs is the built-in credential set, applied when a
@@ -20,11 +20,11 @@ type Glob struct {
 // a pattern denies files that agents could read before, so every change is a
 // reviewed, documented change to realm's behaviour.
 //
-// The list is every pattern of DESIGN.md's starting set plus file names that
+// The list is every pattern of realm's own starting set plus file names that
 // public secret scanners and agent sandboxes name as credentials by path
 // alone. Sources:
 //
-//   - DESIGN.md: realm's own starting set.
+//   - realm: realm's own starting set (its design's list of credential paths).
 //   - shhgit: eth0izzle/shhgit config.yaml, "part: filename/extension/path" signatures.
 //   - gitleaks: the path-only rule pkcs12-file.
 //   - agentsh: canyonroad/agentsh configs/policies/default.yaml deny rules.
@@ -36,26 +36,26 @@ type Glob struct {
 // database.yml, settings.py and shell rc files, and a general **/id_*.
 var DefaultCredentialGlobs = []Glob{
 	// Environment files.
-	{"**/.env", "DESIGN.md, shhgit, agentsh"},
-	{"**/.env.*", "DESIGN.md, agentsh"},
+	{"**/.env", "realm, shhgit, agentsh"},
+	{"**/.env.*", "realm, agentsh"},
 
 	// SSH and private keys.
-	{"**/.ssh/**", "DESIGN.md, agentsh"},
-	{"**/id_rsa*", "DESIGN.md, shhgit"},
-	{"**/id_dsa*", "DESIGN.md, shhgit"},
-	{"**/id_ecdsa*", "DESIGN.md, shhgit"},
-	{"**/id_ed25519*", "DESIGN.md, shhgit"},
-	{"**/*.pem", "DESIGN.md, shhgit"},
-	{"**/*.key", "DESIGN.md, shhgit"},
+	{"**/.ssh/**", "realm, agentsh"},
+	{"**/id_rsa*", "realm, shhgit"},
+	{"**/id_dsa*", "realm, shhgit"},
+	{"**/id_ecdsa*", "realm, shhgit"},
+	{"**/id_ed25519*", "realm, shhgit"},
+	{"**/*.pem", "realm, shhgit"},
+	{"**/*.key", "realm, shhgit"},
 	{"**/*.keypair", "shhgit"},
 	{"**/otr.private_key", "shhgit"},
 
 	// Key stores and certificate bundles.
-	{"**/*.p12", "DESIGN.md, gitleaks, shhgit"},
-	{"**/*.pfx", "DESIGN.md, gitleaks, shhgit"},
+	{"**/*.p12", "realm, gitleaks, shhgit"},
+	{"**/*.pfx", "realm, gitleaks, shhgit"},
 	{"**/*.pkcs12", "shhgit"},
-	{"**/*.jks", "DESIGN.md, shhgit"},
-	{"**/*.keystore", "DESIGN.md, shhgit"},
+	{"**/*.jks", "realm, shhgit"},
+	{"**/*.keystore", "realm, shhgit"},
 
 	// Password managers and OS key rings.
 	{"**/*.kdbx", "shhgit"},
@@ -66,39 +66,39 @@ var DefaultCredentialGlobs = []Glob{
 	{"**/*.kwallet", "shhgit"},
 	{"**/*.psafe3", "shhgit"},
 	{"**/*.bek", "shhgit"},
-	{"**/.gnupg/**", "DESIGN.md"},
-	{"**/.password-store/**", "DESIGN.md"},
+	{"**/.gnupg/**", "realm"},
+	{"**/.password-store/**", "realm"},
 
 	// Cloud and cluster credentials.
-	{"**/.aws/**", "DESIGN.md, shhgit, agentsh"},
-	{"**/.config/gcloud/**", "DESIGN.md, agentsh"},
-	{"**/.azure/**", "DESIGN.md, agentsh"},
-	{"**/.kube/**", "DESIGN.md"},
+	{"**/.aws/**", "realm, shhgit, agentsh"},
+	{"**/.config/gcloud/**", "realm, agentsh"},
+	{"**/.azure/**", "realm, agentsh"},
+	{"**/.kube/**", "realm"},
 	{"**/.config/doctl/config.yaml", "shhgit"},
 	{"**/.boto", "gsutil/boto docs"},
-	{"**/.s3cfg", "DESIGN.md, shhgit"},
-	{"**/.vault-token", "DESIGN.md"},
-	{"**/terraform.tfvars", "DESIGN.md, shhgit"},
+	{"**/.s3cfg", "realm, shhgit"},
+	{"**/.vault-token", "realm"},
+	{"**/terraform.tfvars", "realm, shhgit"},
 	{"**/.terraformrc", "Terraform CLI docs"},
 	{"**/.terraform.d/credentials.tfrc.json", "Terraform CLI docs"},
 
 	// Registries and containers.
-	{"**/.docker/config.json", "DESIGN.md"},
+	{"**/.docker/config.json", "realm"},
 	{"**/.dockercfg", "shhgit"},
-	{"**/.config/containers/auth.json", "DESIGN.md"},
-	{"**/.npmrc", "DESIGN.md, shhgit"},
-	{"**/.pypirc", "DESIGN.md"},
-	{"**/.cargo/credentials.toml", "DESIGN.md"},
+	{"**/.config/containers/auth.json", "realm"},
+	{"**/.npmrc", "realm, shhgit"},
+	{"**/.pypirc", "realm"},
+	{"**/.cargo/credentials.toml", "realm"},
 	{"**/.gem/credentials", "shhgit"},
 
 	// Git hosting and login files.
-	{"**/.git-credentials", "DESIGN.md, shhgit, agentsh"},
-	{"**/.config/gh/hosts.yml", "DESIGN.md"},
+	{"**/.git-credentials", "realm, shhgit, agentsh"},
+	{"**/.config/gh/hosts.yml", "realm"},
 	{"**/.config/hub", "shhgit"},
-	{"**/.netrc", "DESIGN.md, shhgit"},
-	{"**/_netrc", "DESIGN.md, shhgit"},
-	{"**/.pgpass", "DESIGN.md, shhgit"},
-	{"**/.htpasswd", "DESIGN.md, shhgit"},
+	{"**/.netrc", "realm, shhgit"},
+	{"**/_netrc", "realm, shhgit"},
+	{"**/.pgpass", "realm, shhgit"},
+	{"**/.htpasswd", "realm, shhgit"},
 	{"**/*.ovpn", "shhgit"},
 }
 

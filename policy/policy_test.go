@@ -268,7 +268,7 @@ func TestRender(t *testing.T) {
 		})
 	}
 	out := string(Default().Render())
-	for _, want := range []string{"version: 1", "defaults: true", "- '**/.env' # built-in: DESIGN.md", "symlinks: inside-only", "hide: false"} {
+	for _, want := range []string{"version: 1", "defaults: true", "- '**/.env' # built-in: realm", "symlinks: inside-only", "hide: false"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("default rendering lacks %q:\n%s", want, out)
 		}

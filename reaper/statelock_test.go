@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,10 +57,15 @@ func TestStateLockTwoProcesses(t *testing.T) {
 		t.Errorf("message %q does not name the holder (%s)", err, want)
 	}
 
-	// Released while we wait: we get it.
+	// Released while we wait: we get it. The holder lets go once this
+	// process has the lock file open again, that is, once the LockStateDir
+	// below is under way (the one above closed its descriptor).
+	lock := filepath.Join(dir, "lock")
 	go func() {
-		time.Sleep(200 * time.Millisecond)
-		stdin.Close()
+		defer stdin.Close()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !openHere(lock); {
+			time.Sleep(time.Millisecond)
+		}
 	}()
 	l, err := LockStateDir(dir, 10*time.Second)
 	if err != nil {
@@ -67,4 +73,20 @@ func TestStateLockTwoProcesses(t *testing.T) {
 	}
 	l.Unlock()
 	l.Unlock()
+}
+
+// openHere reports whether a descriptor of this process names the file at
+// path.
+func openHere(path string) bool {
+	want, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if st, err := os.Stat(filepath.Join("/proc/self/fd", fd.Name())); err == nil && os.SameFile(st, want) {
+			return true
+		}
+	}
+	return false
 }
