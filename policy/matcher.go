@@ -41,7 +41,7 @@ type Rule struct {
 
 // denyRule is one deny glob in the same sets Matcher files it under.
 type denyRule struct {
-	rule             Rule
+	rule              Rule
 	folded, asWritten globSet
 }
 
