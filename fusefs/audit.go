@@ -52,7 +52,7 @@ type Event struct {
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
-	// many: the same op, path, code, errno and owner refused again within
+	// many: the same op, path, code, errno, rule and owner refused again within
 	// AuditWindow of the line before it that had them. The line carries
 	// the last one's time and pid.
 	Repeat int `json:"repeat,omitempty"`
@@ -101,7 +101,7 @@ const (
 //
 // Repeats are coalesced: the first refusal of a kind is written at once;
 // the same refusal again within the window (same op, path, code, errno,
-// owner) is counted, and the count goes out as one line with "repeat"
+// rule, owner) is counted, and the count goes out as one line with "repeat"
 // when a different refusal comes, when the window has passed (at the next
 // refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
 type Auditor struct {

@@ -363,9 +363,9 @@ func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code, r
 }
 
 // refuseCredential audits a credential refusal of op on the workspace path
-// rel, naming the glob that denies the path matched (rel itself, or a
-// symlink's target) and where it was written; a path no glob denies is a
-// credential by its identity (credInodes).
+// rel. The line names the glob that denies matched (rel itself, or the
+// target of a symlink being made) and where that glob was written; when no
+// glob denies it, the file is a credential by its identity (credInodes).
 func (f *FS) refuseCredential(ctx context.Context, op, rel, matched string) syscall.Errno {
 	return f.auditCredential(ctx, op, rel, matched, errcode.CredentialPathDenied.Errno())
 }
