@@ -1126,10 +1126,11 @@ func (m *Mount) WaitRefusal(op, path, code string, errno syscall.Errno) auditEnt
 	return e
 }
 
-// checkAuditFields asserts the fields the contract names are all present.
+// checkAuditFields asserts the fields the contract names for a refusal are
+// all present (comm and exe may be "": the caller may be gone).
 func checkAuditFields(tb testing.TB, e auditEntry) {
 	tb.Helper()
-	for _, k := range []string{"time", "op", "path", "code", "errno", "pid", "uid"} {
+	for _, k := range []string{"time", "op", "path", "code", "errno", "pid", "comm", "exe", "uid", "rule"} {
 		if _, ok := e[k]; !ok {
 			tb.Errorf("audit entry lacks %q: %v", k, e)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,17 +32,52 @@ type Event struct {
 	Code    errcode.Code `json:"code"`
 	Errno   string       `json:"errno"`
 	Pid     uint32       `json:"pid"`
-	Uid     uint32       `json:"uid"`
-	Owner   string       `json:"owner,omitempty"`
+	// Comm and Exe name the calling program: /proc/PID/comm (the calling
+	// thread's name, the program's unless it names its threads) and the
+	// target of /proc/PID/exe. They are read once, when a line is first
+	// written, and are "" when the process is gone or cannot be read; a
+	// repeat line carries the program of the window's first refusal.
+	Comm  string `json:"comm"`
+	Exe   string `json:"exe"`
+	Uid   uint32 `json:"uid"`
+	Owner string `json:"owner,omitempty"`
+	// Container is the container id in Owner's cgroup path (containerOf),
+	// which the session record of realmctl names as containerId.
+	Container string `json:"container,omitempty"`
+	// Rule is what the refusal matched: a credential glob with
+	// RuleSource, where it was written, or a rule id (Rule* constants).
+	Rule       string `json:"rule,omitempty"`
+	RuleSource string `json:"ruleSource,omitempty"`
 	// Cause is the error behind a failure the caller saw as Errno (a
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
-	// many: the same op, path, code, errno and owner refused again within
+	// many: the same op, path, code, errno, rule and owner refused again within
 	// AuditWindow of the line before it that had them. The line carries
 	// the last one's time and pid.
 	Repeat int `json:"repeat,omitempty"`
+
+	read bool // Comm and Exe have been read
 }
+
+// Rule ids: what a refusal that no credential glob made matched, one per
+// kind of refusal (the README's refusal table lists them).
+const (
+	RuleEscapeResolve       = "escape:resolve"        // resolving a name met a symlink or left the root
+	RuleEscapeSwapped       = "escape:swapped"        // the object is not the one looked up or made
+	RuleEscapeNotRegular    = "escape:not-regular"    // data open of what is no regular file
+	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, leaves the root or names a temp
+	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name
+	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
+	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
+	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
+	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner open files
+	RuleDeviceNode          = "device-node"           // mknod of a block or character device
+	RuleLockOtherOwner      = "lock:other-owner"      // another owner holds the file's lock
+	RuleLockChanged         = "lock:changed-outside"  // the file changed behind the mount while written
+	RuleCredentialIdentity  = "credential:identity"   // the file is a credential seen under another name
+	RuleCredentialUnscanned = "credential:unscanned"  // a directory rename whose tree could not be scanned whole
+)
 
 // rotateEvent is the first line of a fresh audit file after a rotation.
 type rotateEvent struct {
@@ -68,7 +104,7 @@ const (
 //
 // Repeats are coalesced: the first refusal of a kind is written at once;
 // the same refusal again within the window (same op, path, code, errno,
-// owner) is counted, and the count goes out as one line with "repeat"
+// rule, owner) is counted, and the count goes out as one line with "repeat"
 // when a different refusal comes, when the window has passed (at the next
 // refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
 type Auditor struct {
@@ -94,6 +130,8 @@ type Auditor struct {
 
 	// Owner names the lock owner of a caller, when the mount knows one.
 	Owner func(pid uint32) string
+	// proc is where process pid's comm and exe are read: "/proc".
+	proc string
 	// Logf, if set, hears of lines that could not be written: the first,
 	// and every 1000th after it.
 	Logf func(format string, args ...any)
@@ -113,7 +151,7 @@ func NewAuditorClock(w io.Writer, now func() time.Time, window time.Duration) *A
 }
 
 func newAuditor(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
-	return &Auditor{w: w, now: now, window: window}
+	return &Auditor{w: w, now: now, window: window, proc: "/proc"}
 }
 
 // OpenAuditLog appends to the audit file at path (made 0600 if absent),
@@ -165,10 +203,23 @@ func (a *Auditor) Record(ctx context.Context, op, path string, code errcode.Code
 	a.RecordCause(ctx, op, path, code, errno, nil)
 }
 
+// RecordRefusal is Record for a refusal, with the rule that made it: a
+// credential glob and its source, or a rule id.
+func (a *Auditor) RecordRefusal(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, rule, source string) {
+	a.event(ctx, op, path, code, errno, nil, rule, source)
+}
+
 // RecordCause is Record for a failure with an underlying cause.
 func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error) {
+	a.event(ctx, op, path, code, errno, cause, "", "")
+}
+
+// event builds the line of one refusal or failure and records it. The
+// calling program is read here only when the line is not a repeat of the
+// latest one: a loop of refusals costs no /proc reads.
+func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string) {
 	c := caller(ctx)
-	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid}
+	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source}
 	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
 		var e syscall.Errno
@@ -180,8 +231,22 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 	}
 	if a.Owner != nil {
 		ev.Owner = a.Owner(c.Pid)
+		ev.Container = containerOf(ev.Owner)
+	}
+	if !a.repeating(ev) {
+		ev.Comm, ev.Exe = readProgram(a.proc, ev.Pid)
+		ev.read = true
 	}
 	a.record(ev)
+}
+
+// repeating reports whether ev would be counted as a repeat if recorded
+// now. It is a hint, taken before the program is read outside the lock;
+// record decides.
+func (a *Auditor) repeating(ev Event) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return sameKind(ev, a.last) && a.now().Sub(a.last.Time) < a.window
 }
 
 // record writes ev, or counts it as a repeat of the latest line.
@@ -190,9 +255,13 @@ func (a *Auditor) record(ev Event) {
 	defer a.mu.Unlock()
 	ev.Time = a.now().UTC()
 	if sameKind(ev, a.last) && ev.Time.Sub(a.last.Time) < a.window {
+		ev.Comm, ev.Exe = a.last.Comm, a.last.Exe
 		a.held = ev
 		a.repeats++
 		return
+	}
+	if !ev.read { // a line came between repeating and here
+		ev.Comm, ev.Exe = readProgram(a.proc, ev.Pid)
 	}
 	a.flushLocked()
 	a.last = ev
@@ -202,7 +271,62 @@ func (a *Auditor) record(ev Event) {
 // sameKind reports whether two refusals are repeats of one another.
 func sameKind(x, y Event) bool {
 	return x.Op == y.Op && x.Path == y.Path && x.Escaped == y.Escaped && x.Code == y.Code &&
-		x.Errno == y.Errno && x.Cause == y.Cause && x.Owner == y.Owner && x.Uid == y.Uid
+		x.Errno == y.Errno && x.Cause == y.Cause && x.Owner == y.Owner && x.Uid == y.Uid &&
+		x.Rule == y.Rule && x.RuleSource == y.RuleSource
+}
+
+// readProgram reads the name and executable of process pid under proc:
+// both "" for pid 0 (no caller) and when the process is gone or its exe
+// may not be read (a daemon not running as root, a kernel thread).
+func readProgram(proc string, pid uint32) (comm, exe string) {
+	if pid == 0 {
+		return "", ""
+	}
+	dir := proc + "/" + strconv.FormatUint(uint64(pid), 10)
+	if b, err := os.ReadFile(dir + "/comm"); err == nil {
+		comm = strings.TrimSuffix(string(b), "\n")
+	}
+	if target, err := os.Readlink(dir + "/exe"); err == nil {
+		exe = target
+	}
+	return comm, exe
+}
+
+// containerOf returns the container id in a cgroup owner's path: the 64
+// hex digits of its last segment that holds them, bare (cgroupfs:
+// /docker/ID) or as RUNTIME-ID.scope (systemd: libpod-, docker-,
+// cri-containerd-, crio-). "" when there is none (a person's shell,
+// another owner mode).
+func containerOf(owner string) string {
+	path, ok := strings.CutPrefix(owner, "cgroup:")
+	if !ok {
+		return ""
+	}
+	segs := strings.Split(path, "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		seg := strings.TrimSuffix(segs[i], ".scope")
+		if j := strings.LastIndexByte(seg, '-'); j >= 0 {
+			seg = seg[j+1:]
+		}
+		if isContainerID(seg) {
+			return seg
+		}
+	}
+	return ""
+}
+
+// isContainerID reports whether s is 64 lower-case hex digits, the id
+// Podman, Docker and containerd give a container.
+func isContainerID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Tick writes held repeats whose window has passed. OpenAuditLog's ticker

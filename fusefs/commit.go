@@ -301,7 +301,7 @@ func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.E
 	}
 	w.observed = *now
 	w.rebase(now)
-	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict)
+	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict, RuleLockChanged)
 }
 
 // keepCopy makes the temp a visible file beside the one being written,

@@ -84,7 +84,7 @@ func (f *FS) admitOpen(ctx context.Context, op string, n *Node, name string) sys
 	if !first {
 		return errcode.ResourceLimit.Errno()
 	}
-	return f.refuse(ctx, op, n, name, errcode.ResourceLimit)
+	return f.refuse(ctx, op, n, name, errcode.ResourceLimit, RuleResourceLimit)
 }
 
 // checkedOwner takes the owner admitOpen resolved for thread tid, if it

@@ -134,7 +134,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
+			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve)
 		}
 		return nil, 0, toErrno(err)
 	}
@@ -150,7 +150,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
+		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular)
 	}
 	if errno := n.denyOpen(ctx, op, &st); errno != 0 {
 		dirfd.Close(fd)

@@ -356,30 +356,55 @@ func caller(ctx context.Context) fuse.Caller {
 	return fuse.Caller{}
 }
 
-// refuse audits a refusal of op on name in n and returns its errno.
-func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code errcode.Code) syscall.Errno {
+// refuse audits a refusal of op on name in n, by the rule id rule (one of
+// the Rule* constants), and returns its errno.
+func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code errcode.Code, rule string) syscall.Errno {
 	if f.opts.Audit == nil {
 		return code.Errno()
 	}
-	return f.refuseRel(ctx, op, f.relPath(n, name), code)
+	return f.refuseRel(ctx, op, f.relPath(n, name), code, rule)
 }
 
 // refuseAs is refuse answering errno instead of the code's own: a
 // directory moved out of BACKING is ESTALE to the mount, as a directory
 // gone from an NFS server is, though what was refused is an escape.
-func (f *FS) refuseAs(ctx context.Context, op string, n *Node, name string, code errcode.Code, errno syscall.Errno) syscall.Errno {
+func (f *FS) refuseAs(ctx context.Context, op string, n *Node, name string, code errcode.Code, errno syscall.Errno, rule string) syscall.Errno {
 	if f.opts.Audit != nil {
-		f.opts.Audit.Record(ctx, op, f.relPath(n, name), code, errno)
+		f.opts.Audit.RecordRefusal(ctx, op, f.relPath(n, name), code, errno, rule, "")
 	}
 	return errno
 }
 
-// refuseRel audits a refusal of op on the workspace path rel.
-func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code) syscall.Errno {
+// refuseRel audits a refusal of op on the workspace path rel by rule id.
+func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code, rule string) syscall.Errno {
 	errno := code.Errno()
 	if f.opts.Audit != nil {
-		f.opts.Audit.Record(ctx, op, rel, code, errno)
+		f.opts.Audit.RecordRefusal(ctx, op, rel, code, errno, rule, "")
 	}
+	return errno
+}
+
+// refuseCredential audits a credential refusal of op on the workspace path
+// rel. The line names the glob that denies matched (rel itself, or the
+// target of a symlink being made) and where that glob was written; when no
+// glob denies it, the file is a credential by its identity (credInodes).
+func (f *FS) refuseCredential(ctx context.Context, op, rel, matched string) syscall.Errno {
+	return f.auditCredential(ctx, op, rel, matched, errcode.CredentialPathDenied.Errno())
+}
+
+// auditCredential writes refuseCredential's line with errno (ENOENT for a
+// hidden entry) and returns errno.
+func (f *FS) auditCredential(ctx context.Context, op, rel, matched string, errno syscall.Errno) syscall.Errno {
+	if f.opts.Audit == nil {
+		return errno
+	}
+	rule, source := RuleCredentialIdentity, ""
+	if f.opts.Credentials != nil {
+		if r, ok := f.opts.Credentials.Rule(matched); ok {
+			rule, source = r.Glob, r.Source
+		}
+	}
+	f.opts.Audit.RecordRefusal(ctx, op, rel, errcode.CredentialPathDenied, errno, rule, source)
 	return errno
 }
 

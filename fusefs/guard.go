@@ -30,7 +30,7 @@ func (f *FS) credentialDenied(rel string) bool {
 func (f *FS) denyPath(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
 	rel := f.relPath(dir, name)
 	if f.credentialDenied(rel) || name == "" && f.opts.Credentials != nil && f.creds.has(dir.fileID()) {
-		return f.refuseRel(ctx, op, rel, errcode.CredentialPathDenied)
+		return f.refuseCredential(ctx, op, rel, rel)
 	}
 	return 0
 }
@@ -131,7 +131,7 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string)
 	rel := f.relPath(dir, name)
 	fd, err := dirfd.OpenDir(pfd, name)
 	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape) // a mount point, or swapped
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve) // a mount point, or swapped
 	}
 	if err != nil {
 		return toErrno(err)
@@ -147,10 +147,10 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string)
 		return found == "" && seen < maxRenameScan
 	})
 	if found != "" {
-		return f.refuseRel(ctx, "rename", found, errcode.CredentialPathDenied)
+		return f.refuseCredential(ctx, "rename", found, found)
 	}
 	if err != nil || seen >= maxRenameScan {
-		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied)
+		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned)
 	}
 	return 0
 }

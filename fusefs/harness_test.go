@@ -181,6 +181,9 @@ func (tf *testFS) temps(t testing.TB) []string {
 
 // codes are the audit codes written so far, with their ops.
 func (tf *testFS) codes(t testing.TB) []string {
+	if tf.opts.Audit != nil {
+		tf.opts.Audit.Flush() // a repeat held for coalescing is a line so far
+	}
 	var out []string
 	for _, ev := range tf.audit.events(t) {
 		out = append(out, ev.Op+" "+string(ev.Code)+" "+ev.Errno)

@@ -199,7 +199,7 @@ func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
 	fd, err := dirfd.OpenDir(pfd, name)
 	if err != nil {
 		if isEscape(err) || err == syscall.ENOTDIR {
-			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape)
+			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape, RuleEscapeResolve)
 		}
 		return -1, toErrno(err)
 	}
@@ -280,7 +280,7 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 		return toErrno(err)
 	}
 	if !inside {
-		return n.fsys.refuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE)
+		return n.fsys.refuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, RuleEscapeMovedOut)
 	}
 	return 0
 }
@@ -308,7 +308,7 @@ func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st 
 	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
 		return syscall.ESTALE
 	}
-	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape)
+	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeSwapped)
 }
 
 // openPath opens n itself as an O_PATH fd and verifies it. The caller acts on
@@ -359,17 +359,14 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	gen, err := dirfd.Statx(pfd, name, &st)
 	if isEscape(err) {
 		// A mount point: what is mounted there is not in BACKING.
-		return nil, n.fsys.refuse(ctx, "lookup", n, name, errcode.PathEscape)
+		return nil, n.fsys.refuse(ctx, "lookup", n, name, errcode.PathEscape, RuleEscapeMount)
 	}
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	if n.fsys.opts.Credentials != nil {
 		if rel, hide := n.fsys.noteLookup(n, name, &st, gen); hide {
-			if n.fsys.opts.Audit != nil {
-				n.fsys.opts.Audit.Record(ctx, "lookup", rel, errcode.CredentialPathDenied, syscall.ENOENT)
-			}
-			return nil, syscall.ENOENT
+			return nil, n.fsys.auditCredential(ctx, "lookup", rel, rel, syscall.ENOENT)
 		}
 	}
 	child := n.newChild(ctx, &st, gen)
@@ -647,7 +644,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	_, parent := n.Parent()
 	if !staysInside(n.fsys.depth(asNode(parent)), target) {
-		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape)
+		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
 	return []byte(target), 0
 }

@@ -72,7 +72,7 @@ func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (int, 
 		if use == removes || use == movesFrom {
 			return -1, syscall.ENOENT
 		}
-		return -1, f.refuse(ctx, op, n, name, errcode.PathEscape)
+		return -1, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
 	}
 	pfd, errno := n.dirFd(ctx)
 	if errno != 0 {
@@ -144,7 +144,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 	}
 	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != inherited || st.Uid != uint32(unix.Geteuid()))) {
 		// Not what this call made: something outside swapped it in.
-		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape)
+		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeSwapped)
 	}
 	if handOver {
 		if errno := n.fsys.claim(ctx, pfd, fd); errno != 0 {
@@ -214,7 +214,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	case 0:
 		mode |= syscall.S_IFREG
 	default:
-		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied)
+		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, RuleDeviceNode)
 	}
 	typ := mode & syscall.S_IFMT
 	return n.createNamed(ctx, "mknod", pfd, name, mode, func(m uint32) error {
@@ -233,10 +233,10 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, errno
 	}
 	if !staysInside(f.depth(n), target) || targetHidden(target) {
-		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape)
+		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
 	if rel := lexicalTarget(f.relPath(n, ""), target); f.credentialDenied(rel) {
-		return nil, f.refuseRel(ctx, "symlink", f.relPath(n, name), errcode.CredentialPathDenied)
+		return nil, f.refuseCredential(ctx, "symlink", f.relPath(n, name), rel)
 	}
 	return n.createNamed(ctx, "symlink", pfd, name, syscall.S_IFLNK|0777, func(uint32) error {
 		return dirfd.Symlink(target, pfd, name)
@@ -348,7 +348,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	if flags&unix.RENAME_WHITEOUT != 0 {
-		return f.refuse(ctx, "rename", n, name, errcode.PathEscape)
+		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
 	}
 	if errno := f.denyDirRename(ctx, n, ofd, name); errno != 0 {
 		return errno

@@ -53,7 +53,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
 	if err != nil {
 		dirfd.Close(base)
-		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict)
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner)
 	}
 	e := lease.Shared()
 	e.Lock()

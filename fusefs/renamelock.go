@@ -46,7 +46,7 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 	me := f.owner(ctx)
 	for deadline := time.Now().Add(acquireWait); l.held && l.holder != me; {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return f.refuse(ctx, op, dir, name, errcode.LockConflict)
+			return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
 		}
 		time.Sleep(5 * time.Millisecond)
 		l.holder, l.held = f.writeLocks.Holder(l.key)

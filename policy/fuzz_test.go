@@ -84,6 +84,9 @@ func FuzzDenied(f *testing.F) {
 		}
 		m := p.Matcher()
 		got := m.Denied(rel)
+		if _, ok := m.Rule(rel); ok != got {
+			t.Fatalf("deny=%q allow=%q: Denied(%q) = %v but Rule found one: %v", deny, allow, rel, got, ok)
+		}
 		if !canonical(rel) {
 			return
 		}

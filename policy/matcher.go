@@ -26,6 +26,23 @@ type Matcher struct {
 	// glob (a class range such as [Z-a] reverses): matched as written.
 	denyAsWritten globSet
 	hide          bool
+	// rules holds each deny glob again, compiled on its own, to name the
+	// one that matched a refusal (Rule); Denied never reads them.
+	rules []denyRule
+}
+
+// Rule is the deny glob that makes a path a credential, and where it comes
+// from: "built-in: SOURCES" for the built-in set, as --show-policy prints
+// it, or "policy:FILE:LINE" for a policy file's deny glob.
+type Rule struct {
+	Glob   string
+	Source string
+}
+
+// denyRule is one deny glob in the same sets Matcher files it under.
+type denyRule struct {
+	rule              Rule
+	folded, asWritten globSet
 }
 
 // globSet is a set of compiled patterns; match reports whether any matches.
@@ -66,14 +83,18 @@ func (p *Policy) Matcher() *Matcher {
 	m := &Matcher{hide: p.Credentials.Hide}
 	if p.Credentials.Defaults {
 		for _, g := range DefaultCredentialGlobs {
-			m.addDeny(g.Pattern)
+			m.addDeny(g.Pattern, "built-in: "+g.Source)
 		}
 		for _, g := range DefaultPublicGlobs {
 			m.allow.add(g.Pattern)
 		}
 	}
-	for _, g := range p.Credentials.Deny {
-		m.addDeny(g)
+	for i, g := range p.Credentials.Deny {
+		src := "policy"
+		if i < len(p.Credentials.DenySources) {
+			src = p.Credentials.DenySources[i]
+		}
+		m.addDeny(g, src)
 	}
 	for _, g := range p.Credentials.Allow {
 		m.allow.add(g) // an invalid allow glob allows nothing
@@ -81,14 +102,24 @@ func (p *Policy) Matcher() *Matcher {
 	return m
 }
 
-// addDeny adds a deny glob, folded; an invalid one denies everything.
-func (m *Matcher) addDeny(g string) {
+// addDeny adds a deny glob written at src, folded; an invalid one denies
+// everything.
+func (m *Matcher) addDeny(g, src string) {
+	r := denyRule{rule: Rule{Glob: g, Source: src}}
+	fileDeny(&r.folded, &r.asWritten, g)
+	m.rules = append(m.rules, r)
+	fileDeny(&m.deny, &m.denyAsWritten, g)
+}
+
+// fileDeny adds deny glob g to folded, or as written to asWritten when its
+// folding is no glob; an invalid one makes folded match everything.
+func fileDeny(folded, asWritten *globSet, g string) {
 	if checkGlob(g) != nil {
-		m.deny.all = true
+		folded.all = true
 		return
 	}
-	if !m.deny.add(fold(g)) {
-		m.denyAsWritten.add(g)
+	if !folded.add(fold(g)) {
+		asWritten.add(g)
 	}
 }
 
@@ -116,16 +147,43 @@ func (m *Matcher) Denied(rel string) bool {
 	return m.denies(rel) && !m.allow.match(rel)
 }
 
+// Rule names the deny glob that makes rel a credential, the first in the
+// order --show-policy lists them, and reports false when Denied(rel) is
+// false. It is for the audit line of a refusal, off the hot path: it tries
+// the globs one by one.
+func (m *Matcher) Rule(rel string) (Rule, bool) {
+	if m == nil {
+		m = defaultMatcher()
+	}
+	if !m.Denied(rel) {
+		return Rule{}, false
+	}
+	for i := range m.rules {
+		r := &m.rules[i]
+		if denies(&r.folded, &r.asWritten, rel) {
+			return r.rule, true
+		}
+	}
+	// Unreachable: the sets Denied asks are the union of these.
+	return Rule{}, false
+}
+
 // denies reports whether a deny glob matches rel under folding.
 func (m *Matcher) denies(rel string) bool {
+	return denies(&m.deny, &m.denyAsWritten, rel)
+}
+
+// denies reports whether folded matches rel folded, or asWritten matches
+// rel, either also with each segment's trailing dots and spaces dropped.
+func denies(folded, asWritten *globSet, rel string) bool {
 	f := fold(rel)
-	if m.deny.match(f) || m.denyAsWritten.match(rel) {
+	if folded.match(f) || asWritten.match(rel) {
 		return true
 	}
-	if t := trimSegments(f); t != f && m.deny.match(t) {
+	if t := trimSegments(f); t != f && folded.match(t) {
 		return true
 	}
-	if t := trimSegments(rel); t != rel && m.denyAsWritten.match(t) {
+	if t := trimSegments(rel); t != rel && asWritten.match(t) {
 		return true
 	}
 	return false

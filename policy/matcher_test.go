@@ -444,6 +444,48 @@ func TestFastPathRandom(t *testing.T) {
 				t.Fatalf("deny=%q allow=%q defaults=%v: Denied(%q) = %v, reference %v",
 					deny, allow, p.Credentials.Defaults, rel, got, want)
 			}
+			if r, ok := m.Rule(rel); ok != m.Denied(rel) || ok && !refDenied(&Policy{Credentials: Credentials{Deny: []string{r.Glob}}}, rel) {
+				t.Fatalf("deny=%q allow=%q defaults=%v: Rule(%q) = %+v, %v, which does not deny it alone",
+					deny, allow, p.Credentials.Defaults, rel, r, ok)
+			}
 		}
+	}
+}
+
+// TestRuleNamesGlobAndSource: a refusal's rule is the deny glob that
+// matched and where it was written: the built-in set's source as
+// --show-policy prints it, or the policy file and line of a deny glob.
+func TestRuleNamesGlobAndSource(t *testing.T) {
+	p, err := Parse("/etc/realm/p.yaml", []byte("version: 1\ncredentials:\n  deny:\n    - 'secrets/**'\n    - '**/*.secret'\n  allow: ['**/ok.secret']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Matcher()
+	for _, tt := range []struct {
+		rel  string
+		want Rule
+	}{
+		{".env", Rule{"**/.env", "built-in: realm, shhgit, agentsh"}},
+		{"app/.ENV", Rule{"**/.env", "built-in: realm, shhgit, agentsh"}},
+		{"home/.ssh/id_rsa", Rule{"**/.ssh/**", "built-in: realm, agentsh"}},
+		{"secrets/db", Rule{"secrets/**", "policy:/etc/realm/p.yaml:4"}},
+		{"x/y/db.secret", Rule{"**/*.secret", "policy:/etc/realm/p.yaml:5"}},
+		{"x/ok.secret", Rule{}},
+		{".env.example", Rule{}},
+		{"src/main.go", Rule{}},
+		{"", Rule{}},
+	} {
+		got, ok := m.Rule(tt.rel)
+		if got != tt.want || ok != (tt.want != Rule{}) {
+			t.Errorf("Rule(%q) = %+v, %v; want %+v", tt.rel, got, ok, tt.want)
+		}
+	}
+	// A Policy built in code has no lines; a nil Matcher is the default.
+	code := (&Policy{Credentials: Credentials{Deny: []string{"**/*.tok"}}}).Matcher()
+	if got, _ := code.Rule("a.tok"); got != (Rule{"**/*.tok", "policy"}) {
+		t.Errorf("Rule of a glob built in code = %+v", got)
+	}
+	if got, _ := (*Matcher)(nil).Rule("id_rsa"); got.Glob != "**/id_rsa*" {
+		t.Errorf("nil Matcher's Rule(id_rsa) = %+v", got)
 	}
 }

@@ -147,6 +147,7 @@ func (ps *parser) credentials(v *yaml.Node, c *Credentials) error {
 				c.Defaults, err = ps.boolean(v, field)
 			case "deny":
 				c.Deny, err = ps.globs(v, field)
+				c.DenySources = ps.sources(v, len(c.Deny))
 			case "allow":
 				c.Allow, err = ps.globs(v, field)
 			case "hide":
@@ -256,6 +257,19 @@ func (ps *parser) globs(v *yaml.Node, field string) ([]string, error) {
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// sources names where each of a list's n globs was written, "policy:FILE:LINE",
+// so that an audit line can say which line of which file refused.
+func (ps *parser) sources(v *yaml.Node, n int) []string {
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i, e := range v.Content[:n] {
+		out[i] = fmt.Sprintf("policy:%s:%d", ps.name, e.Line)
+	}
+	return out
 }
 
 func isNull(n *yaml.Node) bool {

@@ -71,6 +71,11 @@ type Credentials struct {
 	Defaults bool
 	// Deny holds globs added to the denied set (YAML key deny).
 	Deny []string
+	// DenySources says where each Deny glob was written, for the audit
+	// line of a refusal it makes: "policy:FILE:LINE", as Parse sets it.
+	// nil (or shorter than Deny) for a Policy built in code, whose globs
+	// are "policy".
+	DenySources []string
 	// Allow holds globs that override a denial, built-in or not (YAML key
 	// allow): a path matching any of them is never denied.
 	Allow []string

@@ -31,7 +31,7 @@ symlinks: inside-only
 audit: {path: /var/log/realm/audit.jsonl}
 `, &Policy{
 			Version: 1,
-			Credentials: Credentials{Defaults: true, Deny: []string{"secrets/**"},
+			Credentials: Credentials{Defaults: true, Deny: []string{"secrets/**"}, DenySources: []string{"policy:policy.yaml:4"},
 				Allow: []string{"**/.env.example", "config/test.pem"}},
 			Symlinks: SymlinksInsideOnly,
 			Audit:    Audit{Path: "/var/log/realm/audit.jsonl"},
@@ -42,7 +42,7 @@ audit: {path: /var/log/realm/audit.jsonl}
 		{"empty lists", "version: 1\ncredentials: {deny: [], allow: }\n",
 			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{}}, Symlinks: SymlinksInsideOnly}},
 		{"block lists and comments", "# realm\nversion: 1 # one\ncredentials:\n  deny:\n    - 'a/**'\n    - \"**/*.secret\"\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Symlinks: SymlinksInsideOnly}},
 		{"document marker", "---\nversion: 1\n", Default()},
 		{"hex version", "version: 0x1\n", Default()},
 	}
