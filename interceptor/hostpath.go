@@ -8,6 +8,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // maxSymlinks is the kernel's bound on symlinks followed in one lookup
@@ -112,20 +114,61 @@ type guarded struct {
 	// identity of each guarded path and of every directory above it to the
 	// guarded path it leads to.
 	self, within map[fileID]string
+	// mounts are the host's mounts, as the interceptor sees them.
+	mounts []*mountinfo.Info
 }
 
 type guardedPath struct {
 	path, what string
+	// in is where path lies in its file system: the device of the mount
+	// that holds it and the path from that file system's root.
+	in fsPath
+}
+
+// fsPath is a place in a file system regardless of where it is mounted:
+// mountinfo's major:minor and the path within (mountinfo's root, joined
+// with the rest of the path below the mountpoint). Two bind mounts of one
+// directory have the same fsPath.
+type fsPath struct {
+	major, minor int
+	path         string
+}
+
+// overlaps reports whether a and b are the same place, or one is inside
+// the other.
+func (a fsPath) overlaps(b fsPath) bool {
+	return a.major == b.major && a.minor == b.minor && (under(a.path, b.path) || under(b.path, a.path))
+}
+
+// mountOf returns where the canonical path c lies in its file system: the
+// topmost mount whose mountpoint is c or the nearest above it.
+func mountOf(mounts []*mountinfo.Info, c string) (fsPath, bool) {
+	var best *mountinfo.Info
+	for _, m := range mounts {
+		if under(c, m.Mountpoint) && (best == nil || len(m.Mountpoint) >= len(best.Mountpoint)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return fsPath{}, false
+	}
+	rel := strings.TrimPrefix(c, best.Mountpoint)
+	return fsPath{best.Major, best.Minor, path.Join(best.Root, "/"+rel)}, true
 }
 
 func newGuarded(stateDir string, workspaces []string) (*guarded, error) {
-	g := &guarded{self: map[fileID]string{}, within: map[fileID]string{}}
+	mounts, err := mountinfo.GetMounts(nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the host's mounts: %w", err)
+	}
+	g := &guarded{self: map[fileID]string{}, within: map[fileID]string{}, mounts: mounts}
 	add := func(p, what string) error {
 		c, err := canonical(p)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", what, p, err)
 		}
-		g.paths = append(g.paths, guardedPath{c, what})
+		in, _ := mountOf(mounts, c)
+		g.paths = append(g.paths, guardedPath{c, what, in})
 		if id, ok := idOf(c); ok {
 			g.self[id] = c
 		}
@@ -155,9 +198,40 @@ func newGuarded(stateDir string, workspaces []string) (*guarded, error) {
 
 // check says why a sandbox may not bind src, or "" if it may. src is
 // canonicalised first; then it may not be, contain, or lie inside a guarded
-// path, by name or by identity (another path to the same directory, e.g. a
-// bind mount of the workspace elsewhere on the host).
+// path: by name; by identity (another path to the same directory, e.g. a
+// bind mount of the workspace elsewhere on the host); by the place in its
+// file system (a bind mount of a directory inside the workspace); nor may
+// it hold a mount that shows a guarded path (the driver's bind is
+// recursive, rbind, and takes the mounts beneath the source along).
 func (g *guarded) check(src string) string {
+	why := g.checkPath(src)
+	if why != "" {
+		return why
+	}
+	c, _ := canonical(src) // checkPath vouched for it
+	if in, ok := mountOf(g.mounts, c); ok {
+		for _, p := range g.paths {
+			if in.overlaps(p.in) {
+				return fmt.Sprintf("%s is, holds or lies inside %s %s, mounted there from another path", src, p.what, p.path)
+			}
+		}
+	}
+	for _, m := range g.mounts {
+		if m.Mountpoint == c || !under(m.Mountpoint, c) {
+			continue
+		}
+		sub := fsPath{m.Major, m.Minor, m.Root}
+		for _, p := range g.paths {
+			if sub.overlaps(p.in) {
+				return fmt.Sprintf("%s holds the mount %s, which shows %s %s", src, m.Mountpoint, p.what, p.path)
+			}
+		}
+	}
+	return ""
+}
+
+// checkPath is check by name and by identity.
+func (g *guarded) checkPath(src string) string {
 	c, err := canonical(src)
 	if err != nil {
 		return fmt.Sprintf("%s cannot be vouched for: %v", src, err)

@@ -196,30 +196,46 @@ func TestAllowedHostMounts(t *testing.T) {
 	}
 }
 
-// TestRefusesBindMountAlias: another path to the workspace (a bind mount
-// of it elsewhere on the host) is the workspace, by device and inode.
+// TestRefusesBindMountAlias: other paths to the workspace, made with bind
+// mounts elsewhere on the host, are the workspace: a bind of it (by device
+// and inode), a bind of a directory inside it (by its place in the file
+// system, which mountinfo shows), and a directory holding such a mount
+// (the driver's bind is recursive).
 func TestRefusesBindMountAlias(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("bind mounts need root")
 	}
 	h := newHost(t)
-	alias := filepath.Join(h.root, "home/u/other")
-	if err := syscall.Mount(h.workspace(), alias, "", syscall.MS_BIND, ""); err != nil {
-		t.Skipf("bind mount: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(alias, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", alias, err)
-		}
-	})
+	other := filepath.Join(h.root, "home/u/other")
+	whole, part := filepath.Join(other, "whole"), filepath.Join(other, "part")
+	bindMount(t, h.workspace(), whole)
+	bindMount(t, filepath.Join(h.workspace(), "sub"), part)
 	svc := &Service{Sessions: h}
-	for _, src := range []string{alias, filepath.Join(alias, "sub")} {
+	for _, src := range []string{whole, filepath.Join(whole, "sub"), part, other} {
 		res := svc.evaluate(&Evaluation{Service: OpenShellService, Method: CreateSandbox, Phase: PhaseValidate,
 			Operation: createOp("demo", false, "podman", bindM(src, "/data"))})
 		if res.Allowed || !strings.Contains(res.Reason, h.workspace()) {
-			t.Errorf("bind of %s (the workspace, bind-mounted there): allowed %v, %q", src, res.Allowed, res.Reason)
+			t.Errorf("bind of %s: allowed %v, %q", src, res.Allowed, res.Reason)
+		} else {
+			t.Logf("bind of %s: %s", src, res.Reason)
 		}
 	}
+}
+
+// bindMount bind-mounts src at a new directory dst until the test ends.
+func bindMount(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(src, dst, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dst, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dst, err)
+		}
+	})
 }
 
 // TestRefusesWhenSessionsCannotBeListed: fail closed.
