@@ -238,3 +238,74 @@ func TestOpenShellCanaryRefusesWorkspaceThatIsNotTheMount(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenShellInterceptorRefusesOtherSandboxesRealmPaths: while a realm
+// session runs, a sandbox that is not realm's, created by hand through the
+// gateway with --driver-config-json, may not bind the session's workspace
+// (BACKING, unguarded), a symlink to it, a directory above it, or the
+// state dir; the CLI fails with the gateway's status, and an unrelated
+// bind still works. The workspaces come from the session records, so this
+// covers realmctl's wiring too.
+func TestOpenShellInterceptorRefusesOtherSandboxesRealmPaths(t *testing.T) {
+	h := newOSHost(t, true)
+	ws := workspace(t)
+	out, stderr, code := h.run("session", "create", "--runtime", "openshell", "--workspace", ws, "--", "/bin/sleep", "1000")
+	if code != 0 {
+		t.Fatalf("session create exited %d: %s %s", code, out, stderr)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { h.run("session", "destroy", id) })
+
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "ws-link")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	canonWS, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const denied = "Error: code: 'The caller does not have permission to execute the specified operation', message: \"realm: sandbox \\\"byhand\\\" may not mount bind "
+	tests := []struct {
+		source string
+		want   string // "" for allowed
+	}{
+		{ws, denied + ws + " at /data: "},
+		{link, denied + link + " at /data: " + link + " (resolved: " + canonWS + ") is a realm workspace"},
+		{filepath.Dir(ws), denied + filepath.Dir(ws) + " at /data: "},
+		{h.stateDir, denied + h.stateDir + " at /data: "},
+		{other, ""},
+	}
+	for _, tt := range tests {
+		dc := `{"podman":{"mounts":[{"type":"bind","source":"` + tt.source + `","target":"/data","read_only":false}]}}`
+		cmd := exec.Command(fakeOSBin, "sandbox", "create", "--name", "byhand", "--policy", pol, "--detach", "--driver-config-json", dc)
+		cmd.Env = h.env
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		if err == nil {
+			del := exec.Command(fakeOSBin, "sandbox", "delete", "byhand")
+			del.Env = h.env
+			if out, err := del.CombinedOutput(); err != nil {
+				t.Fatalf("delete byhand: %v: %s", err, out)
+			}
+		}
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("bind of %s: %v: %s", tt.source, err, e.String())
+			}
+			continue
+		}
+		if err == nil || cmd.ProcessState.ExitCode() != 1 || !strings.HasPrefix(e.String(), tt.want) {
+			t.Errorf("bind of %s: %v, stderr\n %s\nwant it to begin\n %s", tt.source, err, e.String(), tt.want)
+		}
+	}
+}

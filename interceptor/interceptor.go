@@ -13,8 +13,13 @@
 //     /spec/template/driverConfig/podman/mounts, creating the objects on
 //     the way that the request lacks;
 //   - validate: a realm-labelled request must carry exactly that one host
-//     bind and no other, in any driver's block; a request that is not
-//     realm's may not bind anything under realm's state dir.
+//     bind and no other host-backed mount (no other bind, no named volume,
+//     nothing with an absolute source), in any driver's block; and no
+//     sandbox, realm's or not, may mount a host path that is, contains or
+//     lies inside realm's state dir or any session's workspace or
+//     mountpoint, the realm sandbox's own mount at /workspace excepted.
+//     Sources are resolved first (symlinks, "..", aliases by device and
+//     inode), and a source in procfs is refused outright.
 //
 // The mountpoint is never taken from the request: the session id of the
 // label names a record in realm's state dir, which must be an OpenShell
@@ -53,9 +58,14 @@ type Sessions interface {
 	// created on the OpenShell runtime, or an error saying why there is
 	// none.
 	Mount(id string) (string, error)
-	// StateDir is realm's state dir; non-realm sandboxes may not bind
-	// anything beneath it.
+	// StateDir is realm's state dir; no sandbox may bind it, anything
+	// beneath it or anything above it.
 	StateDir() string
+	// Workspaces returns every path a session of the state dir guards:
+	// each record's workspace dir (BACKING) and its mountpoint. No sandbox
+	// may bind one of them, beneath or above one, but a realm sandbox its
+	// own mountpoint at /workspace.
+	Workspaces() ([]string, error)
 }
 
 // Service is the interceptor.
@@ -87,8 +97,12 @@ func (s *Service) Evaluate(_ context.Context, e *Evaluation) (*Result, error) {
 
 func allow() *Result { return &Result{Allowed: true} }
 
+// deny is a refusal the gateway shows the caller (see DenialMessage). The
+// reason is made valid UTF-8: it quotes paths from the request, and a
+// protobuf string that is not would fail the gateway's decode instead.
 func deny(format string, args ...any) *Result {
-	return &Result{Allowed: false, StatusCode: "PERMISSION_DENIED", Reason: "realm: " + fmt.Sprintf(format, args...)}
+	reason := strings.ToValidUTF8("realm: "+fmt.Sprintf(format, args...), "\uFFFD")
+	return &Result{Allowed: false, StatusCode: "PERMISSION_DENIED", Reason: reason}
 }
 
 func (s *Service) evaluate(e *Evaluation) *Result {
@@ -108,15 +122,13 @@ func (s *Service) evaluate(e *Evaluation) *Result {
 	if err != nil {
 		return deny("%v", err)
 	}
-	binds, err := hostBinds(op)
+	mounts, err := driverMounts(op)
 	if err != nil {
 		return deny("%v", err)
 	}
 	if !realm {
-		for _, b := range binds {
-			if under(b.source, s.Sessions.StateDir()) {
-				return deny("sandbox %q is not labelled by realm and may not bind %s, beneath realm's state dir", str(op["name"]), b.source)
-			}
+		if why := s.refuseHostPaths(mounts); why != "" {
+			return deny("sandbox %q may not mount %s", str(op["name"]), why)
 		}
 		return allow()
 	}
@@ -126,9 +138,10 @@ func (s *Service) evaluate(e *Evaluation) *Result {
 	}
 	res := allow()
 	res.LogAnnotations = map[string]string{"realm_session": id}
+	host := hostBacked(mounts)
 	if e.Phase == PhaseModifyOperation {
-		if len(binds) > 0 {
-			return deny("realm sandboxes take no host bind but the workspace; the request binds %s", binds[0].source)
+		if len(host) > 0 {
+			return deny("realm sandboxes take no host-backed mount but the workspace; the request mounts %s (%s)", host[0].source, host[0].kind)
 		}
 		if t, ok := mountTargeting(op, Workspace); ok {
 			return deny("the request already mounts something (%s) at %s", t, Workspace)
@@ -137,15 +150,41 @@ func (s *Service) evaluate(e *Evaluation) *Result {
 		return res
 	}
 	// validate
-	if len(binds) != 1 {
-		return deny("a realm sandbox must carry exactly one host bind, the workspace at %s; it has %d", Workspace, len(binds))
+	if len(host) != 1 {
+		return deny("a realm sandbox must carry exactly one host-backed mount, the workspace bind at %s; it has %d%s", Workspace, len(host), listMounts(host))
 	}
-	b := binds[0]
-	if b.driver != "podman" || b.source != mnt || b.target != Workspace || b.readOnly {
-		return deny("the one host bind of a realm sandbox must be %s read-write at %s (podman driver); it is %s at %s in the %s block (read_only %v)",
-			mnt, Workspace, b.source, b.target, b.driver, b.readOnly)
+	b := host[0]
+	if b.kind != "bind" || b.driver != "podman" || b.source != mnt || b.target != Workspace || b.readOnly {
+		return deny("the one host bind of a realm sandbox must be %s read-write at %s (podman driver); it is a %s of %s at %s in the %s block (read_only %v)",
+			mnt, Workspace, b.kind, b.source, b.target, b.driver, b.readOnly)
 	}
 	return res
+}
+
+// refuseHostPaths says why one of the mounts of a sandbox that is not
+// realm's may not be made, or "": a source in procfs, or one that is,
+// contains or lies inside a guarded path. (A realm sandbox has exactly one
+// host-backed mount, its own mountpoint, which evaluate checks.)
+func (s *Service) refuseHostPaths(mounts []mount) string {
+	var g *guarded
+	for _, m := range hostBacked(mounts) {
+		if m.kind == "volume" && !path.IsAbs(m.source) {
+			continue // a named volume: podman's, not a path (see the README)
+		}
+		if g == nil {
+			ws, err := s.Sessions.Workspaces()
+			if err != nil {
+				return fmt.Sprintf("%s: realm's sessions cannot be listed to vouch for it: %v", m.source, err)
+			}
+			if g, err = newGuarded(s.Sessions.StateDir(), ws); err != nil {
+				return fmt.Sprintf("%s: realm's guarded paths cannot be resolved to vouch for it: %v", m.source, err)
+			}
+		}
+		if why := g.check(m.source); why != "" {
+			return fmt.Sprintf("%s %s at %s: %s", m.kind, m.source, m.target, why)
+		}
+	}
+	return ""
 }
 
 // realmSession reports whether op is labelled by realm, and the session id
@@ -189,10 +228,25 @@ func str(v any) string {
 	return s
 }
 
-// bind is one host bind mount of some driver's block.
-type bind struct {
-	driver, source, target string
-	readOnly               bool
+// mount is one mount of some driver's block. The docker and podman drivers
+// share the mount schema (crates/openshell-driver-podman/src/container.rs,
+// PodmanDriverMountConfig): type bind, volume, tmpfs or image; source,
+// target, read_only (default true).
+type mount struct {
+	driver, kind, source, target string
+	readOnly                     bool
+}
+
+// listMounts shows mounts in a reason: ": bind /a at /x, volume v at /y".
+func listMounts(ms []mount) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("%s %s at %s", m.kind, m.source, m.target)
+	}
+	return ": " + strings.Join(parts, ", ")
 }
 
 // driverBlocks returns spec.template.driverConfig's blocks, keyed by driver.
@@ -203,11 +257,9 @@ func driverBlocks(op map[string]any) map[string]any {
 	return dc
 }
 
-// hostBinds returns every mount of type "bind" in every driver block. The
-// drivers share the mount schema (type, source, target, read_only, which
-// defaults to true).
-func hostBinds(op map[string]any) ([]bind, error) {
-	var out []bind
+// driverMounts returns every mount in every driver block.
+func driverMounts(op map[string]any) ([]mount, error) {
+	var out []mount
 	for driver, blk := range driverBlocks(op) {
 		b, ok := blk.(map[string]any)
 		if !ok {
@@ -225,17 +277,29 @@ func hostBinds(op map[string]any) ([]bind, error) {
 			if !ok {
 				return nil, fmt.Errorf("driverConfig.%s.mounts holds a non-object", driver)
 			}
-			if mm["type"] != "bind" {
-				continue
-			}
 			ro := true
 			if v, ok := mm["read_only"].(bool); ok {
 				ro = v
 			}
-			out = append(out, bind{driver: driver, source: str(mm["source"]), target: normTarget(str(mm["target"])), readOnly: ro})
+			out = append(out, mount{driver: driver, kind: str(mm["type"]), source: str(mm["source"]),
+				target: normTarget(str(mm["target"])), readOnly: ro})
 		}
 	}
 	return out, nil
+}
+
+// hostBacked returns the mounts that may show a host path: binds; named
+// volumes, which podman's local driver can back with a bind of any host
+// path (the interceptor cannot see which); and any other mount whose
+// source is an absolute path. tmpfs and image mounts are not.
+func hostBacked(mounts []mount) []mount {
+	var out []mount
+	for _, m := range mounts {
+		if m.kind == "bind" || m.kind == "volume" || m.kind != "tmpfs" && m.kind != "image" && path.IsAbs(m.source) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // mountTargeting returns the type of a mount of any driver at target.
@@ -261,12 +325,13 @@ func normTarget(t string) string {
 	return strings.TrimRight(t, "/")
 }
 
+// under reports whether p is dir or beneath it, by name.
 func under(p, dir string) bool {
 	if dir == "" || p == "" {
 		return false
 	}
 	p, dir = path.Clean(p), path.Clean(dir)
-	return p == dir || strings.HasPrefix(p, dir+"/")
+	return p == dir || dir == "/" && path.IsAbs(p) || strings.HasPrefix(p, dir+"/")
 }
 
 // workspacePatches adds the workspace bind to op: one "add" at the deepest

@@ -28,6 +28,9 @@ func (f fakeSessions) Mount(id string) (string, error) {
 	return "", errors.New("no such session")
 }
 func (f fakeSessions) StateDir() string { return testState }
+func (f fakeSessions) Workspaces() ([]string, error) {
+	return []string{"/home/u/ws", testMount}, nil
+}
 
 func testService() *Service { return &Service{Sessions: fakeSessions{testSession: testMount}} }
 
@@ -136,8 +139,9 @@ func TestGoldens(t *testing.T) {
 				t.Fatalf("apply: %v", err)
 			}
 			op := patched.(map[string]any)
-			binds, err := hostBinds(op)
-			if err != nil || len(binds) != 1 || binds[0] != (bind{"podman", testMount, Workspace, false}) {
+			binds, err := driverMounts(op)
+			binds = hostBacked(binds)
+			if err != nil || len(binds) != 1 || binds[0] != (mount{"podman", "bind", testMount, Workspace, false}) {
 				t.Errorf("binds after the patch: %+v (%v)", binds, err)
 			}
 			v := svc.evaluate(&Evaluation{Service: OpenShellService, Method: CreateSandbox, Phase: PhaseValidate, Operation: op})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -52,11 +51,7 @@ func serveInterceptor(ctx context.Context, g *globals, out *output, listen strin
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	srv := interceptor.NewServer(&interceptor.Service{Sessions: stateSessions{
-		store:    sandbox.NewStore(g.stateDir),
-		mounts:   sandbox.NewMounts(g.stateDir, ""),
-		stateDir: g.stateDir,
-	}})
+	srv := interceptor.NewServer(&interceptor.Service{Sessions: sandbox.NewInterceptorSessions(g.stateDir)})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	out.note("serving the OpenShell gateway interceptor at unix://%s for state dir %s", path, g.stateDir)
@@ -73,35 +68,4 @@ func serveInterceptor(ctx context.Context, g *globals, out *output, listen strin
 		}
 		return nil
 	}
-}
-
-// stateSessions finds a session's mount in realm's state dir: the record
-// must be an OpenShell session being created, and its mount a live realmfs
-// mount under the state dir's mounts.
-type stateSessions struct {
-	store    *sandbox.Store
-	mounts   *sandbox.Mounts
-	stateDir string
-}
-
-func (s stateSessions) StateDir() string { return s.stateDir }
-
-func (s stateSessions) Mount(id string) (string, error) {
-	rec, err := s.store.Load(id)
-	if errors.Is(err, sandbox.ErrNoSession) {
-		return "", fmt.Errorf("no such session in %s", s.stateDir)
-	}
-	if err != nil {
-		return "", fmt.Errorf("session record: %w", err)
-	}
-	if rec.Runtime != "openshell" {
-		return "", fmt.Errorf("the session runs on %s, not openshell", rec.Runtime)
-	}
-	if rec.State != sandbox.StateCreating {
-		return "", fmt.Errorf("the session is %s, not being created", rec.State)
-	}
-	if filepath.Dir(rec.Mount) != s.mounts.Dir || !sandbox.Alive(rec.Mount) {
-		return "", fmt.Errorf("the session's mount %s is not a live realmfs mount of the state dir", rec.Mount)
-	}
-	return rec.Mount, nil
 }

@@ -71,6 +71,8 @@ func gatewayIntercept(req map[string]any) (map[string]any, error) {
 	defer c.Close()
 	m, err := c.Describe(ctx)
 	if err != nil {
+		// The real gateway does not start without it; the fake, started
+		// per call, fails the create instead.
 		return nil, fmt.Errorf("gateway interceptor unavailable: %w", err)
 	}
 	bound := map[interceptor.Phase]bool{}
@@ -92,27 +94,33 @@ func gatewayIntercept(req map[string]any) (map[string]any, error) {
 			Phase:     phase, Operation: req,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("gateway interceptor 'realm' failed closed: %w", err)
+			return nil, failedClosed(err.Error())
 		}
 		if !res.Allowed {
-			return nil, fmt.Errorf("status: %s, message: %q", res.StatusCode, res.Reason)
+			return nil, errors.New(interceptor.DenialMessage(res))
 		}
 		if len(res.Patches) > 0 {
 			if phase != interceptor.PhaseModifyOperation {
-				return nil, errors.New("gateway interceptor 'realm' failed closed: patches are invalid during validate")
+				return nil, failedClosed("patches are invalid during validate")
 			}
 			patched, err := interceptor.ApplyPatches(req, res.Patches)
 			if err != nil {
-				return nil, fmt.Errorf("gateway interceptor 'realm' failed closed: invalid JSON patch: %w", err)
+				return nil, failedClosed("invalid JSON patch: " + err.Error())
 			}
 			p, ok := patched.(map[string]any)
 			if !ok {
-				return nil, errors.New("gateway interceptor 'realm' failed closed: patched operation is not an object")
+				return nil, failedClosed("patched operation is not an object")
 			}
 			req = p
 		}
 	}
 	return req, nil
+}
+
+// failedClosed is the status the CLI prints when a fail_closed interceptor
+// failed (runtime.rs, apply_failure_policy: Status::permission_denied).
+func failedClosed(err string) error {
+	return errors.New(interceptor.StatusMessage("PERMISSION_DENIED", "gateway interceptor 'realm' failed closed: "+err))
 }
 
 // podmanDriverWorkspace is what the podman driver makes of

@@ -41,7 +41,9 @@
 //	                      protobuf JSON), calls the interceptor's Describe,
 //	                      Evaluate(modify_operation), applies its RFC 6902
 //	                      patches, and Evaluate(validate); a denial or a bad
-//	                      patch fails the create (fail_closed)
+//	                      patch fails the create (fail_closed), with the
+//	                      gRPC status printed as the real CLI prints it
+//	                      (interceptor.DenialMessage)
 //	FAKE_OPENSHELL_ENABLE_BIND_MOUNTS  "1": the podman driver accepts bind
 //	                      mounts (gateway.toml enable_bind_mounts = true);
 //	                      otherwise a bind fails the create, as the driver does
