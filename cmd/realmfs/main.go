@@ -342,6 +342,12 @@ func serve(cfg config, stderr io.Writer) int {
 		Options:    cfg.mount.kernelOptions(),
 		Debug:      cfg.debug,
 	})
+	// mountinfo names the mountpoint with symlinks resolved; resolving it
+	// once mounted would ask this daemon.
+	realMountpoint, err := filepath.EvalSymlinks(cfg.mountpoint)
+	if err != nil {
+		return fail("mountpoint: %v", err)
+	}
 	server, err := fsys.Mount(cfg.mountpoint, fopts)
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
@@ -349,11 +355,14 @@ func serve(cfg config, stderr io.Writer) int {
 	if err := fsys.IsolateNotifier(); err != nil {
 		logger.Warn("invalidations are written on a shared thread: a daemon killed while one waits for a directory may hang the mount until its connection is aborted", "err", err)
 	}
-	var mst unix.Stat_t
-	if err := unix.Stat(cfg.mountpoint, &mst); err == nil {
-		fsys.SetMountDevice(mst.Dev)
+	// The mount's device number, from mountinfo: a stat of the mountpoint
+	// would be a request to this very daemon, and a SIGKILL while it waits
+	// in the kernel for the answer (read, not yet written) leaves the
+	// process unable to die until its connection is aborted.
+	if dev, err := mountDevice(realMountpoint); err == nil {
+		fsys.SetMountDevice(dev)
 	} else {
-		logger.Warn("stat of the mountpoint failed", "mountpoint", cfg.mountpoint, "err", err)
+		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
 	}
 	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
 		logger.Info("kernel cache", "entries", c.Entry, "attributes", c.Attr, "absent_names", c.Negative, "watched_by", how)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +53,20 @@ func checkMountpoint(backing, mountpoint string, nonempty bool) error {
 		return fmt.Errorf("mountpoint %s is not empty: its files would be hidden while mounted; pass -o nonempty if that is meant", mountpoint)
 	}
 	return nil
+}
+
+// mountDevice returns the device number of the newest mount at dir, as
+// /proc/self/mountinfo lists it (no request reaches the mount itself).
+func mountDevice(dir string) (uint64, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir))
+	if err != nil {
+		return 0, err
+	}
+	if len(mounts) == 0 {
+		return 0, fmt.Errorf("%s: not in /proc/self/mountinfo", dir)
+	}
+	m := mounts[len(mounts)-1]
+	return unix.Mkdev(uint32(m.Major), uint32(m.Minor)), nil
 }
 
 // isMountPoint reports whether dir is the root of a mount: statx's
