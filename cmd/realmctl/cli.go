@@ -74,7 +74,7 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	root.SetIn(strings.NewReader(""))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	_, err := root.ExecuteContextC(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if c.g.check() == nil {
 		c.out.format = c.g.format
 	}
@@ -88,7 +88,33 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if errors.Is(err, errNoCommand) {
 		return errcode.ExitUsage
 	}
-	return failUsage(c.out, err)
+	if f := scanFormat(args); f == "json" {
+		// cobra may have refused the line before it parsed -o.
+		c.out.format = f
+	}
+	return failUsage(c.out, cmd, err)
+}
+
+// scanFormat finds the last -o/--output before "--" in a command line
+// cobra refused (an unknown command is refused before any flag is parsed),
+// so that the refusal is printed as JSON when JSON was asked for.
+func scanFormat(args []string) string {
+	format := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return format
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			format = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--output="):
+			format = strings.TrimPrefix(a, "--output=")
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			format = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		}
+	}
+	return format
 }
 
 // errNoCommand ends a command line without a command, whose help went to
@@ -96,12 +122,16 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 var errNoCommand = errors.New("no command")
 
 // failUsage reports a command line that does not parse.
-func failUsage(o *output, err error) int {
+func failUsage(o *output, cmd *cobra.Command, err error) int {
 	msg := strings.TrimSpace(err.Error())
 	if o.json() {
 		o.print(map[string]any{"error": map[string]string{"code": "USAGE", "message": msg}}, nil)
 	} else {
-		fmt.Fprintf(o.ew, "realmctl: %s\nRun 'realmctl --help' for usage.\n", msg)
+		path := "realmctl"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(o.ew, "realmctl: %s\nRun '%s --help' for usage.\n", msg, path)
 	}
 	return errcode.ExitUsage
 }
