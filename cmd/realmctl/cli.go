@@ -180,7 +180,7 @@ func newRoot(c *cli) *cobra.Command {
 		Use:           "realmctl",
 		Short:         "realmctl runs agent sessions on a guarded workspace",
 		Long:          longHelp,
-		Version:       version,
+		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// No command: the help, and exit 2.
@@ -228,8 +228,8 @@ func versionCmd(c *cli) *cobra.Command {
 		Short: "print realmctl's version",
 		Args:  noArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			c.out.print(map[string]string{"version": version}, func(w io.Writer) {
-				fmt.Fprintf(w, "realmctl %s\n", version)
+			c.out.print(map[string]string{"version": versionString()}, func(w io.Writer) {
+				fmt.Fprintf(w, "realmctl %s\n", versionString())
 			})
 			return 0, nil
 		}),

@@ -67,7 +67,9 @@ func TestUsageErrors(t *testing.T) {
 		}
 		out.Reset()
 		run(context.Background(), append([]string{"-o", "json"}, tt.args...), &out, &errOut)
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		if err := json.Unmarshal(out.Bytes(), &e); err != nil || e.Error.Code != "USAGE" || e.Error.Message == "" {
 			t.Errorf("%q -o json printed %q, want code USAGE", tt.args, out.String())
 		}
@@ -184,7 +186,9 @@ func TestExecRefusals(t *testing.T) {
 		if code := run(context.Background(), append(base, tt.args...), &out, &out); code != 2 {
 			t.Errorf("%q exited %d, want 2: %s", tt.args, code, out.String())
 		}
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		json.Unmarshal(out.Bytes(), &e)
 		if e.Error.Code != "SCHEMA_INVALID" || !strings.Contains(e.Error.Message, tt.want) {
 			t.Errorf("%q printed %q, want SCHEMA_INVALID naming %q", tt.args, out.String(), tt.want)

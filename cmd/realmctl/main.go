@@ -12,12 +12,24 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
 // version is realmctl's version, stamped by the Makefile
-// (-ldflags "-X main.version=...").
-var version = "dev"
+// (-ldflags "-X main.version=..."); empty: the module's build info.
+var version = ""
+
+// versionString is the version realmctl reports, as realmfs does.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
