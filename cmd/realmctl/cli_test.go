@@ -275,3 +275,17 @@ not json
 		}
 	}
 }
+
+// TestPodmanURLMustBeLocal: the service binds the mount, so only a unix
+// socket on this host is taken.
+func TestPodmanURLMustBeLocal(t *testing.T) {
+	for _, args := range [][]string{
+		{"--connection", "ssh://core@host/run/podman/podman.sock", "session", "list"},
+		{"--podman-socket", "tcp://127.0.0.1:8080", "session", "list"},
+	} {
+		var out bytes.Buffer
+		if code := run(context.Background(), append([]string{"-o", "json"}, args...), &out, &out); code != 2 || !strings.Contains(out.String(), "SCHEMA_INVALID") {
+			t.Errorf("%q: exit %d, %s", args, code, out.String())
+		}
+	}
+}

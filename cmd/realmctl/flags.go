@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -80,6 +81,13 @@ func usageErr(format string, args ...any) error {
 func (g *globals) check() error {
 	if g.format != "text" && g.format != "json" {
 		return usageErr("-o %q: want text or json", g.format)
+	}
+	// The service binds the realmfs mount into its containers: it must
+	// run on this host, so only a unix socket will do.
+	for _, f := range []struct{ name, v string }{{"--connection", g.connection}, {"--podman-socket", g.podmanSocket}} {
+		if f.v != "" && !strings.HasPrefix(f.v, "unix:///") {
+			return usageErr("%s %q: want unix:///PATH (the service must run on this host to bind the workspace's mount)", f.name, f.v)
+		}
 	}
 	return nil
 }
