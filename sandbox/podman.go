@@ -34,16 +34,19 @@ import (
 //   - podman's default capabilities and no more, and no_new_privileges.
 type Podman struct {
 	conn context.Context // a bindings connection; carries the client
+	uri  string
 }
 
 // ConnectPodman connects to the libpod API at uri (unix:///run/podman/podman.sock
-// or similar). A service that does not answer is REALM_NOT_ACTIVE.
+// or similar; DiscoverPodman picks one). A service that does not answer is
+// REALM_NOT_ACTIVE, with the cause (no socket, nothing listening, no
+// permission) and the command that starts one.
 func ConnectPodman(ctx context.Context, uri string) (*Podman, error) {
 	conn, err := Connect(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
-	return &Podman{conn: conn}, nil
+	return &Podman{conn: conn, uri: uri}, nil
 }
 
 // Connect returns a bindings connection context for uri, for the packages
@@ -51,7 +54,7 @@ func ConnectPodman(ctx context.Context, uri string) (*Podman, error) {
 func Connect(ctx context.Context, uri string) (context.Context, error) {
 	conn, err := bindings.NewConnection(ctx, uri)
 	if err != nil {
-		return nil, errcode.Wrap(errcode.RealmNotActive, err, "the Podman service at %s does not answer", uri)
+		return nil, connectError(err, uri)
 	}
 	return conn, nil
 }
@@ -138,7 +141,8 @@ func (p *Podman) Running(ctx context.Context, id string) (bool, error) {
 // is REALM_NOT_ACTIVE; anything else keeps its cause but no code.
 func (p *Podman) unreachable(err error, format string, args ...any) error {
 	if isConnError(err) {
-		return errcode.Wrap(errcode.RealmNotActive, err, "the Podman service does not answer: "+format, args...)
+		ce := connectError(err, p.uri)
+		return errcode.Wrap(errcode.RealmNotActive, err, "%s: %s", fmt.Sprintf(format, args...), ce.Message)
 	}
 	return fmt.Errorf(format+": %w", append(args, err)...)
 }

@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/containers/podman/v5/pkg/api/handlers"
@@ -18,6 +20,9 @@ import (
 // execTokenVar marks every process of one exec through its environment, which
 // children inherit. At the deadline the killer finds the tree by it.
 const execTokenVar = "REALM_EXEC"
+
+// ExecTokenVar is execTokenVar for realmctl, which refuses an --env of it.
+const ExecTokenVar = execTokenVar
 
 // killGrace bounds how long a timed-out exec may take to end once its
 // process tree has been killed, and how long the killer itself may run.
@@ -85,10 +90,11 @@ func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	}
 	cfg := &handlers.ExecCreateConfig{ExecOptions: dockerContainer.ExecOptions{
 		Cmd:          req.Argv,
-		Env:          []string{execTokenVar + "=" + tok},
+		Env:          execEnv(req.Env, tok),
 		WorkingDir:   workdir,
 		AttachStdout: true,
 		AttachStderr: true,
+		AttachStdin:  req.Stdin != nil,
 	}}
 	sid, err := containers.ExecCreate(p.conn, id, cfg)
 	if err != nil {
@@ -99,13 +105,16 @@ func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 	stderr := NewBoundedBuffer(CaptureLimit)
 	var out, errw io.Writer = stdout, stderr
 	yes := true
+	opts := &containers.ExecStartAndAttachOptions{
+		OutputStream: &out, ErrorStream: &errw,
+		AttachOutput: &yes, AttachError: &yes,
+	}
+	if req.Stdin != nil {
+		opts.InputStream = bufio.NewReader(req.Stdin)
+		opts.AttachInput = &yes
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- containers.ExecStartAndAttach(p.conn, sid, &containers.ExecStartAndAttachOptions{
-			OutputStream: &out, ErrorStream: &errw,
-			AttachOutput: &yes, AttachError: &yes,
-		})
-	}()
+	go func() { done <- containers.ExecStartAndAttach(p.conn, sid, opts) }()
 
 	var deadline <-chan time.Time
 	if req.Timeout > 0 {
@@ -137,6 +146,19 @@ func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 		StdoutTruncated: stdout.Truncated(),
 		StderrTruncated: stderr.Truncated(),
 	}, nil
+}
+
+// execEnv is the exec's environment: the caller's K=V pairs, then the
+// token, last so that no --env can replace it (the killer finds the tree by
+// it).
+func execEnv(env []string, tok string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, execTokenVar+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, execTokenVar+"="+tok)
 }
 
 // killTree kills the process tree of the exec marked tok, waits for the

@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"realm/policy"
@@ -35,6 +36,12 @@ type ExecRequest struct {
 	Argv    []string
 	Workdir string        // empty: the runtime's default (/workspace)
 	Timeout time.Duration // zero: no deadline beyond ctx
+	// Env is K=V pairs added to the command's environment. Only runtimes
+	// that say so take it (Podman); realmctl refuses it for the others.
+	Env []string
+	// Stdin, when set, is forwarded to the command's stdin until EOF.
+	// Only Podman takes it; realmctl refuses it for the others.
+	Stdin io.Reader
 }
 
 // ExecResult is a finished command. A non-zero ExitCode is a successful call.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -24,6 +25,7 @@ var globalFlagCases = []struct {
 }{
 	{[]string{"--state-dir", "/tmp/realm-flag-test"}, func(g *globals) any { return g.stateDir }, "/tmp/realm-flag-test"},
 	{[]string{"--podman-socket", "unix:///tmp/flag.sock"}, func(g *globals) any { return g.podmanSocket }, "unix:///tmp/flag.sock"},
+	{[]string{"--connection", "unix:///tmp/conn.sock"}, func(g *globals) any { return g.connection }, "unix:///tmp/conn.sock"},
 	{[]string{"-o", "json"}, func(g *globals) any { return g.format }, "json"},
 	{[]string{"--output=json"}, func(g *globals) any { return g.format }, "json"},
 	{[]string{"--no-reap"}, func(g *globals) any { return g.noReap }, true},
@@ -64,26 +66,75 @@ var commandLines = []struct {
 	{[]string{"session", "exec"}, []string{"abc", "--timeout", "5s"}, []string{"true"}},
 	{[]string{"session", "destroy"}, []string{"abc"}, nil},
 	{[]string{"session", "list"}, nil, nil},
+	{[]string{"session", "logs"}, []string{"abc", "--follow"}, nil},
+	{[]string{"session", "inspect"}, []string{"abc"}, nil},
+	{[]string{"audit"}, []string{"abc", "--code", "CREDENTIAL_PATH_DENIED"}, nil},
+	{[]string{"version"}, nil, nil},
 	{[]string{"image", "init"}, []string{"--busybox", "/bin/busybox"}, nil},
 	{[]string{"reap"}, []string{"--all"}, nil},
 	{[]string{"openshell-interceptor"}, []string{"--listen", "unix:///tmp/i.sock"}, nil},
 }
 
-func TestCommandLinesCoverEveryCommand(t *testing.T) {
-	for _, c := range commands {
-		if c.words == "help" {
-			continue
+// parsed is a command line as the command tree took it: the command it
+// reached, its arguments (without "--") and where "--" stood among them.
+type parsed struct {
+	c    *cli
+	cmd  *cobra.Command
+	args []string
+	dash int
+}
+
+// parseCommandLine runs args through realmctl's command tree with every
+// command's action replaced by one that records what it was given.
+func parseCommandLine(args []string) (*parsed, error) {
+	p := &parsed{c: &cli{g: newGlobals(), out: &output{format: "text", w: io.Discard, ew: io.Discard}}}
+	root := newRoot(p.c)
+	var stub func(*cobra.Command)
+	stub = func(cmd *cobra.Command) {
+		if cmd.HasParent() && !cmd.HasSubCommands() {
+			cmd.RunE = func(cmd *cobra.Command, args []string) error {
+				p.cmd, p.args, p.dash = cmd, args, cmd.ArgsLenAtDash()
+				return nil
+			}
 		}
-		if !slices.ContainsFunc(commandLines, func(l struct {
-			words   []string
-			args    []string
-			dashArg []string
-		}) bool {
-			return strings.Join(l.words, " ") == c.words
-		}) {
-			t.Errorf("command %q has no row in commandLines", c.words)
+		for _, s := range cmd.Commands() {
+			stub(s)
 		}
 	}
+	stub(root)
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	_, err := root.ExecuteC()
+	return p, err
+}
+
+// words is a command's words after "realmctl".
+func words(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), "realmctl ")
+}
+
+func TestCommandLinesCoverEveryCommand(t *testing.T) {
+	var visit func(*cobra.Command)
+	visit = func(cmd *cobra.Command) {
+		for _, s := range cmd.Commands() {
+			if s.HasSubCommands() {
+				visit(s)
+				continue
+			}
+			w := words(s)
+			if !slices.ContainsFunc(commandLines, func(l struct {
+				words   []string
+				args    []string
+				dashArg []string
+			}) bool {
+				return strings.Join(l.words, " ") == w
+			}) {
+				t.Errorf("command %q has no row in commandLines", w)
+			}
+		}
+	}
+	visit(newRoot(&cli{g: newGlobals(), out: &output{}}))
 }
 
 // TestGlobalFlagsAnywhere puts every global flag at every place of every
@@ -113,22 +164,22 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 					if cl.dashArg != nil {
 						args = concat(args, []string{"--"}, cl.dashArg)
 					}
-					inv, err := parseCommandLine(args, io.Discard)
+					p, err := parseCommandLine(args)
 					if err != nil {
 						t.Fatalf("parse %q: %v", args, err)
 					}
-					if inv.cmd == nil || inv.cmd.words != strings.Join(cl.words, " ") {
-						t.Fatalf("parse %q: command %v", args, inv.cmd)
+					if p.cmd == nil || words(p.cmd) != strings.Join(cl.words, " ") {
+						t.Fatalf("parse %q: command %v", args, p.cmd)
 					}
-					if got := fc.get(inv.g); !reflect.DeepEqual(got, fc.want) {
+					if got := fc.get(p.c.g); !reflect.DeepEqual(got, fc.want) {
 						t.Errorf("parse %q: %s = %v, want %v", args, fc.flag[0], got, fc.want)
 					}
-					wantArgs := concat(positional(inv, cl.args), cl.dashArg)
-					if got := inv.flags.Args(); !slices.Equal(got, wantArgs) {
+					wantArgs := concat(positional(p.cmd, cl.args), cl.dashArg)
+					if got := p.args; !slices.Equal(got, wantArgs) {
 						t.Errorf("parse %q: arguments %q, want %q", args, got, wantArgs)
 					}
-					if cl.dashArg != nil && inv.flags.ArgsLenAtDash() != len(wantArgs)-len(cl.dashArg) {
-						t.Errorf("parse %q: -- at %d", args, inv.flags.ArgsLenAtDash())
+					if cl.dashArg != nil && p.dash != len(wantArgs)-len(cl.dashArg) {
+						t.Errorf("parse %q: -- at %d", args, p.dash)
 					}
 				})
 			}
@@ -137,7 +188,7 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 }
 
 // positional is what of args is not a flag of the command.
-func positional(inv *invocation, args []string) []string {
+func positional(cmd *cobra.Command, args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -145,7 +196,7 @@ func positional(inv *invocation, args []string) []string {
 			out = append(out, a)
 			continue
 		}
-		if f := inv.flags.Lookup(strings.TrimLeft(a, "-")); f != nil && f.Value.Type() != "bool" {
+		if f := cmd.Flags().Lookup(strings.TrimLeft(a, "-")); f != nil && f.Value.Type() != "bool" {
 			i++
 		}
 	}
@@ -173,14 +224,14 @@ func TestAfterDashIsNeverAFlag(t *testing.T) {
 			[]string{"/bin/agent", "--output=json", "--lock-wait", "1s", "-h"}},
 	}
 	for _, tt := range tests {
-		inv, err := parseCommandLine(tt.args, io.Discard)
+		p, err := parseCommandLine(tt.args)
 		if err != nil {
 			t.Fatalf("parse %q: %v", tt.args, err)
 		}
-		if !reflect.DeepEqual(inv.g, newGlobals()) {
-			t.Errorf("parse %q: globals changed to %+v", tt.args, *inv.g)
+		if !reflect.DeepEqual(p.c.g, newGlobals()) {
+			t.Errorf("parse %q: globals changed to %+v", tt.args, *p.c.g)
 		}
-		if got := inv.flags.Args(); !slices.Equal(got, tt.wantArgs) {
+		if got := p.args; !slices.Equal(got, tt.wantArgs) {
 			t.Errorf("parse %q: arguments %q, want %q", tt.args, got, tt.wantArgs)
 		}
 	}

@@ -5,23 +5,32 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"realm/sandbox"
 )
 
-func imageInitCmd(fs *pflag.FlagSet) runner {
-	busybox := fs.String("busybox", sandbox.DefaultBusybox, "the statically linked busybox to build from (Debian: busybox-static)")
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return 0, imageInit(ctx, g, out, fs, *busybox)
+func imageInitCmd(c *cli) *cobra.Command {
+	var busybox string
+	cmd := &cobra.Command{
+		Use:   "init [--busybox PATH]",
+		Short: "build " + sandbox.DefaultImage + ", the default image, from the host's busybox-static",
+		Long: `image init builds ` + sandbox.DefaultImage + `, the default image, from the
+host's busybox-static (no registry needed).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+			return 0, imageInit(ctx, c.g, c.out, args, busybox)
+		}),
 	}
+	cmd.Flags().StringVar(&busybox, "busybox", sandbox.DefaultBusybox, "the statically linked busybox to build from (Debian: busybox-static)")
+	return cmd
 }
 
-func imageInit(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, busybox string) error {
-	if fs.NArg() != 0 {
+func imageInit(ctx context.Context, g *globals, out *output, args []string, busybox string) error {
+	if len(args) != 0 {
 		return usageErr("image init takes no arguments")
 	}
-	conn, err := sandbox.Connect(ctx, g.podmanSocket)
+	conn, err := sandbox.Connect(ctx, g.podman().URI)
 	if err != nil {
 		return err
 	}

@@ -9,20 +9,29 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"realm/interceptor"
 	"realm/sandbox"
 )
 
-func interceptorCmd(fs *pflag.FlagSet) runner {
-	listen := fs.String("listen", "unix:///run/realm/openshell-interceptor.sock", "where to serve the gateway: unix:///PATH (the gateway.toml grpc_endpoint)")
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		if fs.NArg() != 0 {
-			return 0, usageErr("openshell-interceptor takes no arguments")
-		}
-		return 0, serveInterceptor(ctx, g, out, *listen)
+func interceptorCmd(c *cli) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "openshell-interceptor --listen unix:///PATH",
+		Short: "serve the OpenShell gateway interceptor that binds each session's guarded mount",
+		Long: `openshell-interceptor serves the OpenShell gateway interceptor that binds
+each realm session's guarded mount at /workspace (see README).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+			if len(args) != 0 {
+				return 0, usageErr("openshell-interceptor takes no arguments")
+			}
+			return 0, serveInterceptor(ctx, c.g, c.out, listen)
+		}),
 	}
+	cmd.Flags().StringVar(&listen, "listen", "unix:///run/realm/openshell-interceptor.sock", "where to serve the gateway: unix:///PATH (the gateway.toml grpc_endpoint)")
+	return cmd
 }
 
 // serveInterceptor serves realm's OpenShell gateway interceptor on a unix

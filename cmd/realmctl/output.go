@@ -65,3 +65,13 @@ func fail(o *output, err error) int {
 	}
 	return errcode.ExitStatusOf(err)
 }
+
+// errMessage is err's message as fail prints it: a catalogued error's own
+// message, without the cause.
+func errMessage(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}

@@ -5,18 +5,30 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 )
 
-func reapCmd(fs *pflag.FlagSet) runner {
-	all := fs.Bool("all", false, "remove every session, live ones too")
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return 0, reap(ctx, g, out, fs, *all)
+func reapCmd(c *cli) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "reap [--all]",
+		Short: "remove what dead sessions left",
+		Long: `reap removes what dead sessions left: sandboxes and containers first (proven
+gone by listing again), then dead realmfs mounts, then records. Live
+sessions (active, mount answering, sandbox running) are kept; --all removes
+every session. Only the runtimes that are installed or that a record names
+are asked.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+			return 0, reap(ctx, c.g, c.out, args, all)
+		}),
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "remove every session, live ones too")
+	return cmd
 }
 
-func reap(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, all bool) error {
-	if fs.NArg() != 0 {
+func reap(ctx context.Context, g *globals, out *output, args []string, all bool) error {
+	if len(args) != 0 {
 		return usageErr("reap takes no arguments")
 	}
 	a, unlock, err := lockedApp(g)

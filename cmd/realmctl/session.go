@@ -8,13 +8,28 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"realm/sandbox"
 )
 
-func sessionCreateCmd(fs *pflag.FlagSet) runner {
+func sessionCreateCmd(c *cli) *cobra.Command {
 	var req sandbox.CreateRequest
+	cmd := &cobra.Command{
+		Use:     "create --workspace DIR [flags] [-- WORKLOAD ARGV...]",
+		Aliases: []string{"new"},
+		Short:   "start a session on a workspace and print its id",
+		Long: `session create validates everything first (nothing happens if anything is
+invalid), reaps what crashed sessions left (unless --no-reap), mounts the
+workspace if it is not mounted yet, starts the sandbox, proves that its
+/workspace is the guarded mount (a canary written through the mount must be
+read back inside) and prints the session id. The sandbox runs as the owner
+of the workspace directory unless --user is given; it has no network unless
+--egress is given. The workload defaults to a long sleep; argv[0] must be
+absolute.`,
+		Args: cobra.ArbitraryArgs,
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&req.Workspace, "workspace", "", "the workspace `DIR` to guard and mount at /workspace")
 	fs.StringVar(&req.Policy, "policy", "", "realmfs policy `FILE` (default: built-in defaults)")
 	fs.StringVar(&req.Image, "image", "", "image (default "+sandbox.DefaultImage+"; see image init)")
@@ -22,19 +37,21 @@ func sessionCreateCmd(fs *pflag.FlagSet) runner {
 	fs.StringArrayVar(&req.Egress, "egress", nil, "allow egress to `HOST[:PORT]` (repeatable; port defaults to 443)")
 	fs.StringVar(&req.User, "user", "", "run as `UID[:GID]` (default: the workspace directory's owner)")
 	fs.StringVar(&req.Runtime, "runtime", "", "sandbox runtime: "+strings.Join(sandbox.RuntimeNames(), ", ")+" (default: openshell when its CLI is on PATH or given by --openshell, else podman)")
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return 0, sessionCreate(ctx, g, out, fs, req)
-	}
+	cmd.RunE = c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+		return 0, c.sessionCreate(ctx, args, dash, req)
+	})
+	return cmd
 }
 
-func sessionCreate(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, req sandbox.CreateRequest) error {
+func (c *cli) sessionCreate(ctx context.Context, args []string, dash int, req sandbox.CreateRequest) error {
+	g, out := c.g, c.out
 	if req.Runtime == "" {
 		req.Runtime = g.defaultRuntime()
 	}
-	if fs.ArgsLenAtDash() < 0 && fs.NArg() > 0 || fs.ArgsLenAtDash() > 0 {
-		return usageErr("unexpected argument %q: the workload goes after --", fs.Arg(0))
+	if dash < 0 && len(args) > 0 || dash > 0 {
+		return usageErr("unexpected argument %q: the workload goes after --", args[0])
 	}
-	req.Workload = fs.Args()
+	req.Workload = args
 
 	plan, err := sandbox.Validate(req)
 	if err != nil {
@@ -66,94 +83,56 @@ func sessionCreate(ctx context.Context, g *globals, out *output, fs *pflag.FlagS
 	return nil
 }
 
-func sessionExecCmd(fs *pflag.FlagSet) runner {
-	timeout := fs.Duration("timeout", 30*time.Second, "kill the command's whole process tree after this long (0: no limit)")
-	workdir := fs.String("workdir", "", "working directory inside the sandbox (default /workspace)")
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return sessionExec(ctx, g, out, fs, *timeout, *workdir)
+func sessionDestroyCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:     "destroy ID|NAME",
+		Aliases: []string{"rm", "delete"},
+		Short:   "remove a session's sandbox, its mount after the last session, then its record",
+		Long: `session destroy removes the sandbox, unmounts the workspace after its last
+session, and only then deletes the session's record.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+			return 0, c.sessionDestroy(ctx, args)
+		}),
 	}
 }
 
-// sessionExec returns the exit status realmctl should end with.
-func sessionExec(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet, timeout time.Duration, workdir string) (int, error) {
-	dash := fs.ArgsLenAtDash()
-	if dash != 1 || fs.NArg() < 2 {
-		return 0, usageErr("session exec wants ID -- ARGV...")
-	}
-	if timeout < 0 {
-		return 0, usageErr("--timeout %s: must not be negative", timeout)
-	}
-	a, err := newApp(g)
-	if err != nil {
-		return 0, err
-	}
-	res, err := a.mgr.Exec(ctx, fs.Arg(0), sandbox.ExecRequest{
-		Argv:    fs.Args()[1:],
-		Workdir: workdir,
-		Timeout: timeout,
-	})
-	if err != nil {
-		return 0, err
-	}
-	if out.json() {
-		out.print(res, nil)
-		return 0, nil
-	}
-	io.WriteString(out.w, res.Stdout)
-	io.WriteString(out.ew, res.Stderr)
-	if res.StdoutTruncated {
-		out.note("stdout was truncated at %d bytes", sandbox.CaptureLimit)
-	}
-	if res.StderrTruncated {
-		out.note("stderr was truncated at %d bytes", sandbox.CaptureLimit)
-	}
-	return exitStatus(res.ExitCode), nil
-}
-
-// exitStatus maps a command's exit code to one a process can exit with.
-func exitStatus(code int) int {
-	if code < 0 || code > 255 {
-		return 255
-	}
-	return code
-}
-
-func sessionDestroyCmd(*pflag.FlagSet) runner {
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return 0, sessionDestroy(ctx, g, out, fs)
-	}
-}
-
-func sessionDestroy(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) error {
-	if fs.NArg() != 1 {
+func (c *cli) sessionDestroy(ctx context.Context, args []string) error {
+	if len(args) != 1 {
 		return usageErr("session destroy wants one session id or name")
 	}
-	a, unlock, err := lockedApp(g)
+	a, unlock, err := lockedApp(c.g)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	rec, err := a.mgr.Destroy(ctx, fs.Arg(0))
+	rec, err := a.mgr.Destroy(ctx, args[0])
 	if err != nil {
 		return err
 	}
-	out.print(map[string]any{"id": rec.ID, "destroyed": true}, func(w io.Writer) {
+	c.out.print(map[string]any{"id": rec.ID, "destroyed": true}, func(w io.Writer) {
 		fmt.Fprintf(w, "destroyed %s\n", rec.ID)
 	})
 	return nil
 }
 
-func sessionListCmd(*pflag.FlagSet) runner {
-	return func(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) (int, error) {
-		return 0, sessionList(ctx, g, out, fs)
+func sessionListCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "list the sessions of the state dir",
+		Args:    cobra.ArbitraryArgs,
+		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
+			return 0, c.sessionList(args)
+		}),
 	}
 }
 
-func sessionList(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet) error {
-	if fs.NArg() != 0 {
+func (c *cli) sessionList(args []string) error {
+	if len(args) != 0 {
 		return usageErr("session list takes no arguments")
 	}
-	a, err := newApp(g)
+	a, err := newApp(c.g)
 	if err != nil {
 		return err
 	}
@@ -164,7 +143,7 @@ func sessionList(ctx context.Context, g *globals, out *output, fs *pflag.FlagSet
 	if recs == nil {
 		recs = []*sandbox.Record{}
 	}
-	out.print(recs, func(w io.Writer) {
+	c.out.print(recs, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tRUNTIME\tCONTAINER\tWORKSPACE\tCREATED")
 		for _, r := range recs {

@@ -41,7 +41,7 @@ func (a *app) runtime(ctx context.Context, name string) (sandbox.Runtime, error)
 	if rt, ok := a.runtimes[name]; ok {
 		return rt, nil
 	}
-	rt, err := sandbox.NewRuntime(ctx, name, sandbox.RuntimeOptions{PodmanSocket: a.g.podmanSocket, StateDir: a.g.stateDir})
+	rt, err := sandbox.NewRuntime(ctx, name, sandbox.RuntimeOptions{PodmanSocket: a.g.podman().URI, StateDir: a.g.stateDir})
 	if err != nil {
 		return nil, err
 	}
