@@ -26,6 +26,8 @@ type Matcher struct {
 	// glob (a class range such as [Z-a] reverses): matched as written.
 	denyAsWritten globSet
 	hide          bool
+	// protect is the write-refused set (protect.go).
+	protect protectSet
 }
 
 // globSet is a set of compiled patterns; match reports whether any matches.
@@ -77,6 +79,20 @@ func (p *Policy) Matcher() *Matcher {
 	}
 	for _, g := range p.Credentials.Allow {
 		m.allow.add(g) // an invalid allow glob allows nothing
+	}
+	if p.Protect.Defaults {
+		for _, g := range DefaultProtectGlobs {
+			m.protect.add(g.Pattern)
+		}
+		for _, g := range DefaultProtectExceptions {
+			m.protect.allow.add(g.Pattern)
+		}
+	}
+	for _, g := range p.Protect.Paths {
+		m.protect.add(g)
+	}
+	for _, g := range p.Protect.Allow {
+		m.protect.allow.add(g)
 	}
 	return m
 }
