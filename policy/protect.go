@@ -134,10 +134,12 @@ func (m *Matcher) Protected(rel string) bool {
 // protected, so that the protect check of that file does not see it (ln -s
 // tf .terraform.d, then write tf/credentials.tfrc.json, which the host's
 // terraform reads as .terraform.d/credentials.tfrc.json). That is so when
-// rel matches a proper prefix of a protect glob and spends at least one of
-// the glob's named segments on it: a symlink named m beneath which
-// m/.envrc would be protected leads to a target whose .envrc is
-// protected by **/.envrc too.
+// rel matches a proper prefix of a protect glob whose last segment, the
+// symlink's own name, meets a named segment of the glob (.terraform.d,
+// .git, hooks), not a **: a symlink named m beneath which m/.envrc would
+// be protected leads to a target whose .envrc is protected by **/.envrc
+// too, and one git makes in .git/modules/sub/ to probe for symlink support
+// leads nowhere a hook is looked for.
 func (m *Matcher) ProtectedPrefix(rel string) bool {
 	if m == nil {
 		m = defaultMatcher()
@@ -166,7 +168,8 @@ const maxPrefixSteps = 1024
 
 // prefixMatch reports whether the path segments s are matched by a proper
 // prefix of the glob segments g (some path s/... can match g) in a way
-// that spends a segment of g other than ** on s (named, or already).
+// that matches the last of s with a segment of g other than ** (named: the
+// last segment consumed was).
 func prefixMatch(g, s []string, named bool, steps *int) bool {
 	if *steps++; *steps > maxPrefixSteps {
 		return true // fail closed
@@ -178,7 +181,7 @@ func prefixMatch(g, s []string, named bool, steps *int) bool {
 		return false
 	}
 	if g[0] == "**" {
-		return prefixMatch(g[1:], s, named, steps) || prefixMatch(g, s[1:], named, steps)
+		return prefixMatch(g[1:], s, named, steps) || prefixMatch(g, s[1:], false, steps)
 	}
 	ok, err := doublestar.Match(g[0], s[0])
 	return ok && err == nil && prefixMatch(g[1:], s[1:], true, steps)

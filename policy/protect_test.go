@@ -54,6 +54,8 @@ func TestProtectedPrefix(t *testing.T) {
 		{".envrc", false}, // a file's name: nothing beneath it is protected
 		{"m", false},      // m/.envrc's target has its own .envrc, protected too
 		{".git/x", false},
+		{".git/modules/sub/B/probe", false}, // git's symlink probe in a submodule's git dir
+		{".git/modules/sub/hooks", true},
 		{"", false},
 	} {
 		if got := m.ProtectedPrefix(tt.rel); got != tt.want {
