@@ -316,3 +316,18 @@ func TestProtectPolicy(t *testing.T) {
 		return e.path() == "tools/run.sh" && e.str("code") == "PROTECTED_PATH_DENIED"
 	})
 }
+
+// TestMadeThroughMountForgottenAtRemount: the mount remembers what it made
+// for its own life only: after a remount a .env made through the first
+// mount is host-placed, and refused.
+func TestMadeThroughMountForgottenAtRemount(t *testing.T) {
+	t.Parallel()
+	m := mount(t)
+	writeFile(t, m.Path(".env"), "TOKEN=generated\n")
+	wantRead(t, m.Path(".env"), "TOKEN=generated\n", "a generated .env")
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	m.Restart()
+	refusedRead(t, m.Path(".env"), "cat of the .env made through the previous mount")
+}
