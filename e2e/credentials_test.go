@@ -242,18 +242,56 @@ for p in sys.argv[1:]:
 			{"truncate", func() error { return unix.Truncate(p, 0) }},
 			{"rename from", func() error { return unix.Rename(p, m.Path(c.base, "innocent-mv.txt")) }},
 			{"rename to", func() error { return unix.Rename(m.Path(c.base, "src.txt"), p) }},
-			{"rename to another credential name", func() error { return unix.Rename(m.Path(c.base, "src.txt"), m.Path(c.to)) }},
 			{"link from", func() error { return unix.Link(p, m.Path(c.base, "innocent-ln.txt")) }},
-			{"link to", func() error { return unix.Link(m.Path(c.base, "src.txt"), m.Path(c.to)) }},
-			{"create another credential name", func() error {
-				return closeFd(unix.Open(m.Path(c.to), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644))
-			}},
 			{"symlink to it", func() error { return unix.Symlink(symTarget(c), m.Path(c.base, "innocent-sym")) }},
-			{"symlink named as a credential", func() error { return unix.Symlink("src.txt", m.Path(c.to)) }},
-			{"mkfifo named as a credential", func() error { return unix.Mkfifo(m.Path(c.to), 0o644) }},
 			{"setxattr user.x", func() error { return unix.Setxattr(p, "user.x", []byte("1"), 0) }},
 		} {
 			wantErrno(t, op.do(), unix.EACCES, fmt.Sprintf("%s (created later: %v): %s", c.rel, c.later, op.name))
+		}
+		// Another credential name that does not exist yet is made through
+		// the mount by every route, and reads back: it holds only what the
+		// caller had (a checkout's test key, a generated .env).
+		to := m.Path(c.to)
+		protect := policy.Default().Matcher()
+		for _, op := range []struct {
+			name string
+			do   func() error
+			undo func() error
+		}{
+			{"rename to another credential name", func() error { return unix.Rename(m.Path(c.base, "src.txt"), to) },
+				func() error { return unix.Rename(to, m.Path(c.base, "src.txt")) }},
+			{"link to", func() error { return unix.Link(m.Path(c.base, "src.txt"), to) }, func() error { return unix.Unlink(to) }},
+			{"create another credential name", func() error {
+				return closeFd(unix.Open(to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644))
+			}, func() error { return unix.Unlink(to) }},
+			{"symlink named as a credential", func() error { return unix.Symlink("src.txt", to) }, func() error { return unix.Unlink(to) }},
+			{"mkfifo named as a credential", func() error { return unix.Mkfifo(to, 0o644) }, func() error { return unix.Unlink(to) }},
+		} {
+			what := fmt.Sprintf("%s (created later: %v): %s", c.to, c.later, op.name)
+			if protect.Protected(c.to) {
+				// Also host configuration (.npmrc, .netrc): planting it
+				// is refused, PROTECTED_PATH_DENIED (plant_test.go).
+				wantErrno(t, op.do(), unix.EACCES, what)
+				continue
+			}
+			if op.name == "symlink named as a credential" && protect.Denied(path.Join(path.Dir(c.to), "src.txt")) {
+				// In a credential directory (.ssh/**) the link's target
+				// is a credential path too: a symlink to a credential.
+				wantErrno(t, op.do(), unix.EACCES, what)
+				continue
+			}
+			if err := op.do(); err != nil {
+				t.Errorf("%s: %v, want it made through the mount", what, err)
+				continue
+			}
+			if op.name == "rename to another credential name" || op.name == "link to" {
+				if got, err := os.ReadFile(to); err != nil || string(got) != "innocent\n" {
+					t.Errorf("%s: read back %q, %v; want the bytes the caller had", what, got, err)
+				}
+			}
+			if err := op.undo(); err != nil {
+				t.Errorf("%s: undo: %v", what, err)
+			}
 		}
 		// stat works without hide: size and mode, not content.
 		var st unix.Stat_t
@@ -283,7 +321,11 @@ for p in sys.argv[1:]:
 	// right code.
 	m.WaitAudit("the last credential", func(e auditEntry) bool { return e.path() == cases[len(cases)-1].rel })
 	byPath := map[string]int{}
+	protect := policy.Default().Matcher()
 	for _, e := range m.Audit() {
+		if e.str("code") == "PROTECTED_PATH_DENIED" && protect.Protected(e.path()) {
+			continue // a credential name that is host configuration too
+		}
 		if e.str("code") != "CREDENTIAL_PATH_DENIED" {
 			t.Errorf("audit entry with code %q, want only CREDENTIAL_PATH_DENIED: %v", e.str("code"), e)
 			continue

@@ -21,6 +21,7 @@ type Code string
 // on the mount sees" and realmctl's table of exit codes); keep them in step.
 const (
 	PathEscape           Code = "PATH_ESCAPE"
+	ProtectedPathDenied  Code = "PROTECTED_PATH_DENIED"
 	CredentialPathDenied Code = "CREDENTIAL_PATH_DENIED"
 	LockConflict         Code = "LOCK_CONFLICT"
 	WriteNotAtomic       Code = "WRITE_NOT_ATOMIC"
@@ -48,7 +49,7 @@ const (
 // reach the mount map to EIO so that a mistake fails closed.
 func (c Code) Errno() syscall.Errno {
 	switch c {
-	case PathEscape, CredentialPathDenied:
+	case PathEscape, CredentialPathDenied, ProtectedPathDenied:
 		return syscall.EACCES
 	case LockConflict:
 		return syscall.EBUSY

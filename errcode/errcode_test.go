@@ -15,6 +15,7 @@ func TestCatalogue(t *testing.T) {
 	}{
 		{PathEscape, syscall.EACCES, ExitFailure},
 		{CredentialPathDenied, syscall.EACCES, ExitFailure},
+		{ProtectedPathDenied, syscall.EACCES, ExitFailure},
 		{LockConflict, syscall.EBUSY, ExitFailure},
 		{WriteNotAtomic, syscall.EIO, ExitFailure},
 		{SchemaInvalid, syscall.EIO, ExitUsage},

@@ -72,6 +72,7 @@ const (
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
 	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner open files
+	RuleProtected           = "protect"               // a write to a path the protect set refuses
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device
 	RuleLockOtherOwner      = "lock:other-owner"      // another owner holds the file's lock
 	RuleLockChanged         = "lock:changed-outside"  // the file changed behind the mount while written

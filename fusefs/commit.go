@@ -154,6 +154,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageBeforeRename); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
+	if errno := f.denyCommit(ctx, w); errno != 0 {
+		w.dropTemp() // moved to a protected path since opened: never lands there
+		return errno, false
+	}
 	if now.Nlink > 1 {
 		return w.commitInPlace(ctx)
 	}
@@ -224,6 +228,7 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	// A node a lookup is making for the old file right now is in neither
 	// place yet: it catches up when it meets the new file (Node.verify).
 	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
+	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
 	return st, nil
 }
 
@@ -282,6 +287,7 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
 		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
 	}
+	w.node.fsys.madeRestamp(w.node, &w.observed)
 	return 0, true
 }
 

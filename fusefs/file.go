@@ -152,7 +152,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		dirfd.Close(fd)
 		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular)
 	}
-	if errno := n.denyOpen(ctx, op, &st); errno != 0 {
+	if errno := n.denyOpen(ctx, op, &st, write); errno != 0 {
 		dirfd.Close(fd)
 		return nil, 0, errno
 	}
@@ -321,6 +321,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		dirfd.Close(fd)
 		return nil, nil, 0, errno
 	}
+	f.madeNew(f.relPath(n, name), &st, gen)
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).

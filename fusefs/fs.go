@@ -20,7 +20,7 @@
 //  2. FS.commitMu: written by a commit's rename (pendingWrite.replace),
 //     read by the opens and stats that verify a node's identity by name.
 //  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
-//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, watcher.mu,
+//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, madeSet.mu, watcher.mu,
 //     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
 //     and the Resolver's.
 //
@@ -112,6 +112,7 @@ type FS struct {
 	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
 	fds        fdCounts    // open handles per owner (fdcap.go)
 	creds      credInodes
+	made       madeSet         // files made through the mount at credential paths (guard.go)
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process
 	asRoot     bool            // the daemon runs as root: temps get the file's owner

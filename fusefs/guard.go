@@ -10,6 +10,7 @@ import (
 
 	"realm/errcode"
 	"realm/fusefs/dirfd"
+	"realm/locks"
 )
 
 // Credential denial. The policy's matcher is asked about the canonical
@@ -26,13 +27,192 @@ func (f *FS) credentialDenied(rel string) bool {
 // denyPath refuses op on name in dir, or on dir itself when name is "", if
 // it is a credential: by its path, and for dir itself also by its identity
 // (credential). Every check of an operation on a node (open, truncate,
-// setattr, xattrs, link, copy_file_range) comes here.
+// setattr, xattrs, link, copy_file_range) comes here. A file made through
+// the mount (madeSet) is no credential under any name: what it holds its
+// writers had.
 func (f *FS) denyPath(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
+	return f.denyPathStat(ctx, op, dir, name, nil)
+}
+
+// denyPathStat is denyPath with st, when not nil, the backing file dir
+// stands for as an open just found it: a file made through the mount that
+// was changed behind it since (its size or mtime differ) is host-placed
+// again, and refused.
+func (f *FS) denyPathStat(ctx context.Context, op string, dir *Node, name string, st *unix.Stat_t) syscall.Errno {
+	if f.opts.Credentials == nil {
+		return 0
+	}
 	rel := f.relPath(dir, name)
-	if f.credentialDenied(rel) || name == "" && f.opts.Credentials != nil && f.creds.has(dir.fileID()) {
+	byPath := f.credentialDenied(rel)
+	if name == "" {
+		id := dir.fileID()
+		switch f.made.check(id, st) {
+		case madeFresh:
+			return 0
+		case madeChanged:
+			f.creds.add(id) // host-placed from now on, under every name
+		}
+		if byPath || f.creds.has(id) {
+			return f.refuseCredential(ctx, op, rel, rel)
+		}
+		return 0
+	}
+	if byPath {
 		return f.refuseCredential(ctx, op, rel, rel)
 	}
 	return 0
+}
+
+// denyName is the credential check of a name an operation moves or makes
+// (prepare): a credential path is refused unless nothing is there yet and
+// the operation makes it (what a process makes holds what it had), or what
+// is there is a file made through the mount and unchanged since. A host's
+// credential is never opened, renamed or replaced through the mount.
+func (f *FS) denyName(ctx context.Context, op string, dir *Node, pfd int, name string, use nameUse) syscall.Errno {
+	if f.opts.Credentials == nil {
+		return 0
+	}
+	rel := f.relPath(dir, name)
+	if !f.credentialDenied(rel) {
+		return 0
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(pfd, name, &st)
+	switch {
+	case errors.Is(err, syscall.ENOENT) && use == makes && !f.hiding():
+		return 0
+	case err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG:
+		if f.made.check(fileID{keyOf(&st), gen}, &st) == madeFresh {
+			return 0
+		}
+	}
+	return f.refuseCredential(ctx, op, rel, rel)
+}
+
+// madeNew records the file a create or mknod made at rel, st its stat and
+// gen its generation, as made through the mount when rel is a credential
+// path (elsewhere nothing asks).
+func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
+	if f.opts.Credentials != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && f.credentialDenied(rel) {
+		f.made.add(fileID{keyOf(st), gen}, st)
+	}
+}
+
+// Made through the mount. A credential glob names files the host placed
+// in BACKING; a file a process on the mount created holds only what its
+// writers already had, so reading it back is no leak: `git clone` of a
+// repository with test/fixtures/server.key, `npm install` of a package
+// that ships test keys, a generated .env. The set holds the identity of
+// every file made through the mount at a credential path (create, mknod, a
+// link or rename of a file the mount could read onto such a name), and
+// follows it through commits (FS.madeCommitted: the temp that replaces it
+// is made through the mount too) and through metadata changes made
+// through the mount (restamp). Each entry keeps the file's size and mtime
+// as the mount last left them: a file changed behind the mount (the host
+// wrote it in BACKING) no longer matches at its next open or lookup, and
+// is host-placed again, a credential under every name. A file the host
+// replaced is another identity, never in the set. The set lives as long as
+// the mount: after a remount every such file is host-placed again (safe,
+// and nothing on disk could be trusted to say otherwise, since a process on
+// the mount writes BACKING's files and their xattrs).
+type madeSet struct {
+	mu  sync.Mutex
+	set map[locks.Key]madeStamp
+}
+
+// madeStamp is what a made file looked like when the mount last changed it.
+type madeStamp struct {
+	gen  uint64
+	size int64
+	mtim unix.Timespec
+}
+
+func stampOf(gen uint64, st *unix.Stat_t) madeStamp {
+	return madeStamp{gen: gen, size: st.Size, mtim: st.Mtim}
+}
+
+// madeState is what check says of a file.
+type madeState int
+
+const (
+	notMade     madeState = iota
+	madeFresh             // made through the mount, unchanged behind it
+	madeChanged           // was made through the mount; changed behind it since: dropped
+)
+
+func (s *madeSet) add(id fileID, st *unix.Stat_t) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set == nil {
+		s.set = make(map[locks.Key]madeStamp)
+	}
+	s.set[id.key] = stampOf(id.gen, st)
+}
+
+// check says whether id was made through the mount, and, with st (the
+// file as just found), whether it is still as the mount left it; a
+// changed file leaves the set.
+func (s *madeSet) check(id fileID, st *unix.Stat_t) madeState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.set[id.key]
+	switch {
+	case !ok:
+		return notMade
+	case m.gen != id.gen:
+		delete(s.set, id.key) // the number went to another file
+		return notMade
+	case st != nil && (st.Size != m.size || st.Mtim != m.mtim):
+		delete(s.set, id.key)
+		return madeChanged
+	}
+	return madeFresh
+}
+
+// restamp records st as the made file id's look after a change made
+// through the mount (a chmod, utimensat, an in-place commit).
+func (s *madeSet) restamp(id fileID, st *unix.Stat_t) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.set[id.key]; ok && m.gen == id.gen {
+		s.set[id.key] = stampOf(id.gen, st)
+	}
+}
+
+// madeRenamed records the file a rename put at name in dir (held by pfd)
+// as made through the mount when that is a credential path: the mount
+// could read it where it was (prepare refused a host's credential by its
+// name), unless it is a credential by identity.
+func (f *FS) madeRenamed(pfd int, dir *Node, name string) {
+	if f.opts.Credentials == nil || !f.credentialDenied(f.relPath(dir, name)) {
+		return
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(pfd, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	id := fileID{keyOf(&st), gen}
+	if f.made.check(id, nil) == notMade && !f.creds.has(id) {
+		f.made.add(id, &st)
+	}
+}
+
+// madeCommitted carries a made file to the file a commit put in its place
+// (old replaced by new, whose stat is st): the mount's own write.
+func (f *FS) madeCommitted(old, new fileID, st *unix.Stat_t) {
+	s := &f.made
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.set[old.key]; ok && m.gen == old.gen {
+		delete(s.set, old.key)
+		s.set[new.key] = stampOf(new.gen, st)
+	}
+}
+
+// madeRestamp is restamp for the node n stands for, st its stat now.
+func (f *FS) madeRestamp(n *Node, st *unix.Stat_t) {
+	f.made.restamp(n.fileID(), st)
 }
 
 // hiding reports whether denied entries vanish from lookup and listings.
@@ -83,12 +263,20 @@ func (c *credInodes) has(id fileID) bool {
 	return ok
 }
 
-// denyOpen is the credential check of an open, after the fd is verified:
-// by path and by identity. The fd's stat is the identity n stands for
-// (verify), which denyPath reads from n with its generation, so the check
-// costs no system call.
-func (n *Node) denyOpen(ctx context.Context, op string, _ *unix.Stat_t) syscall.Errno {
-	return n.fsys.denyPath(ctx, op, n, "")
+// denyOpen is the guard's check of an open, after the fd is verified: a
+// credential by path and by identity, unless made through the mount and
+// unchanged since (st, the fd's stat, is the identity n stands for
+// (verify), which denyPath reads from n with its generation, and its size
+// and mtime), and for a write open a protected path. It costs no system
+// call.
+func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t, write bool) syscall.Errno {
+	if errno := n.fsys.denyPathStat(ctx, op, n, "", st); errno != 0 {
+		return errno
+	}
+	if write {
+		return n.fsys.denyProtect(ctx, op, n, "")
+	}
+	return 0
 }
 
 // noteLookup records a credential file's identity (st's dev and ino, and
@@ -108,7 +296,11 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (re
 		return rel, false
 	}
 	if regular {
-		f.creds.add(fileID{keyOf(st), gen})
+		id := fileID{keyOf(st), gen}
+		if f.made.check(id, st) == madeFresh {
+			return rel, false // made through the mount: neither recorded nor hidden
+		}
+		f.creds.add(id)
 	}
 	return rel, f.hiding()
 }
@@ -117,15 +309,35 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (re
 // tree is refused: realm cannot tell it holds no credential.
 const maxRenameScan = 200000
 
-// denyDirRename refuses renaming a directory that holds a credential: under
-// the new name the file could match no glob (".aws" renamed to "x" would
-// release x/credentials). name is in dir, whose verified fd is pfd.
-func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string) syscall.Errno {
+// denyDirRename refuses renaming name in dir (whose verified fd is pfd) to
+// newRel, the workspace path it gets, when the move could release a
+// credential or plant a protected path:
+//
+//   - a directory holding a credential: under the new name the file could
+//     match no glob (".aws" renamed to "x" would release x/credentials);
+//     files made through the mount are no credentials;
+//   - a directory holding anything whose path after the move is protected
+//     (mkdir m/docker, write m/docker/config.json, mv m/docker m/.docker),
+//     or a symlink whose name after the move is a protected prefix;
+//   - a symlink renamed to a protected prefix (ProtectedPrefix).
+//
+// The name itself, when it is not a directory, is judged by prepare.
+func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, newRel string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
 	var st unix.Stat_t
-	if err := dirfd.Lstat(pfd, name, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	if err := dirfd.Lstat(pfd, name, &st); err != nil {
+		return 0
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFLNK:
+		if f.opts.Credentials.ProtectedPrefix(newRel) {
+			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected)
+		}
+		return 0
+	case syscall.S_IFDIR:
+	default:
 		return 0
 	}
 	rel := f.relPath(dir, name)
@@ -138,19 +350,89 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name string)
 	}
 	defer dirfd.Close(fd)
 	seen := 0
-	found := ""
-	err = walk(fd, rel, func(p string, _ int, _ dirfd.Dirent) bool {
+	found, code := "", errcode.CredentialPathDenied
+	err = walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
 		seen++
-		if f.credentialDenied(p) {
+		if hiddenName(d.Name) {
+			return seen < maxRenameScan
+		}
+		after := newRel + p[len(rel):]
+		switch {
+		case f.credentialDenied(p) && !f.madeEntry(parent, d.Name):
 			found = p
+		case f.opts.Credentials.Protected(after),
+			d.Type == unix.DT_LNK && f.opts.Credentials.ProtectedPrefix(after):
+			found, code = after, errcode.ProtectedPathDenied
 		}
 		return found == "" && seen < maxRenameScan
 	})
 	if found != "" {
+		if code == errcode.ProtectedPathDenied {
+			return f.refuseRel(ctx, "rename", found, code, RuleProtected)
+		}
 		return f.refuseCredential(ctx, "rename", found, found)
 	}
 	if err != nil || seen >= maxRenameScan {
 		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned)
+	}
+	return 0
+}
+
+// madeEntry reports whether name in the directory held by dir is a file
+// made through the mount and unchanged since.
+func (f *FS) madeEntry(dir int, name string) bool {
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(dir, name, &st)
+	return err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && f.made.check(fileID{keyOf(&st), gen}, &st) == madeFresh
+}
+
+// Planting. A protected path (policy.Matcher.Protected: host configuration
+// a program of the host executes or trusts, such as .git/hooks/pre-commit
+// or .envrc) may be read through the mount but not made, written,
+// truncated, renamed or linked onto, nor have its metadata changed; every
+// route that puts bytes or a name at a path checks the path the object
+// has after the operation: prepare (create, mknod, symlink, link, rename's
+// target), the write open, truncate, setattr and xattr changes
+// (prepareSelf), both names of an exchange, a directory renamed with
+// protected paths beneath its new name (denyDirRename), a symlink named
+// like a protected directory (denySymlinkPlant), and the commit of a write
+// whose file was moved since it was opened (denyCommit).
+
+// denyProtect refuses op on name in dir (dir itself when name is "") if
+// its path is protected.
+func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
+	if f.opts.Credentials == nil {
+		return 0
+	}
+	if rel := f.relPath(dir, name); f.opts.Credentials.Protected(rel) {
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	return 0
+}
+
+// denySymlinkPlant refuses a symlink named name in dir whose name is a
+// protected directory prefix: writes beneath it would land at its target,
+// whose path the protect check sees, while a host's program reading the
+// protected path follows the symlink to them.
+func (f *FS) denySymlinkPlant(ctx context.Context, dir *Node, name string) syscall.Errno {
+	if f.opts.Credentials == nil {
+		return 0
+	}
+	if rel := f.relPath(dir, name); f.opts.Credentials.ProtectedPrefix(rel) {
+		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	return 0
+}
+
+// denyCommit re-checks the protect rule on the place a write is about to
+// commit to: a descriptor opened on m/docker/config.json before its
+// directory became m/.docker must not put its bytes at a protected path.
+func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
+	if f.opts.Credentials == nil {
+		return 0
+	}
+	if rel := w.place(); f.opts.Credentials.Protected(rel) {
+		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
 }

@@ -513,6 +513,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if err := dirfd.Fstat(fd, &st); err != nil {
 			return toErrno(err)
 		}
+		n.fsys.madeRestamp(n, &st) // the mount's own change (npm sets mtimes)
 		var w *pendingWrite
 		if h != nil && h.shared != nil {
 			w = h.shared
@@ -595,6 +596,9 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 	}
 	if h != nil {
 		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
+			return errno
+		}
+		if errno := n.fsys.denyProtect(ctx, "truncate", n, ""); errno != 0 {
 			return errno
 		}
 		return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })

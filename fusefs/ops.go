@@ -56,7 +56,11 @@ const (
 //  3. n's directory fd, opened beneath its parent's and verified (dirFd):
 //     a directory swapped since lookup is EACCES, PATH_ESCAPE;
 //  4. the name's workspace path, when the op moves or makes a name other
-//     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED.
+//     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED,
+//     unless nothing is there yet and the op makes it, or what is there was
+//     made through the mount (denyName);
+//  5. when the op makes the name, its path: a protected path is EACCES,
+//     PROTECTED_PATH_DENIED.
 //
 // Escapes come before credentials (the README: an escaping credential path
 // reports PATH_ESCAPE). What an op checks beyond this (a symlink's target, a
@@ -79,7 +83,12 @@ func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (int, 
 		return -1, errno
 	}
 	if use == movesFrom || use == makes {
-		if errno := f.denyPath(ctx, op, n, name); errno != 0 {
+		if errno := f.denyName(ctx, op, n, pfd, name, use); errno != 0 {
+			return -1, errno
+		}
+	}
+	if use == makes {
+		if errno := f.denyProtect(ctx, op, n, name); errno != 0 {
 			return -1, errno
 		}
 	}
@@ -162,6 +171,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 	if errno != 0 {
 		return nil, errno
 	}
+	n.fsys.madeNew(n.fsys.relPath(n, name), &st, gen)
 	n.fsys.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	out.SetAttrTimeout(asNode(child).attrValid())
@@ -224,7 +234,8 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 // Symlink creates a link whose target stays beneath the root; any other
 // target is refused (PATH_ESCAPE) and nothing is created, as is a target
-// that is a credential.
+// that is a credential, and a name that is a protected path or a protected
+// directory prefix (PROTECTED_PATH_DENIED).
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
@@ -237,6 +248,9 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	}
 	if rel := lexicalTarget(f.relPath(n, ""), target); f.credentialDenied(rel) {
 		return nil, f.refuseCredential(ctx, "symlink", f.relPath(n, name), rel)
+	}
+	if errno := f.denySymlinkPlant(ctx, n, name); errno != 0 {
+		return nil, errno
 	}
 	return n.createNamed(ctx, "symlink", pfd, name, syscall.S_IFLNK|0777, func(uint32) error {
 		return dirfd.Symlink(target, pfd, name)
@@ -271,6 +285,9 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
+	// A file the mount may read, linked onto a credential name, holds what
+	// the caller could read already: made through the mount.
+	n.fsys.madeNew(n.fsys.relPath(n, name), &st, tn.fileID().gen)
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
@@ -350,14 +367,24 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if flags&unix.RENAME_WHITEOUT != 0 {
 		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
 	}
-	if errno := f.denyDirRename(ctx, n, ofd, name); errno != 0 {
-		return errno
-	}
 	if exchange {
-		if errno := f.denyDirRename(ctx, np, nfd, newName); errno != 0 {
+		// Each name receives the other's object.
+		if errno := f.denyProtect(ctx, "rename", n, name); errno != 0 {
+			return errno
+		}
+		if errno := f.denyProtect(ctx, "rename", np, newName); errno != 0 {
 			return errno
 		}
 	}
+	if errno := f.denyDirRename(ctx, n, ofd, name, f.relPath(np, newName)); errno != 0 {
+		return errno
+	}
+	if exchange {
+		if errno := f.denyDirRename(ctx, np, nfd, newName, f.relPath(n, name)); errno != 0 {
+			return errno
+		}
+	}
+
 	// One look at each name serves both the lock check and the write
 	// that follows its file.
 	src, dst := f.lockOf(ofd, name), f.lockOf(nfd, newName)
@@ -371,6 +398,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
 		return toErrno(err)
+	}
+	f.madeRenamed(nfd, np, newName)
+	if exchange {
+		f.madeRenamed(ofd, n, name)
 	}
 	// A write in progress follows its file to the new name (renamed finds
 	// none if it ended meanwhile).

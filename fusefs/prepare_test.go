@@ -72,6 +72,7 @@ var nameOps = map[string]func(tf *testFS, t *testing.T, name string) syscall.Err
 func TestPrepareRefusals(t *testing.T) {
 	const hidden = TempPrefix + "0123456789abcdef"
 	const escape, cred = "PATH_ESCAPE EACCES", "CREDENTIAL_PATH_DENIED EACCES"
+	const protected = "PROTECTED_PATH_DENIED EACCES"
 	tests := []struct {
 		op, name string
 		readOnly bool
@@ -89,14 +90,21 @@ func TestPrepareRefusals(t *testing.T) {
 		{"unlink", hidden, false, syscall.ENOENT, ""},
 		{"rmdir", hidden, false, syscall.ENOENT, ""},
 
-		{"create", "id_rsa", false, syscall.EACCES, cred},
-		{"mknod", "id_rsa", false, syscall.EACCES, cred},
-		{"symlink", "id_rsa", false, syscall.EACCES, cred},
-		{"link", "id_rsa", false, syscall.EACCES, cred},
+		// A host's credential is never replaced, moved or linked; a new
+		// credential name is made (TestPrepareAllows).
+		{"rename to", ".env", false, syscall.EACCES, cred},
 		{"link from", ".env", false, syscall.EACCES, cred},
-		{"rename to", "id_rsa", false, syscall.EACCES, cred},
 		{"rename from", ".env", false, syscall.EACCES, cred},
 		{"exchange", ".env", false, syscall.EACCES, cred},
+
+		// A protected path is made by no route.
+		{"create", ".envrc", false, syscall.EACCES, protected},
+		{"mknod", ".envrc", false, syscall.EACCES, protected},
+		{"symlink", ".envrc", false, syscall.EACCES, protected},
+		{"symlink", ".terraform.d", false, syscall.EACCES, protected},
+		{"link", ".envrc", false, syscall.EACCES, protected},
+		{"rename to", ".envrc", false, syscall.EACCES, protected},
+		{"exchange", ".bashrc", false, syscall.EACCES, protected},
 
 		{"create", "new.txt", true, syscall.EROFS, ""},
 		{"mknod", "new.txt", true, syscall.EROFS, ""},
@@ -115,6 +123,7 @@ func TestPrepareRefusals(t *testing.T) {
 			tf := newTestFS(t, func(o *Options) { o.ReadOnly = tt.readOnly })
 			tf.write(t, "a.txt", "A")
 			tf.write(t, ".env", "SECRET")
+			tf.write(t, ".bashrc", "alias ll='ls -l'")
 			tf.write(t, hidden, "another owner's uncommitted bytes")
 			if err := os.Mkdir(filepath.Join(tf.backing, "d"), 0o755); err != nil {
 				t.Fatal(err)
@@ -147,7 +156,8 @@ func opName(op string) string {
 
 // TestPrepareAllows: a credential may be removed, and a directory with a
 // credential's name made (a policy may allow a file beneath it); what is
-// made in it is judged as it is made.
+// made in it is judged as it is made: a new credential name is made
+// through the mount, and reads back.
 func TestPrepareAllows(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, ".env", "SECRET")
@@ -162,13 +172,24 @@ func TestPrepareAllows(t *testing.T) {
 	}
 	ssh := tf.lookup(t, ".ssh")
 	var out fuse.EntryOut
-	if _, _, _, errno := ssh.Create(context.Background(), "id_ed25519", syscall.O_WRONLY|syscall.O_CREAT, 0o600, &out); errno != syscall.EACCES {
-		t.Errorf("create .ssh/id_ed25519 = %v, want EACCES", errno)
+	_, fh, _, errno := ssh.Create(context.Background(), "id_ed25519", syscall.O_WRONLY|syscall.O_CREAT, 0o600, &out)
+	if errno != 0 {
+		t.Fatalf("create .ssh/id_ed25519 = %v, want success (made through the mount)", errno)
 	}
-	if _, ok := tf.read(t, ".ssh/id_ed25519"); ok {
-		t.Error(".ssh/id_ed25519 was made")
+	fileOf(fh).Release(context.Background())
+	if _, ok := tf.read(t, ".ssh/id_ed25519"); !ok {
+		t.Error(".ssh/id_ed25519 was not made")
 	}
-	tf.wantAudit(t, "create CREDENTIAL_PATH_DENIED EACCES")
+	for _, op := range []string{"mknod", "symlink", "link", "rename to"} {
+		tf.write(t, "a.txt", "A")
+		if errno := nameOps[op](tf, t, "id_rsa"); errno != 0 {
+			t.Errorf("%s id_rsa = %v, want success (a new credential name)", op, errno)
+		}
+		if errno := nameOps["unlink"](tf, t, "id_rsa"); errno != 0 {
+			t.Fatalf("unlink id_rsa: %v", errno)
+		}
+	}
+	tf.wantAudit(t)
 }
 
 // selfOps are the operations on a node itself, as the kernel sends them.
@@ -204,6 +225,7 @@ var selfOps = map[string]func(n *Node) syscall.Errno{
 // metadata). The backing dir is left as it was.
 func TestPrepareSelfRefusals(t *testing.T) {
 	const escape, cred = "PATH_ESCAPE EACCES", "CREDENTIAL_PATH_DENIED EACCES"
+	const protected = "PROTECTED_PATH_DENIED EACCES"
 	tests := []struct {
 		op       string
 		readOnly bool

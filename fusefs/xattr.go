@@ -40,6 +40,12 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 			dirfd.Close(fd)
 			return -1, errno
 		}
+		if changes {
+			if errno := n.fsys.denyProtect(ctx, op, n, ""); errno != 0 {
+				dirfd.Close(fd)
+				return -1, errno
+			}
+		}
 	}
 	return fd, 0
 }

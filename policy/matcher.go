@@ -29,6 +29,8 @@ type Matcher struct {
 	// rules holds each deny glob again, compiled on its own, to name the
 	// one that matched a refusal (Rule); Denied never reads them.
 	rules []denyRule
+	// protect is the write-refused set (protect.go).
+	protect protectSet
 }
 
 // Rule is the deny glob that makes a path a credential, and where it comes
@@ -98,6 +100,20 @@ func (p *Policy) Matcher() *Matcher {
 	}
 	for _, g := range p.Credentials.Allow {
 		m.allow.add(g) // an invalid allow glob allows nothing
+	}
+	if p.Protect.Defaults {
+		for _, g := range DefaultProtectGlobs {
+			m.protect.add(g.Pattern)
+		}
+		for _, g := range DefaultProtectExceptions {
+			m.protect.allow.add(g.Pattern)
+		}
+	}
+	for _, g := range p.Protect.Paths {
+		m.protect.add(g)
+	}
+	for _, g := range p.Protect.Allow {
+		m.protect.allow.add(g)
 	}
 	return m
 }

@@ -99,7 +99,7 @@ func (ps *parser) syntax(err error) error {
 
 func (ps *parser) policy(root *yaml.Node) (*Policy, error) {
 	p := Default()
-	seen, err := ps.fields(root, "", []string{"version", "credentials", "symlinks", "audit"},
+	seen, err := ps.fields(root, "", []string{"version", "credentials", "protect", "symlinks", "audit"},
 		func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -107,6 +107,8 @@ func (ps *parser) policy(root *yaml.Node) (*Policy, error) {
 				p.Version, err = ps.version(v)
 			case "credentials":
 				err = ps.credentials(v, &p.Credentials)
+			case "protect":
+				err = ps.protect(v, &p.Protect)
 			case "symlinks":
 				p.Symlinks, err = ps.str(v, "symlinks")
 				if err == nil && p.Symlinks != SymlinksInsideOnly {
@@ -152,6 +154,24 @@ func (ps *parser) credentials(v *yaml.Node, c *Credentials) error {
 				c.Allow, err = ps.globs(v, field)
 			case "hide":
 				c.Hide, err = ps.boolean(v, field)
+			}
+			return err
+		})
+	return err
+}
+
+func (ps *parser) protect(v *yaml.Node, pr *Protect) error {
+	_, err := ps.fields(v, "protect", []string{"defaults", "paths", "allow"},
+		func(key string, k, v *yaml.Node) error {
+			var err error
+			field := "protect." + key
+			switch key {
+			case "defaults":
+				pr.Defaults, err = ps.boolean(v, field)
+			case "paths":
+				pr.Paths, err = ps.globsChecked(v, field, checkProtectGlob)
+			case "allow":
+				pr.Allow, err = ps.globs(v, field)
 			}
 			return err
 		})
@@ -235,6 +255,11 @@ func (ps *parser) str(v *yaml.Node, field string) (string, error) {
 
 // globs reads a list of globs; null is the empty list.
 func (ps *parser) globs(v *yaml.Node, field string) ([]string, error) {
+	return ps.globsChecked(v, field, checkGlob)
+}
+
+// globsChecked is globs with its own check of each glob.
+func (ps *parser) globsChecked(v *yaml.Node, field string, check func(string) error) ([]string, error) {
 	if isNull(v) {
 		return nil, nil
 	}
@@ -251,7 +276,7 @@ func (ps *parser) globs(v *yaml.Node, field string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkGlob(g); err != nil {
+		if err := check(g); err != nil {
 			return nil, ps.wrap(e, f, err)
 		}
 		out = append(out, g)

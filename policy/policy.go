@@ -20,6 +20,10 @@
 //	  allow: ["**/.env.example"]  # globs that override a denial (default none)
 //	  hide: false              # true: denied entries also vanish from lookup
 //	                           # and directory listings (default false)
+//	protect:                   # optional
+//	  defaults: true           # include the built-in protect set (default true)
+//	  paths: [".tool/run.sh"]  # globs added to it (default none)
+//	  allow: ["**/.npmrc"]     # globs exempted from it, as written (default none)
 //	symlinks: inside-only      # optional; the only value, and the default
 //	audit:                     # optional; no section means no audit file
 //	  path: /var/log/realm/audit.jsonl  # required in the section; absolute
@@ -58,6 +62,9 @@ type Policy struct {
 	Version int
 	// Credentials says which workspace paths are credentials.
 	Credentials Credentials
+	// Protect says which workspace paths a process on the mount may read
+	// but not write.
+	Protect Protect
 	// Symlinks is the symlink mode; only SymlinksInsideOnly exists.
 	Symlinks string
 	// Audit says where refusals are logged.
@@ -85,6 +92,20 @@ type Credentials struct {
 	Hide bool
 }
 
+// Protect is the protect section of the policy file: host configuration
+// that a program of the host executes or trusts, which a process on the
+// mount must not plant or change (protect.go).
+type Protect struct {
+	// Defaults includes DefaultProtectGlobs and DefaultProtectExceptions
+	// (YAML key defaults; true unless the file says false).
+	Defaults bool
+	// Paths holds globs added to the protected set (YAML key paths).
+	Paths []string
+	// Allow holds globs exempted from it (YAML key allow), matched as
+	// written.
+	Allow []string
+}
+
 // Audit is the audit section of the policy file.
 type Audit struct {
 	// Path is the absolute path of the JSON-lines audit log (YAML key
@@ -99,6 +120,7 @@ func Default() *Policy {
 	return &Policy{
 		Version:     1,
 		Credentials: Credentials{Defaults: true},
+		Protect:     Protect{Defaults: true},
 		Symlinks:    SymlinksInsideOnly,
 	}
 }
@@ -135,9 +157,11 @@ func (p *Policy) Validate() error {
 	for _, list := range []struct {
 		name  string
 		globs []string
-	}{{"credentials.deny", p.Credentials.Deny}, {"credentials.allow", p.Credentials.Allow}} {
+		check func(string) error
+	}{{"credentials.deny", p.Credentials.Deny, checkGlob}, {"credentials.allow", p.Credentials.Allow, checkGlob},
+		{"protect.paths", p.Protect.Paths, checkProtectGlob}, {"protect.allow", p.Protect.Allow, checkGlob}} {
 		for i, g := range list.globs {
-			if err := checkGlob(g); err != nil {
+			if err := list.check(g); err != nil {
 				return errcode.Wrap(errcode.SchemaInvalid, err, "policy: %s[%d]", list.name, i)
 			}
 		}
@@ -208,10 +232,10 @@ func (p *Policy) Render() []byte {
 
 	// globList lists the built-in globs (when the defaults apply), each
 	// with its source, then the policy's own that are not among them.
-	globList := func(builtins []Glob, own []string) *yaml.Node {
+	globList := func(defaults bool, builtins []Glob, own []string) *yaml.Node {
 		list := seq()
 		builtin := make(map[string]bool)
-		if p.Credentials.Defaults {
+		if defaults {
 			for _, g := range builtins {
 				n := glob(g.Pattern)
 				n.LineComment = "built-in: " + g.Source
@@ -229,8 +253,13 @@ func (p *Policy) Render() []byte {
 		}
 		return list
 	}
-	deny := globList(DefaultCredentialGlobs, p.Credentials.Deny)
-	allow := globList(DefaultPublicGlobs, p.Credentials.Allow)
+	deny := globList(p.Credentials.Defaults, DefaultCredentialGlobs, p.Credentials.Deny)
+	allow := globList(p.Credentials.Defaults, DefaultPublicGlobs, p.Credentials.Allow)
+	protectDefaults := str("defaults")
+	protectDefaults.HeadComment = "protect: paths a process on the mount may read but not write. defaults: false: the built-in protect set is not applied."
+	if p.Protect.Defaults {
+		protectDefaults.HeadComment = "protect: paths a process on the mount may read but not write. defaults: true applies the built-in set (listed first under paths, its exceptions first under allow)."
+	}
 
 	defaults := str("defaults")
 	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
@@ -244,6 +273,11 @@ func (p *Policy) Render() []byte {
 			str("deny"), deny,
 			str("allow"), allow,
 			str("hide"), boolean(p.Credentials.Hide),
+		),
+		str("protect"), mapping(
+			protectDefaults, boolean(p.Protect.Defaults),
+			str("paths"), globList(p.Protect.Defaults, DefaultProtectGlobs, p.Protect.Paths),
+			str("allow"), globList(p.Protect.Defaults, DefaultProtectExceptions, p.Protect.Allow),
 		),
 		str("symlinks"), str(p.Symlinks),
 	)

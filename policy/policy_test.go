@@ -33,16 +33,19 @@ audit: {path: /var/log/realm/audit.jsonl}
 			Version: 1,
 			Credentials: Credentials{Defaults: true, Deny: []string{"secrets/**"}, DenySources: []string{"policy:policy.yaml:4"},
 				Allow: []string{"**/.env.example", "config/test.pem"}},
+			Protect:  Protect{Defaults: true},
 			Symlinks: SymlinksInsideOnly,
 			Audit:    Audit{Path: "/var/log/realm/audit.jsonl"},
 		}},
 		{"defaults off and hide", "version: 1\ncredentials:\n  defaults: false\n  hide: true\n",
-			&Policy{Version: 1, Credentials: Credentials{Hide: true}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Hide: true}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"empty sections take defaults", "version: 1\ncredentials:\naudit:\n", Default()},
 		{"empty lists", "version: 1\ncredentials: {deny: [], allow: }\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{}}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{}}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"block lists and comments", "# realm\nversion: 1 # one\ncredentials:\n  deny:\n    - 'a/**'\n    - \"**/*.secret\"\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+		{"protect section", "version: 1\nprotect:\n  defaults: false\n  paths: ['tools/*.sh', '**/.yarnrc.yml']\n  allow: ['tools/ok.sh']\n",
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Paths: []string{"tools/*.sh", "**/.yarnrc.yml"}, Allow: []string{"tools/ok.sh"}}, Symlinks: SymlinksInsideOnly}},
 		{"document marker", "---\nversion: 1\n", Default()},
 		{"hex version", "version: 0x1\n", Default()},
 	}
@@ -77,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"version string", "version: \"1\"\n", `policy.yaml:1: version: expected an integer, got string "1"`},
 		{"version float", "symlinks: inside-only\nversion: 1.0\n", "policy.yaml:2: version: expected an integer, got number 1.0"},
 		{"unknown top-level key", "version: 1\nsymlink: inside-only\n",
-			"policy.yaml:2: symlink: unknown field (want one of version, credentials, symlinks, audit)"},
+			"policy.yaml:2: symlink: unknown field (want one of version, credentials, protect, symlinks, audit)"},
 		{"unknown key on line 5", "version: 1\ncredentials:\n  defaults: true\n  deny: []\n  denny: [x]\n",
 			"policy.yaml:5: credentials.denny: unknown field (want one of defaults, deny, allow, hide)"},
 		{"duplicate key", "version: 1\nversion: 1\n", "policy.yaml:2: version: duplicate field"},
@@ -244,6 +247,7 @@ func TestRender(t *testing.T) {
 				Allow: []string{"docs/*.pem", "true", "123"}}},
 		"no defaults": {Version: 1, Symlinks: SymlinksInsideOnly, Credentials: Credentials{Deny: []string{"a"}}},
 		"empty":       {Version: 1, Symlinks: SymlinksInsideOnly},
+		"protect":     {Version: 1, Symlinks: SymlinksInsideOnly, Protect: Protect{Defaults: true, Paths: []string{"tools/*.sh"}, Allow: []string{"**/.npmrc"}}},
 	}
 	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
@@ -264,11 +268,15 @@ func TestRender(t *testing.T) {
 				if m1.Denied(rel) != m2.Denied(rel) {
 					t.Errorf("Denied(%q) differs after round trip", rel)
 				}
+				if m1.Protected(rel) != m2.Protected(rel) {
+					t.Errorf("Protected(%q) differs after round trip", rel)
+				}
 			}
 		})
 	}
 	out := string(Default().Render())
-	for _, want := range []string{"version: 1", "defaults: true", "- '**/.env' # built-in: realm", "symlinks: inside-only", "hide: false"} {
+	for _, want := range []string{"version: 1", "defaults: true", "- '**/.env' # built-in: realm", "symlinks: inside-only", "hide: false",
+		"- '**/.git/hooks/**' # built-in: githooks(5)", "- '**/.git/**/hooks/*.sample' # built-in: git's template hooks"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("default rendering lacks %q:\n%s", want, out)
 		}

@@ -1,0 +1,65 @@
+package fusefs
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestCommitRechecksProtect: a write whose file reaches a protected path
+// by a move the guard did not judge (here: FS.renamed called directly, as
+// Rename calls it after a rename it allowed) never commits there: the
+// commit is refused, EACCES, audited PROTECTED_PATH_DENIED, and the temp
+// goes. The e2e route (mv m/docker m/.docker with a descriptor held) is
+// refused at the rename (e2e TestPlantRefused); this is the second line.
+func TestCommitRechecksProtect(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "cfg", "old\n")
+	h := tf.openWrite(t, 1, "cfg", syscall.O_WRONLY|syscall.O_APPEND)
+	writeAll(t, h, "planted\n")
+	st := backingStat(t, tf, "cfg")
+	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
+		t.Fatal(err)
+	}
+	tf.renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	if errno := h.Fsync(as(1), 0); errno != syscall.EACCES {
+		t.Errorf("commit at .envrc = %v, want EACCES", errno)
+	}
+	tf.wantContent(t, ".envrc", "old\n", "after the refused commit")
+	tf.wantNoTemps(t)
+	tf.wantAudit(t, "commit PROTECTED_PATH_DENIED EACCES")
+	h.Release(as(1))
+}
+
+// TestMadeFollowsCommits: a credential-named file created through the
+// mount stays readable across commits (each a new backing identity) and a
+// utimensat through the mount; a change of its size or mtime behind the
+// mount makes it a credential again.
+func TestMadeFollowsCommits(t *testing.T) {
+	tf := newTestFS(t, nil)
+	if errno := nameOps["create"](tf, t, ".env"); errno != 0 {
+		t.Fatalf("create .env = %v", errno)
+	}
+	for i, content := range []string{"A=1\n", "A=2\n"} {
+		h := tf.openWrite(t, 1, ".env", syscall.O_WRONLY|syscall.O_TRUNC)
+		writeAll(t, h, content)
+		if errno := h.Fsync(as(1), 0); errno != 0 {
+			t.Fatalf("commit %d: %v", i, errno)
+		}
+		h.Release(as(1))
+		n := tf.lookup(t, ".env")
+		if fh, _, errno := n.Open(as(2), syscall.O_RDONLY); errno != 0 {
+			t.Errorf("open of .env after commit %d: %v, want it readable (made through the mount)", i, errno)
+		} else {
+			fileOf(fh).Release(as(2))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tf.backing, ".env"), []byte("A=host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := tf.lookup(t, ".env")
+	if _, _, errno := n.Open(as(2), syscall.O_RDONLY); errno != syscall.EACCES {
+		t.Errorf("open of .env after the host rewrote it: %v, want EACCES", errno)
+	}
+}
