@@ -225,7 +225,6 @@ var selfOps = map[string]func(n *Node) syscall.Errno{
 // metadata). The backing dir is left as it was.
 func TestPrepareSelfRefusals(t *testing.T) {
 	const escape, cred = "PATH_ESCAPE EACCES", "CREDENTIAL_PATH_DENIED EACCES"
-	const protected = "PROTECTED_PATH_DENIED EACCES"
 	tests := []struct {
 		op       string
 		readOnly bool
