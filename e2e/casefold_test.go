@@ -113,6 +113,46 @@ func TestCaseInsensitiveBacking(t *testing.T) {
 	})
 }
 
+// TestCaseInsensitiveNTFS mounts realmfs over an NTFS image mounted with
+// lowntfs-3g -o ignore_case (FUSE, so it needs no kernel module: it runs
+// where vfat is missing), where .ENV opens .env: every other spelling of a
+// credential is refused with an audit line, and writing through one leaves
+// the file as it was.
+func TestCaseInsensitiveNTFS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: mounting an NTFS image needs root")
+	}
+	requireTool(t, "mkntfs", "lowntfs-3g")
+	t.Parallel()
+	m := mount(t, Prepare(func(m *Mount) {
+		img := filepath.Join(t.TempDir(), "ntfs.img")
+		if err := os.WriteFile(img, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(img, 16<<20); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "", nil, "mkntfs", "-F", "-Q", "-q", img)
+		run(t, "", nil, "lowntfs-3g", "-o", "ignore_case", img, m.Backing)
+		// Registered before the mount's own cleanup, so it runs after it.
+		t.Cleanup(func() {
+			if out, err := exec.Command("fusermount3", "-u", m.Backing).CombinedOutput(); err != nil {
+				t.Errorf("fusermount3 -u %s: %v: %s", m.Backing, err, out)
+				exec.Command("umount", "-l", m.Backing).Run()
+			}
+		})
+		writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
+		writeFile(t, m.BackingPath(".ssh", "id_rsa"), "PRIVATE KEY\n")
+		writeFile(t, m.BackingPath("server.pem"), "PEM\n")
+	}))
+	if got := readFile(t, m.BackingPath(".ENV")); got != "SECRET=1\n" {
+		t.Fatalf("lowntfs-3g -o ignore_case does not resolve .ENV to .env: %q", got)
+	}
+	requireCaseRefused(t, m, map[string]string{
+		".ENV": ".env", ".SSH/ID_RSA": ".ssh/id_rsa", "Server.PEM": "server.pem",
+	})
+}
+
 // TestRenameWhiteoutRefused: renameat2(RENAME_WHITEOUT) would leave a 0:0
 // character device at the source name in BACKING, a device node mknod is
 // refused; it is refused, audited, and nothing moves.

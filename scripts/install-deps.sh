@@ -8,6 +8,8 @@
 #   attr            getfattr/setfattr for the xattr e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
 #   dosfstools      mkfs.vfat, for the case-insensitive BACKING e2e test
+#   ntfs-3g         mkntfs and lowntfs-3g -o ignore_case: a case-insensitive
+#                   BACKING through FUSE, where the kernel has no vfat
 #   make gcc libc6-dev  the corpus's recursive C build (e2e/corpus_test.go)
 #   python3-venv    the corpus's venv with pip, when python3 is Debian's
 #   nodejs          the corpus's npm pack/install/ci; npm below if it lacks it
@@ -18,6 +20,7 @@ pkgs+=(make gcc libc6-dev)
 pkgs+=(python3-venv)
 pkgs+=(nodejs)
 pkgs+=(shellcheck)
+pkgs+=(ntfs-3g)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
