@@ -42,6 +42,8 @@
 #                     under strace -c -f for the system calls, one on a
 #                     --debug mount for the requests
 #   COUNT_SRC=$SRC    the tree the counts untar
+#   COUNT_TARGETS="native native_fsyncs realmfs realmfs_atomic loopback"
+#                     the targets counted
 #
 # Needs root for passthrough and for dropping caches (without root the
 # read-back runs with warm caches and says so).
@@ -63,6 +65,7 @@ KEEP=${KEEP:-0}
 TIMED=${TIMED:-1}
 COUNTS=${COUNTS:-1}
 COUNT_SRC=${COUNT_SRC:-$SRC}
+COUNT_TARGETS=${COUNT_TARGETS:-native native_fsyncs realmfs realmfs_atomic loopback}
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d "$BENCH_DIR/realm-bench.XXXXXX")
@@ -400,14 +403,16 @@ if [ "$COUNTS" = 1 ]; then
 	echo "counting..." >&2
 	for wl in "${count_workloads[@]}"; do
 		kind=${wl%%|*}
-		echo "counts: $kind on native" >&2
-		count_native native "$kind" "$kind"
-		if [ "$kind" = create ]; then
+		if [[ " $COUNT_TARGETS " == *" native "* ]]; then
+			echo "counts: $kind on native" >&2
+			count_native native "$kind" "$kind"
+		fi
+		if [ "$kind" = create ] && [[ " $COUNT_TARGETS " == *" native_fsyncs "* ]]; then
 			echo "counts: $kind on native_fsyncs" >&2
 			count_native native_fsyncs "$kind" createsafe
 		fi
 		for t in realmfs realmfs_atomic loopback; do
-			[ "$t" = loopback ] && [ "$LOOPBACK" != 1 ] && continue
+			[[ " $COUNT_TARGETS " == *" $t "* ]] || continue
 			echo "counts: $kind on $t" >&2
 			case $t in
 			realmfs)
