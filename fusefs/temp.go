@@ -2,9 +2,7 @@ package fusefs
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -35,7 +33,9 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 		}
 		return nil
 	}
-	name := newTempName()
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := TempPrefix + hex.EncodeToString(rnd[:])
 	f := w.node.fsys
 	f.tempMade(name, true)
 	fd, err := dirfd.Open(w.tempDir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
@@ -81,28 +81,6 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 	dirfd.CopyXattrs(fd, w.base, "security.capability")
 	w.temp, w.tempName, w.mode = fd, name, mode
 	return nil
-}
-
-// tempBase and tempSeq make the temps' names: a random base per process,
-// so that two daemons (two mounts of one BACKING) do not meet, plus a
-// count, so that a temp costs no getrandom(2). A name met anyway fails
-// the temp's O_EXCL create, as a random one would; the name need not be
-// unguessable: a temp is made O_EXCL beneath the directory's fd, never
-// through a symlink, and the mount hides every TempPrefix name.
-var (
-	tempBase = func() uint64 {
-		var b [8]byte
-		rand.Read(b[:])
-		return binary.NativeEndian.Uint64(b[:])
-	}()
-	tempSeq atomic.Uint64
-)
-
-// newTempName is a name for a new temp: TempPrefix and 16 hex digits.
-func newTempName() string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], tempBase+tempSeq.Add(1))
-	return TempPrefix + hex.EncodeToString(b[:])
 }
 
 // killSuid is mode without the bits a write by an unprivileged process
