@@ -11,11 +11,13 @@
 #   make gcc libc6-dev  the corpus's recursive C build (e2e/corpus_test.go)
 #   python3-venv    the corpus's venv with pip, when python3 is Debian's
 #   nodejs          the corpus's npm pack/install/ci; npm below if it lacks it
+#   strace          make bench's counts of the daemon's system calls per file
 set -euo pipefail
 pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux dosfstools)
 pkgs+=(make gcc libc6-dev)
 pkgs+=(python3-venv)
 pkgs+=(nodejs)
+pkgs+=(strace)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
