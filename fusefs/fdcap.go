@@ -179,10 +179,11 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 }
 
 // Mount mounts the filesystem at dir, as fs.Mount does, with the handles
-// of each owner counted (Options.MaxFdsPerOwner), and returns once the
-// mount is ready.
+// of each owner counted (Options.MaxFdsPerOwner) and the umask of each
+// request that makes an object noted (umaskFS), and returns once the mount
+// is ready.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	raw := &countingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}
+	raw := &countingFS{RawFileSystem: umaskFS{fs.NewNodeFS(f.root, opts)}, f: f}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -514,6 +514,11 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return toErrno(err)
 		}
 		n.fsys.madeRestamp(n, &st) // the mount's own change (npm sets mtimes)
+		// Without a handle, the answer is the object just changed, as
+		// Getattr would find it again by name (verified, and as the
+		// caller's owner sees it: its temp if it is writing the file),
+		// without resolving the name a second time.
+		view := st
 		var w *pendingWrite
 		if h != nil && h.shared != nil {
 			w = h.shared
@@ -529,12 +534,21 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 				}
 			}
 			w.observed = st
+			if errno == 0 && h == nil {
+				errno = toErrno(dirfd.Fstat(w.cur(), &view))
+			}
 			w.entry.Unlock()
 			if errno != 0 {
 				return errno
 			}
 		} else {
 			n.ownChange(nil)
+		}
+		if h == nil {
+			n.fsys.fillAttr(&out.Attr, &view)
+			out.Ino = n.StableAttr().Ino
+			out.SetTimeout(n.attrValid())
+			return 0
 		}
 	}
 	return n.Getattr(ctx, fh, out)

@@ -55,3 +55,30 @@ func TestACLPerm(t *testing.T) {
 		}
 	}
 }
+
+func TestUmaskTable(t *testing.T) {
+	var u umaskTable
+	u.m = make(map[uint32]umaskNote)
+	if _, ok := u.get(7); ok {
+		t.Fatal("a thread with no request in progress has a umask")
+	}
+	done := u.hold(7, 0o027)
+	if got, ok := u.get(7); !ok || got != 0o027 {
+		t.Fatalf("get(7) = %o, %v; want 027, true", got, ok)
+	}
+	// A second request noted for the same thread makes the note ambiguous:
+	// callerUmask then reads /proc.
+	again := u.hold(7, 0o022)
+	if _, ok := u.get(7); ok {
+		t.Fatal("two requests of one thread: the note should say nothing")
+	}
+	again()
+	done()
+	if _, ok := u.get(7); ok || len(u.m) != 0 {
+		t.Fatalf("notes left after every request was answered: %v", u.m)
+	}
+	u.hold(0, 0o022)() // pid 0 names no thread
+	if _, ok := u.get(0); ok {
+		t.Fatal("pid 0 was noted")
+	}
+}

@@ -48,6 +48,13 @@ const (
 	inNameChange   = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO
 )
 
+// maxEventLen bounds one event as read from either queue: fanotify's
+// metadata with two DFID_NAME records (a rename's old and new names, each
+// a file handle of at most MAX_HANDLE_SZ bytes and a name of at most
+// NAME_MAX), or inotify's header and name. A read that left at least this
+// much of the buffer unused took every event queued.
+const maxEventLen = 24 + 2*(4+8+8+128+256) + 64
+
 type watcher struct {
 	fs     *FS
 	q      *notifier
@@ -222,6 +229,13 @@ func (w *watcher) run() {
 				w.fanEvents(buf[:n])
 			} else {
 				w.inEvents(buf[:n])
+			}
+			if n <= len(buf)-maxEventLen {
+				// The read took every event queued: another would only
+				// say EAGAIN. Most wakes carry one or two events (most of
+				// them the daemon's own), so this is one system call in
+				// three; poll answers at once if more came meanwhile.
+				break
 			}
 		}
 	}

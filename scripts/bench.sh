@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # bench.sh — the same workloads on a native directory and on realmfs mounts,
-# interleaved, ROUNDS rounds; prints medians and ratios to native as Markdown.
+# interleaved, ROUNDS rounds; prints medians and ratios to native as Markdown,
+# the daemons' CPU per file, then (COUNTS=1) what a created file costs in
+# numbers a loaded machine does not blur: FUSE requests by opcode, the
+# daemon's system calls by name and its CPU time, per file.
 #
 # Usage: scripts/bench.sh            (make bench)
 #        ROUNDS=1 SIZE=64M FILES=500 SAVES=200 scripts/bench.sh   (a quick run)
 #
 # Environment:
 #   ROUNDS=3          rounds (each runs every workload on every target)
-#   SIZE=1G           size of the sequential write / read-back file
+#   SIZE=512M         size of the sequential write / read-back file
 #   FILES=5000        number of 4 KiB files for create / stat / read
 #   SAVES=2000        number of atomic saves
-#   SRC=/usr/local/go/src/net   tree to untar and commit with git
+#   SRC=/usr/local/go/src/cmd   tree to untar, commit with git and rm -rf
 #   BENCH_DIR=/var/tmp          where the work dir goes (native dir and both
 #                               backing dirs live there: one filesystem)
 #   PASSTHROUGH_OFF=1 also measure a mount with -o passthrough=off
@@ -28,16 +31,29 @@
 #   REALMFS_FLAGS=    extra realmfs flags, e.g. "--policy FILE"
 #   REALMFS_BIN=      use this realmfs instead of building ./cmd/realmfs
 #   KEEP=0            1 keeps the work dir (results.txt holds every sample)
+#   TIMED=1           0 skips the timed rounds (counts only)
+#   COUNTS=1          0 skips the counts; they need root (strace attaches to
+#                     the daemons) and measure, each on fresh mounts, create
+#                     FILES x 4 KiB and tar x of COUNT_SRC on native,
+#                     native_fsyncs (create: each file through temp, fsync,
+#                     rename, fsync of the directory, as realmfs does it),
+#                     realmfs, realmfs_atomic (-o durability=atomic) and
+#                     loopback: a plain run for the CPU (/proc/PID/stat), one
+#                     under strace -c -f for the system calls, one on a
+#                     --debug mount for the requests
+#   COUNT_SRC=$SRC    the tree the counts untar
+#   COUNT_TARGETS="native native_fsyncs realmfs realmfs_atomic loopback"
+#                     the targets counted
 #
 # Needs root for passthrough and for dropping caches (without root the
 # read-back runs with warm caches and says so).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
-SIZE=${SIZE:-1G}
+SIZE=${SIZE:-512M}
 FILES=${FILES:-5000}
 SAVES=${SAVES:-2000}
-SRC=${SRC:-/usr/local/go/src/net}
+SRC=${SRC:-/usr/local/go/src/cmd}
 BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
 GUARD_OFF=${GUARD_OFF:-1}
@@ -46,6 +62,10 @@ LOOPBACK=${LOOPBACK:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
 REALMFS_FLAGS=${REALMFS_FLAGS:-}
 KEEP=${KEEP:-0}
+TIMED=${TIMED:-1}
+COUNTS=${COUNTS:-1}
+COUNT_SRC=${COUNT_SRC:-$SRC}
+COUNT_TARGETS=${COUNT_TARGETS:-native native_fsyncs realmfs realmfs_atomic loopback}
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d "$BENCH_DIR/realm-bench.XXXXXX")
@@ -53,10 +73,14 @@ bin=$work/bin
 mkdir -p "$bin" "$work/home"
 
 mounts=()
+pids=()
 cleanup() {
-	local m
+	local m p
 	for m in "${mounts[@]}"; do
 		fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
 	done
 	if [ "$KEEP" = 1 ]; then
 		echo "kept $work" >&2
@@ -82,11 +106,25 @@ src_files=$(tar -tf "$work/src.tar" | grep -vc '/$' || true)
 is_root=0
 [ "$(id -u)" = 0 ] && is_root=1
 
-# Targets: name and directory. native first (the reference).
-declare -A dir
+# Targets: name and directory. native first (the reference). A FUSE
+# target's daemon runs in the foreground, here, so its pid is known.
+declare -A dir pid
 names=(native realmfs)
 dir[native]=$work/native
 mkdir -p "${dir[native]}"
+
+# wait_mount MNT PID LOG: wait until the daemon PID has mounted MNT.
+wait_mount() {
+	local i
+	for i in $(seq 100); do
+		mountpoint -q "$1" && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "bench.sh: $1 did not mount; its log:" >&2
+	cat "$3" >&2
+	exit 1
+}
 
 mount_realmfs() { # name opts [flags...]
 	local name=$1 opts=$2 backing=$work/backing-$1 mnt=$work/mnt-$1
@@ -95,8 +133,22 @@ mount_realmfs() { # name opts [flags...]
 	local o=()
 	[ -n "$opts" ] && o=(-o "$opts")
 	# shellcheck disable=SC2086 # REALMFS_FLAGS is a list of words
-	"$bin/realmfs" "${o[@]}" $REALMFS_FLAGS "$@" "$backing" "$mnt"
+	"$bin/realmfs" -f "${o[@]}" $REALMFS_FLAGS "$@" "$backing" "$mnt" >>"$work/$name.log" 2>&1 &
+	pid[$name]=$!
+	pids+=($!)
 	mounts+=("$mnt")
+	wait_mount "$mnt" "${pid[$name]}" "$work/$name.log"
+	dir[$name]=$mnt
+}
+mount_loopback() { # name [flags...]
+	local name=$1 backing=$work/backing-$1 mnt=$work/mnt-$1
+	shift
+	mkdir -p "$backing" "$mnt"
+	"$bin/loopback" "$@" "$mnt" "$backing" >>"$work/$name.log" 2>&1 &
+	pid[$name]=$!
+	pids+=($!)
+	mounts+=("$mnt")
+	wait_mount "$mnt" "${pid[$name]}" "$work/$name.log"
 	dir[$name]=$mnt
 }
 join_opts() { local IFS=,; echo "$*"; }
@@ -117,20 +169,16 @@ if [ "$CONTROL" = 1 ]; then
 	mount_realmfs realmfs_again "$REALMFS_OPTS"
 fi
 if [ "$LOOPBACK" = 1 ]; then
-	mkdir -p "$work/backing-loopback" "$work/mnt-loopback"
-	"$bin/loopback" -q "$work/mnt-loopback" "$work/backing-loopback" >"$work/loopback.log" 2>&1 &
-	for _ in $(seq 50); do
-		mountpoint -q "$work/mnt-loopback" && break
-		sleep 0.1
-	done
-	mountpoint -q "$work/mnt-loopback" || { echo "bench.sh: loopback did not mount" >&2; exit 1; }
-	mounts+=("$work/mnt-loopback")
+	mount_loopback loopback -q
 	names+=(loopback)
-	dir[loopback]=$work/mnt-loopback
 fi
 
 results=$work/results.txt
+cpus=$work/cpu.txt
+counts=$work/counts.txt
 : >"$results"
+: >"$cpus"
+: >"$counts"
 
 export HOME=$work/home GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@realm.invalid
@@ -151,7 +199,20 @@ workloads=(
 	"git status, second run|gitstatus2"
 	"grep -r over the tree, cold|grep"
 	"grep -r over the tree, second run|grep2"
+	"rm -rf the files and the tree|rmrf"
 )
+
+# items KIND: what a workload's daemon CPU is divided by (files, saves; 1
+# for the big file).
+items() {
+	case $1 in
+	create | stat | stat2 | read) echo "$FILES" ;;
+	atomic) echo "$SAVES" ;;
+	write | readback) echo 1 ;;
+	rmrf) echo $((FILES + src_files)) ;;
+	*) echo "$src_files" ;;
+	esac
+}
 
 # role TARGET KIND: rec (run and record), setup (run, for the workloads that
 # follow, not recorded) or skip. The passthrough=off mount measures reads
@@ -214,6 +275,7 @@ step() { # kind dir → seconds on stdout
 		"$bt" run -- sh -c "grep -r -c -e func '$d/tree' >/dev/null" >/dev/null
 		"$bt" run -- sh -c "grep -r -c -e func '$d/tree' >/dev/null"
 		;;
+	rmrf) "$bt" run -- rm -rf "$d/small" "$d/tree" ;;
 	esac
 }
 
@@ -225,6 +287,7 @@ cold() {
 
 total=$((ROUNDS * ${#workloads[@]}))
 n=0
+[ "$TIMED" = 1 ] || ROUNDS=0
 for round in $(seq 1 "$ROUNDS"); do
 	# Rotate the target order each round so no target always goes first.
 	order=()
@@ -241,18 +304,137 @@ for round in $(seq 1 "$ROUNDS"); do
 		for t in "${order[@]}"; do
 			r=$(role "$t" "$kind")
 			[ "$r" = skip ] && continue
+			c0=
+			[ -n "${pid[$t]:-}" ] && c0=$("$bt" cpu "${pid[$t]}")
 			if ! secs=$(step "$kind" "${dir[$t]}/r$round"); then
 				echo "bench.sh: $label failed on $t (round $round)" >&2
 				secs=FAIL
 			fi
 			[ "$r" = setup ] && continue
 			printf '%s\t%s\t%s\t%s\n' "${label// /_}" "$t" "$secs" "$round" >>"$results"
+			if [ -n "$c0" ] && [ "$secs" != FAIL ]; then
+				c1=$("$bt" cpu "${pid[$t]}")
+				# milliseconds of daemon CPU per item, in the results' format
+				awk -v a="$c0" -v b="$c1" -v n="$(items "$kind")" -v l="${label// /_}" -v t="$t" -v r="$round" \
+					'BEGIN { printf "%s\t%s\t%.6f\t%s\n", l, t, (b - a) * 1000 / n, r }' >>"$cpus"
+			fi
 		done
 	done
 	for t in "${order[@]}"; do
 		rm -rf "${dir[$t]:?}/r$round"
 	done
 done
+
+# Counts. Each FUSE target gets two fresh mounts: a plain one, on which
+# the workload runs once for the daemon's CPU and once under strace -c -f
+# for its system calls, and a --debug one for its requests. A native
+# target's CPU and system calls are the workload's own.
+count_src_files=0
+if [ "$COUNTS" = 1 ]; then
+	if [ "$is_root" != 1 ] || ! command -v strace >/dev/null; then
+		echo "bench.sh: the counts need root and strace (scripts/install-deps.sh); skipped" >&2
+		COUNTS=0
+	fi
+fi
+if [ "$COUNTS" = 1 ]; then
+	[ -d "$COUNT_SRC" ] || { echo "bench.sh: COUNT_SRC=$COUNT_SRC is not a directory" >&2; exit 2; }
+	tar -C "$COUNT_SRC" -cf "$work/count-src.tar" .
+	count_src_files=$(tar -tf "$work/count-src.tar" | grep -vc '/$' || true)
+	count_workloads=("create|$FILES" "untar|$count_src_files")
+	# cwork KIND DIR: the workload itself, as a command line.
+	cwork() {
+		case $1 in
+		create) echo "$bt" create "$2/small" "$FILES" 4K ;;
+		createsafe) echo "$bt" createsafe "$2/small" "$FILES" 4K ;;
+		untar) echo mkdir -p "$2/tree" '&&' tar -C "$2/tree" -xf "$work/count-src.tar" ;;
+		esac
+	}
+	record() { # workload target < "metric value" lines
+		local l
+		while read -r l; do printf '%s\t%s\t%s\n' "$1" "$2" "${l// /$'\t'}"; done >>"$counts"
+	}
+	count_label() { # kind → the row label
+		case $1 in
+		create) echo "create_${FILES}_x_4_KiB" ;;
+		untar) echo "untar_$(basename "$COUNT_SRC")_(${count_src_files}_files)" ;;
+		esac
+	}
+	# count_native TARGET KIND WORK
+	count_native() {
+		local t=$1 kind=$2 w=$3 d=$work/count-$1 label
+		label=$(count_label "$kind")
+		mkdir -p "$d"
+		rm -rf "${d:?}"/*
+		echo "cpu_s $("$bt" cpurun -- sh -c "$(cwork "$w" "$d/a")")" | record "$label" "$t"
+		strace -c -f -o "$work/strace.$t.$kind" sh -c "$(cwork "$w" "$d/b")" >/dev/null
+		"$bt" stracec "$work/strace.$t.$kind" | record "$label" "$t"
+		echo "files $(items_count "$kind")" | record "$label" "$t"
+		rm -rf "$d"
+	}
+	items_count() { case $1 in create) echo "$FILES" ;; untar) echo "$count_src_files" ;; esac; }
+	# count_fuse TARGET KIND: the daemon of ${dir[TARGET]} (plain) and of
+	# ${dir[TARGET_debug]} (--debug).
+	count_fuse() {
+		local t=$1 kind=$2 d=${dir[$1]} label c0 c1 sp off
+		label=$(count_label "$kind")
+		c0=$("$bt" cpu "${pid[$t]}")
+		sh -c "$(cwork "$kind" "$d/$kind-a")" >/dev/null
+		c1=$("$bt" cpu "${pid[$t]}")
+		awk -v a="$c0" -v b="$c1" 'BEGIN { printf "cpu_s %.2f\n", b - a }' | record "$label" "$t"
+		: >"$work/strace.$t.$kind.err"
+		strace -c -f -p "${pid[$t]}" -o "$work/strace.$t.$kind" 2>"$work/strace.$t.$kind.err" &
+		sp=$!
+		"$bt" waitfor "$work/strace.$t.$kind.err" 'attached'
+		sh -c "$(cwork "$kind" "$d/$kind-b")" >/dev/null
+		kill -INT "$sp"
+		wait "$sp" || true
+		"$bt" stracec "$work/strace.$t.$kind" | record "$label" "$t"
+		d=${dir[${t}_debug]}
+		off=$(stat -c %s "$work/${t}_debug.log")
+		sh -c "$(cwork "$kind" "$d/$kind")" >/dev/null
+		tail -c +$((off + 1)) "$work/${t}_debug.log" >"$work/debug.$t.$kind"
+		"$bt" opcodes "$work/debug.$t.$kind" | record "$label" "$t"
+		echo "files $(items_count "$kind")" | record "$label" "$t"
+	}
+	unmount_target() { # name
+		fusermount3 -u "${dir[$1]}"
+		wait "${pid[$1]}" || true
+	}
+	echo "counting..." >&2
+	for wl in "${count_workloads[@]}"; do
+		kind=${wl%%|*}
+		if [[ " $COUNT_TARGETS " == *" native "* ]]; then
+			echo "counts: $kind on native" >&2
+			count_native native "$kind" "$kind"
+		fi
+		if [ "$kind" = create ] && [[ " $COUNT_TARGETS " == *" native_fsyncs "* ]]; then
+			echo "counts: $kind on native_fsyncs" >&2
+			count_native native_fsyncs "$kind" createsafe
+		fi
+		for t in realmfs realmfs_atomic loopback; do
+			[[ " $COUNT_TARGETS " == *" $t "* ]] || continue
+			echo "counts: $kind on $t" >&2
+			case $t in
+			realmfs)
+				mount_realmfs "c_$t" "$REALMFS_OPTS"
+				mount_realmfs "c_${t}_debug" "$REALMFS_OPTS" --debug
+				;;
+			realmfs_atomic)
+				mount_realmfs "c_$t" "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} durability=atomic)"
+				mount_realmfs "c_${t}_debug" "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} durability=atomic)" --debug
+				;;
+			loopback)
+				mount_loopback "c_$t" -q
+				mount_loopback "c_${t}_debug" -debug
+				;;
+			esac
+			count_fuse "c_$t" "$kind"
+			unmount_target "c_$t"
+			unmount_target "c_${t}_debug"
+		done
+	done
+	sed -i 's/\tc_/\t/' "$counts"
+fi
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 fs=$(df -T "$work" | awk 'NR==2 {print $2 " (" $1 ")"}')
@@ -265,7 +447,8 @@ echo "- CPU: ${cpu:-unknown}, $(nproc) cores; memory: $(awk '/MemTotal/ {printf 
 echo "- filesystem under test: $fs (native dir and backing dirs on the same one)"
 echo "- realmfs: $("$bin/realmfs" --version 2>&1 | head -1), options: ${REALMFS_OPTS:-(defaults)}${REALMFS_FLAGS:+, flags: $REALMFS_FLAGS}"
 echo "- rounds: $ROUNDS, interleaved (each workload runs on every target before the next), target order rotated per round"
-echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SRC=$SRC"
+echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SRC=$SRC${COUNTS:+ COUNTS=$COUNTS COUNT_SRC=$COUNT_SRC}"
+echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$is_root" = 1 ] || echo "- not root: caches were NOT dropped before the read-back; passthrough is off on every mount"
 echo
 pairs=()
@@ -273,4 +456,21 @@ pairs=()
 [ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
-"$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'
+if [ "$TIMED" = 1 ]; then
+	"$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'
+	if [ -s "$cpus" ]; then
+		echo
+		echo "### Daemon CPU per item (ms: per file; per save; per big file)"
+		echo
+		# loopback first, so the ratios are over the loopback's
+		{ grep -P '\tloopback\t' "$cpus" || true; grep -vP '\tloopback\t' "$cpus" || true; } >"$cpus.sorted"
+		cpairs=()
+		[ "$LOOPBACK" = 1 ] && cpairs+=(realmfs/loopback)
+		"$bt" report "$cpus.sorted" "${cpairs[@]}" | sed 's/_/ /g; s/ (s)/ (ms)/g'
+	fi
+fi
+if [ "$COUNTS" = 1 ]; then
+	echo
+	echo "### Per created file: requests, system calls, CPU"
+	"$bt" counttable "$counts" | sed 's/_/ /g'
+fi

@@ -14,6 +14,7 @@
 #   python3-venv    the corpus's venv with pip, when python3 is Debian's
 #   nodejs          the corpus's npm pack/install/ci; npm below if it lacks it
 #   ShellCheck      the shell linter make lint runs on scripts/ (package shellcheck)
+#   strace          make bench's counts of the daemon's system calls per file
 set -euo pipefail
 pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux dosfstools)
 pkgs+=(make gcc libc6-dev)
@@ -21,6 +22,7 @@ pkgs+=(python3-venv)
 pkgs+=(nodejs)
 pkgs+=(shellcheck)
 pkgs+=(ntfs-3g)
+pkgs+=(strace)
 need=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")

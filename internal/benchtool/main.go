@@ -10,10 +10,21 @@
 //	benchtool write FILE SIZE     write SIZE bytes sequentially (1 MiB writes), fsync, close
 //	benchtool readfile FILE       read FILE sequentially (1 MiB reads)
 //	benchtool atomic DIR N        N atomic saves of a 4 KiB document: temp, write, fsync, rename
+//	benchtool createsafe DIR N SIZE  create's files, each as a careful program makes it:
+//	                              temp, write, fsync, rename, fsync the directory
 //	benchtool run -- CMD ARGS...  run a program (stdout discarded), fail if it fails
 //	benchtool dropcaches          sync, then drop page, dentry and inode caches (root)
 //	benchtool report FILE [A/B...] medians and ratios of FILE's "workload target seconds [round]"
 //	                              lines; each A/B adds a table of A's time over B's, paired by round
+//
+// and for the counts (counts.go), each printing what it says:
+//
+//	benchtool cpu PID             CPU seconds (user+system) process PID has used
+//	benchtool cpurun -- CMD ARGS... run a program, print the CPU seconds it used
+//	benchtool opcodes LOG         "req:OPCODE N" per FUSE opcode in a go-fuse debug log
+//	benchtool stracec FILE        "sys:NAME N" per system call of an strace -c summary
+//	benchtool waitfor FILE REGEXP wait (at most 60 s) until FILE matches REGEXP
+//	benchtool counttable FILE     per-file tables of FILE's "workload target metric value" lines
 //
 // SIZE takes a K, M or G suffix (powers of 1024).
 package main
@@ -61,6 +72,37 @@ func main() {
 	case "atomic":
 		need(args, 2)
 		err = atomicSaves(args[0], atoi(args[1]))
+	case "createsafe":
+		need(args, 3)
+		err = createSafe(args[0], atoi(args[1]), size(args[2]))
+	case "cpu":
+		timed = false
+		need(args, 1)
+		var s float64
+		if s, err = processCPU(atoi(args[0])); err == nil {
+			fmt.Printf("%.2f\n", s)
+		}
+	case "cpurun":
+		timed = false
+		if len(args) < 2 || args[0] != "--" {
+			usage()
+		}
+		var s float64
+		if s, err = cpuRun(args[1:]); err == nil {
+			fmt.Printf("%.3f\n", s)
+		}
+	case "opcodes", "stracec":
+		timed = false
+		need(args, 1)
+		err = printCountsOf(os.Args[1], args[0])
+	case "waitfor":
+		timed = false
+		need(args, 2)
+		err = waitFor(args[0], args[1], time.Minute)
+	case "counttable":
+		timed = false
+		need(args, 1)
+		err = countTable(args[0], os.Stdout)
 	case "run":
 		if len(args) < 2 || args[0] != "--" {
 			usage()
@@ -90,7 +132,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool create|stat|read|write|readfile|atomic|run|dropcaches|report ARGS (see the package doc)")
+	fmt.Fprintln(os.Stderr, "usage: benchtool create|createsafe|stat|read|write|readfile|atomic|run|dropcaches|report|cpu|cpurun|opcodes|stracec|waitfor|counttable ARGS (see the package doc)")
 	os.Exit(2)
 }
 
