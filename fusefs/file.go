@@ -28,6 +28,9 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
+	// flags: the open's flags; the access mode and O_APPEND tell its
+	// descriptors from those of another open of the file (Flush).
+	flags uint32
 	// appends: opened O_APPEND. The kernel places an appending write at
 	// the end it knows (its cached size), which another view of the file
 	// (the file as committed, shown to a lookup or to another owner) may
@@ -413,9 +416,11 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //
 //   - a close by another process (a child closing an inherited descriptor
 //     at exec or exit): the opener may be half way through its writes;
-//   - a close while the opener holds another descriptor of the file: a
-//     shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
-//     descriptor before cmd has written anything;
+//   - a close while the opener holds another descriptor that may be of
+//     the same open (same access mode and O_APPEND: sameOpen): a shell's
+//     `cmd > f` opens f, dup2s it to fd 1 and closes the first descriptor
+//     before cmd has written anything. A descriptor of another open (a
+//     reader beside the rewrite) holds nothing back;
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     committed where that tears nothing old, and kept as a recovery copy
 //     beside the file otherwise (pendingWrite.killed);
@@ -448,7 +453,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	if !dirty && !writing {
 		return 0
 	}
-	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load())
+	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load(), h.sameOpen())
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
@@ -475,6 +480,15 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		errno, _ := w.commit(ctx, false)
 		return errno
 	})
+}
+
+// sameOpen says which of the closing process's descriptors of the file
+// may be descriptors of h's open: those opened with its access mode and
+// O_APPEND. A read descriptor the opener holds beside its rewrite is
+// another open (the kernel's RELEASE of h does not wait for it), and must
+// not hold the commit back past close(2).
+func (h *File) sameOpen() locks.SameOpen {
+	return locks.SameOpen{Mask: syscall.O_ACCMODE | syscall.O_APPEND, Flags: h.flags}
 }
 
 // joinWriting counts h among its write's writers, for a change made

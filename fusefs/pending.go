@@ -98,7 +98,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w.dirty, w.overwrites = true, true
 		w.writing++
 	}
-	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
+	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), flags: flags, writing: truncates,
 		truncates: truncates, appends: flags&syscall.O_APPEND != 0, fresh: fresh}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
