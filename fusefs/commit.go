@@ -188,10 +188,15 @@ func (w *pendingWrite) seal(durable bool) (Stage, error) {
 	return "", nil
 }
 
-// replace renames the temp over the file, and moves every node that stood
-// for the old file to the new one, under commitMu: an identity-verifying
-// open sees the old file with the old identity or the new with the new. It
-// returns the new file's stat.
+// replace renames the temp over the file, moves the lock to the new file,
+// and moves every node that stood for the old file to the new one, all in
+// one critical section under commitMu: an open that verifies identity by
+// name and takes the lock (Node.openOnce) sees the old file with the old
+// identity and the old lock, or the new with the new; another owner never
+// finds the new file unlocked. The node the kernel knows under the name is
+// looked up (a go-fuse lock) before commitMu is taken: no realm lock is
+// held while waiting for one of go-fuse's (fs.go). It returns the new
+// file's stat.
 func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	f := w.node.fsys
 	var st unix.Stat_t
@@ -204,32 +209,36 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	if err != nil {
 		return st, err
 	}
+	// Every node that stood for the old file now stands for the new one:
+	// the one that started the write, and the one the kernel has for the
+	// name now (after an earlier commit it can be another). A node a
+	// lookup makes for the old file after this look is in neither place:
+	// it catches up when it meets the new file (Node.verify, FS.succeeded).
+	nodes := []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))}
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
 		return st, err
 	}
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
+		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	}
 	f.tempMade(w.tempName, false)
-	// Every node that stood for the old file now stands for the new one:
-	// the one that started the write, and the one the kernel has for the
-	// name now (after an earlier commit it can be another). The node keeps
-	// the inode number the kernel knows, which the backing filesystem may
-	// now give to a new file: the number is marked borrowed.
-	for _, m := range []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))} {
+	// The node keeps the inode number the kernel knows, which the backing
+	// filesystem may now give to a new file: the number is marked borrowed.
+	for _, m := range nodes {
 		if m != nil && m.key() == keyOf(&w.observed) {
 			m.setIdent(st.Dev, st.Ino, gen)
 			f.setRekeyed(fileID{keyOf(&st), gen}, m)
 		}
 	}
-	// A node a lookup is making for the old file right now is in neither
-	// place yet: it catches up when it meets the new file (Node.verify).
 	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
 	return st, nil
 }
 
 // settle finishes a commit whose rename is done, which nothing here can
-// undo: it syncs the directory (durable), moves the lock entry to the new
-// identity, and makes the new file the base the owner's next write copies.
+// undo: it syncs the directory (durable) and makes the new file the base
+// the owner's next write copies (the lock moved with the rename: replace).
 // Its errno tells the caller that durability was not reached.
 func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 	f := w.node.fsys
@@ -239,9 +248,6 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 			errno = toErrno(err)
 			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
 		}
-	}
-	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(st)); err != nil {
-		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
 	}
 	// Again: the rename changed its ctime. Should this fail, the next
 	// commit sees a changed file and keeps its bytes as a conflict copy.

@@ -115,49 +115,87 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // open is Open for the kernel (forKernel) or for the daemon's own use (op
 // "truncate": a truncate(2) by name), whose handle the kernel never sees.
-// Its refusals are audited as op.
+// Its refusals are audited as op. A write open that meets another owner's
+// lock waits briefly for a release on its way (acquireWait), and one that
+// met the file just as a commit replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	write := writeFlags(flags)
-	if f.opts.ReadOnly && write {
+	if f.opts.ReadOnly && writeFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
+	deadline := time.Now().Add(acquireWait)
+	for {
+		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, deadline)
+		if !again {
+			return fh, fuseFlags, errno
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openOnce is one try of open. A write open takes the lock in the same
+// critical section (commitMu, read) as it verifies the file by name: a
+// commit renames its temp over the file and moves its lock to the new file
+// under commitMu's write side (pendingWrite.replace), so the open locks the
+// file it opened, never one a commit just replaced. again asks the caller
+// to try again: the lock is another owner's and deadline has not passed,
+// or the file was replaced before the open joined its lock's write.
+func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, deadline time.Time) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
+	f := n.fsys
+	write := writeFlags(flags)
 	if forKernel && n.isRetired() {
-		return nil, 0, syscall.ESTALE // the kernel looks the name up again
+		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
 	if errno != 0 {
-		return nil, 0, errno
+		return nil, 0, errno, false
+	}
+	var owner locks.Owner
+	if write {
+		owner = f.owner(ctx) // before commitMu: it may read /proc
 	}
 	f.commitMu.RLock()
 	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
+			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape), false
 		}
-		return nil, 0, toErrno(err)
+		return nil, 0, toErrno(err), false
 	}
 	var st unix.Stat_t
 	err = dirfd.Fstat(fd, &st)
 	if err == nil {
 		errno = n.verify(ctx, op, pn, name, &st)
 	}
+	var lease *locks.Lease
+	var lockErr error
+	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		lease, lockErr = f.writeLocks.Acquire(keyOf(&st), owner)
+	}
 	f.commitMu.RUnlock()
 	if err != nil || errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, max(errno, toErrno(err))
+		return nil, 0, max(errno, toErrno(err)), false
+	}
+	if lockErr != nil {
+		dirfd.Close(fd)
+		if time.Now().Before(deadline) && ctx.Err() == nil {
+			return nil, 0, 0, true
+		}
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape)
+		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape), false
 	}
 	if errno := n.denyOpen(ctx, op, &st); errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, errno
+		lease.Release()
+		return nil, 0, errno, false
 	}
 	if write {
-		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags, forKernel)
+		return n.openShared(ctx, owner, lease, fd, pn, pfd, name, &st, flags, forKernel)
 	}
 	// A reader shares the owner's pending write while it has uncommitted
 	// bytes, so a process that reopens a file it is writing sees its own
@@ -167,15 +205,15 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
-			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags, forKernel)
+			return n.openShared(ctx, w.entry.Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
 	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st))
 	if !ok {
 		dirfd.Close(fd)
-		return nil, 0, n.retire()
+		return nil, 0, n.retire(), false
 	}
-	return h, fuseFlags, 0
+	return h, fuseFlags, 0, false
 }
 
 // openErrno keeps ENOSYS and EOPNOTSUPP from reaching the kernel as the
@@ -321,7 +359,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+	fh, fuseFlags, errno, _ := asNode(child).openShared(ctx, f.owner(ctx), nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}

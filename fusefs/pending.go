@@ -38,27 +38,40 @@ func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*lo
 
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file, named name in
-// the directory pn (fd pfd); it is consumed.
-func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+// the directory pn (fd pfd); it is consumed, and so is lease, the owner's
+// lock on the file if the caller took it (nil: openShared takes it). again:
+// a commit replaced the file since base was opened, and no write of the
+// owner's is left to join; the caller opens the name again.
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
 	f := n.fsys
 	if !n.admitShared(forKernel) {
 		dirfd.Close(base)
-		return nil, 0, n.retire()
+		lease.Release()
+		return nil, 0, n.retire(), false
 	}
 	defer func() {
-		if errno != 0 {
+		if errno != 0 || again {
 			n.sharedGone()
 		}
 	}()
-	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
-	if err != nil {
-		dirfd.Close(base)
-		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict)
+	if lease == nil {
+		var err error
+		if lease, err = f.acquire(ctx, keyOf(st), owner); err != nil {
+			dirfd.Close(base)
+			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict), false
+		}
 	}
 	e := lease.Shared()
 	e.Lock()
 	defer e.Unlock()
 	w, _ := e.Value.(*pendingWrite)
+	if w == nil && lease.Key() != keyOf(st) {
+		// The owner's commit moved the lock to the file it put in place,
+		// and its write ended: base is the file that commit replaced.
+		dirfd.Close(base)
+		lease.Release()
+		return nil, 0, 0, true
+	}
 	if w == nil {
 		tempDir, err1 := dirfd.Dup(pfd)
 		fileDir, err2 := dirfd.Dup(pfd)
@@ -67,7 +80,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 			dirfd.Close(fileDir)
 			dirfd.Close(base)
 			lease.Release()
-			return nil, 0, toErrno(err)
+			return nil, 0, toErrno(err), false
 		}
 		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
 			tempDir: tempDir, base: base, temp: -1, observed: *st, seq: f.writeSeq.Add(1)}
@@ -79,7 +92,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		dirfd.Close(base)
 		lease.Release()
 		f.logf("%s: a stale write lock under the new file's inode number (ino %d); refused", f.relPath(pn, name), st.Ino)
-		return nil, 0, syscall.EIO
+		return nil, 0, syscall.EIO, false
 	} else {
 		dirfd.Close(base)
 	}
@@ -93,7 +106,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w.dropTemp()
 		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
 			w.release(e, lease)
-			return nil, 0, toErrno(err)
+			return nil, 0, toErrno(err), false
 		}
 		w.dirty, w.overwrites = true, true
 		w.writing++
@@ -102,7 +115,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		truncates: truncates, appends: flags&syscall.O_APPEND != 0, fresh: fresh}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
-	return fh, fuse.FOPEN_DIRECT_IO, 0
+	return fh, fuse.FOPEN_DIRECT_IO, 0, false
 }
 
 // release drops one handle; the caller holds e's lock. The last handle

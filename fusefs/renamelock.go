@@ -25,9 +25,14 @@ type fileLock struct {
 }
 
 // lockOf looks up the regular file name in dir (one fstatat) in the lock
-// table; a name that leads to no regular file is not held.
+// table; a name that leads to no regular file is not held. The look and
+// the lookup are one step under commitMu (read), as an open's are: a
+// commit moves the lock with its rename, so a file being committed is
+// never seen unlocked.
 func (f *FS) lockOf(dir int, name string) fileLock {
 	var st unix.Stat_t
+	f.commitMu.RLock()
+	defer f.commitMu.RUnlock()
 	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return fileLock{}
 	}
