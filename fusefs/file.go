@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,14 @@ type File struct {
 	// descriptor of the file or the handle is released. Guarded by the
 	// shared entry's lock.
 	writing bool
+
+	// writes counts the WRITE requests of the handle in flight: counted
+	// before they wait for the shared entry's lock, so that a commit
+	// holding it sees the write that waits for it (Flush). lastWrite is
+	// when the last one ended (UnixNano), lastWriter its thread.
+	writes     atomic.Int32
+	lastWrite  atomic.Int64
+	lastWriter atomic.Uint32
 
 	mu       sync.Mutex
 	released bool
@@ -414,6 +423,12 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if h.shared == nil {
 		return 0, syscall.EBADF // plain handles are read-only
 	}
+	h.writes.Add(1)
+	defer func() {
+		h.lastWriter.Store(caller(ctx).Pid)
+		h.lastWrite.Store(time.Now().UnixNano())
+		h.writes.Add(-1)
+	}()
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
 		made := w.temp < 0
@@ -462,6 +477,9 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     committed where that tears nothing old, and kept as a recovery copy
 //     beside the file otherwise (pendingWrite.killed);
+//   - a close while a write(2) through the same open is in flight in
+//     another thread (a WRITE request of it is being served or waits for
+//     the entry's lock): committing would publish part of it;
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its
@@ -501,7 +519,14 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	case c.Others > 0:
 		return 0
 	}
+	goesOn := h.writeGoesOn(tid)
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		if goesOn || h.writes.Load() > 0 {
+			// Another thread's write(2) through this open goes on after
+			// the close, as it does natively. The RELEASE, which comes
+			// once the write(2) has returned, commits it whole.
+			return 0
+		}
 		h.leaveWriting()
 		if c.Exiting {
 			if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
@@ -518,6 +543,44 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		errno, _ := w.commit(ctx, false)
 		return errno
 	})
+}
+
+// writeGap bounds the time between two WRITE requests of one write(2):
+// the kernel splits a write into requests of at most max_write bytes and
+// sends the next as soon as the daemon answers the last.
+const writeGap = 10 * time.Millisecond
+
+// writeGoesOn reports whether a write(2) through h by a thread other than
+// tid, the one closing a descriptor of it, is still going on. The kernel
+// sends a FLUSH of another thread's close while that write is in flight
+// (the write holds its own reference to the open file), between two of its
+// WRITE requests as well as during one: so a WRITE in flight says yes, and
+// when another thread's WRITE ended less than writeGap ago, writeGoesOn
+// waits out the gap for the next one. The daemon cannot see a write(2)
+// end: this is the one timed rule of the commit protocol. A close right
+// after another thread's write waits up to writeGap; a writer thread
+// stalled longer than that between two requests of one write(2) can see
+// the part before the stall committed (the rest is committed with the
+// RELEASE). The caller rechecks h.writes under the entry's lock, which a
+// WRITE counts itself before it waits for.
+func (h *File) writeGoesOn(tid uint32) bool {
+	last := h.lastWrite.Load()
+	for {
+		if h.writes.Load() > 0 {
+			return true
+		}
+		if w := h.lastWriter.Load(); w == tid || w == 0 {
+			return false
+		}
+		now := h.lastWrite.Load()
+		if now != last {
+			return true // a WRITE came and went while we waited
+		}
+		if time.Since(time.Unix(0, now)) >= writeGap {
+			return false
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 // sameOpen says which of the closing process's descriptors of the file
