@@ -284,3 +284,82 @@ func dumpHang(t *testing.T, m *Mount) {
 		t.Log(stuck)
 	}
 }
+
+// closeDuringWrite: thread 2 writes argv[2] MiB to argv[1] (O_TRUNC) in
+// one write(2); the main thread closes the descriptor as soon as the
+// write's first bytes are in a temp in BACKING (argv[3]), prints "closed",
+// waits for a line on stdin, then for the write, and prints how much it
+// wrote.
+const closeDuringWrite = `
+import os, sys, threading
+path, mib, backing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+data = b"x" * (mib << 20)
+res = []
+def write():
+    try:
+        res.append(os.write(fd, data))
+    except OSError as e:
+        res.append(e.strerror)
+t = threading.Thread(target=write)
+t.start()
+def started():
+    for name in os.listdir(backing):
+        if name.startswith(".realm-tmp-"):
+            try:
+                if os.stat(os.path.join(backing, name)).st_size > 0:
+                    return True
+            except FileNotFoundError:
+                pass
+    return False
+while not started() and t.is_alive():
+    pass
+os.close(fd)
+print("closed", flush=True)
+sys.stdin.readline()
+t.join()
+print("wrote", res[0], flush=True)
+`
+
+// TestCloseDuringWrite: one thread's close(2) of a descriptor another
+// thread is writing through (one write(2) of 64 MiB) commits nothing half
+// written. Another owner that reads the file after the close has returned,
+// while the write may still go on, reads the old content or the whole new
+// one, never a part; once the writer's process is gone it reads all 64
+// MiB, as natively (the write goes on to its end on the open file).
+func TestCloseDuringWrite(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3")
+	m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
+	const mib = 64
+	cmd := exec.Command("python3", "-c", closeDuringWrite, "f", fmt.Sprint(mib), m.Backing)
+	cmd.Dir = m.Dir
+	p := startProc(t, cmd, true)
+	if l := p.line(t, time.Minute, "closed"); l != "closed" {
+		t.Fatalf("the writer printed %q, want closed", l)
+	}
+	// This test process is another owner (lockowner=pid).
+	if st, err := os.Stat(m.Path("f")); err != nil {
+		t.Fatal(err)
+	} else if st.Size() != 4 && st.Size() != mib<<20 {
+		t.Errorf("after the close, during the write: f is %d bytes, want 4 (old) or %d (new)", st.Size(), mib<<20)
+	}
+	p.closeStdin()
+	if l := p.line(t, time.Minute, "wrote"); l != fmt.Sprintf("wrote %d", mib<<20) {
+		t.Fatalf("the writer printed %q, want wrote %d", l, mib<<20)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The RELEASE that commits comes after the writer's exit: wait for
+	// the commit to land in BACKING.
+	var size int64
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.Stat(m.BackingPath("f")); err == nil {
+			if size = b.Size(); size == mib<<20 {
+				return
+			}
+		}
+	}
+	t.Errorf("f is %d bytes in BACKING; want %d", size, mib<<20)
+}
