@@ -56,6 +56,10 @@ const (
 	StageBeforeRename Stage = "before-rename"
 )
 
+// afterReplace, for tests only, runs after a commit's rename, before it
+// settles.
+var afterReplace func()
+
 // errInjected is the failure a FailAt hook injects.
 var errInjected = errors.New("injected failure")
 
@@ -160,6 +164,9 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	st, err := w.replace()
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
+	}
+	if afterReplace != nil {
+		afterReplace()
 	}
 	return w.settle(durable, &st), true
 }
