@@ -76,6 +76,8 @@ type pendingWrite struct {
 	tempDir    int           // O_PATH fd of the directory the temp lives in
 	base       int           // fd of the content last committed (or found at open)
 	temp       int           // fd of the temp holding new content, -1 if none
+	appendFd   int           // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
+	appended   bool          // appends in place not yet fsynced (durability=full)
 	tempName   string        // its name in tempDir
 	mode       uint32        // the temp's permission bits
 	observed   unix.Stat_t   // the file as this owner last saw it commit
@@ -107,6 +109,7 @@ func (w *pendingWrite) cur() int {
 // close ends the write: the temp goes, and the fds it held close.
 func (w *pendingWrite) close() {
 	w.dropTemp()
+	w.closeAppend()
 	dirfd.Close(w.base)
 	dirfd.Close(w.tempDir)
 	dirfd.Close(w.fileDir)
@@ -129,11 +132,11 @@ func sameFile(a, b *unix.Stat_t) bool {
 // cached read handle opened later drops the pages at open (no
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
-	if !w.dirty {
-		return 0, false
-	}
 	f := w.node.fsys
 	durable = durable || f.opts.Durability == DurabilityFull
+	if !w.dirty {
+		return w.syncAppends(durable), false
+	}
 	if stage, err := w.seal(durable); err != nil {
 		return w.fail(ctx, stage, err), false
 	}
@@ -261,6 +264,7 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 	if err := dirfd.Fstat(w.temp, st); err != nil {
 		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
+	w.closeAppend()
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, *st
 	return errno
@@ -381,6 +385,7 @@ func (w *pendingWrite) rebase(now *unix.Stat_t) {
 		w.failed = syscall.EIO
 		return
 	}
+	w.closeAppend()
 	dirfd.Close(w.base)
 	w.base, w.observed = fd, st
 }
@@ -420,11 +425,19 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 // of the owner shares the temp, its bytes cannot be told apart: nothing
 // happens here, and the owner's last close or release commits them all.
 func (w *pendingWrite) killed(ctx context.Context, h *File, sig int, tid uint32) {
+	f := w.node.fsys
+	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
+	if w.handles == 1 && !w.dirty && h.inPlace {
+		// Its appends went into the file as they were made: nothing to
+		// commit, nothing torn.
+		w.syncAppends(f.opts.Durability == DurabilityFull)
+		f.logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
+		f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
+		return
+	}
 	if w.handles != 1 || !w.dirty {
 		return
 	}
-	f := w.node.fsys
-	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
 	if w.failed == 0 && (h.fresh || h.appends && !h.truncates && !w.overwrites) {
 		errno, committed := w.commit(ctx, false)
 		if errno == 0 && committed {

@@ -47,6 +47,9 @@ type File struct {
 	// opened (before an O_TRUNC): a writer killed through it tears nothing
 	// old by committing (pendingWrite.killed).
 	fresh bool
+	// inPlace: an append through it went into the file itself
+	// (appendInPlace). Guarded by the shared entry's lock.
+	inPlace bool
 	// writing: the handle changed the file (or opened it O_TRUNC) and is
 	// counted in shared.writing, until its opener closes its last
 	// descriptor of the file or the handle is released. Guarded by the
@@ -431,6 +434,13 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	}()
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		if w.appendsInPlace(h, caller(ctx).Uid) {
+			h.joinWriting()
+			h.inPlace = true
+			var errno syscall.Errno
+			n, errno = w.appendInPlace(data)
+			return errno
+		}
 		made := w.temp < 0
 		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)

@@ -47,6 +47,9 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	if !n.admitShared(forKernel) {
 		dirfd.Close(base)
 		lease.Release()
+		// Its readers stay on n: the attributes the kernel keeps for them
+		// go, as the writer's appends in place may grow the file.
+		f.notify.inode(n.EmbeddedInode())
 		return nil, 0, n.retire(), false
 	}
 	defer func() {
@@ -83,7 +86,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 			return nil, 0, toErrno(err), false
 		}
 		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
-			tempDir: tempDir, base: base, temp: -1, observed: *st, seq: f.writeSeq.Add(1)}
+			tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: *st, seq: f.writeSeq.Add(1)}
 		e.Value = w
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
@@ -190,5 +193,77 @@ func (w *pendingWrite) refresh() {
 	var st unix.Stat_t
 	if dirfd.Lstat(w.fileDir, w.fileName, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
 		w.observed.Ctim = st.Ctim
+	}
+}
+
+// Appends in place. An append (a write through a handle opened O_APPEND
+// without O_TRUNC) while the owner has nothing uncommitted goes into the
+// file itself, at its end, in one write(2) of the backing file: no temp,
+// no commit, no new inode. Every reader sees it at once (tail -f), a
+// descriptor opened before it reads it, and the lock stays on the file.
+// Each append is whole and in order, as natively; a crash leaves the file
+// with a prefix of the appends. With durability=full the owner's commit
+// points (the opener's last close, fsync(2), the last release) fsync the
+// file (syncAppends). While the owner has a rewrite pending (a temp), its
+// appends go to the temp's end and are committed with it.
+
+// appendsInPlace reports whether an append through h goes into the file:
+// nothing of the owner's is uncommitted, and the file has no set-id bit
+// that a write by another user than root would clear (the temp's copy
+// clears it: ensureTemp). The caller holds w.entry's lock.
+func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
+	if !h.appends || h.truncates || w.temp >= 0 || w.failed != 0 {
+		return false
+	}
+	if writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		return false
+	}
+	if w.appendFd < 0 {
+		fd, err := dirfd.Reopen(w.base, unix.O_WRONLY|unix.O_APPEND)
+		if err != nil {
+			return false // not writable by the daemon: the temp's rename still is
+		}
+		w.appendFd = fd
+	}
+	return true
+}
+
+// appendInPlace writes data at the end of the file itself. The file's new
+// size and times become the observed ones: the owner's own change is no
+// conflict for a later commit. The caller holds w.entry's lock.
+func (w *pendingWrite) appendInPlace(data []byte) (int, syscall.Errno) {
+	n, err := unix.Write(w.appendFd, data)
+	if n > 0 {
+		w.appended = true
+	}
+	var st unix.Stat_t
+	if dirfd.Fstat(w.base, &st) == nil {
+		w.observed = st
+	}
+	w.node.fsys.notify.inode(w.node.EmbeddedInode()) // other views' sizes
+	if err == nil && n < len(data) {
+		err = syscall.EIO
+	}
+	return max(n, 0), toErrno(err)
+}
+
+// syncAppends makes the appends in place durable (fsync), if asked.
+func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
+	if !durable || !w.appended || w.appendFd < 0 {
+		return 0
+	}
+	w.appended = false
+	return toErrno(unix.Fsync(w.appendFd))
+}
+
+// closeAppend closes the fd for appends in place; the base it was opened
+// from is about to change or go.
+func (w *pendingWrite) closeAppend() {
+	if w.appendFd >= 0 {
+		if w.appended && w.node.fsys.opts.Durability == DurabilityFull {
+			unix.Fsync(w.appendFd)
+		}
+		dirfd.Close(w.appendFd)
+		w.appendFd, w.appended = -1, false
 	}
 }
