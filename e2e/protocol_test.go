@@ -7,6 +7,10 @@ package e2e
 //     the opener's next append is not a conflict (TestCloseToOpenBesideReader);
 //   - two owners appending to one log: every line lands, none becomes a
 //     conflict copy behind the writer's back (TestTwoOwnersAppend);
+//   - an append goes into the file in place: a descriptor opened before it
+//     and tail -f see it (TestAppendsInPlace);
+//   - a close beside another thread's write(2) publishes old or whole
+//     (TestCloseDuringWrite);
 //   - writers of several owners beside renames, directory exchanges and
 //     changes in BACKING: no hang, no conflict copy (TestCommitStress);
 
@@ -362,4 +366,49 @@ func TestCloseDuringWrite(t *testing.T) {
 		}
 	}
 	t.Errorf("f is %d bytes in BACKING; want %d", size, mib<<20)
+}
+
+// TestAppendsInPlace: an append (`>>`) goes into the file itself at its
+// end: a descriptor opened before it reads it, `tail -f` shows each line
+// as it is appended, and the file keeps its inode in BACKING. Before, each
+// append was a rewrite through a temp renamed over the file: the held
+// descriptor read only the old content, tail -f saw none of the lines (it
+// follows the inode it opened), and every append gave the file a new inode.
+func TestAppendsInPlace(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "bash", "tail")
+	m := mount(t)
+	out := run(t, m.Dir, nil, "bash", "-c", `echo a > f; exec 3<f; echo b >> f; cat <&3`)
+	if out != "a\nb\n" {
+		t.Errorf("a descriptor opened before `echo b >> f` read %q, want %q", out, "a\nb\n")
+	}
+
+	writeFile(t, m.BackingPath("log"), "start\n")
+	var before syscall.Stat_t
+	if err := syscall.Stat(m.BackingPath("log"), &before); err != nil {
+		t.Fatal(err)
+	}
+	tail := exec.Command("tail", "-n", "+1", "-f", "log")
+	tail.Dir = m.Dir
+	p := startProc(t, tail, true)
+	// Its first line says tail has the file open and follows it.
+	if l := p.line(t, 20*time.Second, "tail's first line"); l != "start" {
+		t.Fatalf("tail -f printed %q, want start", l)
+	}
+	for i := range 10 {
+		run(t, m.Dir, nil, "bash", "-c", fmt.Sprintf("echo line%d >> log", i))
+		if l := p.line(t, 20*time.Second, fmt.Sprintf("line%d from tail -f", i)); l != fmt.Sprintf("line%d", i) {
+			t.Fatalf("tail -f printed %q, want line%d", l, i)
+		}
+	}
+	var after syscall.Stat_t
+	if err := syscall.Stat(m.BackingPath("log"), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino {
+		t.Errorf("BACKING/log changed inode (%d → %d): the appends were rewrites", before.Ino, after.Ino)
+	}
+	if c := conflictCopies(t, m.BackingPath()); len(c) > 0 {
+		t.Errorf("conflict copies made: %v", c)
+	}
 }
