@@ -183,7 +183,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	var lease *locks.Lease
 	var lockErr error
 	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		lease, lockErr = f.writeLocks.Acquire(keyOf(&st), owner)
+		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
 	}
 	f.commitMu.RUnlock()
 	if err != nil || errno != 0 {

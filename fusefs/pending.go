@@ -23,12 +23,22 @@ import (
 // sequential writer must not lose the race to it.
 const acquireWait = 250 * time.Millisecond
 
-// acquire takes the lock on n for owner, waiting briefly for a release that
-// is on its way.
-func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*locks.Lease, error) {
+// lockMode is the lock an open with flags takes: an append without
+// O_TRUNC shares the file with other owners' appends (they go into the
+// file in place, each whole); every other write excludes other owners.
+func lockMode(flags uint32) locks.Mode {
+	if flags&syscall.O_APPEND != 0 && flags&syscall.O_TRUNC == 0 {
+		return locks.Append
+	}
+	return locks.Write
+}
+
+// acquire takes the lock on n for owner in mode, waiting briefly for a
+// release that is on its way.
+func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode locks.Mode) (*locks.Lease, error) {
 	deadline := time.Now().Add(acquireWait)
 	for {
-		lease, err := f.writeLocks.Acquire(key, owner)
+		lease, err := f.writeLocks.AcquireMode(key, owner, mode)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return lease, err
 		}
@@ -59,7 +69,12 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	}()
 	if lease == nil {
 		var err error
-		if lease, err = f.acquire(ctx, keyOf(st), owner); err != nil {
+		// A reader of the owner's write takes the weakest hold.
+		mode := locks.Append
+		if writeFlags(flags) {
+			mode = lockMode(flags)
+		}
+		if lease, err = f.acquire(ctx, keyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
 			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict), false
 		}
@@ -140,13 +155,9 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	}
 }
 
-// pendingFor returns the write in progress on the backing file with key,
-// locked; the caller must unlock w.entry. nil if there is none.
-func (f *FS) pendingFor(key locks.Key) *pendingWrite {
-	e, ok := f.writeLocks.Entry(key)
-	if !ok {
-		return nil
-	}
+// pendingOf returns e's write in progress, locked; the caller must unlock
+// e. nil (e unlocked) if there is none.
+func pendingOf(e *locks.Entry) *pendingWrite {
 	e.Lock()
 	w, _ := e.Value.(*pendingWrite)
 	if w == nil {
@@ -155,20 +166,26 @@ func (f *FS) pendingFor(key locks.Key) *pendingWrite {
 	return w
 }
 
+// eachPending runs fn on every owner's write in progress on the backing
+// file with key (several owners may append to it), each under its entry's
+// lock, one at a time.
+func (f *FS) eachPending(key locks.Key, fn func(w *pendingWrite)) {
+	for _, e := range f.writeLocks.Entries(key) {
+		if w := pendingOf(e); w != nil {
+			fn(w)
+			e.Unlock()
+		}
+	}
+}
+
 // ownWrite returns, locked, the caller's own write in progress on the file
-// with key; nil if there is none or it is another owner's. The caller must
-// unlock w.entry.
+// with key; nil if there is none. The caller must unlock w.entry.
 func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
-	holder, held := f.writeLocks.Holder(key)
-	if !held || holder != f.owner(ctx) {
+	e, ok := f.writeLocks.EntryOf(key, f.owner(ctx))
+	if !ok {
 		return nil
 	}
-	w := f.pendingFor(key)
-	if w != nil && w.entry.Owner() != holder {
-		w.entry.Unlock()
-		return nil
-	}
-	return w
+	return pendingOf(e)
 }
 
 // ownChange tells the write in progress on n's file, if any, that this
@@ -176,15 +193,12 @@ func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
 // the new ctime is not a conflicting change from outside. apply, if not
 // nil, makes the same change to the temp, which becomes the file.
 func (n *Node) ownChange(apply func(temp int)) {
-	w := n.fsys.pendingFor(n.key())
-	if w == nil {
-		return
-	}
-	defer w.entry.Unlock()
-	if apply != nil && w.temp >= 0 {
-		apply(w.temp)
-	}
-	w.refresh()
+	n.fsys.eachPending(n.key(), func(w *pendingWrite) {
+		if apply != nil && w.temp >= 0 {
+			apply(w.temp)
+		}
+		w.refresh()
+	})
 }
 
 // refresh takes the file's new ctime as observed, if nothing else about it
