@@ -4,15 +4,17 @@ package e2e
 //
 //   - a read descriptor held beside a rewrite never holds its commit back:
 //     when close(2) returns the change is committed, a reopen reads it, and
-//     the opener's next append is not a conflict (TestCloseToOpenBesideReader);
-//   - two owners appending to one log: every line lands, none becomes a
-//     conflict copy behind the writer's back (TestTwoOwnersAppend);
+//     the opener's next append is not a conflict (TestCloseToOpenBesideReader,
+//     case 1);
+//   - two owners appending to one log: every line lands whole, no append
+//     fails, none becomes a conflict copy (TestTwoOwnersAppend, case 2);
 //   - an append goes into the file in place: a descriptor opened before it
-//     and tail -f see it (TestAppendsInPlace);
+//     and tail -f see it (TestAppendsInPlace, case 3);
 //   - a close beside another thread's write(2) publishes old or whole
-//     (TestCloseDuringWrite);
+//     (TestCloseDuringWrite, case 9);
 //   - writers of several owners beside renames, directory exchanges and
-//     changes in BACKING: no hang, no conflict copy (TestCommitStress);
+//     changes in BACKING: no hang, no conflict copy (TestCommitStress,
+//     cases 7 and 10).
 
 import (
 	"bytes"

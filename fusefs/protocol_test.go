@@ -87,3 +87,42 @@ func TestFlushLeavesAWriteInFlight(t *testing.T) {
 	tf.wantContent(t, "f", "half", "after the release")
 	tf.wantNoTemps(t)
 }
+
+// TestAppendInPlace: an append goes into the file at once, under the same
+// inode, with no temp; another owner's append shares the file, another
+// owner's rewrite is EBUSY; nothing is left to commit at the release.
+func TestAppendInPlace(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	before := backingStat(t, tf, "f")
+	a := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_APPEND)
+	if n, errno := a.Write(as(1), []byte("+a"), 0); errno != 0 || n != 2 {
+		t.Fatalf("append = %d, %v", n, errno)
+	}
+	tf.wantContent(t, "f", "old+a", "right after the append, before any close")
+	if n := len(tf.temps(t)); n != 0 {
+		t.Errorf("%d temps for an append, want none", n)
+	}
+	b := tf.openWrite(t, 2, "f", syscall.O_WRONLY|syscall.O_APPEND)
+	if n, errno := b.Write(as(2), []byte("+b"), 0); errno != 0 || n != 2 {
+		t.Fatalf("another owner's append = %d, %v", n, errno)
+	}
+	tf.wantContent(t, "f", "old+a+b", "after another owner's append")
+	if _, _, errno := tf.lookup(t, "f").Open(as(3), syscall.O_WRONLY|syscall.O_TRUNC); errno != syscall.EBUSY {
+		t.Errorf("a third owner's rewrite beside appenders = %v, want EBUSY", errno)
+	}
+	for _, c := range []struct {
+		h   *File
+		pid uint32
+	}{{a, 1}, {b, 2}} {
+		if errno := c.h.Flush(as(c.pid)); errno != 0 {
+			t.Errorf("flush = %v", errno)
+		}
+		c.h.Release(as(c.pid))
+	}
+	if after := backingStat(t, tf, "f"); after.Ino != before.Ino {
+		t.Errorf("the file changed inode (%d → %d): the append was a rewrite", before.Ino, after.Ino)
+	}
+	tf.wantContent(t, "f", "old+a+b", "after the releases")
+	tf.wantNoTemps(t)
+}
