@@ -905,8 +905,11 @@ func writerCases() []writerCase {
 			write: sh(`head -c 1048576 /dev/zero | tr '\0' N > f`)},
 		{name: "redirect of nothing", old: "old\n", want: "",
 			write: sh(`: > f`)},
+		// Appends go into the file in place, each write whole: a reader
+		// sees them one by one (README, "Atomic writes").
 		{name: "append", old: "old\n", want: "old\nab",
-			write: sh(`{ printf a; sleep 0.05; printf b; } >> f`)},
+			write: sh(`{ printf a; sleep 0.05; printf b; } >> f`),
+			also:  func(b []byte) bool { return string(b) == "old\na" }},
 		{name: "exec 3>", old: "old\n", want: "ab",
 			write: sh(`exec 3>f; printf a >&3; sleep 0.05; printf b >&3; sleep 0.05; exec 3>&-`)},
 		{name: "2>&1", old: "old\n", want: "outerrout",

@@ -56,6 +56,10 @@ const (
 	StageBeforeRename Stage = "before-rename"
 )
 
+// afterReplace, for tests only, runs after a commit's rename, before it
+// settles.
+var afterReplace func()
+
 // errInjected is the failure a FailAt hook injects.
 var errInjected = errors.New("injected failure")
 
@@ -72,6 +76,8 @@ type pendingWrite struct {
 	tempDir    int           // O_PATH fd of the directory the temp lives in
 	base       int           // fd of the content last committed (or found at open)
 	temp       int           // fd of the temp holding new content, -1 if none
+	appendFd   int           // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
+	appended   bool          // appends in place not yet fsynced (durability=full)
 	tempName   string        // its name in tempDir
 	mode       uint32        // the temp's permission bits
 	observed   unix.Stat_t   // the file as this owner last saw it commit
@@ -90,6 +96,10 @@ type pendingWrite struct {
 	// or renamed another file over it. As natively, the bytes go with the
 	// file, which no name leads to any more: no commit puts them anywhere.
 	gone bool
+	// moved: a rename gave the file a new place since its last append in
+	// place, which must pass the protect rule before the next one lands
+	// there (a commit re-checks it too: denyCommit).
+	moved bool
 }
 
 // cur is the fd whose content the owner sees.
@@ -103,6 +113,7 @@ func (w *pendingWrite) cur() int {
 // close ends the write: the temp goes, and the fds it held close.
 func (w *pendingWrite) close() {
 	w.dropTemp()
+	w.closeAppend()
 	dirfd.Close(w.base)
 	dirfd.Close(w.tempDir)
 	dirfd.Close(w.fileDir)
@@ -125,11 +136,11 @@ func sameFile(a, b *unix.Stat_t) bool {
 // cached read handle opened later drops the pages at open (no
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
-	if !w.dirty {
-		return 0, false
-	}
 	f := w.node.fsys
 	durable = durable || f.opts.Durability == DurabilityFull
+	if !w.dirty {
+		return w.syncAppends(durable), false
+	}
 	if stage, err := w.seal(durable); err != nil {
 		return w.fail(ctx, stage, err), false
 	}
@@ -165,6 +176,9 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
+	if afterReplace != nil {
+		afterReplace()
+	}
 	return w.settle(durable, &st), true
 }
 
@@ -192,10 +206,15 @@ func (w *pendingWrite) seal(durable bool) (Stage, error) {
 	return "", nil
 }
 
-// replace renames the temp over the file, and moves every node that stood
-// for the old file to the new one, under commitMu: an identity-verifying
-// open sees the old file with the old identity or the new with the new. It
-// returns the new file's stat.
+// replace renames the temp over the file, moves the lock to the new file,
+// and moves every node that stood for the old file to the new one, all in
+// one critical section under commitMu: an open that verifies identity by
+// name and takes the lock (Node.openOnce) sees the old file with the old
+// identity and the old lock, or the new with the new; another owner never
+// finds the new file unlocked. The node the kernel knows under the name is
+// looked up (a go-fuse lock) before commitMu is taken: no realm lock is
+// held while waiting for one of go-fuse's (fs.go). It returns the new
+// file's stat.
 func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	f := w.node.fsys
 	var st unix.Stat_t
@@ -208,33 +227,37 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	if err != nil {
 		return st, err
 	}
+	// Every node that stood for the old file now stands for the new one:
+	// the one that started the write, and the one the kernel has for the
+	// name now (after an earlier commit it can be another). A node a
+	// lookup makes for the old file after this look is in neither place:
+	// it catches up when it meets the new file (Node.verify, FS.succeeded).
+	nodes := []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))}
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
 		return st, err
 	}
+	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
+		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	}
 	f.tempMade(w.tempName, false)
-	// Every node that stood for the old file now stands for the new one:
-	// the one that started the write, and the one the kernel has for the
-	// name now (after an earlier commit it can be another). The node keeps
-	// the inode number the kernel knows, which the backing filesystem may
-	// now give to a new file: the number is marked borrowed.
-	for _, m := range []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))} {
+	// The node keeps the inode number the kernel knows, which the backing
+	// filesystem may now give to a new file: the number is marked borrowed.
+	for _, m := range nodes {
 		if m != nil && m.key() == keyOf(&w.observed) {
 			m.setIdent(st.Dev, st.Ino, gen)
 			f.setRekeyed(fileID{keyOf(&st), gen}, m)
 		}
 	}
-	// A node a lookup is making for the old file right now is in neither
-	// place yet: it catches up when it meets the new file (Node.verify).
 	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
 	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
 	return st, nil
 }
 
 // settle finishes a commit whose rename is done, which nothing here can
-// undo: it syncs the directory (durable), moves the lock entry to the new
-// identity, and makes the new file the base the owner's next write copies.
+// undo: it syncs the directory (durable) and makes the new file the base
+// the owner's next write copies (the lock moved with the rename: replace).
 // Its errno tells the caller that durability was not reached.
 func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 	f := w.node.fsys
@@ -245,14 +268,12 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
 		}
 	}
-	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(st)); err != nil {
-		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
-	}
 	// Again: the rename changed its ctime. Should this fail, the next
 	// commit sees a changed file and keeps its bytes as a conflict copy.
 	if err := dirfd.Fstat(w.temp, st); err != nil {
 		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
+	w.closeAppend()
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, *st
 	return errno
@@ -374,6 +395,7 @@ func (w *pendingWrite) rebase(now *unix.Stat_t) {
 		w.failed = syscall.EIO
 		return
 	}
+	w.closeAppend()
 	dirfd.Close(w.base)
 	w.base, w.observed = fd, st
 }
@@ -413,11 +435,19 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 // of the owner shares the temp, its bytes cannot be told apart: nothing
 // happens here, and the owner's last close or release commits them all.
 func (w *pendingWrite) killed(ctx context.Context, h *File, sig int, tid uint32) {
+	f := w.node.fsys
+	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
+	if w.handles == 1 && !w.dirty && h.inPlace {
+		// Its appends went into the file as they were made: nothing to
+		// commit, nothing torn.
+		w.syncAppends(f.opts.Durability == DurabilityFull)
+		f.logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
+		f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
+		return
+	}
 	if w.handles != 1 || !w.dirty {
 		return
 	}
-	f := w.node.fsys
-	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
 	if w.failed == 0 && (h.fresh || h.appends && !h.truncates && !w.overwrites) {
 		errno, committed := w.commit(ctx, false)
 		if errno == 0 && committed {

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,9 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
+	// flags: the open's flags; the access mode and O_APPEND tell its
+	// descriptors from those of another open of the file (Flush).
+	flags uint32
 	// appends: opened O_APPEND. The kernel places an appending write at
 	// the end it knows (its cached size), which another view of the file
 	// (the file as committed, shown to a lookup or to another owner) may
@@ -43,11 +47,22 @@ type File struct {
 	// opened (before an O_TRUNC): a writer killed through it tears nothing
 	// old by committing (pendingWrite.killed).
 	fresh bool
+	// inPlace: an append through it went into the file itself
+	// (appendInPlace). Guarded by the shared entry's lock.
+	inPlace bool
 	// writing: the handle changed the file (or opened it O_TRUNC) and is
 	// counted in shared.writing, until its opener closes its last
 	// descriptor of the file or the handle is released. Guarded by the
 	// shared entry's lock.
 	writing bool
+
+	// writes counts the WRITE requests of the handle in flight: counted
+	// before they wait for the shared entry's lock, so that a commit
+	// holding it sees the write that waits for it (Flush). lastWrite is
+	// when the last one ended (UnixNano), lastWriter its thread.
+	writes     atomic.Int32
+	lastWrite  atomic.Int64
+	lastWriter atomic.Uint32
 
 	mu       sync.Mutex
 	released bool
@@ -115,49 +130,87 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // open is Open for the kernel (forKernel) or for the daemon's own use (op
 // "truncate": a truncate(2) by name), whose handle the kernel never sees.
-// Its refusals are audited as op.
+// Its refusals are audited as op. A write open that meets another owner's
+// lock waits briefly for a release on its way (acquireWait), and one that
+// met the file just as a commit replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	write := writeFlags(flags)
-	if f.opts.ReadOnly && write {
+	if f.opts.ReadOnly && writeFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
+	deadline := time.Now().Add(acquireWait)
+	for {
+		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, deadline)
+		if !again {
+			return fh, fuseFlags, errno
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openOnce is one try of open. A write open takes the lock in the same
+// critical section (commitMu, read) as it verifies the file by name: a
+// commit renames its temp over the file and moves its lock to the new file
+// under commitMu's write side (pendingWrite.replace), so the open locks the
+// file it opened, never one a commit just replaced. again asks the caller
+// to try again: the lock is another owner's and deadline has not passed,
+// or the file was replaced before the open joined its lock's write.
+func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, deadline time.Time) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
+	f := n.fsys
+	write := writeFlags(flags)
 	if forKernel && n.isRetired() {
-		return nil, 0, syscall.ESTALE // the kernel looks the name up again
+		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
 	pfd, name, pn, errno := n.parentFd(ctx)
 	if errno != 0 {
-		return nil, 0, errno
+		return nil, 0, errno, false
+	}
+	var owner locks.Owner
+	if write {
+		owner = f.owner(ctx) // before commitMu: it may read /proc
 	}
 	f.commitMu.RLock()
 	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve)
+			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve), false
 		}
-		return nil, 0, toErrno(err)
+		return nil, 0, toErrno(err), false
 	}
 	var st unix.Stat_t
 	err = dirfd.Fstat(fd, &st)
 	if err == nil {
 		errno = n.verify(ctx, op, pn, name, &st)
 	}
+	var lease *locks.Lease
+	var lockErr error
+	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
+	}
 	f.commitMu.RUnlock()
 	if err != nil || errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, max(errno, toErrno(err))
+		return nil, 0, max(errno, toErrno(err)), false
+	}
+	if lockErr != nil {
+		dirfd.Close(fd)
+		if time.Now().Before(deadline) && ctx.Err() == nil {
+			return nil, 0, 0, true
+		}
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular)
+		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
 	}
 	if errno := n.denyOpen(ctx, op, &st, write); errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, errno
+		lease.Release()
+		return nil, 0, errno, false
 	}
 	if write {
-		return n.openShared(ctx, f.owner(ctx), fd, pn, pfd, name, &st, flags, forKernel)
+		return n.openShared(ctx, owner, lease, fd, pn, pfd, name, &st, flags, forKernel)
 	}
 	// A reader shares the owner's pending write while it has uncommitted
 	// bytes, so a process that reopens a file it is writing sees its own
@@ -167,15 +220,15 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
-			return n.openShared(ctx, w.entry.Owner(), fd, pn, pfd, name, &st, flags, forKernel)
+			return n.openShared(ctx, w.entry.Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
 	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st))
 	if !ok {
 		dirfd.Close(fd)
-		return nil, 0, n.retire()
+		return nil, 0, n.retire(), false
 	}
-	return h, fuseFlags, 0
+	return h, fuseFlags, 0, false
 }
 
 // openErrno keeps ENOSYS and EOPNOTSUPP from reaching the kernel as the
@@ -325,7 +378,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-	fh, fuseFlags, errno := asNode(child).openShared(ctx, f.owner(ctx), fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+	fh, fuseFlags, errno, _ := asNode(child).openShared(ctx, f.owner(ctx), nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
@@ -380,8 +433,27 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if h.shared == nil {
 		return 0, syscall.EBADF // plain handles are read-only
 	}
+	h.writes.Add(1)
+	defer func() {
+		h.lastWriter.Store(caller(ctx).Pid)
+		h.lastWrite.Store(time.Now().UnixNano())
+		h.writes.Add(-1)
+	}()
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+		if w.appendsInPlace(h, caller(ctx).Uid) {
+			if w.moved {
+				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
+					return errno
+				}
+				w.moved = false
+			}
+			h.joinWriting()
+			h.inPlace = true
+			var errno syscall.Errno
+			n, errno = w.appendInPlace(data)
+			return errno
+		}
 		made := w.temp < 0
 		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
@@ -420,12 +492,17 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //
 //   - a close by another process (a child closing an inherited descriptor
 //     at exec or exit): the opener may be half way through its writes;
-//   - a close while the opener holds another descriptor of the file: a
-//     shell's `cmd > f` opens f, dup2s it to fd 1 and closes the first
-//     descriptor before cmd has written anything;
+//   - a close while the opener holds another descriptor that may be of
+//     the same open (same access mode and O_APPEND: sameOpen): a shell's
+//     `cmd > f` opens f, dup2s it to fd 1 and closes the first descriptor
+//     before cmd has written anything. A descriptor of another open (a
+//     reader beside the rewrite) holds nothing back;
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     committed where that tears nothing old, and kept as a recovery copy
 //     beside the file otherwise (pendingWrite.killed);
+//   - a close while a write(2) through the same open is in flight in
+//     another thread (a WRITE request of it is being served or waits for
+//     the entry's lock): committing would publish part of it;
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its
@@ -455,7 +532,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	if !dirty && !writing {
 		return 0
 	}
-	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load())
+	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load(), h.sameOpen())
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
@@ -465,7 +542,14 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	case c.Others > 0:
 		return 0
 	}
+	goesOn := h.writeGoesOn(tid)
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		if goesOn || h.writes.Load() > 0 {
+			// Another thread's write(2) through this open goes on after
+			// the close, as it does natively. The RELEASE, which comes
+			// once the write(2) has returned, commits it whole.
+			return 0
+		}
 		h.leaveWriting()
 		if c.Exiting {
 			if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
@@ -482,6 +566,53 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		errno, _ := w.commit(ctx, false)
 		return errno
 	})
+}
+
+// writeGap bounds the time between two WRITE requests of one write(2):
+// the kernel splits a write into requests of at most max_write bytes and
+// sends the next as soon as the daemon answers the last.
+const writeGap = 10 * time.Millisecond
+
+// writeGoesOn reports whether a write(2) through h by a thread other than
+// tid, the one closing a descriptor of it, is still going on. The kernel
+// sends a FLUSH of another thread's close while that write is in flight
+// (the write holds its own reference to the open file), between two of its
+// WRITE requests as well as during one: so a WRITE in flight says yes, and
+// when another thread's WRITE ended less than writeGap ago, writeGoesOn
+// waits out the gap for the next one. The daemon cannot see a write(2)
+// end: this is the one timed rule of the commit protocol. A close right
+// after another thread's write waits up to writeGap; a writer thread
+// stalled longer than that between two requests of one write(2) can see
+// the part before the stall committed (the rest is committed with the
+// RELEASE). The caller rechecks h.writes under the entry's lock, which a
+// WRITE counts itself before it waits for.
+func (h *File) writeGoesOn(tid uint32) bool {
+	last := h.lastWrite.Load()
+	for {
+		if h.writes.Load() > 0 {
+			return true
+		}
+		if w := h.lastWriter.Load(); w == tid || w == 0 {
+			return false
+		}
+		now := h.lastWrite.Load()
+		if now != last {
+			return true // a WRITE came and went while we waited
+		}
+		if time.Since(time.Unix(0, now)) >= writeGap {
+			return false
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// sameOpen says which of the closing process's descriptors of the file
+// may be descriptors of h's open: those opened with its access mode and
+// O_APPEND. A read descriptor the opener holds beside its rewrite is
+// another open (the kernel's RELEASE of h does not wait for it), and must
+// not hold the commit back past close(2).
+func (h *File) sameOpen() locks.SameOpen {
+	return locks.SameOpen{Mask: syscall.O_ACCMODE | syscall.O_APPEND, Flags: h.flags}
 }
 
 // joinWriting counts h among its write's writers, for a change made

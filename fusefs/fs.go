@@ -17,17 +17,25 @@
 //  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
 //     one file, and the handles sharing it). Two are held together only
 //     by CopyFileRange, in the order their writes began (lockPair).
-//  2. FS.commitMu: written by a commit's rename (pendingWrite.replace),
-//     read by the opens and stats that verify a node's identity by name.
+//  2. FS.commitMu: written by a commit's rename together with the move of
+//     the file's lock to the new file (pendingWrite.replace), read by the
+//     opens and stats that verify a node's identity by name and by a
+//     write open's Acquire (Node.openOnce) and a rename's lock look
+//     (FS.lockOf), so that no one sees the new file unlocked.
 //  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, madeSet.mu, watcher.mu,
 //     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
 //     and the Resolver's.
 //
-// go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) may be taken
-// under any of these; go-fuse calls the node (OnForget) holding none of
-// realm's. No realm lock is held while a notification goes to the kernel
-// (notify.go), nor while credInodes.has waits for the mount-time scan.
+// go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
+// under an entry's lock or a leaf, never under commitMu: a commit holding
+// commitMu while it waited in GetChild deadlocked with requests that
+// wait for commitMu (issue 18), so replace looks the node up before it
+// takes commitMu (TestCommitTakesNoGoFuseLockUnderCommitMu checks it).
+// go-fuse calls the node (OnForget) holding none of realm's. No realm
+// lock is held while a notification goes to the kernel (notify.go), nor
+// while credInodes.has waits for the mount-time scan, nor while Flush
+// waits out another thread's write (File.writeGoesOn).
 package fusefs
 
 import (

@@ -39,12 +39,21 @@ type fileID struct {
 }
 
 // childInode is the node the kernel knows as name in directory n, if any.
+// It takes a go-fuse lock: no realm lock but a leaf may be held (fs.go).
 func (n *Node) childInode(name string) *fs.Inode {
 	if n == nil {
 		return nil
 	}
+	if beforeGoFuseLock != nil {
+		beforeGoFuseLock(n.fsys)
+	}
 	return n.GetChild(name)
 }
+
+// beforeGoFuseLock, for tests only, runs before realm takes a go-fuse lock
+// where a commit might hold a realm lock: a test checks there that
+// commitMu is free (the lock order in fs.go).
+var beforeGoFuseLock func(f *FS)
 
 // setIdent records the backing object n now stands for, and its
 // generation (dirfd.Statx).

@@ -23,12 +23,22 @@ import (
 // sequential writer must not lose the race to it.
 const acquireWait = 250 * time.Millisecond
 
-// acquire takes the lock on n for owner, waiting briefly for a release that
-// is on its way.
-func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*locks.Lease, error) {
+// lockMode is the lock an open with flags takes: an append without
+// O_TRUNC shares the file with other owners' appends (they go into the
+// file in place, each whole); every other write excludes other owners.
+func lockMode(flags uint32) locks.Mode {
+	if flags&syscall.O_APPEND != 0 && flags&syscall.O_TRUNC == 0 {
+		return locks.Append
+	}
+	return locks.Write
+}
+
+// acquire takes the lock on n for owner in mode, waiting briefly for a
+// release that is on its way.
+func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode locks.Mode) (*locks.Lease, error) {
 	deadline := time.Now().Add(acquireWait)
 	for {
-		lease, err := f.writeLocks.Acquire(key, owner)
+		lease, err := f.writeLocks.AcquireMode(key, owner, mode)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return lease, err
 		}
@@ -38,27 +48,48 @@ func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner) (*lo
 
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file, named name in
-// the directory pn (fd pfd); it is consumed.
-func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+// the directory pn (fd pfd); it is consumed, and so is lease, the owner's
+// lock on the file if the caller took it (nil: openShared takes it). again:
+// a commit replaced the file since base was opened, and no write of the
+// owner's is left to join; the caller opens the name again.
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
 	f := n.fsys
 	if !n.admitShared(forKernel) {
 		dirfd.Close(base)
-		return nil, 0, n.retire()
+		lease.Release()
+		// Its readers stay on n: the attributes the kernel keeps for them
+		// go, as the writer's appends in place may grow the file.
+		f.notify.inode(n.EmbeddedInode())
+		return nil, 0, n.retire(), false
 	}
 	defer func() {
-		if errno != 0 {
+		if errno != 0 || again {
 			n.sharedGone()
 		}
 	}()
-	lease, err := f.acquire(ctx, locks.Key{Dev: st.Dev, Ino: st.Ino}, owner)
-	if err != nil {
-		dirfd.Close(base)
-		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner)
+	if lease == nil {
+		var err error
+		// A reader of the owner's write takes the weakest hold.
+		mode := locks.Append
+		if writeFlags(flags) {
+			mode = lockMode(flags)
+		}
+		if lease, err = f.acquire(ctx, keyOf(st), owner, mode); err != nil {
+			dirfd.Close(base)
+			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+		}
 	}
 	e := lease.Shared()
 	e.Lock()
 	defer e.Unlock()
 	w, _ := e.Value.(*pendingWrite)
+	if w == nil && lease.Key() != keyOf(st) {
+		// The owner's commit moved the lock to the file it put in place,
+		// and its write ended: base is the file that commit replaced.
+		dirfd.Close(base)
+		lease.Release()
+		return nil, 0, 0, true
+	}
 	if w == nil {
 		tempDir, err1 := dirfd.Dup(pfd)
 		fileDir, err2 := dirfd.Dup(pfd)
@@ -67,10 +98,10 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 			dirfd.Close(fileDir)
 			dirfd.Close(base)
 			lease.Release()
-			return nil, 0, toErrno(err)
+			return nil, 0, toErrno(err), false
 		}
 		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
-			tempDir: tempDir, base: base, temp: -1, observed: *st, seq: f.writeSeq.Add(1)}
+			tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: *st, seq: f.writeSeq.Add(1)}
 		e.Value = w
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
@@ -79,7 +110,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		dirfd.Close(base)
 		lease.Release()
 		f.logf("%s: a stale write lock under the new file's inode number (ino %d); refused", f.relPath(pn, name), st.Ino)
-		return nil, 0, syscall.EIO
+		return nil, 0, syscall.EIO, false
 	} else {
 		dirfd.Close(base)
 	}
@@ -93,16 +124,16 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, base int, pn *
 		w.dropTemp()
 		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
 			w.release(e, lease)
-			return nil, 0, toErrno(err)
+			return nil, 0, toErrno(err), false
 		}
 		w.dirty, w.overwrites = true, true
 		w.writing++
 	}
-	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), writing: truncates,
+	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), flags: flags, writing: truncates,
 		truncates: truncates, appends: flags&syscall.O_APPEND != 0, fresh: fresh}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
-	return fh, fuse.FOPEN_DIRECT_IO, 0
+	return fh, fuse.FOPEN_DIRECT_IO, 0, false
 }
 
 // release drops one handle; the caller holds e's lock. The last handle
@@ -124,13 +155,9 @@ func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
 	}
 }
 
-// pendingFor returns the write in progress on the backing file with key,
-// locked; the caller must unlock w.entry. nil if there is none.
-func (f *FS) pendingFor(key locks.Key) *pendingWrite {
-	e, ok := f.writeLocks.Entry(key)
-	if !ok {
-		return nil
-	}
+// pendingOf returns e's write in progress, locked; the caller must unlock
+// e. nil (e unlocked) if there is none.
+func pendingOf(e *locks.Entry) *pendingWrite {
 	e.Lock()
 	w, _ := e.Value.(*pendingWrite)
 	if w == nil {
@@ -139,20 +166,26 @@ func (f *FS) pendingFor(key locks.Key) *pendingWrite {
 	return w
 }
 
+// eachPending runs fn on every owner's write in progress on the backing
+// file with key (several owners may append to it), each under its entry's
+// lock, one at a time.
+func (f *FS) eachPending(key locks.Key, fn func(w *pendingWrite)) {
+	for _, e := range f.writeLocks.Entries(key) {
+		if w := pendingOf(e); w != nil {
+			fn(w)
+			e.Unlock()
+		}
+	}
+}
+
 // ownWrite returns, locked, the caller's own write in progress on the file
-// with key; nil if there is none or it is another owner's. The caller must
-// unlock w.entry.
+// with key; nil if there is none. The caller must unlock w.entry.
 func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
-	holder, held := f.writeLocks.Holder(key)
-	if !held || holder != f.owner(ctx) {
+	e, ok := f.writeLocks.EntryOf(key, f.owner(ctx))
+	if !ok {
 		return nil
 	}
-	w := f.pendingFor(key)
-	if w != nil && w.entry.Owner() != holder {
-		w.entry.Unlock()
-		return nil
-	}
-	return w
+	return pendingOf(e)
 }
 
 // ownChange tells the write in progress on n's file, if any, that this
@@ -160,15 +193,12 @@ func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
 // the new ctime is not a conflicting change from outside. apply, if not
 // nil, makes the same change to the temp, which becomes the file.
 func (n *Node) ownChange(apply func(temp int)) {
-	w := n.fsys.pendingFor(n.key())
-	if w == nil {
-		return
-	}
-	defer w.entry.Unlock()
-	if apply != nil && w.temp >= 0 {
-		apply(w.temp)
-	}
-	w.refresh()
+	n.fsys.eachPending(n.key(), func(w *pendingWrite) {
+		if apply != nil && w.temp >= 0 {
+			apply(w.temp)
+		}
+		w.refresh()
+	})
 }
 
 // refresh takes the file's new ctime as observed, if nothing else about it
@@ -177,5 +207,77 @@ func (w *pendingWrite) refresh() {
 	var st unix.Stat_t
 	if dirfd.Lstat(w.fileDir, w.fileName, &st) == nil && st.Ino == w.observed.Ino && st.Size == w.observed.Size && st.Mtim == w.observed.Mtim {
 		w.observed.Ctim = st.Ctim
+	}
+}
+
+// Appends in place. An append (a write through a handle opened O_APPEND
+// without O_TRUNC) while the owner has nothing uncommitted goes into the
+// file itself, at its end, in one write(2) of the backing file: no temp,
+// no commit, no new inode. Every reader sees it at once (tail -f), a
+// descriptor opened before it reads it, and the lock stays on the file.
+// Each append is whole and in order, as natively; a crash leaves the file
+// with a prefix of the appends. With durability=full the owner's commit
+// points (the opener's last close, fsync(2), the last release) fsync the
+// file (syncAppends). While the owner has a rewrite pending (a temp), its
+// appends go to the temp's end and are committed with it.
+
+// appendsInPlace reports whether an append through h goes into the file:
+// nothing of the owner's is uncommitted, and the file has no set-id bit
+// that a write by another user than root would clear (the temp's copy
+// clears it: ensureTemp). The caller holds w.entry's lock.
+func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
+	if !h.appends || h.truncates || w.temp >= 0 || w.failed != 0 {
+		return false
+	}
+	if writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		return false
+	}
+	if w.appendFd < 0 {
+		fd, err := dirfd.Reopen(w.base, unix.O_WRONLY|unix.O_APPEND)
+		if err != nil {
+			return false // not writable by the daemon: the temp's rename still is
+		}
+		w.appendFd = fd
+	}
+	return true
+}
+
+// appendInPlace writes data at the end of the file itself. The file's new
+// size and times become the observed ones: the owner's own change is no
+// conflict for a later commit. The caller holds w.entry's lock.
+func (w *pendingWrite) appendInPlace(data []byte) (int, syscall.Errno) {
+	n, err := unix.Write(w.appendFd, data)
+	if n > 0 {
+		w.appended = true
+	}
+	var st unix.Stat_t
+	if dirfd.Fstat(w.base, &st) == nil {
+		w.observed = st
+	}
+	w.node.fsys.notify.inode(w.node.EmbeddedInode()) // other views' sizes
+	if err == nil && n < len(data) {
+		err = syscall.EIO
+	}
+	return max(n, 0), toErrno(err)
+}
+
+// syncAppends makes the appends in place durable (fsync), if asked.
+func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
+	if !durable || !w.appended || w.appendFd < 0 {
+		return 0
+	}
+	w.appended = false
+	return toErrno(unix.Fsync(w.appendFd))
+}
+
+// closeAppend closes the fd for appends in place; the base it was opened
+// from is about to change or go.
+func (w *pendingWrite) closeAppend() {
+	if w.appendFd >= 0 {
+		if w.appended && w.node.fsys.opts.Durability == DurabilityFull {
+			unix.Fsync(w.appendFd)
+		}
+		dirfd.Close(w.appendFd)
+		w.appendFd, w.appended = -1, false
 	}
 }

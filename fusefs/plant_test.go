@@ -16,8 +16,8 @@ import (
 func TestCommitRechecksProtect(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "cfg", "old\n")
-	h := tf.openWrite(t, 1, "cfg", syscall.O_WRONLY|syscall.O_APPEND)
-	writeAll(t, h, "planted\n")
+	h := tf.openWrite(t, 1, "cfg", syscall.O_WRONLY|syscall.O_TRUNC)
+	writeAll(t, h, "old\nplanted\n")
 	st := backingStat(t, tf, "cfg")
 	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
 		t.Fatal(err)
@@ -29,6 +29,29 @@ func TestCommitRechecksProtect(t *testing.T) {
 	tf.wantContent(t, ".envrc", "old\n", "after the refused commit")
 	tf.wantNoTemps(t)
 	tf.wantAudit(t, "commit PROTECTED_PATH_DENIED EACCES")
+	h.Release(as(1))
+}
+
+// TestAppendRechecksProtect: appends go into the file in place, so there
+// is no commit to re-check; an append after the file reached a protected
+// path by a move the guard did not judge is refused there instead, and the
+// file keeps what it had.
+func TestAppendRechecksProtect(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "cfg", "old\n")
+	h := tf.openWrite(t, 1, "cfg", syscall.O_WRONLY|syscall.O_APPEND)
+	writeAll(t, h, "more\n")
+	st := backingStat(t, tf, "cfg")
+	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
+		t.Fatal(err)
+	}
+	tf.renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	if _, errno := h.Write(as(1), []byte("planted\n"), 0); errno != syscall.EACCES {
+		t.Errorf("append at .envrc = %v, want EACCES", errno)
+	}
+	tf.wantContent(t, ".envrc", "old\nmore\n", "after the refused append")
+	tf.wantAudit(t, "commit PROTECTED_PATH_DENIED EACCES")
+	h.Flush(as(1))
 	h.Release(as(1))
 }
 

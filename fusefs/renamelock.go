@@ -25,9 +25,14 @@ type fileLock struct {
 }
 
 // lockOf looks up the regular file name in dir (one fstatat) in the lock
-// table; a name that leads to no regular file is not held.
+// table; a name that leads to no regular file is not held. The look and
+// the lookup are one step under commitMu (read), as an open's are: a
+// commit moves the lock with its rename, so a file being committed is
+// never seen unlocked.
 func (f *FS) lockOf(dir int, name string) fileLock {
 	var st unix.Stat_t
+	f.commitMu.RLock()
+	defer f.commitMu.RUnlock()
 	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return fileLock{}
 	}
@@ -44,29 +49,28 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 		return 0
 	}
 	me := f.owner(ctx)
-	for deadline := time.Now().Add(acquireWait); l.held && l.holder != me; {
+	for deadline := time.Now().Add(acquireWait); ; {
+		if _, other := f.writeLocks.OtherHolder(l.key, me); !other {
+			return 0
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
 		}
 		time.Sleep(5 * time.Millisecond)
-		l.holder, l.held = f.writeLocks.Holder(l.key)
 	}
-	return 0
 }
 
 // renamed tells the write in progress on the file with key that this mount
 // renamed the file to name in the directory dir (fd dfd).
 func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
-	w := f.pendingFor(key)
-	if w == nil {
-		return
-	}
-	defer w.entry.Unlock()
-	if fd, err := dirfd.Dup(dfd); err == nil {
-		dirfd.Close(w.fileDir)
-		w.fileDir, w.fileName, w.fileParent = fd, name, dir
-	}
-	w.refresh()
+	f.eachPending(key, func(w *pendingWrite) {
+		if fd, err := dirfd.Dup(dfd); err == nil {
+			dirfd.Close(w.fileDir)
+			w.fileDir, w.fileName, w.fileParent = fd, name, dir
+			w.moved = true
+		}
+		w.refresh()
+	})
 }
 
 // removed tells the write in progress on the file with key, if any, that
@@ -78,16 +82,13 @@ func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
 // outside. A removed name other than the write's (another hard link) is
 // not its business.
 func (f *FS) removed(key locks.Key, dfd int, name string) {
-	w := f.pendingFor(key)
-	if w == nil {
-		return
-	}
-	defer w.entry.Unlock()
-	var a, b unix.Stat_t
-	if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
-		return
-	}
-	w.gone = true
+	f.eachPending(key, func(w *pendingWrite) {
+		var a, b unix.Stat_t
+		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+			return
+		}
+		w.gone = true
+	})
 }
 
 // metaHeldByOther refuses op (a chmod, chown or utimens of n, whose

@@ -33,11 +33,22 @@ var ErrTooManyDescriptors = errors.New("too many descriptors to scan")
 // calls, and a process with more is told apart by the error.
 const maxScan = 4096
 
+// SameOpen says which of a thread's descriptors of an inode Descriptors
+// counts: those whose open flags agree with Flags in the bits of Mask
+// (fdinfo's "flags:"). The kernel tells the daemon of a close (FLUSH) with
+// no word of which open file description it closed, and fdinfo names none;
+// the flags fixed at open (the access mode, O_APPEND) tell apart the open
+// a close ends from another open of the same file, such as a read
+// descriptor a shell holds beside a rewrite (`exec 3<f; echo new > f`). A
+// zero Mask counts every descriptor of the inode.
+type SameOpen struct{ Mask, Flags uint32 }
+
 // Closing is what the thread closing a descriptor still holds.
 type Closing struct {
 	// Others is how many of its descriptors refer to an inode with the
-	// number asked about (on any filesystem: a count too high only defers
-	// a commit).
+	// number asked about, opened with the flags asked about (SameOpen). A
+	// count too high only defers a commit: another open of the file with
+	// the same flags counts too.
 	Others int
 	// Exiting is true when the thread has no descriptor table left: the
 	// kernel is closing its descriptors because it exits.
@@ -51,7 +62,7 @@ type Closing struct {
 // hands the freed number to a new file), so a match is checked against the
 // device of the mount it was opened on, from the thread's own mountinfo
 // (mount ids are per namespace). dev 0 counts every file with that number.
-func (r *Resolver) Descriptors(tid uint32, ino, dev uint64) (Closing, error) {
+func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Closing, error) {
 	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -98,7 +109,7 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64) (Closing, error) {
 				}
 				return Closing{}, fmt.Errorf("locks: %s/%s: %w", dir, nm, err)
 			}
-			if i, mnt := fdinfoFields(got); i == ino {
+			if i, mnt, fl := fdinfoFields(got); i == ino && fl&like.Mask == like.Flags&like.Mask {
 				mounts = append(mounts, mnt)
 			}
 		}
@@ -178,9 +189,9 @@ func readAt(dir int, name string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// fdinfoFields returns the "ino:" and "mnt_id:" fields of an fdinfo file,
-// 0 for one it lacks.
-func fdinfoFields(b []byte) (ino, mnt uint64) {
+// fdinfoFields returns the "ino:", "mnt_id:" and "flags:" (octal) fields
+// of an fdinfo file, 0 for one it lacks.
+func fdinfoFields(b []byte) (ino, mnt uint64, flags uint32) {
 	for len(b) > 0 {
 		line, rest, _ := bytes.Cut(b, []byte("\n"))
 		b = rest
@@ -188,9 +199,12 @@ func fdinfoFields(b []byte) (ino, mnt uint64) {
 			ino, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
 		} else if v, ok := bytes.CutPrefix(line, []byte("mnt_id:")); ok {
 			mnt, _ = strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+		} else if v, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+			fl, _ := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 32)
+			flags = uint32(fl)
 		}
 	}
-	return ino, mnt
+	return ino, mnt, flags
 }
 
 // ExitSignal returns the signal that is ending thread tid, 0 if it is not

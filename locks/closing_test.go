@@ -23,7 +23,7 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 	tid := uint32(unix.Gettid())
 	count := func() Closing {
 		t.Helper()
-		c, err := r.Descriptors(tid, st.Ino, st.Dev)
+		c, err := r.Descriptors(tid, st.Ino, st.Dev, SameOpen{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,14 +52,14 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 		t.Fatalf("after closing the dup: %+v", c)
 	}
 	// The same inode number on another device is another file.
-	if c, err := r.Descriptors(tid, st.Ino, st.Dev+1); err != nil || c.Others != 0 {
+	if c, err := r.Descriptors(tid, st.Ino, st.Dev+1, SameOpen{}); err != nil || c.Others != 0 {
 		t.Fatalf("another device: %+v, %v; want no descriptors", c, err)
 	}
 }
 
 func TestDescriptorsOfAVanishedThread(t *testing.T) {
 	r := NewResolver(OwnerPID, t.TempDir()) // no such thread beneath it
-	if _, err := r.Descriptors(4242, 1, 0); err == nil {
+	if _, err := r.Descriptors(4242, 1, 0, SameOpen{}); err == nil {
 		t.Fatal("want an error for a thread that is not there")
 	}
 }
@@ -68,15 +68,16 @@ func TestFdinfoFields(t *testing.T) {
 	for _, tc := range []struct {
 		in       string
 		ino, mnt uint64
+		flags    uint32
 	}{
-		{"pos:\t0\nflags:\t0100002\nmnt_id:\t31\nino:\t1234\n", 1234, 31},
-		{"pos:\t0\nflags:\t02\nmnt_id:\t31\n", 0, 31},
-		{"ino:\t18446744073709551615\n", 1<<64 - 1, 0},
-		{"ino:\tbogus\n", 0, 0},
-		{"", 0, 0},
+		{"pos:\t0\nflags:\t0100002\nmnt_id:\t31\nino:\t1234\n", 1234, 31, 0100002},
+		{"pos:\t0\nflags:\t02\nmnt_id:\t31\n", 0, 31, 02},
+		{"ino:\t18446744073709551615\n", 1<<64 - 1, 0, 0},
+		{"ino:\tbogus\n", 0, 0, 0},
+		{"", 0, 0, 0},
 	} {
-		if ino, mnt := fdinfoFields([]byte(tc.in)); ino != tc.ino || mnt != tc.mnt {
-			t.Errorf("fdinfoFields(%q) = %d, %d; want %d, %d", tc.in, ino, mnt, tc.ino, tc.mnt)
+		if ino, mnt, fl := fdinfoFields([]byte(tc.in)); ino != tc.ino || mnt != tc.mnt || fl != tc.flags {
+			t.Errorf("fdinfoFields(%q) = %d, %d, %o; want %d, %d, %o", tc.in, ino, mnt, fl, tc.ino, tc.mnt, tc.flags)
 		}
 	}
 }
@@ -124,5 +125,52 @@ func TestStatExitCode(t *testing.T) {
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("%s: statExitCode = %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.bad)
 		}
+	}
+}
+
+// TestDescriptorsOfTheSameOpen: a read descriptor of the file is not
+// counted for a close of a write open (SameOpen), and a write descriptor
+// without O_APPEND not for an appending one.
+func TestDescriptorsOfTheSameOpen(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		t.Fatal(err)
+	}
+	r := NewResolver(OwnerPID, "/proc")
+	defer r.Close()
+	tid := uint32(unix.Gettid())
+	count := func(flags uint32) int {
+		t.Helper()
+		c, err := r.Descriptors(tid, st.Ino, st.Dev, SameOpen{Mask: unix.O_ACCMODE | unix.O_APPEND, Flags: flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Others
+	}
+	rd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	if c := count(unix.O_WRONLY); c != 0 {
+		t.Fatalf("a read descriptor, counted for a write open: %d, want 0", c)
+	}
+	wr, err := unix.Open(name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr)
+	if c := count(unix.O_WRONLY); c != 1 {
+		t.Fatalf("a write descriptor: %d, want 1", c)
+	}
+	if c := count(unix.O_WRONLY | unix.O_APPEND); c != 0 {
+		t.Fatalf("a write descriptor, counted for an appending open: %d, want 0", c)
+	}
+	if c := count(unix.O_RDONLY); c != 1 {
+		t.Fatalf("a read descriptor, for a read open: %d, want 1", c)
 	}
 }

@@ -7,6 +7,10 @@
 // share one Entry, on which the caller hangs per-file state such as the
 // shared temp file. Locks live in memory only: a crash frees them all.
 //
+// A lock is taken in a Mode: Write is exclusive (one owner), Append is
+// shared among appending owners and exclusive against another owner's
+// Write. Each owner holding a key has its own Entry.
+//
 // The model is gocryptfs's internal/openfiletable: one map behind one mutex,
 // held only for the map operation, never across I/O.
 package locks
@@ -27,16 +31,27 @@ type Key struct {
 // "cgroup:/user.slice/session-3.scope". Owners compare as strings.
 type Owner string
 
+// Mode is how a lease holds its key.
+type Mode int
+
+const (
+	// Write is exclusive: no other owner holds the key in any mode.
+	Write Mode = iota
+	// Append is shared among owners that append: no other owner holds
+	// the key for Write.
+	Append
+)
+
 // Table is the lock table. The zero value is not usable; call NewTable.
 // A Table is safe for concurrent use.
 type Table struct {
 	mu      sync.Mutex
-	entries map[Key]*Entry
+	entries map[Key][]*Entry // one per owner; more than one only if none writes
 }
 
 // NewTable returns an empty lock table.
 func NewTable() *Table {
-	return &Table{entries: make(map[Key]*Entry)}
+	return &Table{entries: make(map[Key][]*Entry)}
 }
 
 // Entry is the state shared by all leases of one owner on one file. It lives
@@ -51,9 +66,10 @@ type Entry struct {
 	mu    sync.Mutex
 	Value any // guarded by Lock/Unlock
 
-	owner Owner // immutable
-	key   Key   // guarded by Table.mu; changes on Rekey
-	refs  int   // guarded by Table.mu; unreleased leases
+	owner  Owner // immutable
+	key    Key   // guarded by Table.mu; changes on Rekey
+	refs   int   // guarded by Table.mu; unreleased leases
+	writes int   // guarded by Table.mu; of those, Write leases
 }
 
 // Lock locks the entry's Value.
@@ -71,49 +87,111 @@ func (e *Entry) Owner() Owner { return e.owner }
 type Lease struct {
 	t        *Table
 	e        *Entry
+	mode     Mode
 	released atomic.Bool
 }
 
-// Acquire takes the lock on key for owner. If another owner holds the key it
-// returns an *errcode.Error with code LOCK_CONFLICT naming the holder. If
-// owner already holds the key, the new lease shares the existing Entry.
+// Acquire takes the lock on key for owner in Write mode (AcquireMode).
 func (t *Table) Acquire(key Key, owner Owner) (*Lease, error) {
-	l := &Lease{t: t} // allocate outside the critical section
+	return t.AcquireMode(key, owner, Write)
+}
+
+// AcquireMode takes the lock on key for owner in mode. If another owner
+// holds the key in a way mode excludes (any hold, for Write; a Write hold,
+// for Append) it returns an *errcode.Error with code LOCK_CONFLICT naming
+// the holder. If owner already holds the key, the new lease shares its
+// Entry; an owner that appends alone may also take Write.
+func (t *Table) AcquireMode(key Key, owner Owner, mode Mode) (*Lease, error) {
+	l := &Lease{t: t, mode: mode} // allocate outside the critical section
 	t.mu.Lock()
-	e, ok := t.entries[key]
-	switch {
-	case !ok:
-		e = &Entry{owner: owner, key: key}
-		t.entries[key] = e
-	case e.owner != owner:
-		t.mu.Unlock()
-		return nil, conflict(key, e.owner)
+	var own *Entry
+	for _, e := range t.entries[key] {
+		switch {
+		case e.owner == owner:
+			own = e
+		case mode == Write || e.writes > 0:
+			t.mu.Unlock()
+			return nil, conflict(key, e.owner)
+		}
 	}
-	e.refs++
+	if own == nil {
+		own = &Entry{owner: owner, key: key}
+		t.entries[key] = append(t.entries[key], own)
+	}
+	own.refs++
+	if mode == Write {
+		own.writes++
+	}
 	t.mu.Unlock()
-	l.e = e
+	l.e = own
 	return l, nil
 }
 
-// Holder reports who holds key, if anyone.
+// Holder reports who holds key, if anyone: the owner that writes it, or
+// one of those that append to it.
 func (t *Table) Holder(key Key) (Owner, bool) {
 	t.mu.Lock()
-	e, ok := t.entries[key]
-	t.mu.Unlock()
-	if !ok {
+	defer t.mu.Unlock()
+	es := t.entries[key]
+	if len(es) == 0 {
 		return "", false
 	}
-	return e.owner, true
+	for _, e := range es {
+		if e.writes > 0 {
+			return e.owner, true
+		}
+	}
+	return es[0].owner, true
 }
 
-// Entry returns the entry that holds key, so a caller can reach the
-// holder's shared state (an atomic write in progress) without holding a
-// lease of its own; it reports false if no one holds key.
+// OtherHolder reports an owner other than me that holds key, if any.
+func (t *Table) OtherHolder(key Key, me Owner) (Owner, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries[key] {
+		if e.owner != me {
+			return e.owner, true
+		}
+	}
+	return "", false
+}
+
+// Entry returns the entry that holds key (the writer's, or one
+// appender's), so a caller can reach the holder's shared state (an atomic
+// write in progress) without holding a lease of its own; it reports false
+// if no one holds key.
 func (t *Table) Entry(key Key) (*Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.entries[key]
-	return e, ok
+	es := t.entries[key]
+	if len(es) == 0 {
+		return nil, false
+	}
+	for _, e := range es {
+		if e.writes > 0 {
+			return e, true
+		}
+	}
+	return es[0], true
+}
+
+// EntryOf returns owner's entry on key, if owner holds it.
+func (t *Table) EntryOf(key Key, owner Owner) (*Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries[key] {
+		if e.owner == owner {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+// Entries returns every owner's entry on key.
+func (t *Table) Entries(key Key) []*Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*Entry(nil), t.entries[key]...)
 }
 
 // Len returns the number of keys held, for tests and metrics.
@@ -137,18 +215,20 @@ func (t *Table) Rekey(old, new Key) error {
 		return nil
 	}
 	t.mu.Lock()
-	e, ok := t.entries[old]
+	es, ok := t.entries[old]
 	if !ok {
 		t.mu.Unlock()
 		return nil
 	}
 	if h, ok := t.entries[new]; ok {
 		t.mu.Unlock()
-		return conflict(new, h.owner)
+		return conflict(new, h[0].owner)
 	}
 	delete(t.entries, old)
-	e.key = new
-	t.entries[new] = e
+	for _, e := range es {
+		e.key = new
+	}
+	t.entries[new] = es
 	t.mu.Unlock()
 	return nil
 }
@@ -163,8 +243,22 @@ func (l *Lease) Release() {
 	t, e := l.t, l.e
 	t.mu.Lock()
 	e.refs--
+	if l.mode == Write {
+		e.writes--
+	}
 	if e.refs == 0 {
-		delete(t.entries, e.key)
+		es := t.entries[e.key]
+		for i, x := range es {
+			if x == e {
+				es = append(es[:i], es[i+1:]...)
+				break
+			}
+		}
+		if len(es) == 0 {
+			delete(t.entries, e.key)
+		} else {
+			t.entries[e.key] = es
+		}
 	}
 	t.mu.Unlock()
 }

@@ -481,3 +481,58 @@ func TestEntryLookup(t *testing.T) {
 		t.Error("Entry still reported after the last release")
 	}
 }
+
+// TestAppendMode: appenders of different owners share a key; a Write of
+// another owner conflicts with them and they with it; the owner appending
+// alone may also write; Rekey moves every appender; a release frees only
+// its own owner's entry.
+func TestAppendMode(t *testing.T) {
+	tb := NewTable()
+	k := Key{Dev: 1, Ino: 2}
+	a, err := tb.AcquireMode(k, "a", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tb.AcquireMode(k, "b", Append)
+	if err != nil {
+		t.Fatalf("a second owner's append: %v", err)
+	}
+	if _, err := tb.AcquireMode(k, "c", Write); err == nil {
+		t.Fatal("another owner's write beside appenders: no conflict")
+	}
+	if _, err := tb.AcquireMode(k, "a", Write); err == nil {
+		t.Fatal("an appender's write beside another owner's append: no conflict")
+	}
+	if o, ok := tb.OtherHolder(k, "a"); !ok || o != "b" {
+		t.Fatalf("OtherHolder(a) = %q, %v; want b", o, ok)
+	}
+	if e, ok := tb.EntryOf(k, "b"); !ok || e != b.Shared() || e == a.Shared() {
+		t.Fatal("EntryOf(b) is not b's own entry")
+	}
+	n := Key{Dev: 1, Ino: 3}
+	if err := tb.Rekey(k, n); err != nil {
+		t.Fatal(err)
+	}
+	if a.Key() != n || b.Key() != n || len(tb.Entries(n)) != 2 {
+		t.Fatalf("after Rekey: keys %v %v, %d entries; want both at %v", a.Key(), b.Key(), len(tb.Entries(n)), n)
+	}
+	b.Release()
+	if _, ok := tb.OtherHolder(n, "a"); ok {
+		t.Fatal("b's entry outlived its release")
+	}
+	w, err := tb.AcquireMode(n, "a", Write)
+	if err != nil {
+		t.Fatalf("the lone appender's write: %v", err)
+	}
+	if _, err := tb.AcquireMode(n, "b", Append); err == nil {
+		t.Fatal("another owner's append beside a write: no conflict")
+	}
+	w.Release()
+	if _, err := tb.AcquireMode(n, "b", Append); err != nil {
+		t.Fatalf("an append once the write is released: %v", err)
+	}
+	a.Release()
+	if h, ok := tb.Holder(n); !ok || h != "b" {
+		t.Fatalf("Holder = %q, %v; want b", h, ok)
+	}
+}

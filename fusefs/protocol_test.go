@@ -1,0 +1,128 @@
+package fusefs
+
+import (
+	"syscall"
+	"testing"
+)
+
+// TestCommitTakesNoGoFuseLockUnderCommitMu: a commit looks up the node the
+// kernel knows for the file (a go-fuse lock) before it takes commitMu, never
+// under it. Under it, a go-fuse lock held by a request waiting for commitMu
+// deadlocked the mount (issue 18, case 10).
+func TestCommitTakesNoGoFuseLockUnderCommitMu(t *testing.T) {
+	tf := newTestFS(t, nil)
+	looked := 0
+	beforeGoFuseLock = func(f *FS) {
+		looked++
+		if !f.commitMu.TryLock() {
+			t.Error("a go-fuse lock taken with commitMu held")
+			return
+		}
+		f.commitMu.Unlock()
+	}
+	t.Cleanup(func() { beforeGoFuseLock = nil })
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
+	if errno := h.Fsync(as(1), 0); errno != 0 {
+		t.Fatalf("fsync = %v", errno)
+	}
+	h.Release(as(1))
+	if looked == 0 {
+		t.Fatal("the commit looked up no node: the check saw nothing")
+	}
+	tf.wantContent(t, "f", "new", "after the commit")
+}
+
+// TestCommitMovesTheLockWithTheRename: after a commit the lock is on the new
+// file, held by the writer, and another owner's open of the file is EBUSY;
+// the move is done in replace, under commitMu with the rename.
+func TestCommitMovesTheLockWithTheRename(t *testing.T) {
+	tf := newTestFS(t, nil)
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
+	var seen bool
+	old := backingStat(t, tf, "f")
+	if errno, _ := h.shared.commitLocked(t, func() {
+		// Right after replace, before settle: the lock is where the file is.
+		st := backingStat(t, tf, "f")
+		owner, held := tf.FS.writeLocks.Holder(keyOf(&st))
+		seen = held && owner == h.shared.entry.Owner()
+		if _, held := tf.FS.writeLocks.Holder(keyOf(&old)); held {
+			t.Error("the replaced file's identity still holds a lock")
+		}
+	}); errno != 0 {
+		t.Fatalf("commit = %v", errno)
+	}
+	if !seen {
+		t.Error("right after the rename, the new file is not locked by the writer")
+	}
+	if _, _, errno := tf.lookup(t, "f").Open(as(2), syscall.O_WRONLY); errno != syscall.EBUSY {
+		t.Errorf("another owner's open after the commit = %v, want EBUSY", errno)
+	}
+	h.Release(as(1))
+}
+
+// commitLocked commits w under its entry's lock, running between (if not
+// nil) right after replace has renamed, before settle.
+func (w *pendingWrite) commitLocked(t *testing.T, between func()) (syscall.Errno, bool) {
+	t.Helper()
+	w.entry.Lock()
+	defer w.entry.Unlock()
+	afterReplace = between
+	defer func() { afterReplace = nil }()
+	return w.commit(as(1), false)
+}
+
+// TestFlushLeavesAWriteInFlight: a close (FLUSH) while a WRITE of the same
+// open is in flight in another thread commits nothing; the RELEASE, which
+// comes once that write(2) has returned, commits it whole (case 9).
+func TestFlushLeavesAWriteInFlight(t *testing.T) {
+	tf := newTestFS(t, nil)
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "half")
+	h.writes.Add(1) // another thread's WRITE, in flight
+	if errno := h.Flush(as(1)); errno != 0 {
+		t.Fatalf("flush = %v", errno)
+	}
+	tf.wantContent(t, "f", "old", "after a close beside a write in flight")
+	h.writes.Add(-1)
+	h.Release(as(1))
+	tf.wantContent(t, "f", "half", "after the release")
+	tf.wantNoTemps(t)
+}
+
+// TestAppendInPlace: an append goes into the file at once, under the same
+// inode, with no temp; another owner's append shares the file, another
+// owner's rewrite is EBUSY; nothing is left to commit at the release.
+func TestAppendInPlace(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	before := backingStat(t, tf, "f")
+	a := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_APPEND)
+	if n, errno := a.Write(as(1), []byte("+a"), 0); errno != 0 || n != 2 {
+		t.Fatalf("append = %d, %v", n, errno)
+	}
+	tf.wantContent(t, "f", "old+a", "right after the append, before any close")
+	if n := len(tf.temps(t)); n != 0 {
+		t.Errorf("%d temps for an append, want none", n)
+	}
+	b := tf.openWrite(t, 2, "f", syscall.O_WRONLY|syscall.O_APPEND)
+	if n, errno := b.Write(as(2), []byte("+b"), 0); errno != 0 || n != 2 {
+		t.Fatalf("another owner's append = %d, %v", n, errno)
+	}
+	tf.wantContent(t, "f", "old+a+b", "after another owner's append")
+	if _, _, errno := tf.lookup(t, "f").Open(as(3), syscall.O_WRONLY|syscall.O_TRUNC); errno != syscall.EBUSY {
+		t.Errorf("a third owner's rewrite beside appenders = %v, want EBUSY", errno)
+	}
+	for _, c := range []struct {
+		h   *File
+		pid uint32
+	}{{a, 1}, {b, 2}} {
+		if errno := c.h.Flush(as(c.pid)); errno != 0 {
+			t.Errorf("flush = %v", errno)
+		}
+		c.h.Release(as(c.pid))
+	}
+	if after := backingStat(t, tf, "f"); after.Ino != before.Ino {
+		t.Errorf("the file changed inode (%d → %d): the append was a rewrite", before.Ino, after.Ino)
+	}
+	tf.wantContent(t, "f", "old+a+b", "after the releases")
+	tf.wantNoTemps(t)
+}
