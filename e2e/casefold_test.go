@@ -81,36 +81,12 @@ func TestCaseInsensitiveBacking(t *testing.T) {
 	}
 	requireTool(t, "mkfs.vfat")
 	t.Parallel()
-	m := mount(t, Prepare(func(m *Mount) {
-		img := filepath.Join(t.TempDir(), "vfat.img")
-		if err := os.WriteFile(img, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(img, 16<<20); err != nil {
-			t.Fatal(err)
-		}
+	caseInsensitiveBacking(t, "vfat", func(img, dir string) {
 		run(t, "", nil, "mkfs.vfat", "-n", "REALM", img)
-		if out, err := exec.Command("mount", "-o", "loop", img, m.Backing).CombinedOutput(); err != nil {
+		if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
 			t.Skipf("skipped: mount -o loop of a vfat image failed: %v: %s", err, out)
 		}
-		// Registered before the mount's own cleanup, so it runs after it.
-		t.Cleanup(func() {
-			if out, err := exec.Command("umount", m.Backing).CombinedOutput(); err != nil {
-				t.Errorf("umount %s: %v: %s", m.Backing, err, out)
-				exec.Command("umount", "-l", m.Backing).Run()
-			}
-		})
-		writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
-		writeFile(t, m.BackingPath(".ssh", "id_rsa"), "PRIVATE KEY\n")
-		writeFile(t, m.BackingPath("server.pem"), "PEM\n")
-	}))
-	// The backing filesystem does resolve the other spellings.
-	if got := readFile(t, m.BackingPath(".ENV")); got != "SECRET=1\n" {
-		t.Fatalf("vfat does not resolve .ENV to .env: %q", got)
-	}
-	requireCaseRefused(t, m, map[string]string{
-		".ENV": ".env", ".SSH/ID_RSA": ".ssh/id_rsa", "server.pem.": "server.pem",
-	})
+	}, []string{"umount"}, map[string]string{".ENV": ".env", ".SSH/ID_RSA": ".ssh/id_rsa", "server.pem.": "server.pem"})
 }
 
 // TestCaseInsensitiveNTFS mounts realmfs over an NTFS image mounted with
@@ -124,20 +100,32 @@ func TestCaseInsensitiveNTFS(t *testing.T) {
 	}
 	requireTool(t, "mkntfs", "lowntfs-3g")
 	t.Parallel()
+	caseInsensitiveBacking(t, "ntfs", func(img, dir string) {
+		run(t, "", nil, "mkntfs", "-F", "-Q", "-q", img)
+		run(t, "", nil, "lowntfs-3g", "-o", "ignore_case", img, dir)
+	}, []string{"fusermount3", "-u"}, map[string]string{".ENV": ".env", ".SSH/ID_RSA": ".ssh/id_rsa", "Server.PEM": "server.pem"})
+}
+
+// caseInsensitiveBacking makes a 16 MiB image of filesystem fs, mounts it
+// as BACKING (mountImg) with .env, .ssh/id_rsa and server.pem in it, mounts
+// realmfs over it, and checks that every spelling (case-folded name →
+// the credential it opens) is refused. unmount is the command that detaches
+// the image after realmfs is gone (BACKING is appended).
+func caseInsensitiveBacking(t *testing.T, fs string, mountImg func(img, dir string), unmount []string, spellings map[string]string) {
 	m := mount(t, Prepare(func(m *Mount) {
-		img := filepath.Join(t.TempDir(), "ntfs.img")
+		img := filepath.Join(t.TempDir(), fs+".img")
 		if err := os.WriteFile(img, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Truncate(img, 16<<20); err != nil {
 			t.Fatal(err)
 		}
-		run(t, "", nil, "mkntfs", "-F", "-Q", "-q", img)
-		run(t, "", nil, "lowntfs-3g", "-o", "ignore_case", img, m.Backing)
+		mountImg(img, m.Backing)
 		// Registered before the mount's own cleanup, so it runs after it.
 		t.Cleanup(func() {
-			if out, err := exec.Command("fusermount3", "-u", m.Backing).CombinedOutput(); err != nil {
-				t.Errorf("fusermount3 -u %s: %v: %s", m.Backing, err, out)
+			argv := append(unmount, m.Backing)
+			if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+				t.Errorf("%v: %v: %s", argv, err, out)
 				exec.Command("umount", "-l", m.Backing).Run()
 			}
 		})
@@ -145,12 +133,11 @@ func TestCaseInsensitiveNTFS(t *testing.T) {
 		writeFile(t, m.BackingPath(".ssh", "id_rsa"), "PRIVATE KEY\n")
 		writeFile(t, m.BackingPath("server.pem"), "PEM\n")
 	}))
+	// The backing filesystem does resolve the other spellings.
 	if got := readFile(t, m.BackingPath(".ENV")); got != "SECRET=1\n" {
-		t.Fatalf("lowntfs-3g -o ignore_case does not resolve .ENV to .env: %q", got)
+		t.Fatalf("%s does not resolve .ENV to .env: %q", fs, got)
 	}
-	requireCaseRefused(t, m, map[string]string{
-		".ENV": ".env", ".SSH/ID_RSA": ".ssh/id_rsa", "Server.PEM": "server.pem",
-	})
+	requireCaseRefused(t, m, spellings)
 }
 
 // TestRenameWhiteoutRefused: renameat2(RENAME_WHITEOUT) would leave a 0:0
