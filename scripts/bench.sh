@@ -193,6 +193,8 @@ workloads=(
 	"write $SIZE sequentially|write"
 	"read $SIZE back, caches dropped|readback"
 	"$SAVES atomic saves|atomic"
+	"100 appends to a 256 MiB file|appends"
+	"1-byte write into a 1 GiB sparse file|sparse1"
 	"untar $(basename "$SRC") ($src_files files)|untar"
 	"git add + commit|gitcommit"
 	"git status, cold|gitstatus"
@@ -208,7 +210,8 @@ items() {
 	case $1 in
 	create | stat | stat2 | read) echo "$FILES" ;;
 	atomic) echo "$SAVES" ;;
-	write | readback) echo 1 ;;
+	appends) echo 100 ;;
+	write | readback | sparse1) echo 1 ;;
 	rmrf) echo $((FILES + src_files)) ;;
 	*) echo "$src_files" ;;
 	esac
@@ -223,8 +226,8 @@ role() {
 	realmfs_passthrough=off/read | realmfs_passthrough=off/readback) echo rec ;;
 	realmfs_passthrough=off/create | realmfs_passthrough=off/write) echo setup ;;
 	realmfs_passthrough=off/*) echo skip ;;
-	realmfs_guard=off/write | realmfs_guard=off/readback) echo skip ;;
-	realmfs_again/write | realmfs_again/readback) echo skip ;;
+	realmfs_guard=off/write | realmfs_guard=off/readback | realmfs_guard=off/appends | realmfs_guard=off/sparse1) echo skip ;;
+	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -254,6 +257,17 @@ step() { # kind dir → seconds on stdout
 		"$bt" readfile "$d/big"
 		;;
 	atomic) "$bt" atomic "$d/atomic" "$SAVES" ;;
+	appends)
+		# The file is made untimed; each >> is one open, write and close.
+		"$bt" write "$d/log" 256M >/dev/null
+		"$bt" run -- sh -c "for i in \$(seq 100); do echo line \$i >>'$d/log'; done"
+		rm -f "$d/log"
+		;;
+	sparse1)
+		truncate -s 1G "$d/sparse"
+		"$bt" run -- sh -c "printf x | dd of='$d/sparse' bs=1 seek=512M count=1 conv=notrunc status=none"
+		rm -f "$d/sparse"
+		;;
 	untar) mkdir -p "$d/tree" && "$bt" run -- tar -C "$d/tree" -xf "$work/src.tar" ;;
 	gitcommit)
 		git -C "$d/tree" init -q
