@@ -34,7 +34,10 @@ import (
 // argv[3] (at offset 0 for "inplace"), fsyncs and writes argv[4] if given,
 // prints "ready" and waits for its stdin, which the test never closes.
 const killedWriter = `
-import os, sys
+import os, signal, sys
+# A test run under nohup would hand down SIGHUP ignored; the writer dies of
+# every signal the test sends, as a writer normally would.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 path, mode, data = sys.argv[1], sys.argv[2], sys.argv[3].encode()
 flags = {"new": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
          "append": os.O_WRONLY | os.O_APPEND,
@@ -336,7 +339,8 @@ func TestKilledRedirectKeepsOutput(t *testing.T) {
 		file := "k-" + unix.SignalName(sig) + ".txt"
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		cmd := exec.CommandContext(ctx, "sh", "-c", `exec python3 -c '
-import sys
+import signal, sys
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 print("hello", flush=True)
 print("ready", file=sys.stderr, flush=True)
 sys.stdin.read()' > `+file)
