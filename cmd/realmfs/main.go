@@ -252,6 +252,11 @@ func checkDirs(backing, mountpoint string) error {
 
 // serve mounts and runs the filesystem until it is unmounted or signalled.
 func serve(cfg config, stderr io.Writer) int {
+	// Signals are caught from the start: one that arrives once the mount
+	// is in mountinfo but before the handler below runs must unmount, not
+	// kill the daemon and leave the mount dead. They wait in the channel.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// The kernel sends each caller's mode unmasked and the daemon applies
 	// the caller's umask (fusefs, umask.go); its own must not apply on
 	// top. What the daemon makes for itself has explicit modes (0600).
@@ -372,8 +377,6 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	// SIGINT and SIGTERM unmount; SIGHUP only reopens the logs: a mount
 	// never dies of the signal logrotate and supervisors send.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for sig := range sigs {
 			if sig == syscall.SIGHUP {
