@@ -43,7 +43,7 @@ var modelOpWeights = []struct {
 	weight int
 }{
 	{"open", 24}, {"write", 20}, {"close", 20}, {"read", 5}, {"dup", 4}, {"fork", 4},
-	{"trunc", 4}, {"fsync", 5}, {"rename", 6}, {"kill", 3}, {"crash", 1}, {"race", 3},
+	{"trunc", 4}, {"fsync", 5}, {"rename", 6}, {"kill", 3}, {"crash", 1}, {"race", 2},
 }
 
 const (
@@ -166,7 +166,7 @@ func genModelOps(seed uint64, steps int, kinds map[string]bool) []mop {
 		}
 		// A refused open or rename costs the daemon's 250 ms wait for a
 		// release: draw few.
-		if (o.Kind == "open" && o.Mode != "RDONLY" && o.Mode != "EXCL" || o.Kind == "rename") && g.m.busy(mdl.procs[o.Proc].owner, map[bool]string{true: o.Name, false: o.Name2}[o.Kind == "open"]) && rng.IntN(10) < 8 {
+		if g.refused(o) && rng.IntN(10) < 9 {
 			continue
 		}
 		if o.Kind == "race" {
@@ -190,6 +190,18 @@ type modelGen struct {
 }
 
 func (g *modelGen) pick(n int) int { return g.rng.IntN(n) }
+
+// refused reports whether o is a write open or a rename the model answers
+// EBUSY.
+func (g *modelGen) refused(o mop) bool {
+	switch {
+	case o.Kind == "open" && o.Mode != "RDONLY" && o.Mode != "EXCL":
+		return g.m.busy(g.m.procs[o.Proc].owner, o.Name)
+	case o.Kind == "rename":
+		return g.m.busy(g.m.procs[o.Proc].owner, o.Name2)
+	}
+	return false
+}
 
 func (g *modelGen) proc() *mproc {
 	ids := g.m.procIDs()
@@ -234,9 +246,6 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 		name := modelNames[g.pick(len(modelNames))]
 		modes := []string{"RDONLY", "TRUNC", "RDWR", "APPEND", "EXCL"}
 		mode := modes[g.pick(len(modes))]
-		if os.Getenv("HUNT2") != "" && mode == "RDONLY" {
-			return mop{}, false
-		}
 		if g.m.names[name] == nil && g.pick(10) < 7 {
 			mode = "EXCL"
 		}
@@ -329,7 +338,7 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 		if len(ys) == 0 {
 			return mop{}, false
 		}
-		other := &mop{Kind: []string{"fsync", "write", "close"}[g.pick(3)], Proc: x.id, Slot: s}
+		other := &mop{Kind: []string{"fsync", "write", "close", "close"}[g.pick(4)], Proc: x.id, Slot: s}
 		if other.Kind == "write" {
 			other.Data = fmt.Sprintf("%s%d|", strings.ToLower(x.owner), step)
 		}
