@@ -638,13 +638,3 @@ func (m *model) recoveredFor(name string) []string {
 	slices.Sort(out)
 	return out
 }
-
-// noHandles reports whether nobody holds any descriptor of any file.
-func (m *model) noHandles() bool {
-	for _, p := range m.procs {
-		if p.alive && len(p.slots) > 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -4,7 +4,10 @@ package e2e
 // writes, ftruncates, reads, closes, fsyncs, SIGKILLs of worker processes,
 // renames and kill -9 of realmfs, from processes of two lock owners (two
 // Unix sessions, lockowner=session), against a real mount and against the
-// reference model of the README's promise (model_state_test.go). After
+// reference model of the README's promise (model_state_test.go). A race
+// step sends one owner's write open and, before its answer, the other
+// owner's next write, fsync or close of that file: the open waits in the
+// daemon for a release (up to 250 ms) while the commit happens. After
 // every step it checks what each owner sees of every file through a fresh
 // open (content, fstat and stat size), what a third owner sees (the test
 // process), and what BACKING holds: each file's committed content, and
@@ -104,17 +107,21 @@ func TestModel(t *testing.T) {
 			seeds = append(seeds, base+uint64(i))
 		}
 	}
+	replay := fmt.Sprintf("REALM_MODEL_STEPS=%d", steps)
+	if v := os.Getenv("REALM_MODEL_OPS"); v != "" {
+		replay += " REALM_MODEL_OPS=" + v
+	}
 	budget := time.Now().Add(shrinkFor)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			ops := genModelOps(seed, steps, kinds)
-			t.Logf("seed %d (replay: REALM_MODEL_SEED=%d go test -run TestModel ./e2e/), %d steps", seed, seed, len(ops))
+			t.Logf("seed %d (replay: REALM_MODEL_SEED=%d %s go test -run TestModel ./e2e/)", seed, seed, replay)
 			ran, fail, msg := runModel(t, seed, ops)
 			if msg == "" {
 				return
 			}
-			t.Errorf("model and mount disagree: seed %d (replay: REALM_MODEL_SEED=%d REALM_MODEL_STEPS=%d go test -run TestModel ./e2e/), step %d: %s\ntrace:\n%s",
-				seed, seed, steps, fail, msg, modelTrace(ran))
+			t.Errorf("model and mount disagree: seed %d (replay: REALM_MODEL_SEED=%d %s go test -run TestModel ./e2e/), step %d: %s\ntrace:\n%s",
+				seed, seed, replay, fail, msg, modelTrace(ran))
 			if time.Now().After(budget) {
 				t.Logf("no time left to shrink the trace (REALM_MODEL_SHRINK)")
 				return
