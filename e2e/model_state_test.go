@@ -41,6 +41,9 @@ type mop struct {
 	// race: Proc's write open (Slot, Name, Mode) sent, and before its
 	// answer, Other (another owner's write, fsync or close of the file).
 	Other *mop
+	// order: the order a race's two calls took in the daemon (0: Other
+	// first, 1: the open first); the runner finds it from the answers.
+	order int
 }
 
 func (o mop) String() string {
@@ -71,6 +74,17 @@ func (o mop) String() string {
 	return o.Kind
 }
 
+// applyRace runs a race op in its order and returns the answers of
+// o.Other and of the open.
+func (m *model) applyRace(o mop) (other, open string) {
+	if o.order == 1 {
+		open = m.apply(o.raceOpen())
+		return m.apply(*o.Other), open
+	}
+	other = m.apply(*o.Other)
+	return other, m.apply(o.raceOpen())
+}
+
 // raceOpen is the open half of a race op.
 func (o mop) raceOpen() mop {
 	open := o
@@ -78,10 +92,36 @@ func (o mop) raceOpen() mop {
 	return open
 }
 
-// busy reports whether a write open of name by owner must get EBUSY now:
-// another owner holds the file's lock.
-func (m *model) busy(owner, name string) bool {
+// lockModeOf is the lock an open in mode takes (fusefs/pending.go
+// lockMode): an append without O_TRUNC shares the file with other owners'
+// appends (locks.Append); every other write excludes every other owner
+// (locks.Write). A reader joining the owner's write takes Append, the
+// weakest hold (openShared).
+func lockModeOf(mode string) string {
+	if mode == "APPEND" || mode == "RDONLY" {
+		return "A"
+	}
+	return "W"
+}
+
+// busy reports whether a write open of name by owner in mode must get
+// EBUSY now (locks.Table.AcquireMode): another owner holds the file's lock
+// and either of the two writes (README: appenders of different owners
+// "share the file's append lock …; it excludes another owner's rewrite or
+// in-place write, and theirs it").
+func (m *model) busy(owner, name, mode string) bool {
 	obj := m.names[name]
+	for k, w := range m.writes {
+		if obj != nil && k.obj == obj && k.owner != owner && (lockModeOf(mode) == "W" || w.writes()) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldByOther reports whether another owner than owner holds obj's lock in
+// any mode: a rename over the file is EBUSY (fusefs/renamelock.go).
+func (m *model) heldByOther(owner string, obj *mobj) bool {
 	for k := range m.writes {
 		if obj != nil && k.obj == obj && k.owner != owner {
 			return true
@@ -90,9 +130,20 @@ func (m *model) busy(owner, name string) bool {
 	return false
 }
 
+// mver is one backing file (inode) a name led to: a commit's rename puts
+// a new one in place; an append in place grows the one there. A plain
+// reader reads the one it opened ("a descriptor opened before a commit
+// keeps reading what it opened"; "a descriptor opened before [an append]
+// reads it").
+type mver struct{ content string }
+
 type mobj struct {
-	id       int
-	content  string // committed: what other owners and BACKING see
+	id  int
+	ver *mver // committed: what other owners and BACKING see
+	// stamp counts the changes to the backing file (commits, appends in
+	// place): a commit finds the file changed when it is not the stamp
+	// its write observed (commit.go sameFile).
+	stamp    int
 	name     string // "" once no name leads to it
 	lastName string
 }
@@ -112,8 +163,13 @@ type mhandle struct {
 	// found it empty").
 	truncates, fresh bool
 	w                *mwrite // the owner's write it shares; nil: a plain reader
-	snap             string  // plain readers: the content as opened
+	ver              *mver   // plain readers: the backing file opened
 	off              int
+	// flags: the open's access mode and O_APPEND, which tell at FLUSH
+	// its descriptors from another open's (File.sameOpen).
+	flags string
+	// lock: the lease's mode, "A" (locks.Append) or "W" (locks.Write).
+	lock string
 	// writing: a change (write, ftruncate, O_TRUNC) came through it since
 	// its opener last closed its last descriptor (README rule 4: "another
 	// of those processes that has written (or truncated) the file still
@@ -131,6 +187,21 @@ type mwrite struct {
 	hs         map[*mhandle]bool
 	temp       *string // the owner's uncommitted content, nil if none
 	overwrites bool    // the temp holds a change other than appends at its end
+	// observed: the file's stamp as this owner last saw it (at the open
+	// that began the write, its own append in place or commit, a
+	// conflict: pendingWrite.observed).
+	observed int
+}
+
+// writes reports whether the owner holds the file for Write: one of its
+// leases is (locks.Entry.writes).
+func (w *mwrite) writes() bool {
+	for h := range w.hs {
+		if h.lock == "W" {
+			return true
+		}
+	}
+	return false
 }
 
 type mproc struct {
@@ -145,7 +216,9 @@ type wkey struct {
 	owner string
 }
 
-type recovered struct{ name, content string }
+// recovered is a copy kept beside a file: kind "recovered" (a killed
+// writer's bytes) or "conflict" (a commit that found the file changed).
+type recovered struct{ kind, name, content string }
 
 type model struct {
 	names     map[string]*mobj
@@ -163,7 +236,7 @@ func newModel() *model {
 	m := &model{names: map[string]*mobj{}, procs: map[string]*mproc{}, writes: map[wkey]*mwrite{}}
 	for _, n := range modelNames {
 		m.nextID++
-		m.names[n] = &mobj{id: m.nextID, content: "init-" + n + "|", name: n, lastName: n}
+		m.names[n] = &mobj{id: m.nextID, ver: &mver{"init-" + n + "|"}, name: n, lastName: n}
 	}
 	for _, o := range []string{"A", "B"} {
 		m.procs[o+"0"] = &mproc{id: o + "0", owner: o, alive: true, slots: map[string]*mhandle{}}
@@ -178,7 +251,7 @@ func (m *model) view(obj *mobj, owner string) string {
 	if w := m.writes[wkey{obj, owner}]; w != nil && w.temp != nil {
 		return *w.temp
 	}
-	return obj.content
+	return obj.ver.content
 }
 
 // procIDs are the live processes, in a fixed order.
@@ -278,15 +351,15 @@ func (m *model) apply(o mop) string {
 	case "read":
 		h := p.slots[o.Slot]
 		if h.w == nil {
-			return "ok " + strconv.Quote(h.snap)
+			return "ok " + strconv.Quote(h.ver.content)
 		}
 		return "ok " + strconv.Quote(m.view(h.obj, h.owner))
 	case "close":
 		return m.close(p, o.Slot)
 	case "fsync":
-		// README rule 1: fsync(2) always commits.
+		// README rule 1: fsync(2) always commits, and returns its errors.
 		if h := p.slots[o.Slot]; h.w != nil {
-			m.commit(h.w)
+			return m.commit(h.w)
 		}
 		return "ok"
 	case "kill":
@@ -301,13 +374,27 @@ func (m *model) apply(o mop) string {
 	panic("model: unknown op " + o.Kind)
 }
 
+// modeFlags is the access mode and O_APPEND of an open in mode
+// (model_worker_test.go modelOpenFlags): what File.sameOpen compares.
+func modeFlags(mode string) string {
+	switch mode {
+	case "RDONLY":
+		return "r"
+	case "RDWR":
+		return "rw"
+	case "APPEND":
+		return "wa"
+	}
+	return "w" // TRUNC, EXCL: O_WRONLY
+}
+
 // open: a read-only open shares the owner's write while it has
 // uncommitted bytes (a process that reopens a file it writes sees its own
-// bytes) and is otherwise a plain reader of the file as committed, which
-// keeps reading what it opened ("a descriptor opened before a commit keeps
-// reading what it opened"). A write open takes the file's lock for the
-// owner: another owner's write in progress makes it EBUSY; the same
-// owner's is shared (README "Atomic writes and the lock table", rule 4).
+// bytes) and is otherwise a plain reader of the backing file as it is now
+// (fusefs/file.go openOnce). A write open takes the file's lock for the
+// owner in its mode (lockModeOf): EBUSY where another owner's hold excludes
+// it, shared with the owner's own write otherwise (README "Atomic writes
+// and the lock table"; locks.Table.AcquireMode).
 func (m *model) open(p *mproc, slot, name, mode string) string {
 	obj := m.names[name]
 	if mode == "EXCL" {
@@ -315,14 +402,14 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 			return "err EEXIST"
 		}
 		m.nextID++
-		obj = &mobj{id: m.nextID, name: name, lastName: name}
+		obj = &mobj{id: m.nextID, ver: &mver{}, name: name, lastName: name}
 		m.names[name] = obj
 	}
 	if obj == nil {
 		return "err ENOENT"
 	}
 	m.nextID++
-	h := &mhandle{id: m.nextID, obj: obj, owner: p.owner, opener: p.id, descs: 1}
+	h := &mhandle{id: m.nextID, obj: obj, owner: p.owner, opener: p.id, descs: 1, flags: modeFlags(mode), lock: lockModeOf(mode)}
 	w := m.writes[wkey{obj, p.owner}]
 	if mode == "RDONLY" {
 		h.read = true
@@ -330,18 +417,16 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 			h.w = w
 			w.hs[h] = true
 		} else {
-			h.snap = obj.content
+			h.ver = obj.ver
 		}
 		p.slots[slot] = h
 		return "ok"
 	}
-	for k := range m.writes {
-		if k.obj == obj && k.owner != p.owner {
-			return "err EBUSY"
-		}
+	if m.busy(p.owner, name, mode) {
+		return "err EBUSY"
 	}
 	if w == nil {
-		w = &mwrite{obj: obj, owner: p.owner, hs: map[*mhandle]bool{}}
+		w = &mwrite{obj: obj, owner: p.owner, hs: map[*mhandle]bool{}, observed: obj.stamp}
 		m.writes[wkey{obj, p.owner}] = w
 	}
 	h.w, h.write = w, true
@@ -358,27 +443,37 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 	return "ok"
 }
 
-// ensureTemp gives w a temp, a copy of the committed file, and reports
+// ensureTemp gives w a temp, a copy of the file as it is now, and reports
 // whether it made one.
 func (w *mwrite) ensureTemp() bool {
 	if w.temp != nil {
 		return false
 	}
-	c := w.obj.content
+	c := w.obj.ver.content
 	w.temp = &c
 	return true
 }
 
-// write: at the handle's offset, or for O_APPEND at the end of the
-// owner's bytes ("an O_APPEND write goes to the end of the writer's bytes
-// whatever size the kernel last heard of").
+// write: an append (a handle opened O_APPEND without O_TRUNC) while the
+// owner has nothing uncommitted goes into the file itself, at its end,
+// seen at once by every reader, a descriptor opened before it included
+// (README, "three modes"; fusefs/pending.go appendsInPlace). Any other
+// write goes into the owner's temp: at the handle's offset, or for
+// O_APPEND at the end of the owner's bytes ("an O_APPEND write goes to
+// the end of the writer's bytes whatever size the kernel last heard of").
 func (m *model) write(h *mhandle, data string) {
 	w := h.w
+	h.writing = true // File.joinWriting, both ways
+	if h.appends && !h.truncates && w.temp == nil {
+		w.obj.ver.content += data
+		w.obj.stamp++
+		w.observed = w.obj.stamp // appendInPlace: the owner's own change
+		return
+	}
 	if w.ensureTemp() {
 		w.overwrites = false
 	}
 	w.overwrites = w.overwrites || !h.appends
-	h.writing = true
 	b := []byte(*w.temp)
 	off := h.off
 	if h.appends {
@@ -412,30 +507,46 @@ func (m *model) truncate(h *mhandle, size int) {
 	w.temp = &s
 }
 
-// commit makes the owner's bytes the file. A file whose name its own
-// owner removed (renamed another over it) keeps them: "its bytes go with
-// the old file and its close succeeds, as natively".
-func (m *model) commit(w *mwrite) {
+// commit makes the owner's bytes the file (a new backing file: readers
+// holding the old one keep it) and returns the answer of the close or
+// fsync that commits. A file whose name its own owner removed (renamed
+// another over it) keeps them: "its bytes go with the old file and its
+// close succeeds, as natively". A file changed since the owner observed it
+// (another owner's append in place beside this owner's temp: README, "if
+// another owner appends meanwhile, its commit finds the file changed and
+// keeps a conflict copy (EBUSY), nothing is lost") is left as it is, the
+// bytes kept as NAME.realm-conflict-* (commit.go conflict, rebase).
+func (m *model) commit(w *mwrite) string {
 	if w.temp == nil {
-		return
+		return "ok"
 	}
-	if w.obj.name != "" {
-		w.obj.content = *w.temp
+	obj := w.obj
+	switch {
+	case obj.name == "":
+	case w.observed != obj.stamp:
+		m.recovered = append(m.recovered, recovered{"conflict", obj.name, *w.temp})
+		w.temp, w.observed = nil, obj.stamp
+		return "err EBUSY"
+	default:
+		obj.ver = &mver{*w.temp}
+		obj.stamp++
+		w.observed = obj.stamp
 	}
 	w.temp = nil
+	return "ok"
 }
 
-// holdsOther reports whether p holds another descriptor that blocks a
-// commit at its close of h: one of h itself (a dup: "close(2) commits when
-// the process that opened the file closes its last descriptor of it",
-// rule 2, `cmd > f 2>&1`), or of another write open of the file. A
-// read-only descriptor of the file does not: the issue's case 1, `exec
-// 3<g; echo new > g; exec 3<&-; echo more >> g` gives new\nmore natively,
-// and close-to-open says the redirect's close made "new" visible to every
-// later open.
+// holdsOther reports whether p, closing a descriptor of h, holds another
+// descriptor that may be of the same open: one of the file with h's
+// access mode and O_APPEND (README rule 2: the daemon "counts the
+// descriptors of the file with the open's access mode and O_APPEND …: a
+// read descriptor held beside the rewrite … holds nothing back; a second
+// write open of the file with the same flags in the same process defers
+// the commit to the last of them"; File.sameOpen, locks.SameOpen). A dup
+// of h is one (`cmd > f 2>&1`).
 func (m *model) holdsOther(p *mproc, h *mhandle) bool {
 	for _, x := range p.slots {
-		if x == h || x.obj == h.obj && x.write {
+		if x.obj == h.obj && x.flags == h.flags {
 			return true
 		}
 	}
@@ -443,7 +554,7 @@ func (m *model) holdsOther(p *mproc, h *mhandle) bool {
 }
 
 // othersWriting reports whether a handle of w other than h is writing
-// (rule 4: "A close commits nothing while another of those processes that
+// (rule 5: "A close commits nothing while another of those processes that
 // has written (or truncated) the file still holds it").
 func (m *model) othersWriting(w *mwrite, h *mhandle) bool {
 	for x := range w.hs {
@@ -454,30 +565,34 @@ func (m *model) othersWriting(w *mwrite, h *mhandle) bool {
 	return false
 }
 
-// close: rule 2, the opener's close of its last descriptor commits
-// (synchronously: close-to-open), unless rule 4 holds it back; rule 3, any
-// other process's close commits nothing; rule 6, what is left is committed
-// at the owner's last RELEASE. A reader sharing the owner's write is an
-// open of the file too: its opener's close commits like a writer's (the
-// code: File.Flush does not tell them apart).
+// close: rule 2, the opener's close of its last descriptor of the open
+// commits (synchronously: close-to-open) and returns the commit's errors,
+// unless rule 5 holds it back; rule 4, any other process's close commits
+// nothing; rule 7, what is left is committed at the owner's last RELEASE.
+// A reader sharing the owner's write is an open of the file too: its
+// opener's close commits like a writer's (File.Flush does not tell them
+// apart). Rule 3 (a WRITE in flight) never holds here: each worker does
+// one call at a time on one thread.
 func (m *model) close(p *mproc, slot string) string {
 	h := p.slots[slot]
 	delete(p.slots, slot)
 	h.descs--
+	ans := "ok"
 	if h.w != nil && p.id == h.opener && !m.holdsOther(p, h) {
 		h.writing = false
 		if !m.othersWriting(h.w, h) {
-			m.commit(h.w)
+			ans = m.commit(h.w)
 		}
 	}
 	if h.descs == 0 {
 		m.release(h)
 	}
-	return "ok"
+	return ans
 }
 
 // release ends a handle whose last descriptor went; the owner's last one
-// commits what is left (rule 6) and frees the lock.
+// commits what is left (rule 7; its errors go to the audit log only) and
+// frees the lock.
 func (m *model) release(h *mhandle) {
 	w := h.w
 	if w == nil {
@@ -494,20 +609,19 @@ func (m *model) release(h *mhandle) {
 	}
 }
 
-// kill: a process killed by SIGKILL. Rule 5: an opener killed before it
+// kill: a process killed by SIGKILL. Rule 6: an opener killed before it
 // closed the file has its bytes committed where that tears nothing old
 // (it created the file or found it empty: fresh; or it only appended:
 // O_APPEND, no O_TRUNC, and the temp holds only appends), and kept as
-// NAME.realm-recovered-* otherwise, the file unchanged. "When another
-// process of the owner shares the open file, the bytes cannot be told
-// apart: the owner's last close commits them": the README leaves open
-// whether the killed process's own second open, or a child holding the
-// same open, "shares"; the code (pendingWrite.killed) applies the rule
+// NAME.realm-recovered-* otherwise, the file unchanged; its appends in
+// place are in the file already. "When another process of the owner
+// shares the open file, the bytes cannot be told apart: the owner's last
+// close commits them": the code (pendingWrite.killed) applies the rule
 // when the owner's write has exactly one handle, the killed opener's,
-// whoever else holds descriptors of it, and otherwise leaves the bytes
-// to the last close or release. So does the model. A child that only
+// whoever else holds descriptors of it, and otherwise leaves the bytes to
+// the last close or release. So does the model. A child that only
 // inherited the descriptor is not the opener: its death is a close by
-// another process (rule 3), then a release (rule 6).
+// another process (rule 4), then a release (rule 7).
 func (m *model) kill(p *mproc) {
 	p.alive = false
 	held := map[*mhandle]int{}
@@ -546,7 +660,7 @@ func (m *model) kill(p *mproc) {
 				if name == "" {
 					name = w.obj.lastName
 				}
-				m.recovered = append(m.recovered, recovered{name, *w.temp})
+				m.recovered = append(m.recovered, recovered{"recovered", name, *w.temp})
 				w.temp = nil
 			}
 		}
@@ -558,19 +672,18 @@ func (m *model) kill(p *mproc) {
 	}
 }
 
-// rename: renaming over a file another owner is writing is EBUSY; the
-// owner writing it may, and its write goes with the old file. The file
-// renamed moves, its write with it ("a write follows its file").
+// rename: renaming over a file another owner holds (writing or appending)
+// is EBUSY; the owner writing it may, and its write goes with the old
+// file. The file renamed moves, its lock and every owner's write with it
+// ("the lock follows the file"; FS.renamed).
 func (m *model) rename(p *mproc, from, to string) string {
 	src := m.names[from]
 	if src == nil {
 		return "err ENOENT"
 	}
 	if dst := m.names[to]; dst != nil {
-		for k := range m.writes {
-			if k.obj == dst && k.owner != p.owner {
-				return "err EBUSY"
-			}
+		if m.heldByOther(p.owner, dst) {
+			return "err EBUSY"
 		}
 		dst.name = ""
 	}
@@ -623,15 +736,15 @@ func (m *model) committed(name string) (string, bool) {
 	if obj == nil {
 		return "", false
 	}
-	return obj.content, true
+	return obj.ver.content, true
 }
 
-// recoveredFor returns the recovery copies' contents expected beside name,
-// sorted.
-func (m *model) recoveredFor(name string) []string {
+// recoveredFor returns the contents of the copies of kind expected
+// beside name, sorted.
+func (m *model) recoveredFor(kind, name string) []string {
 	var out []string
 	for _, r := range m.recovered {
-		if r.name == name {
+		if r.kind == kind && r.name == name {
 			out = append(out, r.content)
 		}
 	}
