@@ -191,6 +191,20 @@ type mwrite struct {
 	// that began the write, its own append in place or commit, a
 	// conflict: pendingWrite.observed).
 	observed int
+	// base: the backing file the owner's write began on (or caught up
+	// with, or committed), pendingWrite.base.
+	base *mver
+}
+
+// catchUp: a write with nothing uncommitted whose file another owner's
+// commit replaced moves to the new file and observes it, as the daemon
+// does wherever it uses the file the write began on (fusefs/commit.go
+// catchUp: cur, ensureTemp, appendsInPlace). Another owner's appends in
+// place do not replace the file: a temp made after them still conflicts.
+func (w *mwrite) catchUp() {
+	if w.temp == nil && w.base != w.obj.ver {
+		w.base, w.observed = w.obj.ver, w.obj.stamp
+	}
 }
 
 // writes reports whether the owner holds the file for Write: one of its
@@ -248,8 +262,11 @@ func newModel() *model {
 // committed content (README: "while an owner writes a file, it sees its
 // own bytes and size …, and everyone else sees the file as committed").
 func (m *model) view(obj *mobj, owner string) string {
-	if w := m.writes[wkey{obj, owner}]; w != nil && w.temp != nil {
-		return *w.temp
+	if w := m.writes[wkey{obj, owner}]; w != nil {
+		w.catchUp() // the daemon's view is w.cur()
+		if w.temp != nil {
+			return *w.temp
+		}
 	}
 	return obj.ver.content
 }
@@ -426,7 +443,7 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 		return "err EBUSY"
 	}
 	if w == nil {
-		w = &mwrite{obj: obj, owner: p.owner, hs: map[*mhandle]bool{}, observed: obj.stamp}
+		w = &mwrite{obj: obj, owner: p.owner, hs: map[*mhandle]bool{}, observed: obj.stamp, base: obj.ver}
 		m.writes[wkey{obj, p.owner}] = w
 	}
 	h.w, h.write = w, true
@@ -449,6 +466,7 @@ func (w *mwrite) ensureTemp() bool {
 	if w.temp != nil {
 		return false
 	}
+	w.catchUp()
 	c := w.obj.ver.content
 	w.temp = &c
 	return true
@@ -465,6 +483,7 @@ func (m *model) write(h *mhandle, data string) {
 	w := h.w
 	h.writing = true // File.joinWriting, both ways
 	if h.appends && !h.truncates && w.temp == nil {
+		w.catchUp()
 		w.obj.ver.content += data
 		w.obj.stamp++
 		w.observed = w.obj.stamp // appendInPlace: the owner's own change
@@ -525,12 +544,12 @@ func (m *model) commit(w *mwrite) string {
 	case obj.name == "":
 	case w.observed != obj.stamp:
 		m.recovered = append(m.recovered, recovered{"conflict", obj.name, *w.temp})
-		w.temp, w.observed = nil, obj.stamp
+		w.temp, w.observed, w.base = nil, obj.stamp, obj.ver
 		return "err EBUSY"
 	default:
 		obj.ver = &mver{*w.temp}
 		obj.stamp++
-		w.observed = obj.stamp
+		w.observed, w.base = obj.stamp, obj.ver
 	}
 	w.temp = nil
 	return "ok"
