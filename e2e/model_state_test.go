@@ -742,7 +742,12 @@ func (m *model) check(owner string) string {
 		}
 		m.open(p, checkSlot, n, "RDONLY")
 		v := m.view(obj, owner)
-		m.close(p, checkSlot)
+		// The close may commit, and fail: a conflict (checkPath stops
+		// at the first error).
+		if ans := m.close(p, checkSlot); ans != "ok" {
+			out = append(out, "close "+ans)
+			continue
+		}
 		out = append(out, fmt.Sprintf("%d %d %s", len(v), len(v), strconv.Quote(v)))
 	}
 	return strings.Join(out, "\t")
