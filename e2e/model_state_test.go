@@ -43,7 +43,9 @@ type mop struct {
 	Other *mop
 	// order: the order a race's two calls took in the daemon (0: Other
 	// first, 1: the open first); the runner finds it from the answers.
-	order int
+	// ambiguous: both orders gave those answers.
+	order     int
+	ambiguous bool
 }
 
 func (o mop) String() string {

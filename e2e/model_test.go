@@ -441,7 +441,11 @@ func runModel(t *testing.T, seed uint64, ops []mop) (ran []mop, step int, msg st
 		} else {
 			want := mdl.apply(o)
 			if got := r.exec(o); got != want {
-				return ran, step, fmt.Sprintf("%s: want %s, got %s", o, want, got)
+				alt := otherOrders(hist, o, got)
+				if alt == nil {
+					return ran, step, fmt.Sprintf("%s: want %s, got %s", o, want, got)
+				}
+				mdl, hist = replayModel(alt), alt[:len(alt)-1]
 			}
 		}
 		hist = append(hist, o)
@@ -522,16 +526,44 @@ func (r *modelRunner) race(hist []mop, o mop) (*model, mop, string) {
 	gotX := x.answer(t, o.Other.String())
 	gotY := y.answer(t, open.String())
 	var wants []string
+	var match *model
 	for order := range 2 {
-		o.order = order
+		oo := o
+		oo.order = order
 		mdl := replayModel(hist)
-		wantX, wantY := mdl.applyRace(o)
+		wantX, wantY := mdl.applyRace(oo)
 		if gotX == wantX && gotY == wantY {
-			return mdl, o, ""
+			if match != nil {
+				o.ambiguous = true // both orders fit: a later answer may tell (otherOrders)
+				return match, o, ""
+			}
+			match, o = mdl, oo
 		}
 		wants = append(wants, fmt.Sprintf("%s, %s", wantX, wantY))
 	}
+	if match != nil {
+		return match, o, ""
+	}
 	return nil, o, fmt.Sprintf("%s: want one of [%s], got %s, %s", o, strings.Join(wants, " | "), gotX, gotY)
+}
+
+// otherOrders looks for an earlier race whose two orders both gave the
+// answers the mount gave (the order then chosen was a guess) and whose
+// other order makes the mount's answer got to o right; it returns the
+// history with that order and o, or nil.
+func otherOrders(hist []mop, o mop, got string) []mop {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Kind != "race" || !hist[i].ambiguous {
+			continue
+		}
+		alt := append(slices.Clone(hist), o)
+		alt[i].order = 1 - alt[i].order
+		mdl := replayModel(alt[:len(alt)-1])
+		if mdl.valid(o) && mdl.apply(o) == got {
+			return alt
+		}
+	}
+	return nil
 }
 
 // replayModel is the model after hist, each step followed by both
