@@ -6,8 +6,9 @@ package e2e
 // Unix sessions, lockowner=session), against a real mount and against the
 // reference model of the README's promise (model_state_test.go). A race
 // step sends one owner's write open and, before its answer, the other
-// owner's next write, fsync or close of that file: the open waits in the
-// daemon for a release (up to 250 ms) while the commit happens. After
+// owner's next write, fsync or close of that file: the daemon may serve
+// them in either order (a conflicting open waits up to 250 ms for a
+// release), and the model allows both (modelRunner.race). After
 // every step it checks what each owner sees of every file through a fresh
 // open (content, fstat and stat size), what a third owner sees (the test
 // process), and what BACKING holds: each file's committed content, and
