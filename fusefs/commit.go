@@ -107,7 +107,38 @@ func (w *pendingWrite) cur() int {
 	if w.temp >= 0 {
 		return w.temp
 	}
+	w.catchUp()
 	return w.base
+}
+
+// catchUp makes the file another owner's commit put in place w's base,
+// while w has nothing uncommitted: appenders of several owners share the
+// file (locks.Append), and one's commit of a temp (an ftruncate through
+// its appending handle) renames a new file over the one the others'
+// writes began on, moving all their entries with it (replace, Rekey).
+// Left on the old file, their appends in place would go into a file no
+// name leads to, and their stats show its size. With a temp of its own,
+// w's commit finds the file changed and keeps a conflict copy instead
+// (commit, conflict). A file at the name that is not the one the lock
+// moved to is left alone. The caller holds w.entry's lock.
+func (w *pendingWrite) catchUp() {
+	f := w.node.fsys
+	k := f.writeLocks.EntryKey(w.entry)
+	if w.temp >= 0 || k == keyOf(&w.observed) {
+		return
+	}
+	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
+	if err != nil {
+		return
+	}
+	var st unix.Stat_t
+	if dirfd.Fstat(fd, &st) != nil || keyOf(&st) != k || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		dirfd.Close(fd)
+		return
+	}
+	w.closeAppend()
+	dirfd.Close(w.base)
+	w.base, w.observed = fd, st
 }
 
 // close ends the write: the temp goes, and the fds it held close.

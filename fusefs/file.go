@@ -22,9 +22,10 @@ import (
 // lock table entry's lock.
 type File struct {
 	node        *Node
-	fd          int  // plain handles: fd of the verified backing file
-	passthrough bool // the kernel may serve reads straight from fd
-	cached      bool // the kernel serves reads through its page cache
+	fd          int       // plain handles: fd of the verified backing file
+	key         locks.Key // plain handles: that file's identity
+	passthrough bool      // the kernel may serve reads straight from fd
+	cached      bool      // the kernel serves reads through its page cache
 
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
@@ -281,7 +282,7 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	}
 	n.readers++
 	n.readKey, n.readPT = key, pt
-	h := &File{node: n, fd: fd, passthrough: pt}
+	h := &File{node: n, fd: fd, key: key, passthrough: pt}
 	// A plain handle has nothing to do at close (Flush commits only shared
 	// handles; record locks go at release): spare the round trip.
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)

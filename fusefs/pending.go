@@ -232,6 +232,7 @@ func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
 	if writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
 		return false
 	}
+	w.catchUp()
 	if w.appendFd < 0 {
 		fd, err := dirfd.Reopen(w.base, unix.O_WRONLY|unix.O_APPEND)
 		if err != nil {

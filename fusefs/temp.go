@@ -33,6 +33,7 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 		}
 		return nil
 	}
+	w.catchUp() // copy the file there now, not one another owner's commit replaced
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	name := TempPrefix + hex.EncodeToString(rnd[:])

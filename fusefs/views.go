@@ -59,13 +59,20 @@ func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 // answersFor reports whether h's own fd is the view of the file the caller
 // should see; if not, the caller is told through its owner's view instead
 // (Node.stat by name). A shared handle shows the owner's write to its
-// owner; a plain handle shows the file as it opened it, except to the
-// owner of a write in progress on a node in flux, to which go-fuse lent it
-// for a stat by name.
+// owner; a plain handle shows the file as it opened it, except when a
+// commit has replaced that file since (the node stands for the new one:
+// go-fuse lends the node's first open handle to a stat by path, and the
+// kernel sends fstat(2) without one, so the old reader's size would
+// become that of every later open of the new content) and to the owner of
+// a write in progress on a node in flux, to which go-fuse lent it for a
+// stat by name.
 func (h *File) answersFor(ctx context.Context) bool {
 	f := h.node.fsys
 	if h.shared != nil {
 		return f.owner(ctx) == h.shared.entry.Owner()
+	}
+	if h.key != h.node.key() {
+		return false
 	}
 	if !h.node.inFlux() {
 		return true

@@ -278,6 +278,14 @@ func (l *Lease) Key() Key {
 	return l.e.key
 }
 
+// EntryKey returns the key e holds now, which Rekey may have changed: a
+// commit of another owner's moves every owner's entry on the file.
+func (t *Table) EntryKey(e *Entry) Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return e.key
+}
+
 // conflict is built outside the table's lock: formatting is the slow part.
 func conflict(key Key, holder Owner) error {
 	return errcode.New(errcode.LockConflict,

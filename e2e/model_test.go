@@ -1,0 +1,889 @@
+package e2e
+
+// TestModel drives random sequences of opens (every mode), dup, fork,
+// writes, ftruncates, reads, closes, fsyncs, SIGKILLs of worker processes,
+// renames and kill -9 of realmfs, from processes of two lock owners (two
+// Unix sessions, lockowner=session), against a real mount and against the
+// reference model of the README's promise (model_state_test.go). A race
+// step sends one owner's write open and, before its answer, the other
+// owner's next write, fsync or close of that file: the daemon may serve
+// them in either order (a conflicting open waits up to 250 ms for a
+// release), and the model allows both (modelRunner.race). After
+// every step it checks what each owner sees of every file through a fresh
+// open (content, fstat and stat size), what a third owner sees (the test
+// process), and what BACKING holds: each file's committed content, and
+// beside it no copy but the recovery copies the model expects.
+//
+// Each sequence runs on a fresh mount from its own seed, printed. A
+// divergence fails the sequence with its seed, step and trace, and (within
+// a shared budget) a trace shrunk by delta debugging. Knobs:
+//
+//	REALM_MODEL_SEED=N     run the one sequence of seed N (replays exactly)
+//	REALM_MODEL_STEPS=N    steps per sequence (default 400)
+//	REALM_MODEL_SEQS=N     sequences (default 25: 10,000 steps)
+//	REALM_MODEL_OPS=-kill,-fork   leave op kinds out (default: all)
+//	REALM_MODEL_SHRINK=S   seconds spent shrinking failures (default 60; 0: none)
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// modelOpWeights are how often each kind of op is drawn.
+var modelOpWeights = []struct {
+	kind   string
+	weight int
+}{
+	{"open", 24}, {"write", 20}, {"close", 20}, {"read", 5}, {"dup", 4}, {"fork", 4},
+	{"trunc", 4}, {"fsync", 5}, {"rename", 6}, {"kill", 3}, {"crash", 1}, {"race", 2},
+}
+
+const (
+	modelMaxSlots = 6 // descriptors a process holds at most
+	modelMaxProcs = 4 // live processes an owner has at most
+)
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a number", name, v)
+	}
+	return n
+}
+
+// modelKinds are the op kinds REALM_MODEL_OPS leaves in.
+func modelKinds(t *testing.T) map[string]bool {
+	kinds := map[string]bool{}
+	for _, w := range modelOpWeights {
+		kinds[w.kind] = true
+	}
+	for _, f := range strings.Split(os.Getenv("REALM_MODEL_OPS"), ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, ok := strings.CutPrefix(f, "-")
+		if !ok || !kinds[k] {
+			t.Fatalf("REALM_MODEL_OPS: %q: want -KIND, KIND one of open write close read dup fork trunc fsync rename kill crash race", f)
+		}
+		delete(kinds, k)
+	}
+	if !kinds["open"] {
+		t.Fatal("REALM_MODEL_OPS: open cannot be left out")
+	}
+	return kinds
+}
+
+func TestModel(t *testing.T) {
+	requireFUSE(t)
+	steps := envInt(t, "REALM_MODEL_STEPS", 400)
+	kinds := modelKinds(t)
+	shrinkFor := time.Duration(envInt(t, "REALM_MODEL_SHRINK", 60)) * time.Second
+	var seeds []uint64
+	if v := os.Getenv("REALM_MODEL_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("REALM_MODEL_SEED=%q: %v", v, err)
+		}
+		seeds = []uint64{s}
+	} else {
+		base := uint64(time.Now().UnixNano()) % 1_000_000_000 * 1000
+		for i := range envInt(t, "REALM_MODEL_SEQS", 25) {
+			seeds = append(seeds, base+uint64(i))
+		}
+	}
+	replay := fmt.Sprintf("REALM_MODEL_STEPS=%d", steps)
+	if v := os.Getenv("REALM_MODEL_OPS"); v != "" {
+		replay += " REALM_MODEL_OPS=" + v
+	}
+	budget := time.Now().Add(shrinkFor)
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ops := genModelOps(seed, steps, kinds)
+			t.Logf("seed %d (replay: REALM_MODEL_SEED=%d %s go test -run TestModel ./e2e/)", seed, seed, replay)
+			ran, fail, msg := runModel(t, seed, ops)
+			if msg == "" {
+				return
+			}
+			t.Errorf("model and mount disagree: seed %d (replay: REALM_MODEL_SEED=%d %s go test -run TestModel ./e2e/), step %d: %s\ntrace:\n%s",
+				seed, seed, replay, fail, msg, modelTrace(ran))
+			if time.Now().After(budget) {
+				t.Logf("no time left to shrink the trace (REALM_MODEL_SHRINK)")
+				return
+			}
+			min, minMsg := shrinkModel(t, seed, ran, budget)
+			t.Errorf("shrunk to %d steps (of %d): %s\nminimal trace:\n%s", len(min), len(ran), minMsg, modelTrace(min))
+		})
+	}
+}
+
+func modelTrace(ops []mop) string {
+	var b strings.Builder
+	for i, o := range ops {
+		fmt.Fprintf(&b, "%4d  %s\n", i, o)
+	}
+	return b.String()
+}
+
+// genModelOps draws a sequence of steps from seed, on the model alone:
+// what every step does depends only on the model's state (who holds what),
+// so the sequence is the same on every run, whatever the mount answers.
+func genModelOps(seed uint64, steps int, kinds map[string]bool) []mop {
+	rng := rand.New(rand.NewPCG(seed, 0x6d6f64656c))
+	mdl := newModel()
+	g := &modelGen{rng: rng, m: mdl, kids: map[string]int{"A": 0, "B": 0}}
+	total := 0
+	for _, w := range modelOpWeights {
+		if kinds[w.kind] {
+			total += w.weight
+		}
+	}
+	var ops []mop
+	for len(ops) < steps {
+		n := rng.IntN(total)
+		kind := ""
+		for _, w := range modelOpWeights {
+			if !kinds[w.kind] {
+				continue
+			}
+			if n < w.weight {
+				kind = w.kind
+				break
+			}
+			n -= w.weight
+		}
+		o, ok := g.draw(kind, len(ops))
+		if !ok || !mdl.valid(o) {
+			continue
+		}
+		// A refused open or rename costs the daemon's 250 ms wait for a
+		// release: draw few.
+		if g.refused(o) && rng.IntN(10) < 9 {
+			continue
+		}
+		if o.Kind == "race" {
+			mdl.applyRace(o)
+		} else {
+			mdl.apply(o)
+		}
+		mdl.check("A")
+		mdl.check("B")
+		ops = append(ops, o)
+	}
+	return ops
+}
+
+type modelGen struct {
+	rng   *rand.Rand
+	m     *model
+	slots int
+	kids  map[string]int
+}
+
+func (g *modelGen) pick(n int) int { return g.rng.IntN(n) }
+
+// refused reports whether o is a write open or a rename the model answers
+// EBUSY.
+func (g *modelGen) refused(o mop) bool {
+	switch {
+	case o.Kind == "open" && o.Mode != "RDONLY" && o.Mode != "EXCL":
+		return g.m.busy(g.m.procs[o.Proc].owner, o.Name, o.Mode)
+	case o.Kind == "rename":
+		return g.m.heldByOther(g.m.procs[o.Proc].owner, g.m.names[o.Name2])
+	}
+	return false
+}
+
+func (g *modelGen) proc() *mproc {
+	ids := g.m.procIDs()
+	return g.m.procs[ids[g.pick(len(ids))]]
+}
+
+// slot picks a descriptor of a live process whose handle passes ok.
+func (g *modelGen) slot(ok func(*mhandle) bool) (*mproc, string, bool) {
+	type ps struct {
+		p    *mproc
+		slot string
+	}
+	var all []ps
+	for _, id := range g.m.procIDs() {
+		p := g.m.procs[id]
+		for _, s := range p.slotIDs() {
+			if ok(p.slots[s]) {
+				all = append(all, ps{p, s})
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil, "", false
+	}
+	c := all[g.pick(len(all))]
+	return c.p, c.slot, true
+}
+
+func (g *modelGen) newSlot() string {
+	g.slots++
+	return fmt.Sprintf("s%d", g.slots)
+}
+
+func (g *modelGen) draw(kind string, step int) (mop, bool) {
+	anyHandle := func(*mhandle) bool { return true }
+	switch kind {
+	case "open":
+		p := g.proc()
+		if len(p.slots) >= modelMaxSlots {
+			return mop{}, false
+		}
+		name := modelNames[g.pick(len(modelNames))]
+		modes := []string{"RDONLY", "TRUNC", "RDWR", "APPEND", "EXCL"}
+		mode := modes[g.pick(len(modes))]
+		if g.m.names[name] == nil && g.pick(10) < 7 {
+			mode = "EXCL"
+		}
+		return mop{Kind: "open", Proc: p.id, Slot: g.newSlot(), Name: name, Mode: mode}, true
+	case "write", "trunc":
+		p, s, ok := g.slot(func(h *mhandle) bool { return h.write })
+		if !ok {
+			return mop{}, false
+		}
+		if kind == "write" {
+			return mop{Kind: "write", Proc: p.id, Slot: s, Data: fmt.Sprintf("%s%d|", strings.ToLower(p.owner), step)}, true
+		}
+		size := 0
+		if g.pick(2) == 0 {
+			size = len(g.m.view(p.slots[s].obj, p.owner)) / 2
+		}
+		return mop{Kind: "trunc", Proc: p.id, Slot: s, Size: size}, true
+	case "read":
+		p, s, ok := g.slot(func(h *mhandle) bool { return h.read })
+		if !ok {
+			return mop{}, false
+		}
+		return mop{Kind: "read", Proc: p.id, Slot: s}, true
+	case "close", "fsync":
+		p, s, ok := g.slot(anyHandle)
+		if !ok {
+			return mop{}, false
+		}
+		return mop{Kind: kind, Proc: p.id, Slot: s}, true
+	case "dup":
+		p, s, ok := g.slot(anyHandle)
+		if !ok || len(p.slots) >= modelMaxSlots {
+			return mop{}, false
+		}
+		return mop{Kind: "dup", Proc: p.id, Slot2: s, Slot: g.newSlot()}, true
+	case "fork":
+		p := g.proc()
+		live := 0
+		for _, id := range g.m.procIDs() {
+			if g.m.procs[id].owner == p.owner {
+				live++
+			}
+		}
+		if live >= modelMaxProcs {
+			return mop{}, false
+		}
+		var slots []string
+		for _, s := range p.slotIDs() {
+			if g.pick(10) < 7 {
+				slots = append(slots, s)
+			}
+		}
+		g.kids[p.owner]++
+		return mop{Kind: "fork", Proc: p.id, Child: fmt.Sprintf("%s%d", p.owner, g.kids[p.owner]), Slots: slots}, true
+	case "kill":
+		var ids []string
+		for _, id := range g.m.procIDs() {
+			if id != "A0" && id != "B0" {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return mop{}, false
+		}
+		return mop{Kind: "kill", Proc: ids[g.pick(len(ids))]}, true
+	case "rename":
+		from, to := modelNames[g.pick(len(modelNames))], modelNames[g.pick(len(modelNames))]
+		if from == to || g.m.names[from] == nil {
+			return mop{}, false
+		}
+		return mop{Kind: "rename", Proc: g.proc().id, Name: from, Name2: to}, true
+	case "crash":
+		return mop{Kind: "crash"}, true
+	case "race":
+		// Another owner's write open of a file an owner writes, sent just
+		// before that owner's next write, fsync or close of it: the open
+		// waits (up to 250 ms) for a release while the commit or close
+		// happens.
+		x, s, ok := g.slot(func(h *mhandle) bool { return h.write && h.obj.name != "" })
+		if !ok {
+			return mop{}, false
+		}
+		h := x.slots[s]
+		var ys []string
+		for _, id := range g.m.procIDs() {
+			if p := g.m.procs[id]; p.owner != x.owner && len(p.slots) < modelMaxSlots {
+				ys = append(ys, id)
+			}
+		}
+		if len(ys) == 0 {
+			return mop{}, false
+		}
+		other := &mop{Kind: []string{"fsync", "write", "close", "close"}[g.pick(4)], Proc: x.id, Slot: s}
+		if other.Kind == "write" {
+			other.Data = fmt.Sprintf("%s%d|", strings.ToLower(x.owner), step)
+		}
+		modes := []string{"TRUNC", "RDWR", "APPEND"}
+		return mop{Kind: "race", Proc: ys[g.pick(len(ys))], Slot: g.newSlot(), Name: h.obj.name, Mode: modes[g.pick(3)], Other: other}, true
+	}
+	return mop{}, false
+}
+
+// modelWorker is the test's end of a worker process.
+type modelWorkerConn struct {
+	p     *proc    // a session's first process (started by the test)
+	in    *os.File // a forked one's FIFOs
+	out   *bufio.Reader
+	outF  *os.File
+	pidfd int
+}
+
+func (w *modelWorkerConn) send(tb testing.TB, line string) string {
+	tb.Helper()
+	w.sendOnly(tb, line)
+	return w.answer(tb, line)
+}
+
+// sendOnly sends a command without waiting for its answer.
+func (w *modelWorkerConn) sendOnly(tb testing.TB, line string) {
+	tb.Helper()
+	var err error
+	if w.p != nil {
+		_, err = fmt.Fprintln(w.p.stdin, line)
+	} else {
+		_, err = fmt.Fprintln(w.in, line)
+	}
+	if err != nil {
+		tb.Fatalf("model worker: %s: %v", line, err)
+	}
+}
+
+// answer reads the answer to the command sent last.
+func (w *modelWorkerConn) answer(tb testing.TB, what string) string {
+	tb.Helper()
+	r := w.out
+	if w.p != nil {
+		r = w.p.stdout
+	}
+	return readLine(tb, r, 30*time.Second, "model worker: "+what)
+}
+
+// modelRunner runs a trace on one mount.
+type modelRunner struct {
+	t       *testing.T
+	m       *Mount
+	fifos   string
+	nfifo   int
+	workers map[string]*modelWorkerConn
+}
+
+// runModel runs ops on a fresh mount and on the model; it returns the ops
+// it ran (those still valid: a shrunk trace may have lost a process or
+// descriptor an op needs), and at the first divergence its step and what
+// differed ("" if none).
+func runModel(t *testing.T, seed uint64, ops []mop) (ran []mop, step int, msg string) {
+	pt := "on"
+	if seed%2 == 1 {
+		pt = "off"
+	}
+	m := mount(t, Opts("lockowner=session", "passthrough="+pt), Prepare(func(m *Mount) {
+		for _, n := range modelNames {
+			writeFile(t, m.BackingPath(n), "init-"+n+"|")
+		}
+	}))
+	r := &modelRunner{t: t, m: m, fifos: t.TempDir(), workers: map[string]*modelWorkerConn{}}
+	defer r.stop()
+	for _, o := range []string{"A", "B"} {
+		cmd := exec.Command(selfBin)
+		cmd.Env = append(os.Environ(), modelWorkerEnv+"=stdio")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		r.workers[o+"0"] = &modelWorkerConn{p: startProc(t, cmd, true), pidfd: -1}
+	}
+	mdl := newModel()
+	// hist: the steps run, each race with the order the mount took.
+	var hist []mop
+	for _, o := range ops {
+		if !mdl.valid(o) {
+			continue
+		}
+		step = len(ran)
+		ran = append(ran, o)
+		if o.Kind == "race" {
+			var msg string
+			if mdl, o, msg = r.race(hist, o); msg != "" {
+				return ran, step, msg
+			}
+		} else {
+			want := mdl.apply(o)
+			if got := r.exec(o); got != want {
+				alt := otherOrders(hist, o, got)
+				if alt == nil {
+					return ran, step, fmt.Sprintf("%s: want %s, got %s", o, want, got)
+				}
+				mdl, hist = replayModel(alt), alt[:len(alt)-1]
+			}
+		}
+		hist = append(hist, o)
+		if msg := r.check(mdl); msg != "" {
+			return ran, step, fmt.Sprintf("after %s: %s", o, msg)
+		}
+	}
+	return ran, -1, ""
+}
+
+// stop ends the workers, then the mount.
+func (r *modelRunner) stop() {
+	for id, w := range r.workers {
+		r.kill(id, w)
+	}
+	r.m.Unmount()
+}
+
+func (r *modelRunner) kill(id string, w *modelWorkerConn) {
+	delete(r.workers, id)
+	if w.p != nil {
+		w.p.kill()
+		return
+	}
+	unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
+	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 30_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if n == 0 || err != nil {
+			r.t.Fatalf("model worker %s: not dead within 30s of SIGKILL (%v)", id, err)
+		}
+		break
+	}
+	unix.Close(w.pidfd)
+	w.in.Close()
+	w.outF.Close()
+}
+
+func (r *modelRunner) path(name string) string { return r.m.Path(name) }
+
+// exec runs o on the mount and returns the answer.
+func (r *modelRunner) exec(o mop) string {
+	t := r.t
+	w := r.workers[o.Proc]
+	switch o.Kind {
+	case "open", "dup", "write", "trunc", "read", "close", "fsync", "rename":
+		return w.send(t, r.command(o))
+	case "fork":
+		return r.fork(w, o)
+	case "kill":
+		r.kill(o.Proc, w)
+		return "ok"
+	case "crash":
+		return r.crash()
+	}
+	t.Fatalf("model: unknown op %q", o.Kind)
+	return ""
+}
+
+// race sends o's open, then without waiting for its answer o.Other, and
+// compares both answers with the model's. The daemon may serve them in
+// either order: the open no longer waits for the other owner's commit
+// (appenders share the append lock; a conflicting open waits up to 250 ms
+// for a release, then fails with EBUSY), so the allowed outcomes are the
+// model's for o.Other first and for the open first (README, "Lock
+// owners": a conflicting open "waits up to 250 ms for a release … then
+// fails with EBUSY"). It returns the model after the order that matches,
+// rebuilt from hist (the steps before), and o with that order.
+func (r *modelRunner) race(hist []mop, o mop) (*model, mop, string) {
+	t := r.t
+	y, x := r.workers[o.Proc], r.workers[o.Other.Proc]
+	open := o.raceOpen()
+	y.sendOnly(t, fmt.Sprintf("open %s %s %s", open.Slot, r.path(open.Name), open.Mode))
+	x.sendOnly(t, r.command(*o.Other))
+	gotX := x.answer(t, o.Other.String())
+	gotY := y.answer(t, open.String())
+	var wants []string
+	var match *model
+	for order := range 2 {
+		oo := o
+		oo.order = order
+		mdl := replayModel(hist)
+		wantX, wantY := mdl.applyRace(oo)
+		if gotX == wantX && gotY == wantY {
+			if match != nil {
+				o.ambiguous = true // both orders fit: a later answer may tell (otherOrders)
+				return match, o, ""
+			}
+			match, o = mdl, oo
+		}
+		wants = append(wants, fmt.Sprintf("%s, %s", wantX, wantY))
+	}
+	if match != nil {
+		return match, o, ""
+	}
+	return nil, o, fmt.Sprintf("%s: want one of [%s], got %s, %s", o, strings.Join(wants, " | "), gotX, gotY)
+}
+
+// otherOrders looks for an earlier race whose two orders both gave the
+// answers the mount gave (the order then chosen was a guess) and whose
+// other order makes the mount's answer got to o right; it returns the
+// history with that order and o, or nil.
+func otherOrders(hist []mop, o mop, got string) []mop {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Kind != "race" || !hist[i].ambiguous {
+			continue
+		}
+		alt := append(slices.Clone(hist), o)
+		alt[i].order = 1 - alt[i].order
+		mdl := replayModel(alt[:len(alt)-1])
+		if mdl.valid(o) && mdl.apply(o) == got {
+			return alt
+		}
+	}
+	return nil
+}
+
+// replayModel is the model after hist, each step followed by both
+// owners' checks, as runModel runs them.
+func replayModel(hist []mop) *model {
+	mdl := newModel()
+	for _, o := range hist {
+		if o.Kind == "race" {
+			mdl.applyRace(o)
+		} else {
+			mdl.apply(o)
+		}
+		mdl.check("A")
+		mdl.check("B")
+	}
+	mdl.async = false
+	return mdl
+}
+
+// command is the worker command line of an op a worker does alone.
+func (r *modelRunner) command(o mop) string {
+	switch o.Kind {
+	case "open":
+		return fmt.Sprintf("open %s %s %s", o.Slot, r.path(o.Name), o.Mode)
+	case "dup":
+		return fmt.Sprintf("dup %s %s", o.Slot2, o.Slot)
+	case "write":
+		return fmt.Sprintf("write %s %s", o.Slot, o.Data)
+	case "trunc":
+		return fmt.Sprintf("trunc %s %d", o.Slot, o.Size)
+	case "read", "close", "fsync":
+		return o.Kind + " " + o.Slot
+	case "rename":
+		return fmt.Sprintf("rename %s %s", r.path(o.Name), r.path(o.Name2))
+	}
+	r.t.Fatalf("model: %s is not a worker command", o)
+	return ""
+}
+
+// fork has w start a child worker, which talks to the test through two
+// FIFOs and inherits o.Slots.
+func (r *modelRunner) fork(w *modelWorkerConn, o mop) string {
+	t := r.t
+	r.nfifo++
+	in := filepath.Join(r.fifos, fmt.Sprintf("in%d", r.nfifo))
+	out := filepath.Join(r.fifos, fmt.Sprintf("out%d", r.nfifo))
+	for _, f := range []string{in, out} {
+		if err := unix.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ans := w.send(t, strings.Join(append([]string{"fork", in, out}, o.Slots...), " "))
+	pidStr, ok := strings.CutPrefix(ans, "ok ")
+	if !ok {
+		return ans
+	}
+	pid, _ := strconv.Atoi(pidStr)
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open of model worker %s (pid %d): %v", o.Child, pid, err)
+	}
+	c := &modelWorkerConn{pidfd: pidfd}
+	opened := make(chan error, 1)
+	go func() {
+		var err error
+		if c.in, err = os.OpenFile(in, os.O_WRONLY, 0); err == nil {
+			c.outF, err = os.Open(out)
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("model worker %s (pid %d) did not open its FIFOs within 30s", o.Child, pid)
+	}
+	c.out = bufio.NewReader(c.outF)
+	r.workers[o.Child] = c
+	return "ok"
+}
+
+// crash kills realmfs with SIGKILL, has every worker close its dead
+// descriptors, and mounts again: the temps the crash left must go.
+func (r *modelRunner) crash() string {
+	r.m.Kill()
+	ids := slices.Sorted(mapKeys(r.workers))
+	for _, id := range ids {
+		if ans := r.workers[id].send(r.t, "forget"); ans != "ok" {
+			return "forget: " + ans
+		}
+	}
+	r.m.Restart()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(tempResidue(r.t, r.m.Backing)) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("temps left 20s after the restart: %q", tempResidue(r.t, r.m.Backing))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "ok"
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// settle waits, when the model says a commit happens at a RELEASE (sent
+// by the kernel after close(2) returned), for BACKING to show it; a
+// commit at close or fsync is looked at without waiting.
+func (r *modelRunner) settle(mdl *model) {
+	if !mdl.async {
+		return
+	}
+	mdl.async = false
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && r.backingDiff(mdl) != "" {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// backingDiff compares BACKING's files with the model's committed content.
+func (r *modelRunner) backingDiff(mdl *model) string {
+	for _, n := range modelNames {
+		want, exists := mdl.committed(n)
+		b, err := os.ReadFile(r.m.BackingPath(n))
+		switch {
+		case !exists && err == nil:
+			return fmt.Sprintf("BACKING/%s: want no file, got %q", n, b)
+		case !exists:
+		case err != nil:
+			return fmt.Sprintf("BACKING/%s: want %q, got %v", n, want, err)
+		case string(b) != want:
+			return fmt.Sprintf("BACKING/%s: want %q, got %q", n, want, b)
+		}
+	}
+	return ""
+}
+
+// check compares what every observer sees with the model: each owner's
+// checker first, then BACKING and a third owner. The checkers' closes
+// may commit (a reader sharing its owner's write), and their RELEASEs
+// reach the daemon after close(2) returns; the other checks come between
+// them and the next step, which may kill a writer whose owner's handle
+// count the killed-writer rule reads.
+func (r *modelRunner) check(mdl *model) string {
+	r.settle(mdl)
+	var paths []string
+	for _, n := range modelNames {
+		paths = append(paths, r.path(n))
+	}
+	for _, o := range []string{"A", "B"} {
+		want := mdl.check(o)
+		got := r.workers[o+"0"].send(r.t, "check "+strings.Join(paths, " "))
+		if got != want {
+			return fmt.Sprintf("owner %s's fresh opens (SIZE STATSIZE CONTENT per file):\n\twant %s\n\tgot  %s", o, want, got)
+		}
+	}
+	r.settle(mdl)
+	if d := r.backingDiff(mdl); d != "" {
+		return d
+	}
+	if d := r.sideCopies(mdl); d != "" {
+		return d
+	}
+	// A third owner: the test process, which never writes.
+	for _, n := range modelNames {
+		want, exists := mdl.committed(n)
+		b, err := os.ReadFile(r.path(n))
+		got := string(b)
+		if err != nil {
+			got = errAnswer(err)
+		}
+		if !exists {
+			want = "err ENOENT"
+		}
+		if got != want {
+			return fmt.Sprintf("a third owner reading %s: want %q, got %q", n, want, got)
+		}
+	}
+	return ""
+}
+
+// sideCopies checks BACKING holds no name but the files and the recovery
+// and conflict copies the model expects, with their content: a copy the
+// model has not is a divergence.
+func (r *modelRunner) sideCopies(mdl *model) string {
+	ents, err := os.ReadDir(r.m.Backing)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, ".realm-tmp-") {
+			continue
+		}
+		if _, exists := mdl.committed(n); exists {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(r.m.Backing, n))
+		kind := "recovered"
+		base, _, ok := strings.Cut(n, ".realm-recovered-")
+		if !ok {
+			kind = "conflict"
+			base, _, ok = strings.Cut(n, ".realm-conflict-")
+		}
+		if !ok || !slices.Contains(modelNames, base) {
+			return fmt.Sprintf("BACKING holds %s (%q), which the model has not", n, b)
+		}
+		got[kind+" "+base] = append(got[kind+" "+base], string(b))
+	}
+	for _, kind := range []string{"recovered", "conflict"} {
+		for _, n := range modelNames {
+			g := got[kind+" "+n]
+			slices.Sort(g)
+			if want := mdl.recoveredFor(kind, n); !slices.Equal(g, want) {
+				return fmt.Sprintf("%s copies of %s: want %q, got %q", kind, n, want, g)
+			}
+		}
+	}
+	return ""
+}
+
+// shrinkModel minimises a failing trace by delta debugging: it drops
+// chunks of steps while the rest still fails, until the budget is spent.
+func shrinkModel(t *testing.T, seed uint64, ops []mop, budget time.Time) ([]mop, string) {
+	cur, curMsg := ops, ""
+	fails := func(cand []mop) (bool, []mop, string) {
+		var ok bool
+		var ran []mop
+		var msg string
+		t.Run("shrink", func(t *testing.T) {
+			var step int
+			ran, step, msg = runModel(t, seed, cand)
+			ok = msg != ""
+			if ok {
+				ran = ran[:step+1]
+			}
+		})
+		return ok, ran, msg
+	}
+	n := 2
+	for len(cur) >= 2 && time.Now().Before(budget) {
+		chunk := (len(cur) + n - 1) / n
+		reduced := false
+		for start := 0; start < len(cur) && time.Now().Before(budget); start += chunk {
+			cand := append(append([]mop{}, cur[:start]...), cur[min(start+chunk, len(cur)):]...)
+			if ok, ran, msg := fails(cand); ok {
+				cur, curMsg = ran, msg
+				n = max(n-1, 2)
+				reduced = true
+				break
+			}
+		}
+		if !reduced {
+			if n >= len(cur) {
+				break
+			}
+			n = min(n*2, len(cur))
+		}
+	}
+	if curMsg == "" {
+		curMsg = "(no smaller failing trace found)"
+	}
+	return cur, curMsg
+}
+
+// TestModelTraces runs fixed traces, each a mount bug TestModel found,
+// through runModel: the model's answer and view after every step must be
+// the mount's.
+func TestModelTraces(t *testing.T) {
+	requireFUSE(t)
+	for _, tc := range []struct {
+		name string
+		seed uint64 // even: passthrough=on, odd: off
+		ops  []mop
+	}{{
+		// A reader's descriptor opened before another owner's commit
+		// was lent by go-fuse to the fresh open's fstat and stat by path:
+		// the new content, with the old file's size (views.go answersFor).
+		name: "stat-after-commit-beside-old-reader",
+		ops: []mop{
+			{Kind: "rename", Proc: "A0", Name: "f1", Name2: "f2"},
+			{Kind: "open", Proc: "B0", Slot: "s1", Name: "f1", Mode: "EXCL"},
+			{Kind: "rename", Proc: "A0", Name: "f1", Name2: "f0"},
+			{Kind: "open", Proc: "A0", Slot: "s2", Name: "f0", Mode: "RDONLY"},
+			{Kind: "write", Proc: "B0", Slot: "s1", Data: "b4|"},
+			{Kind: "close", Proc: "B0", Slot: "s1"},
+		},
+	}, {
+		// Two owners append to f0; A's commit of its temp (an ftruncate
+		// through its appending handle) replaced the file, and B's
+		// appends in place went on into the file it replaced, its stat
+		// showing that file's size (commit.go catchUp).
+		name: "append-beside-another-owners-commit",
+		seed: 1,
+		ops: []mop{
+			{Kind: "open", Proc: "A0", Slot: "s1", Name: "f0", Mode: "APPEND"},
+			{Kind: "trunc", Proc: "A0", Slot: "s1", Size: 3},
+			{Kind: "open", Proc: "B0", Slot: "s2", Name: "f0", Mode: "APPEND"},
+			{Kind: "fsync", Proc: "A0", Slot: "s1"},
+			{Kind: "write", Proc: "B0", Slot: "s2", Data: "b4|"},
+			{Kind: "close", Proc: "B0", Slot: "s2"},
+			{Kind: "close", Proc: "A0", Slot: "s1"},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran, step, msg := runModel(t, tc.seed, tc.ops)
+			if msg != "" {
+				t.Errorf("step %d: %s\ntrace:\n%s", step, msg, modelTrace(ran))
+			}
+		})
+	}
+}
