@@ -215,7 +215,9 @@ func TestRealmctlValidateFirst(t *testing.T) {
 	ws := workspace(t)
 	badPolicy := filepath.Join(t.TempDir(), "policy.yaml")
 	os.WriteFile(badPolicy, []byte("deny: [unclosed\n"), 0o644)
-	since := time.Now().Add(-time.Second).Format(time.RFC3339)
+	// To the nanosecond: a second's slack let in the container the test
+	// before this one made in its last second.
+	since := time.Now().UTC().Format(time.RFC3339Nano)
 	before := c.containers()
 
 	tests := []struct {
