@@ -346,6 +346,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Name:       "realmfs",
 		Options:    cfg.mount.kernelOptions(),
 		Debug:      cfg.debug,
+		Logger:     fuseLogger(logger),
 	})
 	// mountinfo names the mountpoint with symlinks resolved; resolving it
 	// once mounted would ask this daemon.
