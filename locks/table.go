@@ -94,7 +94,8 @@ type Lease struct {
 	e        *Entry
 	mode     Mode
 	released atomic.Bool
-	closing  bool // guarded by Table.mu
+	closing  bool        // guarded by Table.mu
+	marked   atomic.Bool // closing, for Active's lock-free look
 }
 
 // Acquire takes the lock on key for owner in Write mode (AcquireMode).

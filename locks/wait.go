@@ -30,7 +30,26 @@ func (l *Lease) Closing() {
 	t.mu.Lock()
 	if !l.released.Load() && !l.closing {
 		l.closing = true
+		l.marked.Store(true)
 		l.e.closing++
+		t.changedLocked()
+	}
+	t.mu.Unlock()
+}
+
+// Active undoes Closing: the holder uses the lease again (a write through
+// a descriptor it still had, a dup the scan could not see). It costs one
+// atomic load when the lease is not closing.
+func (l *Lease) Active() {
+	if l == nil || !l.marked.Load() {
+		return
+	}
+	t := l.t
+	t.mu.Lock()
+	if l.closing {
+		l.closing = false
+		l.marked.Store(false)
+		l.e.closing--
 		t.changedLocked()
 	}
 	t.mu.Unlock()

@@ -139,6 +139,28 @@ func TestAcquireWaitEnds(t *testing.T) {
 		t.Errorf("after the holder took the lock again: %v, want LOCK_CONFLICT", err)
 	}
 	again.Release()
+
+	// A closing lease used again (Active) ends a wait likewise.
+	tab, a := setup()
+	go func() {
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		done <- err
+	}()
+	waiting(tab, 1)
+	a.Active()
+	if err := <-done; !isConflict(err) {
+		t.Errorf("after the holder's lease was active again: %v, want LOCK_CONFLICT", err)
+	}
+	a.Closing()
+	go func() {
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		done <- err
+	}()
+	waiting(tab, 1)
+	a.Release()
+	if err := <-done; err != nil {
+		t.Errorf("after closing again and the release: %v", err)
+	}
 	tab.mu.Lock()
 	if tab.waiters != 0 {
 		t.Errorf("%d waiters left registered", tab.waiters)
