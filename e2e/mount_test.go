@@ -362,6 +362,10 @@ func TestReadOnly(t *testing.T) {
 func TestTempNamesHidden(t *testing.T) {
 	t.Parallel()
 	m := mount(t)
+	// The mount-time sweep removes temps a crashed daemon left: the names
+	// are planted after it, or it may find them first (it runs in the
+	// background).
+	waitForLine(t, m.LogFile, "sweep done")
 	writeFile(t, m.Path("visible"), "v")
 	writeFile(t, m.BackingPath(".realm-tmp-residue"), "hidden")
 	writeFile(t, m.BackingPath("sub", ".realm-tmp-x"), "hidden")
