@@ -69,61 +69,50 @@ func (t *Table) changedLocked() {
 }
 
 // AcquireWait is AcquireMode, except that a conflict with leases that are
-// all closing waits for them to be released (until ctx is done or limit
-// has passed) instead of failing; the conflict error is the last one met.
-func (t *Table) AcquireWait(ctx context.Context, key Key, owner Owner, mode Mode, limit time.Duration) (*Lease, error) {
-	var deadline <-chan time.Time
+// all closing waits for them to be released (until ctx is done or the
+// deadline) instead of failing; the error is then the last conflict met.
+func (t *Table) AcquireWait(ctx context.Context, key Key, owner Owner, mode Mode, deadline time.Time) (*Lease, error) {
 	for {
 		l, err := t.AcquireMode(key, owner, mode)
-		if err == nil {
-			return l, nil
-		}
-		ch, wait := t.waitFor(key, func(e *Entry) bool {
-			return e.owner != owner && (mode == Write || e.writes > 0)
-		})
-		if !wait {
-			if ch == nil {
-				continue // released between the try and the look
-			}
-			return nil, err
-		}
-		if deadline == nil {
-			timer := time.NewTimer(limit)
-			defer timer.Stop()
-			deadline = timer.C
-		}
-		if werr := t.sleep(ctx, ch, deadline); werr != nil {
-			return nil, err
+		if err == nil || !t.WaitConflict(ctx, key, owner, mode, deadline) {
+			return l, err
 		}
 	}
 }
 
+// WaitConflict waits while every lease on key that excludes owner taking
+// it in mode is closing, until one is released, ctx is done or the
+// deadline. It reports whether the conflict may be over (none is left, or
+// one went: try again), false when a conflicting lease is not closing or
+// the wait ended.
+func (t *Table) WaitConflict(ctx context.Context, key Key, owner Owner, mode Mode, deadline time.Time) bool {
+	return t.wait(ctx, key, deadline, func(e *Entry) bool {
+		return e.owner != owner && (mode == Write || e.writes > 0)
+	})
+}
+
 // WaitOthers reports an owner other than me that holds key, as OtherHolder
-// does, after waiting (until ctx is done or limit has passed) for other
+// does, after waiting (until ctx is done or the deadline) for other
 // owners' leases that are all closing to be released.
-func (t *Table) WaitOthers(ctx context.Context, key Key, me Owner, limit time.Duration) (Owner, bool) {
-	var deadline <-chan time.Time
+func (t *Table) WaitOthers(ctx context.Context, key Key, me Owner, deadline time.Time) (Owner, bool) {
 	for {
 		other, held := t.OtherHolder(key, me)
-		if !held {
-			return "", false
-		}
-		ch, wait := t.waitFor(key, func(e *Entry) bool { return e.owner != me })
-		if !wait {
-			if ch == nil {
-				continue
-			}
-			return other, true
-		}
-		if deadline == nil {
-			timer := time.NewTimer(limit)
-			defer timer.Stop()
-			deadline = timer.C
-		}
-		if t.sleep(ctx, ch, deadline) != nil {
-			return t.OtherHolder(key, me)
+		if !held || !t.wait(ctx, key, deadline, func(e *Entry) bool { return e.owner != me }) {
+			return other, held
 		}
 	}
+}
+
+// wait is WaitConflict with the conflicting entries those for which
+// conflicts is true.
+func (t *Table) wait(ctx context.Context, key Key, deadline time.Time, conflicts func(*Entry) bool) bool {
+	ch, wait := t.waitFor(key, conflicts)
+	if !wait {
+		return ch == nil
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	return t.sleep(ctx, ch, timer.C) == nil
 }
 
 // waitFor looks at the entries on key that conflict (by conflicts): if

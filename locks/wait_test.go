@@ -46,10 +46,10 @@ func TestAcquireWaitFailsAtOnceForAWriter(t *testing.T) {
 			if _, err := tab.AcquireMode(k, "a", tt.held); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tab.AcquireWait(context.Background(), k, "b", tt.want, time.Hour); !isConflict(err) {
+			if _, err := tab.AcquireWait(context.Background(), k, "b", tt.want, time.Now().Add(time.Hour)); !isConflict(err) {
 				t.Fatalf("AcquireWait = %v, want LOCK_CONFLICT at once", err)
 			}
-			if _, held := tab.WaitOthers(context.Background(), k, "b", time.Hour); !held {
+			if _, held := tab.WaitOthers(context.Background(), k, "b", time.Now().Add(time.Hour)); !held {
 				t.Fatal("WaitOthers: a holds the key, want held")
 			}
 		})
@@ -71,14 +71,14 @@ func TestAcquireWaitForClosing(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			if others {
-				if o, held := tab.WaitOthers(context.Background(), k, "b", time.Hour); held {
+				if o, held := tab.WaitOthers(context.Background(), k, "b", time.Now().Add(time.Hour)); held {
 					done <- errors.New("WaitOthers: still held by " + string(o))
 					return
 				}
 				done <- nil
 				return
 			}
-			l, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+			l, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
 			if err == nil && l.Owner() != "b" {
 				err = errors.New("lease of the wrong owner")
 			}
@@ -108,7 +108,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	}
 
 	tab, _ := setup()
-	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Millisecond); !isConflict(err) {
+	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Millisecond)); !isConflict(err) {
 		t.Errorf("after the limit: %v, want LOCK_CONFLICT", err)
 	}
 
@@ -116,7 +116,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := tab.AcquireWait(ctx, k, "b", Write, time.Hour)
+		_, err := tab.AcquireWait(ctx, k, "b", Write, time.Now().Add(time.Hour))
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -127,7 +127,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 
 	tab, _ = setup()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -143,7 +143,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	// A closing lease used again (Active) ends a wait likewise.
 	tab, a := setup()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -153,7 +153,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	}
 	a.Closing()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -174,18 +174,18 @@ func TestAcquireWaitAppenders(t *testing.T) {
 	tab := NewTable()
 	k := Key{1, 2}
 	a, _ := tab.AcquireMode(k, "a", Append)
-	c, err := tab.AcquireWait(context.Background(), k, "c", Append, time.Hour)
+	c, err := tab.AcquireWait(context.Background(), k, "c", Append, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatalf("a second appender: %v", err)
 	}
 	a.Closing()
-	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour); !isConflict(err) {
+	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour)); !isConflict(err) {
 		t.Fatalf("a writer beside an appender still appending: %v, want LOCK_CONFLICT at once", err)
 	}
 	c.Closing()
 	done := make(chan error, 1)
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Hour)
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
 		done <- err
 	}()
 	waiting(tab, 1)
