@@ -482,3 +482,25 @@ func (w *Write) Removed() { w.gone = true }
 // commits, unless another write handle of the owner is open (it commits
 // at its close).
 func (w *Write) TruncateCommits() bool { return w.writing <= 1 }
+
+func (a ReleaseAction) String() string {
+	return [...]string{"none", "drop-truncate", "commit"}[a]
+}
+
+func (r Route) String() string { return [...]string{"temp", "in-place"}[r] }
+
+func (v Verdict) String() string {
+	if v < 0 {
+		return "nothing"
+	}
+	return [...]string{"drop-gone", "drop-unlinked", "fail", "conflict", "commit-in-place", "commit-rename"}[v]
+}
+
+func (a FlushAction) String() string { return [...]string{"none", "commit", "killed"}[a] }
+
+func (k KillAction) String() string {
+	if k < 0 {
+		return "-"
+	}
+	return [...]string{"nothing", "in-file", "commit", "recover"}[k]
+}
