@@ -37,6 +37,10 @@ type File struct {
 	// flags: the open's flags; the access mode and O_APPEND tell its
 	// descriptors from those of another open of the file (Flush).
 	flags uint32
+	// flushed: a close of one of its descriptors came (FLUSH; guarded by
+	// mu). A handle the kernel releases without a FLUSH never reached a
+	// process: its open failed after the daemon made it (see Release).
+	flushed bool
 
 	// writes counts the WRITE requests of the handle in flight: counted
 	// before they wait for the shared entry's lock, so that a commit
@@ -491,12 +495,17 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	if h.shared == nil {
 		return 0
 	}
+	h.mu.Lock()
+	h.flushed = true
+	h.mu.Unlock()
 	f := h.node.fsys
 	tid := caller(ctx).Pid
-	byOpener := f.processes.IsThreadOf(h.opener, tid)
+	if !writeproto.CloseMayCommit(f.processes.IsThreadOf(h.opener, tid)) {
+		return 0
+	}
 	var may bool
 	h.withShared(func(w *pendingWrite) syscall.Errno {
-		may = w.m.FlushStart(h.wh, byOpener)
+		may = w.m.FlushStart(h.wh)
 		return 0
 	})
 	if !may {
@@ -612,6 +621,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	}
 	h.released = true
 	lockers := h.lockers
+	flushed := h.flushed
 	h.mu.Unlock()
 	// The kernel releases a handle when its last descriptor closes: the
 	// locks taken through it go with it, as close(2) drops them natively.
@@ -632,7 +642,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		// returned, and another handle may be half way through a rewrite.
 		// The commit reports its own failures (commitFailed, conflict):
 		// no caller is left to hear them.
-		switch w.m.Release(h.wh) {
+		switch w.m.Release(h.wh, flushed) {
 		case writeproto.ReleaseDropTruncate:
 			// The open failed in the kernel after the daemon made the
 			// handle (passthrough refused beside another open, say): the

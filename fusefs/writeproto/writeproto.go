@@ -62,12 +62,11 @@ type Open struct {
 // open that joined the owner's uncommitted bytes).
 type Handle struct {
 	open Open
-	// changed: a write or truncate came through it; flushed: a close of
-	// one of its descriptors came (FLUSH); inPlace: an append through it
-	// went into the file; writing: it changed the file (or opened it
-	// O_TRUNC) and its opener still holds a descriptor of it: counted in
-	// Write.writing.
-	changed, flushed, inPlace, writing bool
+	// changed: a write or truncate came through it; inPlace: an append
+	// through it went into the file; writing: it changed the file (or
+	// opened it O_TRUNC) and its opener still holds a descriptor of it:
+	// counted in Write.writing.
+	changed, inPlace, writing bool
 }
 
 // Appends reports whether h was opened O_APPEND.
@@ -165,13 +164,14 @@ const (
 )
 
 // Release: the kernel releases h (event RELEASE, after its last
-// descriptor closed). The caller performs the action, then Released.
-func (w *Write) Release(h *Handle) ReleaseAction {
+// descriptor closed); flushed: a close of one of its descriptors came
+// (FLUSH) before. The caller performs the action, then Released.
+func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 	w.leave(h)
 	switch {
 	case w.handles != 1:
 		return ReleaseNone
-	case !h.flushed && h.open.Truncate && !h.changed:
+	case !flushed && h.open.Truncate && !h.changed:
 		return ReleaseDropTruncate
 	}
 	return ReleaseCommit
@@ -382,14 +382,19 @@ func (w *Write) Committed() { w.TempGone() }
 
 // --- close ---
 
-// FlushStart: a close of one of h's descriptors (event FLUSH); byOpener:
-// the closing thread belongs to the process that opened h. It reports
-// whether the close may commit; if so the caller gathers FlushFacts and
-// asks Flush. A close by another process (a child closing an inherited
-// descriptor) never commits: the opener may be half way through.
-func (w *Write) FlushStart(h *Handle, byOpener bool) bool {
-	h.flushed = true
-	return byOpener && (w.dirty || h.writing)
+// CloseMayCommit is the first step of a close of a descriptor (event
+// FLUSH): only a close by the process that opened the handle (byOpener:
+// the closing thread is one of its) may commit. A close by another
+// process (a child closing an inherited descriptor at exec or exit) never
+// does: the opener may be half way through its writes. It reads no
+// state: the caller asks it before it takes the write's lock.
+func CloseMayCommit(byOpener bool) bool { return byOpener }
+
+// FlushStart: the opener closes one of h's descriptors. It reports
+// whether there is anything the close could commit (changes, or h
+// writing); if so the caller gathers FlushFacts and asks Flush.
+func (w *Write) FlushStart(h *Handle) bool {
+	return w.dirty || h.writing
 }
 
 // FlushFacts is what the caller knows of a close by h's opener.

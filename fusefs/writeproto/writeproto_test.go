@@ -14,7 +14,8 @@ import (
 // actions on a model of the file (what is committed, what is kept beside
 // it) instead of system calls.
 type proc struct {
-	w Write
+	w       Write
+	flushed map[*Handle]bool // a FLUSH of the handle came
 	// behind: the file was changed behind the mount since the owner last
 	// saw it commit; unlinked: its name leads nowhere.
 	behind, unlinked bool
@@ -93,7 +94,11 @@ func (p *proc) truncate(h *Handle, errno syscall.Errno) {
 // close is a close by the opener (or not) with facts; it returns what the
 // close did and, if it killed, what the kill did.
 func (p *proc) close(h *Handle, byOpener bool, f FlushFacts) (FlushAction, KillAction) {
-	if !p.w.FlushStart(h, byOpener) {
+	if p.flushed == nil {
+		p.flushed = make(map[*Handle]bool)
+	}
+	p.flushed[h] = true
+	if !CloseMayCommit(byOpener) || !p.w.FlushStart(h) {
 		return FlushNone, -1
 	}
 	switch a := p.w.Flush(h, f); a {
@@ -117,7 +122,7 @@ func (p *proc) close(h *Handle, byOpener bool, f FlushFacts) (FlushAction, KillA
 
 // release releases h.
 func (p *proc) release(h *Handle) ReleaseAction {
-	a := p.w.Release(h)
+	a := p.w.Release(h, p.flushed[h])
 	switch a {
 	case ReleaseDropTruncate:
 		p.w.TempGone()
@@ -231,7 +236,7 @@ func TestReleaseTable(t *testing.T) {
 				p.write(h, 1, 0)
 			}
 			if tc.flushed {
-				p.w.FlushStart(h, false)
+				p.close(h, false, clear)
 			}
 			if a := p.release(h); a != tc.want {
 				t.Fatalf("release: %v, want %v", a, tc.want)
