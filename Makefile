@@ -60,9 +60,12 @@ install: build
 	done
 
 # check-install installs into a scratch DESTDIR and checks every file is
-# there, the binaries are static and carry the version.
+# there, the binaries are static and carry the version; check-goinstall
+# installs both commands with `go install MODULE/cmd/...@VERSION` from a
+# file:// module proxy serving this checkout.
 check-install:
 	scripts/check-install.sh
+	scripts/check-goinstall.sh
 
 # deps installs the Debian packages the mount, the demo and the tests use.
 deps:

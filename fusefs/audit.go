@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Event is one audit line: why a process on the mount was refused.
@@ -105,7 +105,7 @@ const (
 //
 // Repeats are coalesced: the first refusal of a kind is written at once;
 // the same refusal again within the window (same op, path, code, errno,
-// rule, owner) is counted, and the count goes out as one line with "repeat"
+// rule, owner and program) is counted, and the count goes out as one line with "repeat"
 // when a different refusal comes, when the window has passed (at the next
 // refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
 type Auditor struct {
@@ -242,26 +242,36 @@ func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code,
 }
 
 // repeating reports whether ev would be counted as a repeat if recorded
-// now. It is a hint, taken before the program is read outside the lock;
-// record decides.
+// now without reading its program: the same refusal by the same process
+// within the window. It is a hint, taken before the program is read
+// outside the lock; record decides.
 func (a *Auditor) repeating(ev Event) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return sameKind(ev, a.last) && a.now().Sub(a.last.Time) < a.window
+	return sameKind(ev, a.last) && ev.Pid == a.last.Pid && a.now().Sub(a.last.Time) < a.window
 }
 
-// record writes ev, or counts it as a repeat of the latest line.
+// record writes ev, or counts it as a repeat of the latest line: the same
+// refusal within the window by the same program (the same process, whose
+// program was read for the line, or another one whose comm and exe are the
+// line's). So `cat .env` then `cp .env x` are two lines, and a loop that
+// runs one program many times is one.
 func (a *Auditor) record(ev Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ev.Time = a.now().UTC()
-	if sameKind(ev, a.last) && ev.Time.Sub(a.last.Time) < a.window {
+	if !ev.read && ev.Pid != a.last.Pid { // a line came between repeating and here
+		ev.Comm, ev.Exe = readProgram(a.proc, ev.Pid)
+		ev.read = true
+	}
+	sameProgram := ev.Pid == a.last.Pid || (ev.Comm == a.last.Comm && ev.Exe == a.last.Exe)
+	if sameKind(ev, a.last) && sameProgram && ev.Time.Sub(a.last.Time) < a.window {
 		ev.Comm, ev.Exe = a.last.Comm, a.last.Exe
 		a.held = ev
 		a.repeats++
 		return
 	}
-	if !ev.read { // a line came between repeating and here
+	if !ev.read {
 		ev.Comm, ev.Exe = readProgram(a.proc, ev.Pid)
 	}
 	a.flushLocked()

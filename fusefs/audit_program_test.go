@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // TestReadProgramLive: the program of a live process (this test's) is its
@@ -51,17 +51,7 @@ func TestReadProgramGone(t *testing.T) {
 // again, and their line carries the first one's.
 func TestAuditProgramReadOncePerLine(t *testing.T) {
 	proc := t.TempDir()
-	setProgram := func(pid, comm, exe string) {
-		dir := filepath.Join(proc, pid)
-		os.MkdirAll(dir, 0o755)
-		os.Remove(filepath.Join(dir, "exe"))
-		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setProgram := fakeProgram(t, proc)
 	setProgram("7", "cat", "/usr/bin/cat")
 	var buf syncBuffer
 	clk := newFakeClock()
@@ -88,6 +78,54 @@ func TestAuditProgramReadOncePerLine(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAuditCoalescesPerProgram: the same refusal by another program within
+// the window is a line of its own (cat, then cp, of .env); by another
+// process of the same program (a loop that runs cat again) a repeat.
+func TestAuditCoalescesPerProgram(t *testing.T) {
+	proc := t.TempDir()
+	setProgram := fakeProgram(t, proc)
+	for _, p := range []struct{ pid, comm, exe string }{
+		{"7", "cat", "/usr/bin/cat"}, {"8", "cat", "/usr/bin/cat"}, {"11", "cat", "/usr/bin/cat"},
+		{"9", "cp", "/usr/bin/cp"}, {"10", "cat", "/usr/bin/cat"},
+	} {
+		setProgram(p.pid, p.comm, p.exe)
+	}
+	var buf syncBuffer
+	clk := newFakeClock()
+	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a.proc = proc
+	for _, pid := range []uint32{7, 8, 11, 9, 10} {
+		a.RecordRefusal(ctxPid(pid), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")
+	}
+	a.Close()
+	var got []string
+	for _, l := range auditLines(t, buf.bytes()) {
+		got = append(got, strings.Join([]string{l["comm"].(string), jsonNum(l["repeat"])}, " "))
+	}
+	want := []string{"cat null", "cat 2", "cp null", "cat null"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// fakeProgram returns a function that makes (or changes) process pid under
+// proc: its comm and its exe link.
+func fakeProgram(t *testing.T, proc string) func(pid, comm, exe string) {
+	return func(pid, comm, exe string) {
+		dir := filepath.Join(proc, pid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(dir, "exe"))
+		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -154,6 +154,10 @@ func TestAuditCoalesceKey(t *testing.T) {
 	var buf syncBuffer
 	clk := newFakeClock()
 	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a.proc = t.TempDir()
+	for _, pid := range []string{"1", "2", "3"} {
+		fakeProgram(t, a.proc)(pid, "sh", "/usr/bin/sh")
+	}
 	owner := "cgroup:/a"
 	a.Owner = func(uint32) string { return owner }
 	a.Record(ctxPid(1), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES)
@@ -163,7 +167,8 @@ func TestAuditCoalesceKey(t *testing.T) {
 	owner = "cgroup:/b"
 	a.Record(ctxPid(1), "rename", ".env", errcode.PathEscape, syscall.EBUSY)
 	a.Record(ctxPid(1), "rename", ".env2", errcode.PathEscape, syscall.EBUSY)
-	// Another pid of the same owner is a repeat; the line has its pid.
+	// Another pid of the same owner and program is a repeat; the line has
+	// its pid.
 	a.Record(ctxPid(2), "rename", ".env2", errcode.PathEscape, syscall.EBUSY)
 	a.Record(ctxPid(3), "rename", ".env2", errcode.PathEscape, syscall.EBUSY)
 	a.Close()

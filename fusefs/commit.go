@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs/dirfd"
-	"realm/fusefs/writeproto"
-	"realm/locks"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Atomic writes. Data written through the mount never goes into the file

@@ -11,10 +11,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs/dirfd"
-	"realm/fusefs/writeproto"
-	"realm/locks"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/locks"
 )
 
 // File is an open regular file. A plain handle reads the verified backing

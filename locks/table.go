@@ -19,7 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Key is a file's identity: two names of one file have one Key.
@@ -47,11 +47,15 @@ const (
 type Table struct {
 	mu      sync.Mutex
 	entries map[Key][]*Entry // one per owner; more than one only if none writes
+	// changed is closed (and replaced) at every change while waiters > 0:
+	// what AcquireWait and WaitOthers sleep on (wait.go).
+	changed chan struct{}
+	waiters int
 }
 
 // NewTable returns an empty lock table.
 func NewTable() *Table {
-	return &Table{entries: make(map[Key][]*Entry)}
+	return &Table{entries: make(map[Key][]*Entry), changed: make(chan struct{})}
 }
 
 // Entry is the state shared by all leases of one owner on one file. It lives
@@ -66,10 +70,11 @@ type Entry struct {
 	mu    sync.Mutex
 	Value any // guarded by Lock/Unlock
 
-	owner  Owner // immutable
-	key    Key   // guarded by Table.mu; changes on Rekey
-	refs   int   // guarded by Table.mu; unreleased leases
-	writes int   // guarded by Table.mu; of those, Write leases
+	owner   Owner // immutable
+	key     Key   // guarded by Table.mu; changes on Rekey
+	refs    int   // guarded by Table.mu; unreleased leases
+	writes  int   // guarded by Table.mu; of those, Write leases
+	closing int   // guarded by Table.mu; of those, marked Closing
 }
 
 // Lock locks the entry's Value.
@@ -89,6 +94,8 @@ type Lease struct {
 	e        *Entry
 	mode     Mode
 	released atomic.Bool
+	closing  bool        // guarded by Table.mu
+	marked   atomic.Bool // closing, for Active's lock-free look
 }
 
 // Acquire takes the lock on key for owner in Write mode (AcquireMode).
@@ -122,6 +129,7 @@ func (t *Table) AcquireMode(key Key, owner Owner, mode Mode) (*Lease, error) {
 	if mode == Write {
 		own.writes++
 	}
+	t.changedLocked() // the entry is no longer draining
 	t.mu.Unlock()
 	l.e = own
 	return l, nil
@@ -229,6 +237,7 @@ func (t *Table) Rekey(old, new Key) error {
 		e.key = new
 	}
 	t.entries[new] = es
+	t.changedLocked() // a waiter on old finds it free now
 	t.mu.Unlock()
 	return nil
 }
@@ -246,6 +255,10 @@ func (l *Lease) Release() {
 	if l.mode == Write {
 		e.writes--
 	}
+	if l.closing {
+		e.closing--
+	}
+	t.changedLocked()
 	if e.refs == 0 {
 		es := t.entries[e.key]
 		for i, x := range es {

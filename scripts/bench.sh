@@ -27,6 +27,8 @@
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
+#   WORKLOADS=        only these kinds, e.g. "appends sparse1" (default: all;
+#                     a kind that needs another's files needs it listed too)
 #   REALMFS_OPTS=     extra -o options for the realmfs mounts (comma-separated)
 #   REALMFS_FLAGS=    extra realmfs flags, e.g. "--policy FILE"
 #   REALMFS_BIN=      use this realmfs instead of building ./cmd/realmfs
@@ -203,6 +205,17 @@ workloads=(
 	"grep -r over the tree, second run|grep2"
 	"rm -rf the files and the tree|rmrf"
 )
+
+# WORKLOADS="appends sparse1" keeps only the workloads of those kinds (a kind
+# that reads another's files, stat after create, git after untar, needs
+# that one listed too).
+if [ -n "${WORKLOADS:-}" ]; then
+	kept=()
+	for wl in "${workloads[@]}"; do
+		case " $WORKLOADS " in *" ${wl##*|} "*) kept+=("$wl") ;; esac
+	done
+	workloads=("${kept[@]}")
+fi
 
 # items KIND: what a workload's daemon CPU is divided by (files, saves; 1
 # for the big file).

@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs"
-	"realm/locks"
-	"realm/policy"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/policy"
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
@@ -346,6 +346,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Name:       "realmfs",
 		Options:    cfg.mount.kernelOptions(),
 		Debug:      cfg.debug,
+		Logger:     fuseLogger(logger),
 	})
 	// mountinfo names the mountpoint with symlinks resolved; resolving it
 	// once mounted would ask this daemon.
