@@ -12,6 +12,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -68,38 +69,24 @@ var errInjected = errors.New("injected failure")
 // the file again under a new node after a commit, and a rename through the
 // mount updates the place (see FS.renamed).
 type pendingWrite struct {
-	node       *Node         // the node that started it, for audit paths
-	entry      *locks.Entry  // whose lock guards this
-	fileParent *Node         // the file's directory node, for audit paths and its child node
-	fileDir    int           // O_PATH fd of the file's directory
-	fileName   string        // the file's name in it
-	tempDir    int           // O_PATH fd of the directory the temp lives in
-	base       int           // fd of the content last committed (or found at open)
-	temp       int           // fd of the temp holding new content, -1 if none
-	appendFd   int           // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
-	appended   bool          // appends in place not yet fsynced (durability=full)
-	tempName   string        // its name in tempDir
-	mode       uint32        // the temp's permission bits
-	observed   unix.Stat_t   // the file as this owner last saw it commit
-	dirty      bool          // temp holds changes not yet committed
-	failed     syscall.Errno // a write into the temp failed: it must not be committed
-	handles    int           // open handles sharing it, readers too
-	writing    int           // of those, write handles whose opener still holds a descriptor (File.writing)
-	seq        uint64        // when it began, among the mount's writes: orders lockPair
+	node       *Node        // the node that started it, for audit paths
+	entry      *locks.Entry // whose lock guards this
+	fileParent *Node        // the file's directory node, for audit paths and its child node
+	fileDir    int          // O_PATH fd of the file's directory
+	fileName   string       // the file's name in it
+	tempDir    int          // O_PATH fd of the directory the temp lives in
+	base       int          // fd of the content last committed (or found at open)
+	temp       int          // fd of the temp holding new content, -1 if none
+	appendFd   int          // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
+	tempName   string       // its name in tempDir
+	mode       uint32       // the temp's permission bits
+	observed   unix.Stat_t  // the file as this owner last saw it commit
+	seq        uint64       // when it began, among the mount's writes: orders lockPair
 
-	// overwrites: the temp holds a change other than an append at its
-	// end (a write through a handle opened without O_APPEND, a truncate,
-	// an allocate): its old bytes may be half rewritten. Set by whatever
-	// makes the temp (File.Write, change, openShared).
-	overwrites bool
-	// gone: the writer's owner removed the file's name through the mount,
-	// or renamed another file over it. As natively, the bytes go with the
-	// file, which no name leads to any more: no commit puts them anywhere.
-	gone bool
-	// moved: a rename gave the file a new place since its last append in
-	// place, which must pass the protect rule before the next one lands
-	// there (a commit re-checks it too: denyCommit).
-	moved bool
+	// m is the write's state in the protocol: what is uncommitted, which
+	// handles write, when a close commits. Every commit decision is its
+	// (writeproto); this file performs them.
+	m writeproto.Write
 }
 
 // cur is the fd whose content the owner sees.
@@ -169,28 +156,40 @@ func sameFile(a, b *unix.Stat_t) bool {
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	f := w.node.fsys
 	durable = durable || f.opts.Durability == DurabilityFull
-	if !w.dirty {
+	if w.m.Commit() == writeproto.StartNothing {
 		return w.syncAppends(durable), false
 	}
 	if stage, err := w.seal(durable); err != nil {
 		return w.fail(ctx, stage, err), false
 	}
-	if w.gone {
+	var now unix.Stat_t
+	var lookErr error
+	name := writeproto.NameSame
+	if !w.m.IsGone() {
+		switch lookErr = dirfd.Lstat(w.fileDir, w.fileName, &now); {
+		case errors.Is(lookErr, unix.ENOENT):
+			name = writeproto.NameMissing
+		case lookErr != nil:
+			name = writeproto.NameUnknown
+		case !sameFile(&now, &w.observed):
+			name = writeproto.NameChanged
+		}
+	}
+	verdict := w.m.Judge(name, uint64(now.Nlink))
+	switch verdict {
+	case writeproto.DropGone:
 		// Its name now leads to another file (FS.removed): as natively,
 		// the data goes with the file it was written to.
 		f.logf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
 		w.dropTemp()
 		return 0, false
-	}
-	var now unix.Stat_t
-	switch err := dirfd.Lstat(w.fileDir, w.fileName, &now); {
-	case errors.Is(err, unix.ENOENT):
+	case writeproto.DropUnlinked:
 		// Unlinked while open: as natively, the data goes with the file.
 		w.dropTemp()
 		return 0, false
-	case err != nil:
-		return w.fail(ctx, StageBeforeRename, err), false
-	case !sameFile(&now, &w.observed):
+	case writeproto.FailCommit:
+		return w.fail(ctx, StageBeforeRename, lookErr), false
+	case writeproto.Conflict:
 		return w.conflict(ctx, &now), false
 	}
 	if err := f.failAt(StageBeforeRename); err != nil {
@@ -200,7 +199,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
 	}
-	if now.Nlink > 1 {
+	if verdict == writeproto.CommitInPlace {
 		return w.commitInPlace(ctx)
 	}
 	st, err := w.replace()
@@ -217,10 +216,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 // short is never committed, and a durable commit fsyncs it. It returns the
 // stage that failed.
 func (w *pendingWrite) seal(durable bool) (Stage, error) {
-	if w.failed != 0 {
+	if errno := w.m.Failure(); errno != 0 {
 		// A write the caller was told failed (ENOSPC, say) left the temp
 		// short: committing it would replace the file with a partial one.
-		return StageAfterWrite, w.failed
+		return StageAfterWrite, errno
 	}
 	f := w.node.fsys
 	if err := f.failAt(StageAfterWrite); err != nil {
@@ -306,7 +305,8 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 	}
 	w.closeAppend()
 	dirfd.Close(w.base)
-	w.base, w.temp, w.tempName, w.dirty, w.observed = w.temp, -1, "", false, *st
+	w.base, w.temp, w.tempName, w.observed = w.temp, -1, "", *st
+	w.m.Committed()
 	return errno
 }
 
@@ -381,7 +381,8 @@ func (w *pendingWrite) keepCopy(kind string) (string, error) {
 		f.notify.entry(w.fileParent.EmbeddedInode(), name) // a name the kernel has not seen made
 		dirfd.Close(w.temp)
 		f.tempMade(w.tempName, false)
-		w.temp, w.tempName, w.dirty, w.failed = -1, "", false, 0
+		w.temp, w.tempName = -1, ""
+		w.m.TempGone()
 		return name, nil
 	}
 }
@@ -423,7 +424,7 @@ func (w *pendingWrite) rebase(now *unix.Stat_t) {
 			dirfd.Close(fd)
 		}
 		w.node.fsys.logf("%s: cannot reopen the file after a conflict (%v): the next commit of its writer fails", w.place(), err)
-		w.failed = syscall.EIO
+		w.m.Fail(syscall.EIO)
 		return
 	}
 	w.closeAppend()
@@ -455,48 +456,42 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 
 // killed settles the write of h, whose opener a signal (sig) is killing
 // before it closed the file (tid is the closing thread): nothing written
-// is silently lost, and nothing old is torn. The bytes are committed when
-// committing them tears nothing that was there before the writer: the file
-// was empty when h opened it (the writer made it, or found it empty:
-// h.fresh), or h only appended to the end of what the file holds (opened
-// O_APPEND without O_TRUNC, and the temp holds no other change). Otherwise,
-// and when a write into the temp failed (it may be short), the file stays
-// byte-identical and the bytes are kept beside it as
-// NAME.realm-recovered-TIME. Either is one audit line. When another handle
-// of the owner shares the temp, its bytes cannot be told apart: nothing
-// happens here, and the owner's last close or release commits them all.
+// is silently lost, and nothing old is torn. writeproto.Write.Killed
+// decides: the bytes are committed when that tears nothing that was there
+// before the writer (the file was empty when h opened it, or h only
+// appended to it), kept beside the file as NAME.realm-recovered-TIME
+// otherwise (or when a write into the temp failed), and left to the
+// owner's last close or release when another handle shares the temp.
+// Either is one audit line.
 func (w *pendingWrite) killed(ctx context.Context, h *File, sig int, tid uint32) {
 	f := w.node.fsys
 	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
-	if w.handles == 1 && !w.dirty && h.inPlace {
+	switch w.m.Killed(h.wh) {
+	case writeproto.KillNothing:
+	case writeproto.KillInFile:
 		// Its appends went into the file as they were made: nothing to
 		// commit, nothing torn.
 		w.syncAppends(f.opts.Durability == DurabilityFull)
 		f.logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
 		f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
-		return
-	}
-	if w.handles != 1 || !w.dirty {
-		return
-	}
-	if w.failed == 0 && (h.fresh || h.appends && !h.truncates && !w.overwrites) {
+	case writeproto.KillCommit:
 		errno, committed := w.commit(ctx, false)
 		if errno == 0 && committed {
 			f.logf("%s: its writer (thread %d) was %s before it closed the file; committed, as nothing old was torn", w.place(), tid, how)
 			f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
 		}
 		// A commit that failed or met a conflict said so itself.
-		return
+	case writeproto.KillRecover:
+		name, err := w.keepCopy("recovered")
+		if err != nil {
+			f.logf("%s: its writer (thread %d) was %s before it closed the file; the new bytes are lost: cannot keep them as %s: %v", w.place(), tid, how, name, err)
+			f.commitFailed(ctx, StageAfterWrite, w.place(), err)
+			w.dropTemp()
+			return
+		}
+		f.logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
+		f.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
 	}
-	name, err := w.keepCopy("recovered")
-	if err != nil {
-		f.logf("%s: its writer (thread %d) was %s before it closed the file; the new bytes are lost: cannot keep them as %s: %v", w.place(), tid, how, name, err)
-		f.commitFailed(ctx, StageAfterWrite, w.place(), err)
-		w.dropTemp()
-		return
-	}
-	f.logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
-	f.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
 }
 
 // writerKilled audits what became of a killed writer's bytes (code) in the

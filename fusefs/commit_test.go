@@ -136,7 +136,7 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
 				h.withShared(func(w *pendingWrite) syscall.Errno {
-					w.failed = syscall.ENOSPC
+					w.m.TempWritten(0, syscall.ENOSPC)
 					return 0
 				})
 			}
@@ -283,7 +283,7 @@ func TestKilledWriter(t *testing.T) {
 			h := tf.writing(t, tc.old, tc.flags, tc.data)
 			h.withShared(func(w *pendingWrite) syscall.Errno {
 				if tc.failed {
-					w.failed = syscall.EIO
+					w.m.TempWritten(0, syscall.EIO)
 				}
 				w.killed(as(1), h, 9, 1)
 				return 0

@@ -13,6 +13,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -30,32 +31,16 @@ type File struct {
 	lease  *locks.Lease  // shared handles: this handle's hold on the file
 	shared *pendingWrite // shared handles: the owner's write
 	opener uint32        // shared handles: the process (thread group) that opened it
+	// wh: the handle's state in the write protocol (writeproto), guarded
+	// by the shared entry's lock.
+	wh *writeproto.Handle
 	// flags: the open's flags; the access mode and O_APPEND tell its
 	// descriptors from those of another open of the file (Flush).
 	flags uint32
-	// appends: opened O_APPEND. The kernel places an appending write at
-	// the end it knows (its cached size), which another view of the file
-	// (the file as committed, shown to a lookup or to another owner) may
-	// have set since: the daemon places it at the end of the temp.
-	appends bool
-	// truncates: opened O_TRUNC; changed: a write or truncate came through
-	// it since (both guarded by the shared entry's lock); flushed: a close
-	// of one of its descriptors came (FLUSH; guarded by mu). A handle the
-	// kernel releases without a FLUSH never reached a process: its open
-	// failed after the daemon made it (see Release).
-	truncates, changed, flushed bool
-	// fresh: the file was empty, as its owner saw it, when the handle was
-	// opened (before an O_TRUNC): a writer killed through it tears nothing
-	// old by committing (pendingWrite.killed).
-	fresh bool
-	// inPlace: an append through it went into the file itself
-	// (appendInPlace). Guarded by the shared entry's lock.
-	inPlace bool
-	// writing: the handle changed the file (or opened it O_TRUNC) and is
-	// counted in shared.writing, until its opener closes its last
-	// descriptor of the file or the handle is released. Guarded by the
-	// shared entry's lock.
-	writing bool
+	// flushed: a close of one of its descriptors came (FLUSH; guarded by
+	// mu). A handle the kernel releases without a FLUSH never reached a
+	// process: its open failed after the daemon made it (see Release).
+	flushed bool
 
 	// writes counts the WRITE requests of the handle in flight: counted
 	// before they wait for the shared entry's lock, so that a commit
@@ -443,28 +428,21 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	var n int
 	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
 		if w.appendsInPlace(h, caller(ctx).Uid) {
-			if w.moved {
+			if w.m.PlaceMoved() {
 				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
 					return errno
 				}
-				w.moved = false
+				w.m.PlaceChecked()
 			}
-			h.joinWriting()
-			h.inPlace = true
 			var errno syscall.Errno
-			n, errno = w.appendInPlace(data)
+			n, errno = w.appendInPlace(h, data)
 			return errno
 		}
-		made := w.temp < 0
 		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
 			return toErrno(err)
 		}
-		if made {
-			w.overwrites = false
-		}
-		w.overwrites = w.overwrites || !h.appends
-		h.joinWriting()
-		if h.appends {
+		w.m.TempWrite(h.wh)
+		if h.wh.Appends() {
 			var st unix.Stat_t
 			if err := unix.Fstat(w.temp, &st); err != nil {
 				return toErrno(err)
@@ -473,19 +451,19 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		}
 		var err error
 		n, err = unix.Pwrite(w.temp, data, off)
-		if n > 0 {
-			w.dirty = true
-		}
+		var failed syscall.Errno
 		if err != nil || n < len(data) {
-			w.dirty, w.failed = true, max(toErrno(err), syscall.EIO)
+			failed = max(toErrno(err), syscall.EIO)
 		}
+		w.m.TempWritten(n, failed)
 		return toErrno(err)
 	})
 	return uint32(max(n, 0)), errno
 }
 
 // Flush runs at every close(2) of a descriptor of the handle, dup2 over one
-// included. It commits when the process that opened the handle closes its
+// included. It gathers the facts and the write protocol decides
+// (writeproto.Write.FlushStart, Flush): it commits when the process that opened the handle closes its
 // last descriptor of the file, so that close returns the commit's errors
 // (EIO for WRITE_NOT_ATOMIC, EBUSY for LOCK_CONFLICT) to the process that
 // wrote, and a reader that opens the file after that close sees the new
@@ -507,7 +485,7 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its
-//     last close commits both (pendingWrite.writing).
+//     last close commits both (writeproto.Write.Writers).
 //
 // What is left is committed by the owner's last release. The check never
 // reads the closing process's stat or status files: a process closing
@@ -522,50 +500,46 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Unlock()
 	f := h.node.fsys
 	tid := caller(ctx).Pid
-	if !f.processes.IsThreadOf(h.opener, tid) {
+	if !writeproto.CloseMayCommit(f.processes.IsThreadOf(h.opener, tid)) {
 		return 0
 	}
-	var dirty, writing bool
+	var may bool
 	h.withShared(func(w *pendingWrite) syscall.Errno {
-		dirty, writing = w.dirty, h.writing
+		may = w.m.FlushStart(h.wh)
 		return 0
 	})
-	if !dirty && !writing {
+	if !may {
 		return 0
 	}
+	var facts writeproto.FlushFacts
 	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load(), h.sameOpen())
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
 		// last release, which always comes.
 		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.shared.place(), err)
-		return 0
+		facts.Unknown = true
 	case c.Others > 0:
-		return 0
-	}
-	goesOn := h.writeGoesOn(tid)
-	return h.withShared(func(w *pendingWrite) syscall.Errno {
-		if goesOn || h.writes.Load() > 0 {
-			// Another thread's write(2) through this open goes on after
-			// the close, as it does natively. The RELEASE, which comes
-			// once the write(2) has returned, commits it whole.
-			return 0
-		}
-		h.leaveWriting()
+		facts.OthersOpen = true
+	default:
+		facts.WriteGoesOn = h.writeGoesOn(tid)
 		if c.Exiting {
-			if sig, err := f.processes.ExitSignal(tid); err == nil && sig != 0 {
-				w.killed(ctx, h, sig, tid)
-				return 0
+			if sig, err := f.processes.ExitSignal(tid); err == nil {
+				facts.Signal = sig
 			}
 		}
-		if w.writing > 0 {
-			// Another process of the owner is still writing the file:
-			// its bytes are in the same temp, maybe half written. Its
-			// last close commits both.
-			return 0
+	}
+	return h.withShared(func(w *pendingWrite) syscall.Errno {
+		// A WRITE counts itself before it waits for the entry's lock.
+		facts.WriteGoesOn = facts.WriteGoesOn || h.writes.Load() > 0
+		switch w.m.Flush(h.wh, facts) {
+		case writeproto.FlushKilled:
+			w.killed(ctx, h, facts.Signal, tid)
+		case writeproto.FlushCommit:
+			errno, _ := w.commit(ctx, false)
+			return errno
 		}
-		errno, _ := w.commit(ctx, false)
-		return errno
+		return 0
 	})
 }
 
@@ -614,25 +588,6 @@ func (h *File) writeGoesOn(tid uint32) bool {
 // not hold the commit back past close(2).
 func (h *File) sameOpen() locks.SameOpen {
 	return locks.SameOpen{Mask: syscall.O_ACCMODE | syscall.O_APPEND, Flags: h.flags}
-}
-
-// joinWriting counts h among its write's writers, for a change made
-// through it; the caller holds the shared entry's lock.
-func (h *File) joinWriting() {
-	h.changed = true
-	if !h.writing {
-		h.writing = true
-		h.shared.writing++
-	}
-}
-
-// leaveWriting takes h out of its write's count of writers; the caller
-// holds the shared entry's lock.
-func (h *File) leaveWriting() {
-	if h.writing {
-		h.writing = false
-		h.shared.writing--
-	}
 }
 
 // Fsync commits durably, whatever the mount's durability mode.
@@ -687,19 +642,17 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 		// returned, and another handle may be half way through a rewrite.
 		// The commit reports its own failures (commitFailed, conflict):
 		// no caller is left to hear them.
-		h.leaveWriting()
-		switch {
-		case w.handles != 1:
-		case !flushed && h.truncates && !h.changed:
+		switch w.m.Release(h.wh, flushed) {
+		case writeproto.ReleaseDropTruncate:
 			// The open failed in the kernel after the daemon made the
 			// handle (passthrough refused beside another open, say): the
 			// process never had the file, and its O_TRUNC must not empty it.
 			w.node.fsys.logf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
 			w.dropTemp()
-		default:
+		case writeproto.ReleaseCommit:
 			w.commit(ctx, false)
 		}
-		w.release(h.lease.Shared(), h.lease)
+		w.release(h.lease.Shared(), h.lease, h.wh)
 		return 0
 	})
 	h.node.sharedGone()
@@ -732,27 +685,25 @@ func (h *File) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) sysc
 		return syscall.EBADF
 	}
 	return h.withShared(func(w *pendingWrite) syscall.Errno {
-		h.joinWriting()
-		return w.change(caller(ctx).Uid, fn)
+		return w.change(h.wh, caller(ctx).Uid, fn)
 	})
 }
 
-// change runs fn on the temp, made first, for a change by a process of
-// uid writer; the caller holds w.entry's lock. A change that failed for
-// want of space or by an I/O error marks the temp failed.
-func (w *pendingWrite) change(writer uint32, fn func(fd int) syscall.Errno) syscall.Errno {
+// change runs fn on the temp, made first, for a change through h (nil:
+// not a handle's own) by a process of uid writer; the caller holds
+// w.entry's lock. A change that failed for want of space or by an I/O
+// error marks the temp failed (writeproto.Write.ChangeDone).
+func (w *pendingWrite) change(h *writeproto.Handle, writer uint32, fn func(fd int) syscall.Errno) syscall.Errno {
+	if h != nil {
+		w.m.Changing(h)
+	}
 	if err := w.ensureTemp(true, writer); err != nil {
 		return toErrno(err)
 	}
-	w.overwrites = true // not an append
-	if errno := fn(w.temp); errno != 0 {
-		if errno == syscall.ENOSPC || errno == syscall.EIO || errno == syscall.EDQUOT {
-			w.dirty, w.failed = true, errno
-		}
-		return errno
-	}
-	w.dirty = true
-	return 0
+	w.m.TempChange()
+	errno := fn(w.temp)
+	w.m.ChangeDone(errno)
+	return errno
 }
 
 // Allocate preallocates or punches holes in the owner's temp.
@@ -794,7 +745,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		src = in.shared.cur()
 	}
 	var copied int
-	errno := dst.shared.change(caller(ctx).Uid, func(tmp int) syscall.Errno {
+	errno := dst.shared.change(nil, caller(ctx).Uid, func(tmp int) syscall.Errno {
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c

@@ -625,7 +625,7 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
 		errno = t.withShared(func(w *pendingWrite) syscall.Errno {
-			if w.writing > 1 {
+			if !w.m.TruncateCommits() {
 				return 0 // the owner's open write handle commits at its close
 			}
 			errno, _ := w.commit(ctx, false)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -114,38 +115,35 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	} else {
 		dirfd.Close(base)
 	}
-	w.handles++
 	// Empty as the owner sees it, before any truncation: nothing old to tear.
 	var cur unix.Stat_t
 	fresh := dirfd.Fstat(w.cur(), &cur) == nil && cur.Size == 0
-	// Truncating is a change: the opener writes from here on.
-	truncates := flags&syscall.O_TRUNC != 0 && writeFlags(flags)
-	if truncates {
+	wh := w.m.Open(writeproto.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
+		Truncate: flags&syscall.O_TRUNC != 0, Fresh: fresh})
+	if wh.Truncates() {
+		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
 		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
-			w.release(e, lease)
+			w.release(e, lease, wh)
 			return nil, 0, toErrno(err), false
 		}
-		w.dirty, w.overwrites = true, true
-		w.writing++
+		w.m.Truncated(wh)
 	}
-	fh = &File{node: n, fd: -1, lease: lease, shared: w, opener: f.processOf(caller(ctx).Pid), flags: flags, writing: truncates,
-		truncates: truncates, appends: flags&syscall.O_APPEND != 0, fresh: fresh}
+	fh = &File{node: n, fd: -1, lease: lease, shared: w, wh: wh, opener: f.processOf(caller(ctx).Pid), flags: flags}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
 }
 
-// release drops one handle; the caller holds e's lock. The last handle
+// release drops handle h; the caller holds e's lock. The last handle
 // closes the temp and the lease.
 //
 // The lease goes first: the lock table keys the file by its inode number,
 // which the backing filesystem may hand to a new file as soon as the last
 // fd of this one closes. Closed first, a new file (a temp, a create) could
 // meet this stale entry under its own number and share it.
-func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease) {
-	w.handles--
-	last := w.handles <= 0
+func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
+	last := w.m.Released(h)
 	if last {
 		e.Value = nil
 	}
@@ -222,14 +220,14 @@ func (w *pendingWrite) refresh() {
 // appends go to the temp's end and are committed with it.
 
 // appendsInPlace reports whether an append through h goes into the file:
-// nothing of the owner's is uncommitted, and the file has no set-id bit
-// that a write by another user than root would clear (the temp's copy
-// clears it: ensureTemp). The caller holds w.entry's lock.
+// the machine's route (writeproto.Write.WriteRoute: nothing of the
+// owner's is uncommitted, and the file has no set-id bit that a write by
+// another user than root would clear; the temp's copy clears it:
+// ensureTemp), and the file writable by the daemon. The caller holds
+// w.entry's lock.
 func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
-	if !h.appends || h.truncates || w.temp >= 0 || w.failed != 0 {
-		return false
-	}
-	if writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+	setID := writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+	if w.m.WriteRoute(h.wh, setID) != writeproto.RouteInPlace {
 		return false
 	}
 	w.catchUp()
@@ -243,14 +241,12 @@ func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
 	return true
 }
 
-// appendInPlace writes data at the end of the file itself. The file's new
+// appendInPlace writes data through h at the end of the file itself. The file's new
 // size and times become the observed ones: the owner's own change is no
 // conflict for a later commit. The caller holds w.entry's lock.
-func (w *pendingWrite) appendInPlace(data []byte) (int, syscall.Errno) {
+func (w *pendingWrite) appendInPlace(h *File, data []byte) (int, syscall.Errno) {
 	n, err := unix.Write(w.appendFd, data)
-	if n > 0 {
-		w.appended = true
-	}
+	w.m.AppendedInPlace(h.wh, n)
 	var st unix.Stat_t
 	if dirfd.Fstat(w.base, &st) == nil {
 		w.observed = st
@@ -264,10 +260,10 @@ func (w *pendingWrite) appendInPlace(data []byte) (int, syscall.Errno) {
 
 // syncAppends makes the appends in place durable (fsync), if asked.
 func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
-	if !durable || !w.appended || w.appendFd < 0 {
+	if !durable || !w.m.Appended() || w.appendFd < 0 {
 		return 0
 	}
-	w.appended = false
+	w.m.AppendsSynced()
 	return toErrno(unix.Fsync(w.appendFd))
 }
 
@@ -275,10 +271,11 @@ func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
 // from is about to change or go.
 func (w *pendingWrite) closeAppend() {
 	if w.appendFd >= 0 {
-		if w.appended && w.node.fsys.opts.Durability == DurabilityFull {
+		if w.m.Appended() && w.node.fsys.opts.Durability == DurabilityFull {
 			unix.Fsync(w.appendFd)
 		}
 		dirfd.Close(w.appendFd)
-		w.appendFd, w.appended = -1, false
+		w.appendFd = -1
+		w.m.AppendsSynced()
 	}
 }

@@ -67,7 +67,7 @@ func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
 		if fd, err := dirfd.Dup(dfd); err == nil {
 			dirfd.Close(w.fileDir)
 			w.fileDir, w.fileName, w.fileParent = fd, name, dir
-			w.moved = true
+			w.m.Renamed()
 		}
 		w.refresh()
 	})
@@ -77,7 +77,7 @@ func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
 // this mount just removed the name it writes the file under (name in the
 // directory dfd): an unlink, or a rename of another file over it, by the
 // writer's own owner (another's is refused). As natively, the bytes go
-// with the file, which that name no longer leads to (pendingWrite.gone);
+// with the file, which that name no longer leads to (writeproto.Write.Removed);
 // a commit must not take the file now under the name for a change from
 // outside. A removed name other than the write's (another hard link) is
 // not its business.
@@ -87,7 +87,7 @@ func (f *FS) removed(key locks.Key, dfd int, name string) {
 		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
 			return
 		}
-		w.gone = true
+		w.m.Removed()
 	})
 }
 

@@ -81,6 +81,7 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 	}
 	dirfd.CopyXattrs(fd, w.base, "security.capability")
 	w.temp, w.tempName, w.mode = fd, name, mode
+	w.m.TempMade()
 	return nil
 }
 
@@ -101,7 +102,8 @@ func (w *pendingWrite) dropTemp() {
 		dirfd.Unlink(w.tempDir, w.tempName, 0)
 		w.node.fsys.tempMade(w.tempName, false)
 	}
-	w.temp, w.tempName, w.dirty, w.failed = -1, "", false, 0
+	w.temp, w.tempName = -1, ""
+	w.m.TempGone()
 }
 
 // tempMade records that this mount made (or no longer has) the temp name.

@@ -28,7 +28,7 @@ import (
 //     are not cached (Node.attrValid), so the kernel asks again, with the
 //     asking process, before each stat and each lseek(SEEK_END).
 //   - An O_APPEND write is placed at the end of the temp by the daemon
-//     (File.appends), not at the size the kernel last heard of.
+//     (File.Write, for a handle opened O_APPEND), not at the size the kernel last heard of.
 //   - A writer and a reader are admitted to a node in one step each
 //     (admitShared, admitReader): a passthrough reader admitted beside a
 //     writer would make the kernel fail the writer's open after the

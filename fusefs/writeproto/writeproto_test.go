@@ -1,0 +1,575 @@
+package writeproto
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a test's stand-in for fusefs: it performs the machine's
+// actions on a model of the file (what is committed, what is kept beside
+// it) instead of system calls.
+type proc struct {
+	w       Write
+	flushed map[*Handle]bool // a FLUSH of the handle came
+	// behind: the file was changed behind the mount since the owner last
+	// saw it commit; unlinked: its name leads nowhere.
+	behind, unlinked bool
+	links            uint64
+	commits, copies  int
+	verdicts         []Verdict
+}
+
+// commit performs a commit as fusefs does, returning the verdict (-1: nothing to commit).
+func (p *proc) commit() Verdict {
+	if p.w.Commit() == StartNothing {
+		return -1
+	}
+	if p.w.Failure() != 0 {
+		p.w.TempGone() // fail: the temp goes, EIO
+		return FailCommit
+	}
+	name := NameSame
+	switch {
+	case p.unlinked:
+		name = NameMissing
+	case p.behind:
+		name = NameChanged
+	}
+	v := p.w.Judge(name, max(p.links, 1))
+	p.verdicts = append(p.verdicts, v)
+	switch v {
+	case Conflict:
+		p.copies++
+		p.w.TempGone()
+		p.behind = false // rebased on the file as it is
+	case CommitRename, CommitInPlace:
+		p.commits++
+		p.w.Committed()
+	default:
+		p.w.TempGone()
+	}
+	return v
+}
+
+// open opens a handle, making the empty temp a truncation needs.
+func (p *proc) open(o Open) *Handle {
+	h := p.w.Open(o)
+	if h.Truncates() {
+		p.w.TempGone()
+		p.w.TempMade()
+		p.w.Truncated(h)
+	}
+	return h
+}
+
+// write writes n bytes through h (failed: the write failed).
+func (p *proc) write(h *Handle, n int, failed syscall.Errno) Route {
+	if p.w.WriteRoute(h, false) == RouteInPlace {
+		p.w.AppendedInPlace(h, n)
+		return RouteInPlace
+	}
+	if !p.w.HasTemp() {
+		p.w.TempMade()
+	}
+	p.w.TempWrite(h)
+	p.w.TempWritten(n, failed)
+	return RouteTemp
+}
+
+// truncate truncates through h.
+func (p *proc) truncate(h *Handle, errno syscall.Errno) {
+	p.w.Changing(h)
+	if !p.w.HasTemp() {
+		p.w.TempMade()
+	}
+	p.w.TempChange()
+	p.w.ChangeDone(errno)
+}
+
+// close is a close by the opener (or not) with facts; it returns what the
+// close did and, if it killed, what the kill did.
+func (p *proc) close(h *Handle, byOpener bool, f FlushFacts) (FlushAction, KillAction) {
+	if p.flushed == nil {
+		p.flushed = make(map[*Handle]bool)
+	}
+	p.flushed[h] = true
+	if !CloseMayCommit(byOpener) || !p.w.FlushStart(h) {
+		return FlushNone, -1
+	}
+	switch a := p.w.Flush(h, f); a {
+	case FlushCommit:
+		p.commit()
+		return a, -1
+	case FlushKilled:
+		k := p.w.Killed(h)
+		switch k {
+		case KillCommit:
+			p.commit()
+		case KillRecover:
+			p.copies++
+			p.w.TempGone()
+		}
+		return a, k
+	default:
+		return a, -1
+	}
+}
+
+// release releases h.
+func (p *proc) release(h *Handle) ReleaseAction {
+	a := p.w.Release(h, p.flushed[h])
+	switch a {
+	case ReleaseDropTruncate:
+		p.w.TempGone()
+	case ReleaseCommit:
+		p.commit()
+	}
+	p.w.Released(h)
+	return a
+}
+
+var (
+	rewrite = Open{Write: true, Truncate: true}
+	inPlace = Open{Write: true}
+	appends = Open{Write: true, Append: true}
+	reader  = Open{}
+	clear   = FlushFacts{}
+)
+
+func TestShellRedirectCommitsAtTheCommandsExit(t *testing.T) {
+	// cmd > f: the shell opens f, dup2s it to 1 and closes the first
+	// descriptor; cmd writes and exits.
+	var p proc
+	h := p.open(rewrite)
+	if a, _ := p.close(h, true, FlushFacts{OthersOpen: true}); a != FlushNone || p.w.State() != Pending {
+		t.Fatalf("the shell's close of the first descriptor: %v, state %v; want nothing, pending", a, p.w.State())
+	}
+	p.write(h, 3, 0)
+	if a, _ := p.close(h, true, clear); a != FlushCommit || p.w.State() != Clean || p.commits != 1 {
+		t.Fatalf("cmd's exit: %v, state %v, %d commits; want commit, clean, 1", a, p.w.State(), p.commits)
+	}
+	if a := p.release(h); a != ReleaseCommit || p.commits != 1 || p.w.State() != Idle {
+		t.Fatalf("release: %v, %d commits, state %v", a, p.commits, p.w.State())
+	}
+}
+
+func TestFlushTable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		byOpener bool
+		facts    FlushFacts
+		other    bool // another handle of the owner has written and is still held
+		want     FlushAction
+	}{
+		{"opener's last close", true, clear, false, FlushCommit},
+		{"a child's close of an inherited descriptor", false, clear, false, FlushNone},
+		{"another descriptor of the same open", true, FlushFacts{OthersOpen: true}, false, FlushNone},
+		{"the opener's descriptors unknown", true, FlushFacts{Unknown: true}, false, FlushNone},
+		{"a write(2) in flight in another thread", true, FlushFacts{WriteGoesOn: true}, false, FlushNone},
+		{"another process of the owner writing", true, clear, true, FlushNone},
+		{"killed", true, FlushFacts{Signal: 9}, false, FlushKilled},
+		{"killed beside another writer", true, FlushFacts{Signal: 9}, true, FlushKilled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p proc
+			h := p.open(inPlace)
+			p.write(h, 1, 0)
+			if tc.other {
+				o := p.open(inPlace)
+				p.write(o, 1, 0)
+			}
+			if a, _ := p.close(h, tc.byOpener, tc.facts); a != tc.want {
+				t.Fatalf("close: %v, want %v", a, tc.want)
+			}
+			if committed := p.commits == 1; committed != (tc.want == FlushCommit) {
+				t.Errorf("committed %v after %v", committed, tc.want)
+			}
+		})
+	}
+}
+
+func TestReaderNeverHoldsACommitBack(t *testing.T) {
+	// exec 3<g; echo new > g; exec 3<&-: the reader beside the rewrite.
+	var p proc
+	r := p.open(reader)
+	h := p.open(rewrite)
+	p.write(h, 4, 0)
+	if a, _ := p.close(h, true, clear); a != FlushCommit || p.w.State() != Clean {
+		t.Fatalf("the writer's close beside a reader: %v, state %v; want commit, clean", a, p.w.State())
+	}
+	if r.Writing() || p.w.Writers() != 0 {
+		t.Fatalf("a reader counts among the writers")
+	}
+	p.release(h)
+	// echo more >> g: the same owner's next open, before the reader's release.
+	a := p.open(appends)
+	if route := p.write(a, 5, 0); route != RouteInPlace {
+		t.Errorf("append after the commit: %v, want in place", route)
+	}
+	p.behind = false
+	p.release(r)
+	if rel := p.release(a); rel != ReleaseCommit || p.copies != 0 {
+		t.Fatalf("last release: %v, %d copies; want a commit and no conflict", rel, p.copies)
+	}
+}
+
+func TestReleaseTable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flushed bool
+		write   bool
+		want    ReleaseAction
+	}{
+		{"an O_TRUNC open that failed in the kernel", false, false, ReleaseDropTruncate},
+		{"an O_TRUNC open that was closed", true, false, ReleaseCommit},
+		{"written through without a FLUSH (mmap)", false, true, ReleaseCommit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p proc
+			h := p.open(rewrite)
+			if tc.write {
+				p.write(h, 1, 0)
+			}
+			if tc.flushed {
+				p.close(h, false, clear)
+			}
+			if a := p.release(h); a != tc.want {
+				t.Fatalf("release: %v, want %v", a, tc.want)
+			}
+		})
+	}
+	t.Run("an earlier handle's release", func(t *testing.T) {
+		var p proc
+		h, o := p.open(inPlace), p.open(inPlace)
+		p.write(h, 1, 0)
+		if a := p.release(h); a != ReleaseNone || p.w.State() != Pending {
+			t.Fatalf("release beside another handle: %v, state %v", a, p.w.State())
+		}
+		if a := p.release(o); a != ReleaseCommit || p.commits != 1 {
+			t.Fatalf("last release: %v, %d commits", a, p.commits)
+		}
+	})
+}
+
+func TestKilledTable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		open   Open
+		ops    func(p *proc, h *Handle)
+		shared bool
+		want   KillAction
+	}{
+		{"a new file", Open{Write: true, Truncate: true, Fresh: true}, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillCommit},
+		{"a rewrite of old content", rewrite, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillRecover},
+		{"in place over old content", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillRecover},
+		{"appends in place", appends, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillInFile},
+		{"appends to a temp", appends, func(p *proc, h *Handle) {
+			p.w.TempMade() // a rewrite pending of the owner's: appends go to its end
+			p.w.TempWritten(1, 0)
+			p.write(h, 5, 0)
+		}, false, KillCommit},
+		{"an append after a truncate", appends, func(p *proc, h *Handle) { p.truncate(h, 0); p.write(h, 5, 0) }, false, KillRecover},
+		{"a failed write to a new file", Open{Write: true, Fresh: true}, func(p *proc, h *Handle) { p.write(h, 5, syscall.EIO) }, false, KillRecover},
+		{"beside another handle", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, true, KillNothing},
+		{"nothing written", inPlace, func(p *proc, h *Handle) {}, false, KillNothing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p proc
+			h := p.open(tc.open)
+			if tc.shared {
+				p.open(reader)
+			}
+			tc.ops(&p, h)
+			dirty := p.w.Dirty()
+			a, k := p.close(h, true, FlushFacts{Signal: 9})
+			if tc.want == KillNothing && !dirty && !h.writing {
+				if a != FlushNone {
+					t.Fatalf("close: %v", a)
+				}
+				return
+			}
+			if a != FlushKilled || k != tc.want {
+				t.Fatalf("close: %v, %v; want killed, %v", a, k, tc.want)
+			}
+			if k == KillNothing && p.w.Dirty() != dirty {
+				t.Errorf("the bytes of a killed writer beside another handle were dropped")
+			}
+		})
+	}
+}
+
+func TestJudgeTable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gone  bool
+		now   Name
+		links uint64
+		want  Verdict
+	}{
+		{"unchanged", false, NameSame, 1, CommitRename},
+		{"hard links", false, NameSame, 2, CommitInPlace},
+		{"changed behind the mount", false, NameChanged, 1, Conflict},
+		{"unlinked", false, NameMissing, 1, DropUnlinked},
+		{"look failed", false, NameUnknown, 1, FailCommit},
+		{"removed through the mount", true, NameChanged, 1, DropGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w Write
+			if tc.gone {
+				w.Removed()
+			}
+			if v := w.Judge(tc.now, tc.links); v != tc.want {
+				t.Fatalf("Judge = %v, want %v", v, tc.want)
+			}
+		})
+	}
+}
+
+func TestWriteRouteTable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		open   Open
+		temp   bool
+		failed bool
+		setID  bool
+		want   Route
+	}{
+		{"append", appends, false, false, false, RouteInPlace},
+		{"append, a rewrite pending", appends, true, false, false, RouteTemp},
+		{"append after a failed write", appends, false, true, false, RouteTemp},
+		{"append to a set-id file", appends, false, false, true, RouteTemp},
+		{"O_APPEND|O_TRUNC", Open{Write: true, Append: true, Truncate: true}, false, false, false, RouteTemp},
+		{"in place", inPlace, false, false, false, RouteTemp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w Write
+			h := w.Open(tc.open)
+			if tc.temp {
+				w.TempMade()
+			}
+			if tc.failed {
+				w.Fail(syscall.EIO)
+			}
+			if r := w.WriteRoute(h, tc.setID); r != tc.want {
+				t.Fatalf("route = %v, want %v", r, tc.want)
+			}
+		})
+	}
+}
+
+func TestFailedTempIsNeverCommitted(t *testing.T) {
+	var p proc
+	h := p.open(inPlace)
+	p.write(h, 3, syscall.ENOSPC)
+	if p.w.State() != Failed {
+		t.Fatalf("state %v after a failed write, want failed", p.w.State())
+	}
+	if _, _ = p.close(h, true, clear); p.commits != 0 || p.w.State() != Clean {
+		t.Fatalf("%d commits, state %v; want none, clean (the temp dropped)", p.commits, p.w.State())
+	}
+}
+
+func TestTruncateByName(t *testing.T) {
+	var p proc
+	t1 := p.open(inPlace)
+	p.truncate(t1, 0)
+	if !p.w.TruncateCommits() {
+		t.Errorf("a truncate(2) with no other writer does not commit")
+	}
+	h := p.open(inPlace)
+	p.write(h, 1, 0)
+	if p.w.TruncateCommits() {
+		t.Errorf("a truncate(2) beside a writing handle commits")
+	}
+}
+
+var seedFlag = flag.Int64("writeproto.seed", 0, "seed of TestRandomized (0: from the clock)")
+
+// TestRandomized drives one owner's write with random events from several
+// processes and checks the protocol's promises after each.
+func TestRandomized(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (-writeproto.seed=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewSource(seed))
+	for run := 0; run < 2000; run++ {
+		randomRun(t, rng, run)
+		if t.Failed() {
+			t.Fatalf("seed %d, run %d", seed, run)
+		}
+	}
+}
+
+type live struct {
+	h      *Handle
+	opener int // its process
+	open   Open
+	wrote  bool // bytes went through it
+}
+
+func randomRun(t *testing.T, rng *rand.Rand, run int) {
+	var p proc
+	var hs []*live
+	var trace []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("run %d: "+format+"\ntrace:\n  %s", append([]any{run}, append(args, strings.Join(trace, "\n  "))...)...)
+	}
+	opens := []Open{reader, rewrite, inPlace, appends, {Write: true, Truncate: true, Fresh: true}, {Write: true, Fresh: true}, {Write: true, Append: true, Fresh: true}}
+	for step := 0; step < 40 && !t.Failed(); step++ {
+		ev := rng.Intn(10)
+		if len(hs) == 0 {
+			ev = 0
+		}
+		var l *live
+		var i int
+		if len(hs) > 0 {
+			i = rng.Intn(len(hs))
+			l = hs[i]
+		}
+		switch ev {
+		case 0: // open
+			o := opens[rng.Intn(len(opens))]
+			nl := &live{h: p.open(o), opener: rng.Intn(3), open: o}
+			hs = append(hs, nl)
+			trace = append(trace, fmt.Sprintf("open %+v by %d", o, nl.opener))
+			if o.Truncate && p.w.State() != Pending && p.w.State() != Gone {
+				fail("a truncating open leaves state %v", p.w.State())
+			}
+		case 1, 2: // write
+			if !l.open.Write {
+				continue
+			}
+			var failed syscall.Errno
+			if rng.Intn(20) == 0 {
+				failed = syscall.ENOSPC
+			}
+			r := p.write(l.h, 1+rng.Intn(3), failed)
+			l.wrote = true
+			trace = append(trace, fmt.Sprintf("write h%d (%v, failed %v) -> %v", i, r, failed, p.w.State()))
+			if r == RouteTemp && p.w.State() != Pending && p.w.State() != Failed && p.w.State() != Gone {
+				fail("a write into the temp leaves state %v", p.w.State())
+			}
+		case 3: // truncate through the handle
+			if !l.open.Write {
+				continue
+			}
+			p.truncate(l.h, 0)
+			l.wrote = true
+			trace = append(trace, fmt.Sprintf("ftruncate h%d", i))
+		case 4: // fsync
+			v := p.commit()
+			trace = append(trace, fmt.Sprintf("fsync h%d -> %v", i, v))
+			if p.w.Dirty() && p.w.Failure() == 0 {
+				fail("fsync left the write %v", p.w.State())
+			}
+		case 5, 6: // close (FLUSH), then RELEASE as the kernel would
+			facts := FlushFacts{}
+			byOpener := rng.Intn(4) != 0
+			switch rng.Intn(8) {
+			case 0:
+				facts.OthersOpen = true
+			case 1:
+				facts.WriteGoesOn = true
+			case 2:
+				facts.Signal = 9
+			}
+			dirty, writing := p.w.Dirty(), l.h.Writing()
+			otherWriters := 0
+			for _, o := range hs {
+				if o != l && o.h.Writing() {
+					otherWriters++
+				}
+			}
+			a, k := p.close(l.h, byOpener, facts)
+			trace = append(trace, fmt.Sprintf("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State()))
+			// Close-to-open: the opener's last close of a writing handle
+			// commits, when nothing else of the owner's is being written.
+			if byOpener && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
+				fail("the opener's last close did not commit")
+			}
+			// Nor does any close commit another writer's half-written bytes.
+			if a == FlushCommit && otherWriters > 0 {
+				fail("a close committed while another handle of the owner writes")
+			}
+			if a == FlushCommit && p.w.Dirty() && p.w.Failure() == 0 {
+				fail("a commit at close left the write %v", p.w.State())
+			}
+			// A killed writer's bytes are never dropped.
+			if a == FlushKilled && dirty && k == KillNothing && !p.w.Dirty() {
+				fail("a killed writer's bytes were dropped")
+			}
+			if a == FlushKilled && p.w.Handles() == 1 && dirty && k == KillNothing {
+				fail("a killed sole writer's bytes were left")
+			}
+			if k == KillCommit && !(l.open.Fresh || l.open.Append && !l.open.Truncate) {
+				fail("a killed writer's commit may tear old content")
+			}
+			if rng.Intn(2) == 0 {
+				continue // the release comes later
+			}
+			fallthrough
+		case 7: // RELEASE
+			l = hs[i]
+			before := len(p.verdicts)
+			wasDirty := p.w.Dirty()
+			a := p.release(l.h)
+			// An earlier handle's release never commits: another handle
+			// may be half way through a rewrite.
+			if a == ReleaseCommit && len(hs) > 1 {
+				fail("a release beside %d other handles committed", len(hs)-1)
+			}
+			hs = append(hs[:i], hs[i+1:]...)
+			trace = append(trace, fmt.Sprintf("release h%d -> %v, %v", i, a, p.w.State()))
+			// A release after a commit never meets a conflict.
+			if !wasDirty && len(p.verdicts) != before {
+				fail("a release with nothing uncommitted reached a verdict %v", p.verdicts[before:])
+			}
+			if a == ReleaseDropTruncate && l.wrote {
+				fail("a release dropped bytes written through the handle")
+			}
+		case 8: // a change behind the mount
+			p.behind = true
+			trace = append(trace, "change behind the mount")
+		case 9: // a rename of the file through the mount; rarely, its name removed
+			if rng.Intn(5) == 0 {
+				p.w.Removed()
+				trace = append(trace, "name removed")
+			} else {
+				p.w.Renamed()
+				trace = append(trace, "renamed")
+			}
+		}
+		// Invariants after every step.
+		writers := 0
+		for _, o := range hs {
+			if o.h.Writing() {
+				writers++
+				if !o.open.Write {
+					fail("a reader's handle counts as a writer")
+				}
+			}
+		}
+		if writers != p.w.Writers() || p.w.Handles() != len(hs) {
+			fail("the machine counts %d writers of %d handles; %d and %d are open", p.w.Writers(), p.w.Handles(), writers, len(hs))
+		}
+		if p.w.Dirty() && !p.w.HasTemp() {
+			fail("changes without a temp")
+		}
+	}
+	// The last release leaves nothing uncommitted, whatever came before.
+	for len(hs) > 0 {
+		p.release(hs[0].h)
+		hs = hs[1:]
+	}
+	if p.w.State() != Idle || p.w.Dirty() || p.w.HasTemp() {
+		fail("after the last release: %v, dirty %v, temp %v", p.w.State(), p.w.Dirty(), p.w.HasTemp())
+	}
+}
