@@ -144,8 +144,8 @@ func TestLockTwoOwners(t *testing.T) {
 	if got := readFile(t, m.BackingPath("f")); got != "holder's bytes\n" {
 		t.Errorf("f after the holder closed = %q", got)
 	}
-	// Now the other owner succeeds at once (the release is already queued;
-	// realmfs waits up to 250 ms for it).
+	// Now the other owner succeeds at once (the release is on its way:
+	// realmfs waits for it).
 	var err error
 	lockedThread(func() {
 		err = os.WriteFile(m.Path("f"), []byte("second owner\n"), 0o644)

@@ -600,6 +600,15 @@ func (m *model) close(p *mproc, slot string) string {
 	h.descs--
 	ans := "ok"
 	if h.w != nil && p.id == h.opener && !m.holdsOther(p, h) {
+		// The scan finds no descriptor of this kind left in the opener,
+		// so none of another open of the file by it with the same flags
+		// (a sibling it closed while it held this one): they have left
+		// too (writeproto.Write.Flush), though a child may hold them.
+		for x := range h.w.hs {
+			if x.opener == h.opener && x.flags == h.flags {
+				x.writing = false
+			}
+		}
 		h.writing = false
 		if !m.othersWriting(h.w, h) {
 			ans = m.commit(h.w)

@@ -7,8 +7,8 @@ package e2e
 // reference model of the README's promise (model_state_test.go). A race
 // step sends one owner's write open and, before its answer, the other
 // owner's next write, fsync or close of that file: the daemon may serve
-// them in either order (a conflicting open waits up to 250 ms for a
-// release), and the model allows both (modelRunner.race). After
+// them in either order (a conflicting open waits for a release only
+// once the holder has closed the file), and the model allows both (modelRunner.race). After
 // every step it checks what each owner sees of every file through a fresh
 // open (content, fstat and stat size), what a third owner sees (the test
 // process), and what BACKING holds: each file's committed content, and
@@ -172,8 +172,8 @@ func genModelOps(seed uint64, steps int, kinds map[string]bool) []mop {
 		if !ok || !mdl.valid(o) {
 			continue
 		}
-		// A refused open or rename costs the daemon's 250 ms wait for a
-		// release: draw few.
+		// Refused opens and renames: draw few (they once cost a 250 ms
+		// wait; kept so that a seed draws the steps it always drew).
 		if g.refused(o) && rng.IntN(10) < 9 {
 			continue
 		}
@@ -329,8 +329,8 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 	case "race":
 		// Another owner's write open of a file an owner writes, sent just
 		// before that owner's next write, fsync or close of it: the open
-		// waits (up to 250 ms) for a release while the commit or close
-		// happens.
+		// fails at once, or waits for the release of a close that came
+		// first.
 		x, s, ok := g.slot(func(h *mhandle) bool { return h.write && h.obj.name != "" })
 		if !ok {
 			return mop{}, false
@@ -512,11 +512,10 @@ func (r *modelRunner) exec(o mop) string {
 // race sends o's open, then without waiting for its answer o.Other, and
 // compares both answers with the model's. The daemon may serve them in
 // either order: the open no longer waits for the other owner's commit
-// (appenders share the append lock; a conflicting open waits up to 250 ms
-// for a release, then fails with EBUSY), so the allowed outcomes are the
-// model's for o.Other first and for the open first (README, "Lock
-// owners": a conflicting open "waits up to 250 ms for a release … then
-// fails with EBUSY"). It returns the model after the order that matches,
+// (appenders share the append lock; a conflicting open fails with EBUSY
+// at once, or waits for the release of a close that came first), so the
+// allowed outcomes are the model's for o.Other first and for the open
+// first (README, "Lock owners"). It returns the model after the order that matches,
 // rebuilt from hist (the steps before), and o with that order.
 func (r *modelRunner) race(hist []mop, o mop) (*model, mop, string) {
 	t := r.t

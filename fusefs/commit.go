@@ -270,6 +270,8 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	}
 	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
 		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	} else {
+		w.pinForOthers(keyOf(&st))
 	}
 	f.tempMade(w.tempName, false)
 	// The node keeps the inode number the kernel knows, which the backing
@@ -284,6 +286,36 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
 	return st, nil
 }
+
+// pinForOthers keeps the file w's commit put in place (key, whose fd is
+// still w.temp) open while other owners' entries hold it: Rekey moved
+// them with w's, but their writes hold descriptors of the file this commit
+// replaced, so nothing else keeps this one's inode number from being
+// freed and given to a new file their entries would then lock
+// (locks.Table.Pin). Only appenders of several owners share a key.
+func (w *pendingWrite) pinForOthers(key locks.Key) {
+	f := w.node.fsys
+	others := false
+	for _, e := range f.writeLocks.Entries(key) {
+		others = others || e != w.entry
+	}
+	if !others {
+		return
+	}
+	fd, err := dirfd.Dup(w.temp)
+	if err != nil {
+		f.logf("%s: cannot keep the committed file open for other owners' locks: %v", w.place(), err)
+		return
+	}
+	if !f.writeLocks.Pin(key, fdCloser(fd)) {
+		dirfd.Close(fd)
+	}
+}
+
+// fdCloser closes a descriptor dirfd opened.
+type fdCloser int
+
+func (c fdCloser) Close() error { return dirfd.Close(int(c)) }
 
 // settle finishes a commit whose rename is done, which nothing here can
 // undo: it syncs the directory (durable) and makes the new file the base

@@ -117,16 +117,17 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // open is Open for the kernel (forKernel) or for the daemon's own use (op
 // "truncate": a truncate(2) by name), whose handle the kernel never sees.
 // Its refusals are audited as op. A write open that meets another owner's
-// lock waits briefly for a release on its way (acquireWait), and one that
-// met the file just as a commit replaced it opens the new file.
+// lock waits for a release on its way (releaseWait: only for holds whose
+// opener has closed them), and one that met the file just as a commit
+// replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	if f.opts.ReadOnly && writeFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
-	deadline := time.Now().Add(acquireWait)
+	p := patience()
 	for {
-		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, deadline)
+		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, p)
 		if !again {
 			return fh, fuseFlags, errno
 		}
@@ -139,9 +140,9 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 // commit renames its temp over the file and moves its lock to the new file
 // under commitMu's write side (pendingWrite.replace), so the open locks the
 // file it opened, never one a commit just replaced. again asks the caller
-// to try again: the lock is another owner's and deadline has not passed,
-// or the file was replaced before the open joined its lock's write.
-func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, deadline time.Time) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
+// to try again: the lock was another owner's hold on its way out and is
+// gone now, or the file was replaced before the open joined its lock's write.
+func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, p locks.Patience) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
 	f := n.fsys
 	write := writeFlags(flags)
 	if forKernel && n.isRetired() {
@@ -181,7 +182,9 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	}
 	if lockErr != nil {
 		dirfd.Close(fd)
-		if time.Now().Before(deadline) && ctx.Err() == nil {
+		// Only holds whose RELEASE is on its way are waited for, and
+		// the lock is tried again, under commitMu, once one went.
+		if f.writeLocks.WaitConflict(ctx, keyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
 		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
@@ -587,8 +590,12 @@ func (h *File) writeGoesOn(tid uint32) bool {
 // another open (the kernel's RELEASE of h does not wait for it), and must
 // not hold the commit back past close(2).
 func (h *File) sameOpen() locks.SameOpen {
-	return locks.SameOpen{Mask: syscall.O_ACCMODE | syscall.O_APPEND, Flags: h.flags}
+	return locks.SameOpen{Mask: sameOpenMask, Flags: h.flags}
 }
+
+// sameOpenMask is what a scan of a process's descriptors tells of an open:
+// its access mode and O_APPEND (/proc/PID/fdinfo's flags).
+const sameOpenMask = syscall.O_ACCMODE | syscall.O_APPEND
 
 // Fsync commits durably, whatever the mount's durability mode.
 func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {

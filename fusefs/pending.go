@@ -19,10 +19,27 @@ import (
 // The write in progress: how handles meet an owner's pendingWrite through
 // the lock table, and how the mount's own changes to a file reach it.
 
-// acquireWait is how long a conflicting open waits for the holder's last
-// release: the kernel sends RELEASE after close(2) has returned, so a
-// sequential writer must not lose the race to it.
-const acquireWait = 250 * time.Millisecond
+// How long a conflicting open (or rename, unlink, metadata change) waits
+// for another owner's release. The kernel sends RELEASE after close(2)
+// has returned, so a sequential writer's next step would meet the lock
+// its last one let go of. A hold whose opener closed its last descriptor
+// is closing (writeproto), and a conflicting call waits for it to be
+// released, woken by the release (locks.AcquireWait), up to releaseWait:
+// a bound for a hold whose RELEASE does not come (one the daemon took for
+// closed while a descriptor of it lives on: a forked child's, or a dup
+// beside an idle write handle), never reached by load. A hold not known
+// to be closing is waited for only releaseGrace (a close the daemon
+// could not judge, by another process than the opener), then EBUSY.
+const (
+	releaseWait  = 2 * time.Second
+	releaseGrace = 250 * time.Millisecond
+)
+
+// patience is the wait of a conflicting call that starts now.
+func patience() locks.Patience {
+	now := time.Now()
+	return locks.Patience{Closing: now.Add(releaseWait), Grace: now.Add(releaseGrace)}
+}
 
 // lockMode is the lock an open with flags takes: an append without
 // O_TRUNC shares the file with other owners' appends (they go into the
@@ -34,17 +51,10 @@ func lockMode(flags uint32) locks.Mode {
 	return locks.Write
 }
 
-// acquire takes the lock on n for owner in mode, waiting briefly for a
-// release that is on its way.
+// acquire takes the lock on n for owner in mode, waiting for a release
+// that is on its way (releaseWait).
 func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode locks.Mode) (*locks.Lease, error) {
-	deadline := time.Now().Add(acquireWait)
-	for {
-		lease, err := f.writeLocks.AcquireMode(key, owner, mode)
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return lease, err
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return f.writeLocks.AcquireWait(ctx, key, owner, mode, patience())
 }
 
 // openShared opens n through the owner's pending write (starting one for a
@@ -118,8 +128,10 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	// Empty as the owner sees it, before any truncation: nothing old to tear.
 	var cur unix.Stat_t
 	fresh := dirfd.Fstat(w.cur(), &cur) == nil && cur.Size == 0
+	opener := f.processOf(caller(ctx).Pid)
 	wh := w.m.Open(writeproto.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
-		Truncate: flags&syscall.O_TRUNC != 0, Fresh: fresh})
+		Truncate: flags&syscall.O_TRUNC != 0, Fresh: fresh,
+		Opener: opener, Kind: flags & sameOpenMask, Hold: lease})
 	if wh.Truncates() {
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
@@ -129,7 +141,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		w.m.Truncated(wh)
 	}
-	fh = &File{node: n, fd: -1, lease: lease, shared: w, wh: wh, opener: f.processOf(caller(ctx).Pid), flags: flags}
+	fh = &File{node: n, fd: -1, lease: lease, shared: w, wh: wh, opener: opener, flags: flags}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,15 +48,10 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 		return 0
 	}
 	me := f.owner(ctx)
-	for deadline := time.Now().Add(acquireWait); ; {
-		if _, other := f.writeLocks.OtherHolder(l.key, me); !other {
-			return 0
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if _, other := f.writeLocks.WaitOthers(ctx, l.key, me, patience()); other {
+		return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
 	}
+	return 0
 }
 
 // renamed tells the write in progress on the file with key that this mount

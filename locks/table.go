@@ -16,6 +16,7 @@
 package locks
 
 import (
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -51,11 +52,13 @@ type Table struct {
 	// what AcquireWait and WaitOthers sleep on (wait.go).
 	changed chan struct{}
 	waiters int
+	// pins keep a key's file alive while entries hold the key (Pin).
+	pins map[Key]io.Closer
 }
 
 // NewTable returns an empty lock table.
 func NewTable() *Table {
-	return &Table{entries: make(map[Key][]*Entry), changed: make(chan struct{})}
+	return &Table{entries: make(map[Key][]*Entry), changed: make(chan struct{}), pins: make(map[Key]io.Closer)}
 }
 
 // Entry is the state shared by all leases of one owner on one file. It lives
@@ -237,9 +240,42 @@ func (t *Table) Rekey(old, new Key) error {
 		e.key = new
 	}
 	t.entries[new] = es
+	pin := t.unpinLocked(old)
 	t.changedLocked() // a waiter on old finds it free now
 	t.mu.Unlock()
+	if pin != nil {
+		pin.Close()
+	}
 	return nil
+}
+
+// Pin ties c, an open descriptor of key's file, to the entries holding
+// key: it is closed when the last of them is released or they move to
+// another key (Rekey). It reports false, leaving c to the caller, if no
+// entry holds key or another pin does.
+//
+// A key is an inode number, which the filesystem gives to a new file once
+// the old one is freed. An owner's entry may be moved to a file it holds
+// no descriptor of (another owner's commit renames a new file over the one
+// both append to: Rekey moves every owner's entry); if that file is then
+// removed and freed, its number, still held in the table, would lock a
+// stranger's new file. The pin keeps the file, and so the number, alive.
+func (t *Table) Pin(key Key, c io.Closer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.entries[key]) == 0 || t.pins[key] != nil {
+		return false
+	}
+	t.pins[key] = c
+	return true
+}
+
+// unpinLocked takes key's pin out of the table, for the caller to close
+// outside t.mu; t.mu is held.
+func (t *Table) unpinLocked(key Key) io.Closer {
+	c := t.pins[key]
+	delete(t.pins, key)
+	return c
 }
 
 // Release ends the lease's hold. The lock is freed when the last lease of its
@@ -250,6 +286,7 @@ func (l *Lease) Release() {
 		return
 	}
 	t, e := l.t, l.e
+	var pin io.Closer
 	t.mu.Lock()
 	e.refs--
 	if l.mode == Write {
@@ -269,11 +306,15 @@ func (l *Lease) Release() {
 		}
 		if len(es) == 0 {
 			delete(t.entries, e.key)
+			pin = t.unpinLocked(e.key)
 		} else {
 			t.entries[e.key] = es
 		}
 	}
 	t.mu.Unlock()
+	if pin != nil {
+		pin.Close()
+	}
 }
 
 // Shared returns the Entry shared by every lease of this owner on this file:

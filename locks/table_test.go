@@ -536,3 +536,49 @@ func TestAppendMode(t *testing.T) {
 		t.Fatalf("Holder = %q, %v; want b", h, ok)
 	}
 }
+
+type closeCount struct{ n int }
+
+func (c *closeCount) Close() error { c.n++; return nil }
+
+// TestPin: a pin lives as long as entries hold its key: it is closed once,
+// at the last release or when the entries move (Rekey); it is refused for
+// a key no entry holds, or one already pinned.
+func TestPin(t *testing.T) {
+	tab := NewTable()
+	k, k2 := Key{1, 2}, Key{1, 3}
+	var c closeCount
+	if tab.Pin(k, &c) {
+		t.Fatal("Pin of a key no entry holds succeeded")
+	}
+	a, _ := tab.AcquireMode(k, "a", Append)
+	b, _ := tab.AcquireMode(k, "b", Append)
+	if !tab.Pin(k, &c) {
+		t.Fatal("Pin of a held key failed")
+	}
+	if tab.Pin(k, &closeCount{}) {
+		t.Fatal("a second Pin of one key succeeded")
+	}
+	a.Release()
+	if c.n != 0 {
+		t.Fatalf("pin closed with b still holding the key")
+	}
+	b.Release()
+	if c.n != 1 {
+		t.Fatalf("pin closed %d times after the last release, want 1", c.n)
+	}
+
+	var d closeCount
+	a, _ = tab.AcquireMode(k, "a", Append)
+	tab.Pin(k, &d)
+	if err := tab.Rekey(k, k2); err != nil {
+		t.Fatal(err)
+	}
+	if d.n != 1 {
+		t.Fatalf("pin of the old key closed %d times after Rekey, want 1", d.n)
+	}
+	a.Release()
+	if d.n != 1 {
+		t.Fatalf("pin closed again at the release: %d", d.n)
+	}
+}

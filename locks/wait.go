@@ -12,12 +12,12 @@ import (
 // process that closed it, so a lock freed at RELEASE is still held for a
 // moment after the holder is done: a sequential writer's next step (another
 // owner opening the file) would otherwise meet it. A holder that has closed
-// its last descriptor marks its lease Closing; a conflicting acquire waits
-// for exactly those leases to go, woken by their Release, and fails at once
-// when any conflicting lease is not closing (its holder still writes). The
-// wait is an event, not a time: limit only bounds it for a lease marked
-// closing whose RELEASE never comes (a forked child still holding the
-// open file description).
+// its last descriptor marks its lease Closing. A conflicting call waits
+// for the table to change (a release wakes it) and tries again: while every
+// conflicting lease is closing, up to a bound meant never to be reached
+// under load (Patience.Closing: for a lease whose RELEASE does not come, a
+// descriptor a forked child still holds); while some is not, only a short
+// grace (Patience.Grace: for a release the daemon could not see coming).
 
 // Closing marks the lease as ending: its holder closed its last descriptor
 // and its Release is on its way. It is idempotent; a released lease
@@ -68,36 +68,43 @@ func (t *Table) changedLocked() {
 	t.changed = make(chan struct{})
 }
 
-// AcquireWait is AcquireMode, except that a conflict with leases that are
-// all closing waits for them to be released (until ctx is done or the
-// deadline) instead of failing; the error is then the last conflict met.
-func (t *Table) AcquireWait(ctx context.Context, key Key, owner Owner, mode Mode, deadline time.Time) (*Lease, error) {
+// Patience is how long a conflicting call waits for a conflict to end:
+// Closing, while every conflicting hold is closing (its RELEASE is on its
+// way); Grace, while some hold is not (a release the daemon could not see
+// coming: a close it could not judge, by a process other than the opener).
+// Both waits end at the first change of the table, when the call tries
+// again; neither polls.
+type Patience struct{ Closing, Grace time.Time }
+
+// AcquireWait is AcquireMode, except that a conflict waits (with p, or
+// until ctx is done) for the conflicting holds to be released; the error
+// is then the last conflict met.
+func (t *Table) AcquireWait(ctx context.Context, key Key, owner Owner, mode Mode, p Patience) (*Lease, error) {
 	for {
 		l, err := t.AcquireMode(key, owner, mode)
-		if err == nil || !t.WaitConflict(ctx, key, owner, mode, deadline) {
+		if err == nil || !t.WaitConflict(ctx, key, owner, mode, p) {
 			return l, err
 		}
 	}
 }
 
-// WaitConflict waits while every lease on key that excludes owner taking
-// it in mode is closing, until one is released, ctx is done or the
-// deadline. It reports whether the conflict may be over (none is left, or
-// one went: try again), false when a conflicting lease is not closing or
-// the wait ended.
-func (t *Table) WaitConflict(ctx context.Context, key Key, owner Owner, mode Mode, deadline time.Time) bool {
-	return t.wait(ctx, key, deadline, func(e *Entry) bool {
+// WaitConflict waits (with p, or until ctx is done) for a change of the
+// leases on key that exclude owner taking it in mode. It reports whether
+// the conflict may be over (none is left, or the table changed: try
+// again), false when the wait ended.
+func (t *Table) WaitConflict(ctx context.Context, key Key, owner Owner, mode Mode, p Patience) bool {
+	return t.wait(ctx, key, p, func(e *Entry) bool {
 		return e.owner != owner && (mode == Write || e.writes > 0)
 	})
 }
 
 // WaitOthers reports an owner other than me that holds key, as OtherHolder
-// does, after waiting (until ctx is done or the deadline) for other
-// owners' leases that are all closing to be released.
-func (t *Table) WaitOthers(ctx context.Context, key Key, me Owner, deadline time.Time) (Owner, bool) {
+// does, after waiting (with p, or until ctx is done) for other owners'
+// holds to be released.
+func (t *Table) WaitOthers(ctx context.Context, key Key, me Owner, p Patience) (Owner, bool) {
 	for {
 		other, held := t.OtherHolder(key, me)
-		if !held || !t.wait(ctx, key, deadline, func(e *Entry) bool { return e.owner != me }) {
+		if !held || !t.wait(ctx, key, p, func(e *Entry) bool { return e.owner != me }) {
 			return other, held
 		}
 	}
@@ -105,42 +112,40 @@ func (t *Table) WaitOthers(ctx context.Context, key Key, me Owner, deadline time
 
 // wait is WaitConflict with the conflicting entries those for which
 // conflicts is true.
-func (t *Table) wait(ctx context.Context, key Key, deadline time.Time, conflicts func(*Entry) bool) bool {
-	ch, wait := t.waitFor(key, conflicts)
-	if !wait {
-		return ch == nil
+func (t *Table) wait(ctx context.Context, key Key, p Patience, conflicts func(*Entry) bool) bool {
+	ch, draining, found := t.waitFor(key, conflicts)
+	if !found {
+		return true
+	}
+	deadline := p.Grace
+	if draining {
+		deadline = p.Closing
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	return t.sleep(ctx, ch, timer.C) == nil
 }
 
-// waitFor looks at the entries on key that conflict (by conflicts): if
-// there are some and all are draining, it registers a waiter and returns
-// the channel a change closes, and true; if some conflicting entry still
-// writes, a non-nil channel and false; if none conflicts any more, nil
-// and false. A registered waiter must call sleep.
-func (t *Table) waitFor(key Key, conflicts func(*Entry) bool) (<-chan struct{}, bool) {
+// waitFor looks at the entries on key that conflict (by conflicts). If
+// there are some (found), it registers a waiter and returns the channel
+// the next change closes, and whether they are all draining. A registered
+// waiter must call sleep.
+func (t *Table) waitFor(key Key, conflicts func(*Entry) bool) (ch <-chan struct{}, draining, found bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	found := false
+	draining = true
 	for _, e := range t.entries[key] {
-		if !conflicts(e) {
-			continue
-		}
-		found = true
-		if !e.draining() {
-			return closedChan, false
+		if conflicts(e) {
+			found = true
+			draining = draining && e.draining()
 		}
 	}
 	if !found {
-		return nil, false
+		return nil, false, false
 	}
 	t.waiters++
-	return t.changed, true
+	return t.changed, draining, true
 }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 var errWaitEnded = errors.New("locks: wait ended")
 

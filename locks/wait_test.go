@@ -24,6 +24,9 @@ func waiting(t *Table, n int) {
 	}
 }
 
+// long waits an hour for closing holds and not at all for others.
+func long() Patience { return Patience{Closing: time.Now().Add(time.Hour)} }
+
 func isConflict(err error) bool {
 	var e *errcode.Error
 	return errors.As(err, &e) && e.Code == errcode.LockConflict
@@ -46,10 +49,10 @@ func TestAcquireWaitFailsAtOnceForAWriter(t *testing.T) {
 			if _, err := tab.AcquireMode(k, "a", tt.held); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tab.AcquireWait(context.Background(), k, "b", tt.want, time.Now().Add(time.Hour)); !isConflict(err) {
+			if _, err := tab.AcquireWait(context.Background(), k, "b", tt.want, long()); !isConflict(err) {
 				t.Fatalf("AcquireWait = %v, want LOCK_CONFLICT at once", err)
 			}
-			if _, held := tab.WaitOthers(context.Background(), k, "b", time.Now().Add(time.Hour)); !held {
+			if _, held := tab.WaitOthers(context.Background(), k, "b", long()); !held {
 				t.Fatal("WaitOthers: a holds the key, want held")
 			}
 		})
@@ -71,14 +74,14 @@ func TestAcquireWaitForClosing(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			if others {
-				if o, held := tab.WaitOthers(context.Background(), k, "b", time.Now().Add(time.Hour)); held {
+				if o, held := tab.WaitOthers(context.Background(), k, "b", long()); held {
 					done <- errors.New("WaitOthers: still held by " + string(o))
 					return
 				}
 				done <- nil
 				return
 			}
-			l, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
+			l, err := tab.AcquireWait(context.Background(), k, "b", Write, long())
 			if err == nil && l.Owner() != "b" {
 				err = errors.New("lease of the wrong owner")
 			}
@@ -108,7 +111,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	}
 
 	tab, _ := setup()
-	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Millisecond)); !isConflict(err) {
+	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, Patience{}); !isConflict(err) {
 		t.Errorf("after the limit: %v, want LOCK_CONFLICT", err)
 	}
 
@@ -116,7 +119,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := tab.AcquireWait(ctx, k, "b", Write, time.Now().Add(time.Hour))
+		_, err := tab.AcquireWait(ctx, k, "b", Write, long())
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -127,7 +130,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 
 	tab, _ = setup()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, long())
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -143,7 +146,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	// A closing lease used again (Active) ends a wait likewise.
 	tab, a := setup()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, long())
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -153,7 +156,7 @@ func TestAcquireWaitEnds(t *testing.T) {
 	}
 	a.Closing()
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, long())
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -174,18 +177,18 @@ func TestAcquireWaitAppenders(t *testing.T) {
 	tab := NewTable()
 	k := Key{1, 2}
 	a, _ := tab.AcquireMode(k, "a", Append)
-	c, err := tab.AcquireWait(context.Background(), k, "c", Append, time.Now().Add(time.Hour))
+	c, err := tab.AcquireWait(context.Background(), k, "c", Append, long())
 	if err != nil {
 		t.Fatalf("a second appender: %v", err)
 	}
 	a.Closing()
-	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour)); !isConflict(err) {
+	if _, err := tab.AcquireWait(context.Background(), k, "b", Write, long()); !isConflict(err) {
 		t.Fatalf("a writer beside an appender still appending: %v, want LOCK_CONFLICT at once", err)
 	}
 	c.Closing()
 	done := make(chan error, 1)
 	go func() {
-		_, err := tab.AcquireWait(context.Background(), k, "b", Write, time.Now().Add(time.Hour))
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, long())
 		done <- err
 	}()
 	waiting(tab, 1)
@@ -211,4 +214,22 @@ func TestClosingAfterRelease(t *testing.T) {
 	}
 	var nilLease *Lease
 	nilLease.Closing()
+}
+
+// TestAcquireWaitGrace: a holder that is not closing is waited for only
+// within the grace, and its release ends the wait at once.
+func TestAcquireWaitGrace(t *testing.T) {
+	tab := NewTable()
+	k := Key{1, 2}
+	a, _ := tab.Acquire(k, "a")
+	done := make(chan error, 1)
+	go func() {
+		_, err := tab.AcquireWait(context.Background(), k, "b", Write, Patience{Grace: time.Now().Add(time.Hour)})
+		done <- err
+	}()
+	waiting(tab, 1)
+	a.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("a release within the grace: %v", err)
+	}
 }

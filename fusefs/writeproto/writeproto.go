@@ -30,7 +30,10 @@
 // owner's last RELEASE (what is left).
 package writeproto
 
-import "syscall"
+import (
+	"slices"
+	"syscall"
+)
 
 // State names the state of a Write.
 type State int
@@ -56,6 +59,22 @@ type Open struct {
 	// Fresh: the file was empty, as the owner saw it, at the open (before
 	// its O_TRUNC): a writer killed through it tears nothing old.
 	Fresh bool
+	// Opener is the process that opened it, and Kind what a scan of that
+	// process's descriptors can tell of the open (its access mode and
+	// O_APPEND): two handles of one opener and one kind are told apart by
+	// no scan, so a scan that finds none of that kind left finds both gone.
+	Opener, Kind uint32
+	// Hold is the handle's hold on the file's lock, told when the handle
+	// is closing (its opener holds no descriptor of it any more: the
+	// kernel's RELEASE is on its way, and a conflicting open may wait for
+	// it) and when it is active again. May be nil.
+	Hold Hold
+}
+
+// Hold is a handle's hold on the lock table (a *locks.Lease).
+type Hold interface {
+	Closing()
+	Active()
 }
 
 // Handle is one open of the file by the owner (a write open, or a read
@@ -67,6 +86,34 @@ type Handle struct {
 	// opened it O_TRUNC) and its opener still holds a descriptor of it:
 	// counted in Write.writing.
 	changed, inPlace, writing bool
+	// closing: its opener holds no descriptor of it, as far as the daemon
+	// can tell; Hold was told.
+	closing bool
+}
+
+// Closing reports whether h's opener holds no descriptor of it, as far as
+// the daemon can tell (its RELEASE is on its way).
+func (h *Handle) Closing() bool { return h.closing }
+
+// markClosing records that h's opener let go of its last descriptor.
+func (h *Handle) markClosing() {
+	if !h.closing {
+		h.closing = true
+		if h.open.Hold != nil {
+			h.open.Hold.Closing()
+		}
+	}
+}
+
+// active records that h is in use again after it seemed closed (a write
+// through a descriptor the scan could not see).
+func (h *Handle) active() {
+	if h.closing {
+		h.closing = false
+		if h.open.Hold != nil {
+			h.open.Hold.Active()
+		}
+	}
 }
 
 // Appends reports whether h was opened O_APPEND.
@@ -80,8 +127,8 @@ func (h *Handle) Writing() bool { return h.writing }
 
 // Write is one owner's write in progress on one file.
 type Write struct {
-	handles int // open handles sharing it, readers too
-	writing int // of those, write handles whose opener still holds a descriptor
+	hs      []*Handle // the open handles sharing it, readers too
+	writing int       // of those, write handles whose opener still holds a descriptor
 	temp    bool
 	dirty   bool          // the temp holds changes not yet committed
 	failed  syscall.Errno // a write into the temp failed: it must not be committed
@@ -98,7 +145,7 @@ type Write struct {
 // State is w's state.
 func (w *Write) State() State {
 	switch {
-	case w.handles <= 0:
+	case len(w.hs) <= 0:
 		return Idle
 	case w.gone:
 		return Gone
@@ -113,7 +160,7 @@ func (w *Write) State() State {
 }
 
 // Handles is the number of open handles.
-func (w *Write) Handles() int { return w.handles }
+func (w *Write) Handles() int { return len(w.hs) }
 
 // Writers is the number of handles whose opener is still writing.
 func (w *Write) Writers() int { return w.writing }
@@ -136,8 +183,9 @@ func (w *Write) Failure() syscall.Errno { return w.failed }
 // asks the caller to drop any temp and make an empty one (TempMade), then
 // Truncated; if that fails, Released.
 func (w *Write) Open(o Open) *Handle {
-	w.handles++
-	return &Handle{open: o}
+	h := &Handle{open: o}
+	w.hs = append(w.hs, h)
+	return h
 }
 
 // Truncated: h's O_TRUNC made the temp empty: a change, and h's opener
@@ -169,7 +217,7 @@ const (
 func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 	w.leave(h)
 	switch {
-	case w.handles != 1:
+	case len(w.hs) != 1:
 		return ReleaseNone
 	case !flushed && h.open.Truncate && !h.changed:
 		return ReleaseDropTruncate
@@ -181,8 +229,10 @@ func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 // and the write ends (the caller closes its temp, fds and lease).
 func (w *Write) Released(h *Handle) (last bool) {
 	w.leave(h)
-	w.handles--
-	return w.handles <= 0
+	if i := slices.Index(w.hs, h); i >= 0 {
+		w.hs = slices.Delete(w.hs, i, i+1)
+	}
+	return len(w.hs) == 0
 }
 
 // join counts h among the writers, for a change made through it.
@@ -190,6 +240,7 @@ func (w *Write) join(h *Handle) {
 	if h == nil {
 		return
 	}
+	h.active()
 	h.changed = true
 	if !h.writing {
 		h.writing = true
@@ -393,8 +444,17 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // FlushStart: the opener closes one of h's descriptors. It reports
 // whether there is anything the close could commit (changes, or h
 // writing); if so the caller gathers FlushFacts and asks Flush.
+//
+// A close with nothing to commit is taken for the opener's last one
+// without a scan (h is closing): a conflicting open waits for its RELEASE
+// (Hold). If the opener still holds a descriptor, that open waits in vain
+// until its bound and fails then, as it would have at once.
 func (w *Write) FlushStart(h *Handle) bool {
-	return w.dirty || h.writing
+	if !w.dirty && !h.writing {
+		h.markClosing()
+		return false
+	}
+	return true
 }
 
 // FlushFacts is what the caller knows of a close by h's opener.
@@ -426,15 +486,34 @@ const (
 // commits when that was the opener's last descriptor of the open, no
 // write(2) through it is in flight, and no other process of the owner is
 // writing the file (both write one temp: the other's last close commits).
+//
+// A (clean) close that finds no descriptor of the open left in the opener
+// finds none of any other handle of the same opener and kind either (the
+// scan cannot tell them apart): those have left too, and are closing. So
+// `a = open(f, "r+"); b = open(f, "r+"); …; a.close(); b.close()` commits
+// at b's close, though a's RELEASE may not have come yet.
 func (w *Write) Flush(h *Handle, f FlushFacts) FlushAction {
-	if f.Unknown || f.OthersOpen || f.WriteGoesOn {
-		// Unknown: the last release, which always comes, commits. In
-		// flight: the RELEASE, after the write(2) returned, commits it whole.
+	if f.Unknown || f.OthersOpen {
+		// Unknown: the last release, which always comes, commits.
 		return FlushNone
 	}
-	w.leave(h)
+	if f.WriteGoesOn {
+		// The RELEASE, after the write(2) returned, commits it whole.
+		h.markClosing()
+		return FlushNone
+	}
 	if f.Signal != 0 {
+		// A killed opener's siblings stay as they are: the kill rule
+		// (Killed) counts the handles that may still write.
+		w.leave(h)
+		h.markClosing()
 		return FlushKilled
+	}
+	for _, x := range w.hs {
+		if x == h || (x.open.Opener == h.open.Opener && x.open.Kind == h.open.Kind) {
+			w.leave(x)
+			x.markClosing()
+		}
 	}
 	if w.writing > 0 {
 		return FlushNone
@@ -464,9 +543,9 @@ const (
 // Killed: h's opener is killed by a signal before it closed the file.
 func (w *Write) Killed(h *Handle) KillAction {
 	switch {
-	case w.handles == 1 && !w.dirty && h.inPlace:
+	case len(w.hs) == 1 && !w.dirty && h.inPlace:
 		return KillInFile
-	case w.handles != 1 || !w.dirty:
+	case len(w.hs) != 1 || !w.dirty:
 		return KillNothing
 	case w.failed == 0 && (h.open.Fresh || h.open.Append && !h.open.Truncate && !w.overwrites):
 		return KillCommit

@@ -180,7 +180,9 @@ func TestFlushTable(t *testing.T) {
 			h := p.open(inPlace)
 			p.write(h, 1, 0)
 			if tc.other {
-				o := p.open(inPlace)
+				other := inPlace
+				other.Opener = 2 // another process
+				o := p.open(other)
 				p.write(o, 1, 0)
 			}
 			if a, _ := p.close(h, tc.byOpener, tc.facts); a != tc.want {
@@ -191,6 +193,86 @@ func TestFlushTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSiblingHandlesCommitAtTheLastClose: one process opens a file twice
+// alike (python: a = open(p, "r+b"); b = open(p, "r+b")), writes through
+// both and closes a, then b. At a's close the scan sees b's descriptor,
+// which it cannot tell from a's: nothing commits. At b's close it sees
+// none of that kind, so a's is gone too: b's close commits both handles'
+// bytes, though a's RELEASE may not have come, and both holds are told
+// they are closing. A handle of another kind (a reader) or of another
+// process is not taken along.
+func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
+	var p proc
+	var ha, hb, hr, ho hold
+	mk := func(o Open, opener uint32, hd *hold) *Handle {
+		o.Opener, o.Kind, o.Hold = opener, kindOf(o), hd
+		return p.open(o)
+	}
+	a := mk(inPlace, 1, &ha)
+	b := mk(inPlace, 1, &hb)
+	r := mk(reader, 1, &hr)
+	p.write(a, 2, 0)
+	p.write(b, 2, 0)
+	if act, _ := p.close(a, true, FlushFacts{OthersOpen: true}); act != FlushNone || ha.closing {
+		t.Fatalf("a's close beside b: %v, a closing %v; want nothing, not closing", act, ha.closing)
+	}
+	if act, _ := p.close(b, true, clear); act != FlushCommit || p.commits != 1 {
+		t.Fatalf("b's close: %v, %d commits; want commit, 1", act, p.commits)
+	}
+	if !ha.closing || !hb.closing || hr.closing {
+		t.Errorf("holds closing: a %v, b %v, reader %v; want a and b", ha.closing, hb.closing, hr.closing)
+	}
+	// Another process's handle of the same kind is its own.
+	o := mk(inPlace, 2, &ho)
+	p.write(o, 1, 0)
+	c := mk(inPlace, 1, &hold{})
+	p.write(c, 1, 0)
+	if act, _ := p.close(c, true, clear); act != FlushNone || ho.closing {
+		t.Fatalf("a close beside another process's writer: %v, its hold closing %v; want nothing, not closing", act, ho.closing)
+	}
+	// A write through a closing handle makes it active again.
+	p.write(a, 1, 0)
+	if ha.closing || ha.active != 1 {
+		t.Errorf("after a write through a: closing %v, active %d; want false, 1", ha.closing, ha.active)
+	}
+	_ = r
+}
+
+// TestIdleCloseIsClosing: a close with nothing to commit marks the hold
+// closing without a scan.
+func TestIdleCloseIsClosing(t *testing.T) {
+	var p proc
+	var hd hold
+	o := inPlace
+	o.Hold = &hd
+	h := p.open(o)
+	if act, _ := p.close(h, true, clear); act != FlushNone || !hd.closing {
+		t.Fatalf("idle close: %v, closing %v; want nothing, closing", act, hd.closing)
+	}
+}
+
+// hold records what the machine tells a handle's lock hold.
+type hold struct {
+	closing bool
+	active  int
+}
+
+func (h *hold) Closing() { h.closing = true }
+func (h *hold) Active()  { h.closing = false; h.active++ }
+
+// kindOf is the descriptor kind fusefs gives an open: what a scan of the
+// opener's descriptors can tell (write access, O_APPEND).
+func kindOf(o Open) uint32 {
+	var k uint32
+	if o.Write {
+		k |= 1
+	}
+	if o.Append {
+		k |= 2
+	}
+	return k
 }
 
 func TestReaderNeverHoldsACommitBack(t *testing.T) {
@@ -412,6 +494,9 @@ type live struct {
 	opener int // its process
 	open   Open
 	wrote  bool // bytes went through it
+	// held: its opener still holds a descriptor of it (until a close by
+	// the opener that the scan said was its last).
+	held bool
 }
 
 func randomRun(t *testing.T, rng *rand.Rand, run int) {
@@ -437,7 +522,9 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 		switch ev {
 		case 0: // open
 			o := opens[rng.Intn(len(opens))]
-			nl := &live{h: p.open(o), opener: rng.Intn(3), open: o}
+			opener := rng.Intn(3)
+			o.Opener, o.Kind = uint32(opener+1), kindOf(o)
+			nl := &live{h: p.open(o), opener: opener, open: o, held: true}
 			hs = append(hs, nl)
 			trace = append(trace, fmt.Sprintf("open %+v by %d", o, nl.opener))
 			if o.Truncate && p.w.State() != Pending && p.w.State() != Gone {
@@ -481,14 +568,34 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 			case 2:
 				facts.Signal = 9
 			}
+			// The scan sees what the opener still holds: a sibling (same
+			// opener, same kind) still held is a descriptor it cannot tell
+			// from l's.
+			sibling := func(o *live) bool {
+				return o != l && o.opener == l.opener && o.open.Kind == l.open.Kind
+			}
+			for _, o := range hs {
+				if sibling(o) && o.held && byOpener {
+					facts.OthersOpen = true
+				}
+			}
 			dirty, writing := p.w.Dirty(), l.h.Writing()
 			otherWriters := 0
 			for _, o := range hs {
-				if o != l && o.h.Writing() {
+				// A sibling not held any more leaves with l's last close.
+				if o != l && o.h.Writing() && !(sibling(o) && !facts.OthersOpen && !facts.WriteGoesOn && facts.Signal == 0 && byOpener) {
 					otherWriters++
 				}
 			}
 			a, k := p.close(l.h, byOpener, facts)
+			if byOpener && !facts.OthersOpen && !facts.Unknown {
+				l.held = false
+				for _, o := range hs {
+					if sibling(o) && facts.Signal == 0 && !facts.WriteGoesOn {
+						o.held = false
+					}
+				}
+			}
 			trace = append(trace, fmt.Sprintf("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State()))
 			// Close-to-open: the opener's last close of a writing handle
 			// commits, when nothing else of the owner's is being written.
