@@ -133,6 +133,10 @@ const (
 	maxTableFiles = 64
 )
 
+// FdinfoCacheBound is the most fdinfo directories and files a Resolver
+// keeps open: its tables, each a directory and its files.
+const FdinfoCacheBound = maxTables * (1 + maxTableFiles)
+
 // openTable opens thread tid's fdinfo directory by name.
 func (r *Resolver) openTable(tid uint32) (*fdTable, error) {
 	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
