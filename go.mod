@@ -1,4 +1,4 @@
-module realm
+module github.com/realm-dev/realm
 
 go 1.26.0
 

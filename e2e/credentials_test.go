@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/policy"
+	"github.com/realm-dev/realm/policy"
 )
 
 // credCase is one representative credential file of one built-in glob.

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestMountModes mounts in the foreground and detached (the harness checks

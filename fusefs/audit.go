@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Event is one audit line: why a process on the mount was refused.

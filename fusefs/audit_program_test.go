@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // TestReadProgramLive: the program of a live process (this test's) is its

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // fakeClock is a clock the test moves by hand.

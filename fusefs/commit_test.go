@@ -15,7 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 // as is a request context from process pid, its own lock owner ("pid:N")

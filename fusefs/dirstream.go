@@ -7,7 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // dirHandle is an open directory: go-fuse's fd-based stream over the backing

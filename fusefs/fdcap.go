@@ -8,8 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/errcode"
-	"realm/locks"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Descriptors per owner. Every open file and directory handle on the mount

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 func callerCtx(pid uint32) context.Context {

@@ -52,10 +52,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs/dirfd"
-	"realm/locks"
-	"realm/policy"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/policy"
 )
 
 // TempPrefix starts the names of realm's own temp files in the backing dir.

@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs/dirfd"
-	"realm/locks"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Credential denial. The policy's matcher is asked about the canonical

@@ -17,7 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/policy"
+	"github.com/realm-dev/realm/policy"
 )
 
 // The unit tests here drive the guard's node and handle methods directly,

@@ -8,8 +8,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs/dirfd"
-	"realm/locks"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Inode numbers across commits. A commit gives the file a new backing

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"realm/internal/devthread"
+	"github.com/realm-dev/realm/internal/devthread"
 )
 
 // The notifier tells the kernel to forget what it cached about names and

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Owners. "Owner" in this package means one thing: the locks.Owner a

@@ -10,8 +10,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs/dirfd"
-	"realm/locks"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 // POSIX record locks and flock on the mount (sqlite, git, make's jobserver

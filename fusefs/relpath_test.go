@@ -8,7 +8,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"realm/policy"
+	"github.com/realm-dev/realm/policy"
 )
 
 // relPathTree builds, without a mount, the directory chain root/names[0]/...

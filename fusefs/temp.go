@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Temps: the hidden siblings (TempPrefix) that hold an owner's new content

@@ -12,7 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Modes of new objects. The mount negotiates FUSE_DONT_MASK (MountOptions):

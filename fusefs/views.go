@@ -6,7 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 // Views of a file being written. While an owner writes a file, two

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"realm/locks"
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestViewsOfAFileInFlux: while process 1 (its own owner) writes f, its

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // The watcher sees changes made in BACKING behind the mount's back (by the

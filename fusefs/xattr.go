@@ -7,7 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
-	"realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 var (

@@ -35,7 +35,7 @@ import (
 	"path"
 	"strings"
 
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // The names the gateway uses for what realm intercepts.

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Key is a file's identity: two names of one file have one Key.

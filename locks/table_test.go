@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // DefaultEgressPort is the port of an egress entry that names none.

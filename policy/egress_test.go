@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 func TestParseEgressGood(t *testing.T) {

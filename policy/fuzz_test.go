@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // FuzzParse: any input either parses to a valid policy that renders and

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // OpenShell sandbox policy document. The key names follow OpenShell's policy

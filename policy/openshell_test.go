@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // openShellParsed is the document as OpenShell would read it; KnownFields

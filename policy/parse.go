@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Parse parses and validates a policy file. name is used only in error

@@ -49,7 +49,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // SymlinksInsideOnly is the only symlink mode: a symlink whose target stays

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 func TestParseValid(t *testing.T) {

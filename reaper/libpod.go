@@ -6,7 +6,7 @@ import (
 
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // Libpod is Containers over the libpod REST API. Conn is a bindings

@@ -23,8 +23,8 @@ import (
 	"sort"
 	"strings"
 
-	"realm/errcode"
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // Container is one realm-managed container as the sweep sees it.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // callLog records the calls of the fakes, in order, so tests assert the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // After every create, realm proves that the sandbox's /workspace is the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // dirRuntime runs execs on this host with the sandbox path /workspace

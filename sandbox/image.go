@@ -16,7 +16,7 @@ import (
 
 	"github.com/containers/podman/v5/pkg/bindings/images"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // DefaultImage is the image sessions run when --image is not given. No

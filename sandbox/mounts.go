@@ -17,7 +17,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // FSType is the file system type realmfs mounts show in mountinfo.

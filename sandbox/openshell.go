@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"realm/errcode"
-	"realm/policy"
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/policy"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // OpenShell runs sessions in NVIDIA OpenShell sandboxes by spawning the

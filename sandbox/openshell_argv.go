@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"realm/errcode"
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // openShellForbidden are the CLI flags realm never passes. Each would let a

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // How an OpenShell exec runs, and why.

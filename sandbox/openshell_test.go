@@ -22,8 +22,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"realm/errcode"
-	"realm/policy"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/policy"
 )
 
 // fakeOpenShell is the fake CLI built for one test, with its log and state.
@@ -47,7 +47,7 @@ func newFakeOpenShell(t *testing.T) *fakeOpenShell {
 		log:   filepath.Join(dir, "calls.jsonl"),
 		state: filepath.Join(dir, "state"),
 	}
-	out, err := exec.Command(goBin, "build", "-o", f.bin, "realm/internal/fakeopenshell").CombinedOutput()
+	out, err := exec.Command(goBin, "build", "-o", f.bin, "github.com/realm-dev/realm/internal/fakeopenshell").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build fake openshell: %v\n%s", err, out)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/containers/podman/v5/pkg/specgen"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
 
-	"realm/errcode"
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // Podman is the Runtime that runs each sandbox as a Podman container through

@@ -14,7 +14,7 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	dockerContainer "github.com/docker/docker/api/types/container"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // execTokenVar marks every process of one exec through its environment, which

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // RootPodmanSocket is where a root Podman service listens (podman.socket).

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // TestDiscoverPodman: the order podman itself uses, with the environment

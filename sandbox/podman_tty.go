@@ -12,7 +12,7 @@ import (
 	"github.com/containers/podman/v5/pkg/bindings/containers"
 	dockerContainer "github.com/docker/docker/api/types/container"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // ExecTerminal runs req.Argv in container id on a terminal: a TTY inside,

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"time"
 
-	"realm/sandbox/label"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // State is where a session is in its life. A record in StateCreating or

@@ -11,7 +11,7 @@ import (
 	"io"
 	"time"
 
-	"realm/policy"
+	"github.com/realm-dev/realm/policy"
 )
 
 // CaptureLimit is how many bytes of each of stdout and stderr an exec keeps;

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"sync"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // RuntimeOptions is what the command line gives every runtime.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Manager runs the lifecycle of sessions: create, exec, destroy, list. The

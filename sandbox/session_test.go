@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // fakeRuntime records calls and what the store held at each Destroy, so the

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // Store keeps session records as files <Dir>/<id>.json. Writes are atomic

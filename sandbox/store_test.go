@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 func TestStoreSaveLoad(t *testing.T) {

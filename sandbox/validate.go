@@ -8,8 +8,8 @@ import (
 	"strings"
 	"syscall"
 
-	"realm/errcode"
-	"realm/policy"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/policy"
 )
 
 // CreateRequest is `realmctl session create` as the command line gave it.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 func TestValidate(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"realm/sandbox"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // auditFollowPoll is how often audit --follow looks for new lines (as

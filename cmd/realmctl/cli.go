@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 const longHelp = `realmctl runs agent sessions on a guarded workspace.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"realm/sandbox"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // TestAliases: each alias reaches its command.

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/sandbox"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // execFlags are session exec's own flags.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"realm/errcode"
-	"realm/sandbox"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // globals are the flags every command takes, anywhere before "--": they are

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"realm/sandbox"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 func imageInitCmd(c *cli) *cobra.Command {

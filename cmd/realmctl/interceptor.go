@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"realm/interceptor"
-	"realm/sandbox"
+	"github.com/realm-dev/realm/interceptor"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 func interceptorCmd(c *cli) *cobra.Command {

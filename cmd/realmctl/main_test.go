@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 func TestCommandLine(t *testing.T) {

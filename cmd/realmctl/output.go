@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"realm/errcode"
+	"github.com/realm-dev/realm/errcode"
 )
 
 // output prints results and errors as text for people or JSON for machines.

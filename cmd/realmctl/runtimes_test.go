@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"realm/sandbox"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // buildFakeOpenShell builds internal/fakeopenshell as dir/openshell.
@@ -22,7 +22,7 @@ func buildFakeOpenShell(t *testing.T, dir string) string {
 		t.Fatalf("go not on PATH: %v", err)
 	}
 	bin := filepath.Join(dir, "openshell")
-	if out, err := exec.Command(goBin, "build", "-o", bin, "realm/internal/fakeopenshell").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/realm-dev/realm/internal/fakeopenshell").CombinedOutput(); err != nil {
 		t.Fatalf("build fake openshell: %v\n%s", err, out)
 	}
 	return bin

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"realm/sandbox"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 func sessionCreateCmd(c *cli) *cobra.Command {

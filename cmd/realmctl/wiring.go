@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"realm/reaper"
-	"realm/sandbox"
+	"github.com/realm-dev/realm/reaper"
+	"github.com/realm-dev/realm/sandbox"
 )
 
 // app wires the packages for one command.

@@ -2,7 +2,7 @@
 
 package main
 
-import "realm/fusefs"
+import "github.com/realm-dev/realm/fusefs"
 
 // testFailAt is nil outside test builds: no failure can be injected.
 func testFailAt() func(fusefs.Stage) bool { return nil }

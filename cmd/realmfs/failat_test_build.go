@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/fusefs"
-	"realm/internal/sysfail"
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/internal/sysfail"
 )
 
 // testFailAt, in binaries built with -tags realmtest for the e2e suite,

@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"realm/errcode"
-	"realm/fusefs"
-	"realm/locks"
-	"realm/policy"
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/policy"
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"realm/fusefs"
-	"realm/locks"
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/locks"
 )
 
 // mountOptions are the -o options realmfs understands.

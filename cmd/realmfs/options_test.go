@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"realm/fusefs"
-	"realm/locks"
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/locks"
 )
 
 func TestParseMountOptions(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"realm/internal/sysfail"
+	"github.com/realm-dev/realm/internal/sysfail"
 )
 
 // The calls this layer uses that are newer than the oldest kernel realm

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"realm/interceptor"
+	"github.com/realm-dev/realm/interceptor"
 )
 
 // createRequest is the CreateSandboxRequest, as protobuf JSON, that the
