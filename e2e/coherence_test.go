@@ -125,6 +125,58 @@ func TestBackingChangesSeen(t *testing.T) {
 		len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 }
 
+// TestBackingChangesSeenAfterCommit: the file a commit made through the
+// mount (a created file and a rewritten one) is the daemon's temp renamed
+// into place, whose own changes the watcher ignores while it is a temp
+// (watcher.quiet). Once committed, the host's changes to it, of content
+// in place and of mode, are each seen through the mount.
+func TestBackingChangesSeenAfterCommit(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Prepare(func(m *Mount) { os.Mkdir(m.BackingPath("d"), 0o755) }))
+	size := func(rel string) int64 {
+		var st unix.Stat_t
+		if unix.Stat(m.Path(rel), &st) != nil {
+			return -1
+		}
+		return st.Size
+	}
+	mode := func(rel string) uint32 {
+		var st unix.Stat_t
+		if unix.Stat(m.Path(rel), &st) != nil {
+			return 0
+		}
+		return st.Mode & 0o7777
+	}
+	for i := range 20 {
+		rel := fmt.Sprintf("d/f%d", i)
+		writeFile(t, m.Path(rel), "through the mount\n") // created: a commit
+		if i%2 == 1 {
+			writeFile(t, m.Path(rel), "rewritten through the mount\n") // and rewritten: another
+		}
+		want := fmt.Sprintf("changed in BACKING %d %s\n", i, strings.Repeat("x", i))
+		if size(rel) == int64(len(want)) {
+			t.Fatalf("%s: already %d bytes", rel, len(want))
+		}
+		f, err := os.OpenFile(m.BackingPath(rel), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(want)
+		f.Close()
+		waitSeen(t, "a committed file rewritten in BACKING", func() bool {
+			b, err := os.ReadFile(m.Path(rel))
+			return size(rel) == int64(len(want)) && err == nil && string(b) == want
+		})
+		if mode(rel) == 0o600 {
+			t.Fatalf("%s: mode 0600 already", rel)
+		}
+		if err := os.Chmod(m.BackingPath(rel), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitSeen(t, "a committed file's mode changed in BACKING", func() bool { return mode(rel) == 0o600 })
+	}
+}
+
 // TestBackingCredentialDeniedAtFirstOpen: a credential file created in
 // BACKING after the kernel cached its absence is refused at its first open
 // through the mount (the open always reaches the guard; the absence is

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -993,7 +994,7 @@ func (m *Mount) logTail() string {
 // FDCount is the number of open fds of the daemon other than pidfds.
 func (m *Mount) FDCount() int {
 	m.tb.Helper()
-	n, _ := m.fdCounts()
+	n, _, _ := m.fdCounts()
 	return n
 }
 
@@ -1001,25 +1002,41 @@ func (m *Mount) FDCount() int {
 // caches, bounded by locks.DefaultCacheSize per resolver.
 func (m *Mount) PidfdCount() int {
 	m.tb.Helper()
-	_, n := m.fdCounts()
+	_, n, _ := m.fdCounts()
 	return n
 }
 
-// fdCounts counts the daemon's fds: pidfds apart, the rest together.
-func (m *Mount) fdCounts() (other, pidfds int) {
+// FdinfoCount is the number of /proc/TID/fdinfo directories and files the
+// daemon holds open: the tables of the threads that closed files last
+// (locks.Resolver.Descriptors), bounded by locks.FdinfoCacheBound.
+func (m *Mount) FdinfoCount() int {
+	m.tb.Helper()
+	_, _, n := m.fdCounts()
+	return n
+}
+
+// fdinfoTarget matches the link of an open fdinfo directory or file.
+var fdinfoTarget = regexp.MustCompile(`^/proc/[0-9]+/fdinfo(/[0-9]+)?$`)
+
+// fdCounts counts the daemon's fds: pidfds and fdinfo apart, the rest
+// together.
+func (m *Mount) fdCounts() (other, pidfds, fdinfo int) {
 	dir := fmt.Sprintf("/proc/%d/fd", m.Pid)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		m.tb.Fatalf("counting realmfs fds: %v", err)
 	}
 	for _, e := range entries {
-		if target, _ := os.Readlink(filepath.Join(dir, e.Name())); target == "anon_inode:[pidfd]" {
+		switch target, _ := os.Readlink(filepath.Join(dir, e.Name())); {
+		case target == "anon_inode:[pidfd]":
 			pidfds++
-		} else {
+		case fdinfoTarget.MatchString(target):
+			fdinfo++
+		default:
 			other++
 		}
 	}
-	return other, pidfds
+	return other, pidfds, fdinfo
 }
 
 // FDs lists the daemon's open fds with their targets, for failure messages.

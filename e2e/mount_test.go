@@ -224,7 +224,8 @@ func checkFailure(t *testing.T, mnt string, args []string, code int, out string,
 // TestDaemonFDsDoNotGrow: the daemon's fd count does not grow across 1,000
 // creates and deletes, nor across 1,000 open/read/close of one file. The
 // pidfds of the lock-owner caches (one per thread that used the mount) are
-// counted apart: they may grow, up to the caches' bound.
+// counted apart: they may grow, up to the caches' bound; so are the fdinfo
+// tables kept of the threads that closed files last (locks.FdinfoCacheBound).
 func TestDaemonFDsDoNotGrow(t *testing.T) {
 	m := mount(t)
 	dir := m.Path("churn")
@@ -274,6 +275,10 @@ func TestDaemonFDsDoNotGrow(t *testing.T) {
 	// thread's process.
 	if n := m.PidfdCount(); n == 0 || n > 2*locks.DefaultCacheSize {
 		t.Errorf("realmfs holds %d pidfds, want 1 to %d", n, 2*locks.DefaultCacheSize)
+	}
+	// The fdinfo tables kept of the threads that closed files last.
+	if n := m.FdinfoCount(); n > locks.FdinfoCacheBound {
+		t.Errorf("realmfs holds %d fdinfo files, want at most %d", n, locks.FdinfoCacheBound)
 	}
 }
 

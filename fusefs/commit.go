@@ -79,6 +79,7 @@ type pendingWrite struct {
 	temp       int          // fd of the temp holding new content, -1 if none
 	appendFd   int          // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
 	tempName   string       // its name in tempDir
+	tempQuiet  bool         // the watcher ignores the temp's changes (watcher.quiet)
 	mode       uint32       // the temp's permission bits
 	observed   unix.Stat_t  // the file as this owner last saw it commit
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
@@ -263,6 +264,7 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	// lookup makes for the old file after this look is in neither place:
 	// it catches up when it meets the new file (Node.verify, FS.succeeded).
 	nodes := []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))}
+	w.unquiet() // before the temp becomes the file: the host's changes to it must be seen
 	f.commitMu.Lock()
 	defer f.commitMu.Unlock()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
@@ -401,6 +403,7 @@ func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.E
 func (w *pendingWrite) keepCopy(kind string) (string, error) {
 	f := w.node.fsys
 	at := time.Now()
+	w.unquiet() // the copy is a file the host may change
 	for n := 0; ; n++ {
 		name := sideName(w.fileName, kind, at, n)
 		err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, name, unix.RENAME_NOREPLACE)

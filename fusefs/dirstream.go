@@ -32,7 +32,7 @@ var (
 // Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
 // connection.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "opendir", n, ""); errno != 0 {
+	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, ""); errno != 0 {
 		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
 	}
 	pfd, errno := n.dirFd(ctx)

@@ -56,13 +56,17 @@ type fhKey struct {
 }
 
 // admitOpen refuses an open of name in n (n itself when name is "") by a
-// caller whose owner holds its bound of handles already.
-func (f *FS) admitOpen(ctx context.Context, op string, n *Node, name string) syscall.Errno {
+// caller whose owner o holds its bound of handles already; o "" resolves
+// the caller's owner here (a resolution polls the caller's pidfd: a
+// request that needs the owner again passes the one it has).
+func (f *FS) admitOpen(ctx context.Context, o locks.Owner, op string, n *Node, name string) syscall.Errno {
 	limit := f.opts.MaxFdsPerOwner
 	if limit <= 0 {
 		return 0
 	}
-	o := f.owner(ctx)
+	if o == "" {
+		o = f.owner(ctx)
+	}
 	c := &f.fds
 	c.mu.Lock()
 	if c.checked == nil {

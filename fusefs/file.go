@@ -107,7 +107,7 @@ func writeFlags(flags uint32) bool {
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "open", n, ""); errno != 0 {
+	if errno := n.fsys.admitOpen(ctx, "", "open", n, ""); errno != 0 {
 		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
 	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
@@ -338,7 +338,8 @@ func (n *Node) readerGone(h *File) {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
-	if errno := f.admitOpen(ctx, "create", n, name); errno != 0 {
+	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
+	if errno := f.admitOpen(ctx, owner, "create", n, name); errno != 0 {
 		return nil, nil, 0, errno
 	}
 	pfd, errno := n.prepare(ctx, "create", name, makes)
@@ -367,7 +368,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-	fh, fuseFlags, errno, _ := asNode(child).openShared(ctx, f.owner(ctx), nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+	fh, fuseFlags, errno, _ := asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}

@@ -44,6 +44,9 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 		f.tempMade(name, false)
 		return err
 	}
+	// The daemon's own changes to the temp (its owner, mode, content)
+	// need no invalidation: the watcher's kernel queue is spared them.
+	quiet := f.watch != nil && f.watch.quiet(fd)
 	fail := func(err error) error {
 		dirfd.Close(fd)
 		dirfd.Unlink(w.tempDir, name, 0)
@@ -80,9 +83,18 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 		return fail(err)
 	}
 	dirfd.CopyXattrs(fd, w.base, "security.capability")
-	w.temp, w.tempName, w.mode = fd, name, mode
+	w.temp, w.tempName, w.mode, w.tempQuiet = fd, name, mode, quiet
 	w.m.TempMade()
 	return nil
+}
+
+// unquiet has the watcher see the temp's changes again, before the temp
+// becomes a file under a name the host may change.
+func (w *pendingWrite) unquiet() {
+	if w.tempQuiet {
+		w.node.fsys.watch.unquiet(w.temp)
+		w.tempQuiet = false
+	}
 }
 
 // killSuid is mode without the bits a write by an unprivileged process
@@ -102,7 +114,7 @@ func (w *pendingWrite) dropTemp() {
 		dirfd.Unlink(w.tempDir, w.tempName, 0)
 		w.node.fsys.tempMade(w.tempName, false)
 	}
-	w.temp, w.tempName = -1, ""
+	w.temp, w.tempName, w.tempQuiet = -1, "", false
 	w.m.TempGone()
 }
 

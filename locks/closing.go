@@ -63,60 +63,29 @@ type Closing struct {
 // device of the mount it was opened on, from the thread's own mountinfo
 // (mount ids are per namespace). dev 0 counts every file with that number.
 func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Closing, error) {
-	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
-	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return Closing{}, &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(dfd)
 	var c Closing
-	var info [512]byte
-	var mounts []uint64 // the mount ids of the descriptors whose inode number is ino
-	seen := 0
-	buf := make([]byte, 8192)
-	for {
-		n, err := unix.Getdents(dfd, buf)
-		if err == unix.EINTR {
-			continue
-		}
+	var mounts []uint64
+	var err error
+	t := r.takeTable(tid)
+	if t != nil {
+		c, mounts, err = t.scan(ino, like)
 		if err != nil {
-			return Closing{}, &fs.PathError{Op: "getdents", Path: dir, Err: err}
-		}
-		if n <= 0 {
-			break
-		}
-		for b := buf[:n]; len(b) > 0; {
-			reclen := int(uint16(b[16]) | uint16(b[17])<<8)
-			if reclen < 20 || reclen > len(b) {
-				return Closing{}, fmt.Errorf("locks: %s: malformed directory entry", dir)
-			}
-			name := b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			b = b[reclen:]
-			if len(name) == 0 || name[0] == '.' {
-				continue
-			}
-			if seen++; seen > maxScan {
-				return Closing{}, ErrTooManyDescriptors
-			}
-			nm := string(name)
-			got, err := readAt(dfd, nm, info[:])
-			if err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue // closed meanwhile
-				}
-				return Closing{}, fmt.Errorf("locks: %s/%s: %w", dir, nm, err)
-			}
-			if i, mnt, fl := fdinfoFields(got); i == ino && fl&like.Mask == like.Flags&like.Mask {
-				mounts = append(mounts, mnt)
-			}
+			// The thread is gone (a cached table says so whatever became
+			// of its number) or the read failed: ask by name, as anew.
+			t.close()
+			t = nil
 		}
 	}
-	// Every live process holds some descriptor, if only the one the kernel
-	// is closing now; an empty table is one exit_files has taken away.
-	c.Exiting = seen == 0
+	if t == nil {
+		if t, err = r.openTable(tid); err != nil {
+			return Closing{}, err
+		}
+		if c, mounts, err = t.scan(ino, like); err != nil {
+			t.close()
+			return Closing{}, err
+		}
+	}
+	r.putTable(t)
 	if dev == 0 || len(mounts) == 0 {
 		c.Others = len(mounts)
 		return c, nil
@@ -131,6 +100,232 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Clos
 		}
 	}
 	return c, nil
+}
+
+// An fdTable is a thread's /proc/TID/fdinfo, kept open with the fdinfo
+// file of each descriptor read there, so that the next scan of the same
+// thread costs a listing and one read per descriptor (pread of the open
+// file: the kernel reads what the thread holds under that number at each
+// read) instead of an open, a read and a close each. The open files name
+// the thread, not its number: once it is gone they fail (ENOENT, ESRCH)
+// even if its number has been given to another thread, and the scan
+// starts again by name. A workload that creates files one after another
+// closes them from one thread, whose table is then read at each commit.
+type fdTable struct {
+	tid     uint32
+	path    string
+	dir     int
+	used    bool              // dir has been listed: rewind it first
+	files   map[string]fdFile // descriptor number → its open fdinfo file
+	scanned uint64            // the scan that last saw each of files
+	cache   bool              // keep it after the scan
+}
+
+type fdFile struct {
+	fd   int
+	scan uint64
+}
+
+// Bounds of the tables kept: how many threads, and how many descriptors
+// of each (a table with more is scanned by name, its files closed).
+const (
+	maxTables     = 4
+	maxTableFiles = 64
+)
+
+// FdinfoCacheBound is the most fdinfo directories and files a Resolver
+// keeps open: its tables, each a directory and its files.
+const FdinfoCacheBound = maxTables * (1 + maxTableFiles)
+
+// openTable opens thread tid's fdinfo directory by name.
+func (r *Resolver) openTable(tid uint32) (*fdTable, error) {
+	dir := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/fdinfo"
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	// The daemon's own threads are never cached: a scan of its own table
+	// would find the files of the scan before.
+	own := r.IsThreadOf(uint32(os.Getpid()), tid)
+	return &fdTable{tid: tid, path: dir, dir: dfd, files: make(map[string]fdFile), cache: !own}, nil
+}
+
+// takeTable returns the cached table of thread tid, if any, for the
+// caller's use alone until putTable.
+func (r *Resolver) takeTable(tid uint32) *fdTable {
+	r.tablesMu.Lock()
+	defer r.tablesMu.Unlock()
+	for i, t := range r.tables {
+		if t.tid == tid {
+			r.tables = append(r.tables[:i], r.tables[i+1:]...)
+			return t
+		}
+	}
+	return nil
+}
+
+// putTable caches t, the latest used, dropping the least recently used
+// beyond maxTables; a table not to be kept is closed.
+func (r *Resolver) putTable(t *fdTable) {
+	if !t.cache || len(t.files) > maxTableFiles {
+		t.close()
+		return
+	}
+	r.tablesMu.Lock()
+	if r.tablesClosed {
+		r.tablesMu.Unlock()
+		t.close()
+		return
+	}
+	r.tables = append(r.tables, t)
+	var old *fdTable
+	if len(r.tables) > maxTables {
+		old = r.tables[0]
+		r.tables = r.tables[1:]
+	}
+	r.tablesMu.Unlock()
+	if old != nil {
+		old.close()
+	}
+}
+
+// closeTables closes every cached table; none is cached afterwards.
+func (r *Resolver) closeTables() {
+	r.tablesMu.Lock()
+	ts := r.tables
+	r.tables, r.tablesClosed = nil, true
+	r.tablesMu.Unlock()
+	for _, t := range ts {
+		t.close()
+	}
+}
+
+func (t *fdTable) close() {
+	for _, f := range t.files {
+		unix.Close(f.fd)
+	}
+	unix.Close(t.dir)
+}
+
+// scan lists the table and reads the fdinfo of each descriptor, returning
+// whether the table is empty (Closing.Exiting) and the mount ids of the
+// descriptors of inode ino opened like like.
+func (t *fdTable) scan(ino uint64, like SameOpen) (Closing, []uint64, error) {
+	if t.used {
+		if _, err := unix.Seek(t.dir, 0, 0); err != nil {
+			return Closing{}, nil, &fs.PathError{Op: "seek", Path: t.path, Err: err}
+		}
+	}
+	t.used = true
+	t.scanned++
+	var c Closing
+	var info [512]byte
+	var mounts []uint64 // the mount ids of the descriptors whose inode number is ino
+	seen := 0
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(t.dir, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return Closing{}, nil, &fs.PathError{Op: "getdents", Path: t.path, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for b := buf[:n]; len(b) > 0; {
+			reclen := int(uint16(b[16]) | uint16(b[17])<<8)
+			if reclen < 20 || reclen > len(b) {
+				return Closing{}, nil, fmt.Errorf("locks: %s: malformed directory entry", t.path)
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if len(name) == 0 || name[0] == '.' {
+				continue
+			}
+			if seen++; seen > maxScan {
+				return Closing{}, nil, ErrTooManyDescriptors
+			}
+			got, err := t.read(string(name), info[:])
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue // closed meanwhile
+				}
+				return Closing{}, nil, fmt.Errorf("locks: %s/%s: %w", t.path, name, err)
+			}
+			if i, mnt, fl := fdinfoFields(got); i == ino && fl&like.Mask == like.Flags&like.Mask {
+				mounts = append(mounts, mnt)
+			}
+		}
+		if n <= len(buf)-maxDirent {
+			// procfs lists descriptors until the buffer is full: one that
+			// left room for another entry listed them all.
+			break
+		}
+	}
+	for nm, f := range t.files {
+		if f.scan != t.scanned { // a number the thread no longer holds
+			unix.Close(f.fd)
+			delete(t.files, nm)
+		}
+	}
+	// Every live process holds some descriptor, if only the one the kernel
+	// is closing now; an empty table is one exit_files has taken away.
+	c.Exiting = seen == 0
+	return c, mounts, nil
+}
+
+// maxDirent bounds a directory entry of fdinfo: the 19-byte header of
+// linux_dirent64, a descriptor number of at most 10 digits, its NUL,
+// rounded up to 8.
+const maxDirent = 32
+
+// read reads the fdinfo file of descriptor nm: through its open file if
+// the table has it, else opened by name (and kept, within bounds).
+func (t *fdTable) read(nm string, buf []byte) ([]byte, error) {
+	if f, ok := t.files[nm]; ok {
+		n, err := pread(f.fd, buf)
+		if err == nil {
+			f.scan = t.scanned
+			t.files[nm] = f
+			return buf[:n], nil
+		}
+		unix.Close(f.fd)
+		delete(t.files, nm)
+		return nil, err // ENOENT: the number was closed meanwhile
+	}
+	fd, err := unix.Openat(t.dir, nm, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(t.dir, nm, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, err := pread(fd, buf)
+	if err != nil || !t.cache || len(t.files) >= maxTableFiles {
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		if len(t.files) >= maxTableFiles {
+			t.cache = false // too big to keep: putTable closes it
+		}
+		return buf[:n], nil
+	}
+	t.files[nm] = fdFile{fd: fd, scan: t.scanned}
+	return buf[:n], nil
+}
+
+func pread(fd int, buf []byte) (int, error) {
+	n, err := unix.Pread(fd, buf, 0)
+	for err == unix.EINTR {
+		n, err = unix.Pread(fd, buf, 0)
+	}
+	return n, err
 }
 
 // mountDevices maps the mount ids of thread tid's namespace to the device
@@ -167,26 +362,6 @@ func parseMountDevices(b []byte) map[uint64]uint64 {
 		devs[id] = unix.Mkdev(uint32(ma), uint32(mi))
 	}
 	return devs
-}
-
-// readAt reads the small file name beneath dir into buf.
-func readAt(dir int, name string, buf []byte) ([]byte, error) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	for err == unix.EINTR {
-		n, err = unix.Read(fd, buf)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return buf[:n], nil
 }
 
 // fdinfoFields returns the "ino:", "mnt_id:" and "flags:" (octal) fields

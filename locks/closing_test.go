@@ -1,7 +1,9 @@
 package locks
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -172,5 +174,88 @@ func TestDescriptorsOfTheSameOpen(t *testing.T) {
 	}
 	if c := count(unix.O_RDONLY); c != 1 {
 		t.Fatalf("a read descriptor, for a read open: %d, want 1", c)
+	}
+}
+
+// TestDescriptorsOfAnotherProcessCached: scans of another process's table
+// read its fdinfo files through the table kept from the scan before
+// (fdTable), and still see each change: a descriptor closed, another
+// number opened, a number reused for another file, the process gone.
+func TestDescriptorsOfAnotherProcessCached(t *testing.T) {
+	dir := t.TempDir()
+	name, other := filepath.Join(dir, "f"), filepath.Join(dir, "g")
+	for _, n := range []string{name, other} {
+		if err := os.WriteFile(n, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The child holds f as fd 3; each line on its stdin runs the next
+	// step, and it answers "ok" once the step is done.
+	cmd := exec.Command("sh", "-c", `read a; exec 3<&-; exec 4<"$1"; echo ok
+read b; exec 4<&- 3<"$2"; echo ok
+read c; exit 0`, "sh", name, other)
+	cmd.ExtraFiles = []*os.File{f}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	answers := bufio.NewScanner(out)
+	step := func() {
+		t.Helper()
+		if _, err := in.Write([]byte("\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !answers.Scan() || answers.Text() != "ok" {
+			t.Fatalf("child: %q, %v", answers.Text(), answers.Err())
+		}
+	}
+	r := NewResolver(OwnerPID, "/proc")
+	defer r.Close()
+	pid := uint32(cmd.Process.Pid)
+	count := func(want int) {
+		t.Helper()
+		c, err := r.Descriptors(pid, st.Ino, st.Dev, SameOpen{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Others != want || c.Exiting {
+			t.Fatalf("%+v, want %d descriptors of the file and not exiting", c, want)
+		}
+	}
+	count(1) // fd 3, by name
+	count(1) // fd 3, through the kept table
+	step()
+	count(1) // fd 3 closed, fd 4 of the file opened
+	step()
+	count(0) // fd 4 closed, fd 3 reused for another file
+	r.tablesMu.Lock()
+	kept := len(r.tables)
+	r.tablesMu.Unlock()
+	if kept != 1 {
+		t.Fatalf("%d tables kept, want the child's", kept)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Descriptors(pid, st.Ino, st.Dev, SameOpen{}); err == nil {
+		t.Fatal("a process that is gone: no error")
 	}
 }

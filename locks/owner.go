@@ -105,6 +105,12 @@ type Resolver struct {
 
 	mu    sync.Mutex
 	cache map[procID]Owner // guarded by mu; the stat path's cache
+
+	// tables are the fdinfo tables of the threads Descriptors read
+	// last, least recently used first (closing.go).
+	tablesMu     sync.Mutex
+	tables       []*fdTable // guarded by tablesMu
+	tablesClosed bool       // guarded by tablesMu
 }
 
 // procID identifies a process across pid reuse.

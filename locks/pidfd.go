@@ -212,9 +212,10 @@ func (r *Resolver) dropLocked(pid uint32) {
 	}
 }
 
-// Close closes the pidfds the Resolver holds. Owner still works afterwards,
-// without caching. Close is idempotent.
+// Close closes the pidfds and the fdinfo tables the Resolver holds. Owner
+// and Descriptors still work afterwards, without caching. Close is idempotent.
 func (r *Resolver) Close() error {
+	r.closeTables()
 	r.fdMu.Lock()
 	defer r.fdMu.Unlock()
 	r.closed = true
