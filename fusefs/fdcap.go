@@ -186,6 +186,16 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 // of each owner counted (Options.MaxFdsPerOwner) and the umask of each
 // request that makes an object noted (umaskFS), and returns once the mount
 // is ready.
+//
+// Ready is when NewServer returns: on Linux it mounts and answers the
+// kernel's INIT before it does. The daemon does not call go-fuse's
+// WaitMount, whose "poll hack" opens and closes a file on the mount from a
+// daemon thread: killed while that thread waits for its own answer, the
+// daemon could not die (the thread holds the descriptor table, and so the
+// FUSE device, open; the kernel never aborts the connection). The hack
+// exists for a daemon that polls files on its own mount, which this one
+// never touches; another process's POLL gets ENOSYS, as it would after the
+// hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	raw := &countingFS{RawFileSystem: umaskFS{fs.NewNodeFS(f.root, opts)}, f: f}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
@@ -193,8 +203,5 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 		return nil, err
 	}
 	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, err
-	}
 	return server, nil
 }

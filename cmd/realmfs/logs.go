@@ -93,8 +93,8 @@ func warnf(logger *slog.Logger) func(format string, args ...any) {
 }
 
 // fuseLogger is the logger go-fuse reports through. Its --debug traces of
-// requests ("rx N: …", "tx N: …") and the unmount notice are debug
-// records; anything else it says is something going wrong in the
+// requests ("rx N: …", "tx N: …"), the unmount notice and the opcodes it
+// answers ENOSYS (POLL) are debug records; anything else it says is something going wrong in the
 // transport (a failed splice, a failed write to /dev/fuse), so a warning.
 func fuseLogger(logger *slog.Logger) *log.Logger {
 	return log.New(fuseLogWriter{logger}, "", 0)
@@ -105,7 +105,8 @@ type fuseLogWriter struct{ logger *slog.Logger }
 func (w fuseLogWriter) Write(p []byte) (int, error) {
 	msg := strings.TrimSuffix(string(p), "\n")
 	level := slog.LevelWarn
-	if strings.HasPrefix(msg, "rx ") || strings.HasPrefix(msg, "tx ") || strings.HasPrefix(msg, "received ENODEV") {
+	if strings.HasPrefix(msg, "rx ") || strings.HasPrefix(msg, "tx ") || strings.HasPrefix(msg, "received ENODEV") ||
+		strings.HasPrefix(msg, "Unimplemented opcode") {
 		level = slog.LevelDebug
 	}
 	w.logger.Log(context.Background(), level, msg, "from", "go-fuse")
