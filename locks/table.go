@@ -97,8 +97,9 @@ type Lease struct {
 	e        *Entry
 	mode     Mode
 	released atomic.Bool
-	closing  bool        // guarded by Table.mu
-	marked   atomic.Bool // closing, for Active's lock-free look
+	// closing: marked Closing and not Active since. Changed only under
+	// Table.mu; atomic so that Active can look without it.
+	closing atomic.Bool
 }
 
 // Acquire takes the lock on key for owner in Write mode (AcquireMode).
@@ -292,7 +293,7 @@ func (l *Lease) Release() {
 	if l.mode == Write {
 		e.writes--
 	}
-	if l.closing {
+	if l.closing.Load() {
 		e.closing--
 	}
 	t.changedLocked()

@@ -28,9 +28,8 @@ func (l *Lease) Closing() {
 	}
 	t := l.t
 	t.mu.Lock()
-	if !l.released.Load() && !l.closing {
-		l.closing = true
-		l.marked.Store(true)
+	if !l.released.Load() && !l.closing.Load() {
+		l.closing.Store(true)
 		l.e.closing++
 		t.changedLocked()
 	}
@@ -41,14 +40,13 @@ func (l *Lease) Closing() {
 // a descriptor it still had, a dup the scan could not see). It costs one
 // atomic load when the lease is not closing.
 func (l *Lease) Active() {
-	if l == nil || !l.marked.Load() {
+	if l == nil || !l.closing.Load() {
 		return
 	}
 	t := l.t
 	t.mu.Lock()
-	if l.closing {
-		l.closing = false
-		l.marked.Store(false)
+	if l.closing.Load() && !l.released.Load() {
+		l.closing.Store(false)
 		l.e.closing--
 		t.changedLocked()
 	}

@@ -233,3 +233,18 @@ func TestAcquireWaitGrace(t *testing.T) {
 		t.Fatalf("a release within the grace: %v", err)
 	}
 }
+
+// TestActiveAfterRelease: a released lease that was closing leaves the
+// entry's count alone when it is used again.
+func TestActiveAfterRelease(t *testing.T) {
+	tab := NewTable()
+	k := Key{1, 2}
+	a, _ := tab.Acquire(k, "a")
+	b, _ := tab.Acquire(k, "a")
+	a.Closing()
+	a.Release()
+	a.Active()
+	if e := b.Shared(); e.closing != 0 || e.refs != 1 {
+		t.Fatalf("entry closing=%d refs=%d, want 0 and 1", e.closing, e.refs)
+	}
+}
