@@ -14,11 +14,13 @@ package e2e
 //   - a process that renames another file over the file it holds open for
 //     append (or removes it) closes it without error, as natively
 //     (TestRenameOverOwnAppend);
-//   - the issue's own case, `cmd > new-file` killed: TestKilledRedirectKeepsOutput.
+//   - the issue's own case, `cmd > new-file` killed: TestKilledRedirectKeepsOutput;
+//   - a reader of the owner beside a killed rewrite: TestKilledWriterBesideOwnersReader.
 
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +138,57 @@ func TestKilledWriterKeepsItsBytes(t *testing.T) {
 		m.WaitAudit(code+" for "+what, func(e auditEntry) bool {
 			return e.path() == tc.file && e.str("code") == code && strings.Contains(e.str("cause"), unix.SignalName(tc.sig))
 		})
+	}
+}
+
+// TestKilledWriterBesideOwnersReader: a reader of the writer's own owner
+// (a tail of the log, a checker) that opened the file after the rewrite
+// began shares the owner's write, but not its bytes. A writer killed then
+// is judged as if alone: the file keeps its old content, the new bytes go
+// to a recovery copy at once. Before, the reader's presence left the bytes
+// pending, and the reader's close committed the killed rewrite over the
+// old content (TestModel seed 860029089007 found the same rule broken).
+func TestKilledWriterBesideOwnersReader(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old content\n") }))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", "-c", killedWriter, "f", "trunc", "new\n")
+	cmd.Dir = m.Dir
+	w := startProc(t, cmd, true)
+	if line := w.line(t, 20*time.Second, "writer"); line != "ready" {
+		t.Fatalf("writer said %q, want ready", line)
+	}
+	// The test process is the writer's owner (one cgroup): its open
+	// joins the write and reads the writer's bytes.
+	r, err := os.Open(m.Path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, err := io.ReadAll(r); err != nil || string(b) != "new\n" {
+		t.Fatalf("the owner's reader reads %q, %v; want the writer's bytes", b, err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	w.wait()
+	m.WaitAudit("WRITER_KILLED_RECOVERED", func(e auditEntry) bool {
+		return e.path() == "f" && e.str("code") == "WRITER_KILLED_RECOVERED"
+	})
+	if got := readFile(t, m.BackingPath("f")); got != "old content\n" {
+		t.Errorf("after the kill BACKING holds %q, want the old content", got)
+	}
+	copies := sideCopies(t, m, "f", "recovered")
+	if len(copies) != 1 || readFile(t, m.BackingPath(copies[0])) != "new\n" {
+		t.Errorf("recovery copies %q, want one holding the new bytes", copies)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("the reader's close: %v", err)
+	}
+	if got := readFile(t, m.Path("f")); got != "old content\n" {
+		t.Errorf("after the reader's close the mount shows %q, want the old content", got)
+	}
+	if got := readFile(t, m.BackingPath("f")); got != "old content\n" {
+		t.Errorf("after the reader's close BACKING holds %q, want the old content", got)
 	}
 }
 

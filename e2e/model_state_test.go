@@ -209,6 +209,19 @@ func (w *mwrite) catchUp() {
 	}
 }
 
+// writeHandles counts the handles of w that may change the file (a
+// reader sharing the write neither takes a killed writer's bytes over nor
+// commits at its close: writeproto.Write.Killed, FlushStart).
+func (w *mwrite) writeHandles() int {
+	n := 0
+	for h := range w.hs {
+		if h.write {
+			n++
+		}
+	}
+	return n
+}
+
 // writes reports whether the owner holds the file for Write: one of its
 // leases is (locks.Entry.writes).
 func (w *mwrite) writes() bool {
@@ -590,16 +603,17 @@ func (m *model) othersWriting(w *mwrite, h *mhandle) bool {
 // commits (synchronously: close-to-open) and returns the commit's errors,
 // unless rule 5 holds it back; rule 4, any other process's close commits
 // nothing; rule 7, what is left is committed at the owner's last RELEASE.
-// A reader sharing the owner's write is an open of the file too: its
-// opener's close commits like a writer's (File.Flush does not tell them
-// apart). Rule 3 (a WRITE in flight) never holds here: each worker does
+// A reader sharing the owner's write commits nothing at its close: it
+// changed nothing (writeproto.Write.FlushStart), and the daemon cannot
+// tell its descriptors from a plain reader's on another kernel inode.
+// Rule 3 (a WRITE in flight) never holds here: each worker does
 // one call at a time on one thread.
 func (m *model) close(p *mproc, slot string) string {
 	h := p.slots[slot]
 	delete(p.slots, slot)
 	h.descs--
 	ans := "ok"
-	if h.w != nil && p.id == h.opener && !m.holdsOther(p, h) {
+	if h.w != nil && h.write && p.id == h.opener && !m.holdsOther(p, h) {
 		// The scan finds no descriptor of this kind left in the opener,
 		// so none of another open of the file by it with the same flags
 		// (a sibling it closed while it held this one): they have left
@@ -681,7 +695,7 @@ func (m *model) kill(p *mproc) {
 		for _, x := range opened {
 			x.writing = false
 		}
-		if len(opened) == 1 && len(w.hs) == 1 && w.temp != nil {
+		if len(opened) == 1 && w.writeHandles() == 1 && w.temp != nil {
 			x := opened[0]
 			if x.fresh || x.appends && !x.truncates && !w.overwrites {
 				m.commit(w)

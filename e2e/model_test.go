@@ -877,6 +877,23 @@ func TestModelTraces(t *testing.T) {
 			{Kind: "close", Proc: "B0", Slot: "s2"},
 			{Kind: "close", Proc: "A0", Slot: "s1"},
 		},
+	}, {
+		// B0 holds a plain reader of f2 when its append open and B2's
+		// O_TRUNC open join one write (passthrough off: the write open
+		// retired the reader's node). B2 is killed, its truncation left to
+		// the owner's append handle; the checker's read-only open and
+		// close then committed it: the daemon's scan did not see the
+		// reader on the retired node (seeds 860029089007, 838841337017).
+		// A read-only handle's close commits nothing now.
+		name: "reader-close-beside-a-killed-truncate",
+		seed: 1,
+		ops: []mop{
+			{Kind: "fork", Proc: "B0", Child: "B2"},
+			{Kind: "open", Proc: "B0", Slot: "s22", Name: "f2", Mode: "RDONLY"},
+			{Kind: "open", Proc: "B0", Slot: "s31", Name: "f2", Mode: "APPEND"},
+			{Kind: "open", Proc: "B2", Slot: "s32", Name: "f2", Mode: "TRUNC"},
+			{Kind: "kill", Proc: "B2"},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran, step, msg := runModel(t, tc.seed, tc.ops)

@@ -449,8 +449,15 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // without a scan (h is closing): a conflicting open waits for its RELEASE
 // (Hold). If the opener still holds a descriptor, that open waits in vain
 // until its bound and fails then, as it would have at once.
+//
+// A handle opened read-only (a reader that joined the owner's write) never
+// commits at its close: it changed nothing, and its descriptors cannot be
+// told apart from those of a plain reader of the file the opener may also
+// hold (a reader opened before the write lives on another kernel inode,
+// which a scan may or may not see). What is left uncommitted when the
+// owner's writers have gone is committed by the owner's last RELEASE.
 func (w *Write) FlushStart(h *Handle) bool {
-	if !w.dirty && !h.writing {
+	if !h.open.Write || !w.dirty && !h.writing {
 		h.markClosing()
 		return false
 	}
@@ -525,7 +532,7 @@ func (w *Write) Flush(h *Handle, f FlushFacts) FlushAction {
 type KillAction int
 
 const (
-	// KillNothing: another handle shares the temp (its bytes cannot be
+	// KillNothing: another write handle shares the temp (its bytes cannot be
 	// told apart: the owner's last close or release commits them all), or
 	// nothing is uncommitted.
 	KillNothing KillAction = iota
@@ -541,16 +548,31 @@ const (
 )
 
 // Killed: h's opener is killed by a signal before it closed the file.
+// Only handles that may write share the bytes: a reader of the owner held
+// open beside the killed writer (tail -f) neither takes them over nor
+// holds the kill rule back.
 func (w *Write) Killed(h *Handle) KillAction {
+	sole := w.writeHandles() == 1
 	switch {
-	case len(w.hs) == 1 && !w.dirty && h.inPlace:
+	case sole && !w.dirty && h.inPlace:
 		return KillInFile
-	case len(w.hs) != 1 || !w.dirty:
+	case !sole || !w.dirty:
 		return KillNothing
 	case w.failed == 0 && (h.open.Fresh || h.open.Append && !h.open.Truncate && !w.overwrites):
 		return KillCommit
 	}
 	return KillRecover
+}
+
+// writeHandles counts the open handles that may change the file.
+func (w *Write) writeHandles() int {
+	n := 0
+	for _, x := range w.hs {
+		if x.open.Write {
+			n++
+		}
+	}
+	return n
 }
 
 // --- the mount's own changes to the file ---

@@ -343,7 +343,7 @@ func TestKilledTable(t *testing.T) {
 		name   string
 		open   Open
 		ops    func(p *proc, h *Handle)
-		shared bool
+		shared bool // another write handle shares the write (a reader always does)
 		want   KillAction
 	}{
 		{"a new file", Open{Write: true, Truncate: true, Fresh: true}, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillCommit},
@@ -357,14 +357,16 @@ func TestKilledTable(t *testing.T) {
 		}, false, KillCommit},
 		{"an append after a truncate", appends, func(p *proc, h *Handle) { p.truncate(h, 0); p.write(h, 5, 0) }, false, KillRecover},
 		{"a failed write to a new file", Open{Write: true, Fresh: true}, func(p *proc, h *Handle) { p.write(h, 5, syscall.EIO) }, false, KillRecover},
-		{"beside another handle", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, true, KillNothing},
+		{"beside another write handle", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, true, KillNothing},
+		{"beside a reader of the owner", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillRecover},
 		{"nothing written", inPlace, func(p *proc, h *Handle) {}, false, KillNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p proc
 			h := p.open(tc.open)
+			p.open(reader)
 			if tc.shared {
-				p.open(reader)
+				p.open(Open{Write: true})
 			}
 			tc.ops(&p, h)
 			dirty := p.w.Dirty()
@@ -599,8 +601,12 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 			trace = append(trace, fmt.Sprintf("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State()))
 			// Close-to-open: the opener's last close of a writing handle
 			// commits, when nothing else of the owner's is being written.
-			if byOpener && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
+			if byOpener && l.open.Write && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
 				fail("the opener's last close did not commit")
+			}
+			// A reader's close commits nothing: it changed nothing.
+			if !l.open.Write && a != FlushNone {
+				fail("a reader's close did %v", a)
 			}
 			// Nor does any close commit another writer's half-written bytes.
 			if a == FlushCommit && otherWriters > 0 {
@@ -613,7 +619,7 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 			if a == FlushKilled && dirty && k == KillNothing && !p.w.Dirty() {
 				fail("a killed writer's bytes were dropped")
 			}
-			if a == FlushKilled && p.w.Handles() == 1 && dirty && k == KillNothing {
+			if a == FlushKilled && writeHandles(hs) == 1 && dirty && k == KillNothing {
 				fail("a killed sole writer's bytes were left")
 			}
 			if k == KillCommit && !(l.open.Fresh || l.open.Append && !l.open.Truncate) {
@@ -679,4 +685,15 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 	if p.w.State() != Idle || p.w.Dirty() || p.w.HasTemp() {
 		fail("after the last release: %v, dirty %v, temp %v", p.w.State(), p.w.Dirty(), p.w.HasTemp())
 	}
+}
+
+// writeHandles counts the handles among hs that may change the file.
+func writeHandles(hs []*live) int {
+	n := 0
+	for _, l := range hs {
+		if l.open.Write {
+			n++
+		}
+	}
+	return n
 }
