@@ -688,7 +688,7 @@ func (m *model) kill(p *mproc) {
 		done[w] = true
 		var opened []*mhandle
 		for _, x := range hs {
-			if x.w == w && x.opener == p.id {
+			if x.w == w && x.opener == p.id && x.write {
 				opened = append(opened, x)
 			}
 		}

@@ -894,6 +894,20 @@ func TestModelTraces(t *testing.T) {
 			{Kind: "open", Proc: "B2", Slot: "s32", Name: "f2", Mode: "TRUNC"},
 			{Kind: "kill", Proc: "B2"},
 		},
+	}, {
+		// A reader of the owner that joined its rewrite is killed: it
+		// wrote nothing, so the kill rule leaves the rewrite alone (the
+		// model once kept the owner's bytes as a recovery copy here).
+		name: "killed-reader-beside-a-rewrite",
+		seed: 1,
+		ops: []mop{
+			{Kind: "fork", Proc: "B0", Child: "B9"},
+			{Kind: "open", Proc: "B0", Slot: "s1", Name: "f0", Mode: "TRUNC"},
+			{Kind: "open", Proc: "B9", Slot: "s2", Name: "f0", Mode: "RDONLY"},
+			{Kind: "kill", Proc: "B9"},
+			{Kind: "write", Proc: "B0", Slot: "s1", Data: "b4|"},
+			{Kind: "close", Proc: "B0", Slot: "s1"},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran, step, msg := runModel(t, tc.seed, tc.ops)
