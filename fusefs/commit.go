@@ -21,13 +21,13 @@ import (
 // file into a hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked
 // where the filesystem can; temp.go), and every handle that owner has on the
 // file reads and writes that temp (pending.go). A commit (on fsync(2), on
-// the opener's last close, and on the last release: see File.Flush) fsyncs
-// the temp, checks the file is still the object observed when the lock was
-// taken, renames the temp over it and fsyncs the directory. The file is
-// therefore always either its old or its new content, whatever fails or
-// crashes in between. The one commit that writes into the file is that of a
-// file with several hard links (commitInPlace), which a crash during its
-// copy can tear.
+// the opener's last close, and on the last release: see
+// writeHandle.Flush) fsyncs the temp, checks the file is still the object
+// observed when the lock was taken, renames the temp over it and fsyncs
+// the directory. The file is therefore always either its old or its new
+// content, whatever fails or crashes in between. The one commit that
+// writes into the file is that of a file with several hard links
+// (commitInPlace), which a crash during its copy can tear.
 //
 // The lock table entry of (file, owner) holds the pendingWrite; the entry's
 // lock guards it. The lock order is in the package doc (fs.go).
@@ -498,7 +498,7 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 // otherwise (or when a write into the temp failed), and left to the
 // owner's last close or release when another handle shares the temp.
 // Either is one audit line.
-func (w *pendingWrite) killed(ctx context.Context, h *File, sig int, tid uint32) {
+func (w *pendingWrite) killed(ctx context.Context, h *writeHandle, sig int, tid uint32) {
 	f := w.node.fsys
 	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
 	switch w.m.Killed(h.wh) {

@@ -25,18 +25,18 @@ func as(pid uint32) context.Context {
 }
 
 // openWrite opens name in the root for writing, as process pid.
-func (tf *testFS) openWrite(t testing.TB, pid uint32, name string, flags uint32) *File {
+func (tf *testFS) openWrite(t testing.TB, pid uint32, name string, flags uint32) *writeHandle {
 	t.Helper()
 	fh, _, errno := tf.lookup(t, name).Open(as(pid), flags)
 	if errno != 0 {
 		t.Fatalf("open %q for writing: %v", name, errno)
 	}
-	return fileOf(fh)
+	return fh.(*writeHandle)
 }
 
 // writing puts f (content old) in the backing dir and returns the handle
 // of process 1's write open of it (flags), through which data is written.
-func (tf *testFS) writing(t testing.TB, old string, flags uint32, data string) *File {
+func (tf *testFS) writing(t testing.TB, old string, flags uint32, data string) *writeHandle {
 	t.Helper()
 	tf.write(t, "f", old)
 	h := tf.openWrite(t, 1, "f", flags)
@@ -45,7 +45,7 @@ func (tf *testFS) writing(t testing.TB, old string, flags uint32, data string) *
 }
 
 // writeAll writes data at offset 0 through h.
-func writeAll(t testing.TB, h *File, data string) {
+func writeAll(t testing.TB, h openFile, data string) {
 	t.Helper()
 	if n, errno := h.Write(as(1), []byte(data), 0); errno != 0 || int(n) != len(data) {
 		t.Fatalf("write = %d, %v", n, errno)
@@ -135,7 +135,7 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			})
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
-				h.withShared(func(w *pendingWrite) syscall.Errno {
+				h.withPending(func(w *pendingWrite) syscall.Errno {
 					w.m.TempWritten(0, syscall.ENOSPC)
 					return 0
 				})
@@ -281,7 +281,7 @@ func TestKilledWriter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tf := newTestFS(t, nil)
 			h := tf.writing(t, tc.old, tc.flags, tc.data)
-			h.withShared(func(w *pendingWrite) syscall.Errno {
+			h.withPending(func(w *pendingWrite) syscall.Errno {
 				if tc.failed {
 					w.m.TempWritten(0, syscall.EIO)
 				}
@@ -349,13 +349,13 @@ func TestFlushWaitsForTheOwnersOtherWriters(t *testing.T) {
 	owners := locks.NewResolver(locks.OwnerCgroup, "/proc")
 	t.Cleanup(func() { owners.Close() })
 	tf := newTestFS(t, func(o *Options) { o.Owners = owners })
-	write := func(h *File, pid uint32, data string, off int64) {
+	write := func(h *writeHandle, pid uint32, data string, off int64) {
 		t.Helper()
 		if n, errno := h.Write(as(pid), []byte(data), off); errno != 0 || int(n) != len(data) {
 			t.Fatalf("write %q = %d, %v", data, n, errno)
 		}
 	}
-	flush := func(h *File, pid uint32) {
+	flush := func(h openFile, pid uint32) {
 		t.Helper()
 		if errno := h.Flush(as(pid)); errno != 0 {
 			t.Fatalf("flush = %v", errno)
@@ -383,15 +383,15 @@ func TestFlushWaitsForTheOwnersOtherWriters(t *testing.T) {
 	if errno != 0 {
 		t.Fatalf("read open: %v", errno)
 	}
-	hr := fileOf(fr)
-	if hr.shared == nil {
+	hr, ok := fr.(*writeHandle)
+	if !ok {
 		t.Fatal("the owner's reader does not share its write")
 	}
 	flush(hr, c)
 	tf.wantContent(t, "f", "AAAAB1B2", "after a reader of the owner closed")
 	flush(hw, b)
 	tf.wantContent(t, "f", "CC", "after the writer's last close, beside an idle write open")
-	for _, h := range []*File{hr, idle, hw} {
+	for _, h := range []*writeHandle{hr, idle, hw} {
 		h.Release(as(c))
 	}
 	tf.wantNoTemps(t)
@@ -434,7 +434,7 @@ func TestCopyFileRangeBothWays(t *testing.T) {
 	writeAll(t, hf, "FFF")
 	writeAll(t, hg, "GGG")
 	var wg sync.WaitGroup
-	for _, pair := range [][2]*File{{hf, hg}, {hg, hf}} {
+	for _, pair := range [][2]*writeHandle{{hf, hg}, {hg, hf}} {
 		wg.Go(func() {
 			for range 500 {
 				if _, errno := tf.root.CopyFileRange(as(1), pair[0], 0, nil, pair[1], 0, 3, 0); errno != 0 {

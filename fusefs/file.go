@@ -17,22 +17,82 @@ import (
 	"github.com/realm-dev/realm/locks"
 )
 
-// File is an open regular file. A plain handle reads the verified backing
-// file through its own fd. A shared handle belongs to an owner's atomic
-// write (see commit.go): it reads and writes that owner's temp under the
-// lock table entry's lock.
-type File struct {
-	node        *Node
-	fd          int       // plain handles: fd of the verified backing file
-	key         locks.Key // plain handles: that file's identity
+// handle is what both kinds of file handle of the mount have: the node
+// they were opened on, and the lockers that took record locks through them
+// (reclock.go), whose locks go when the handle is released, as close(2)
+// drops them natively.
+type handle struct {
+	node *Node
+
+	mu       sync.Mutex
+	released bool
+	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
+}
+
+// common returns the part both kinds of handle share.
+func (h *handle) common() *handle { return h }
+
+// noteLocker remembers that locker took a lock through h, to be dropped at
+// h's release.
+func (h *handle) noteLocker(locker uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lockers == nil {
+		h.lockers = make(map[uint64]bool)
+	}
+	h.lockers[locker] = true
+}
+
+// release marks h released, runs also (if not nil) under h.mu in the same
+// step, and drops the record locks taken through h: the kernel releases a
+// handle when its last descriptor closes. It reports false if h was
+// released already.
+func (h *handle) release(also func()) bool {
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
+		return false
+	}
+	h.released = true
+	lockers := h.lockers
+	if also != nil {
+		also()
+	}
+	h.mu.Unlock()
+	for locker := range lockers {
+		h.node.dropLocker(locker)
+	}
+	return true
+}
+
+// readHandle is a plain read handle: it reads the verified backing file
+// through its own fd, the file as it was at open (a commit since replaces
+// the file, not what the handle reads, as a descriptor of a file replaced
+// by rename does natively). Node.admitReader makes it; it never writes and
+// has nothing to commit.
+type readHandle struct {
+	handle
+	fd          int       // of the verified backing file
+	key         locks.Key // that file's identity
 	passthrough bool      // the kernel may serve reads straight from fd
 	cached      bool      // the kernel serves reads through its page cache
+}
 
-	lease  *locks.Lease  // shared handles: this handle's hold on the file
-	shared *pendingWrite // shared handles: the owner's write
-	opener uint32        // shared handles: the process (thread group) that opened it
+// writeHandle is a handle over an owner's write in progress on the file
+// (its pendingWrite, on the owner's lock-table entry): it reads and writes
+// the owner's temp, or the file while nothing is uncommitted, under the
+// entry's lock, and tells the write protocol (writeproto) of each event
+// through wh, doing what it decides. A write open makes one; so does a
+// read-only open by the owner while it has uncommitted bytes (so that a
+// process that reopens a file it is writing reads its own bytes): wh
+// counts that one as a reader, which never commits.
+type writeHandle struct {
+	handle
+	lease   *locks.Lease  // this handle's hold on the file
+	pending *pendingWrite // the owner's write
+	opener  uint32        // the process (thread group) that opened it
 	// wh: the handle's state in the write protocol (writeproto), guarded
-	// by the shared entry's lock.
+	// by the entry's lock.
 	wh *writeproto.Handle
 	// flags: the open's flags; the access mode and O_APPEND tell its
 	// descriptors from those of another open of the file (Flush).
@@ -43,16 +103,31 @@ type File struct {
 	flushed bool
 
 	// writes counts the WRITE requests of the handle in flight: counted
-	// before they wait for the shared entry's lock, so that a commit
-	// holding it sees the write that waits for it (Flush). lastWrite is
-	// when the last one ended (UnixNano), lastWriter its thread.
+	// before they wait for the entry's lock, so that a commit holding it
+	// sees the write that waits for it (Flush). lastWrite is when the last
+	// one ended (UnixNano), lastWriter its thread.
 	writes     atomic.Int32
 	lastWrite  atomic.Int64
 	lastWriter atomic.Uint32
+}
 
-	mu       sync.Mutex
-	released bool
-	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
+// openFile is a file handle of this mount, of either kind. Both serve the
+// same FUSE calls on a handle; the node's calls that are handed one (a
+// stat, record locks) ask it for the content it sees and whose view that
+// is (views.go).
+type openFile interface {
+	fs.FileReader
+	fs.FileWriter
+	fs.FileFlusher
+	fs.FileFsyncer
+	fs.FileReleaser
+	fs.FileLseeker
+
+	common() *handle
+	// withFd runs fn on the fd holding the content the handle sees.
+	withFd(fn func(fd int) syscall.Errno) syscall.Errno
+	// answersFor reports whether that content is the caller's view.
+	answersFor(ctx context.Context) bool
 }
 
 var (
@@ -64,14 +139,23 @@ var (
 	_ = (fs.NodeSetlker)((*Node)(nil))
 	_ = (fs.NodeSetlkwer)((*Node)(nil))
 
-	_ = (fs.FileReader)((*File)(nil))
-	_ = (fs.FileWriter)((*File)(nil))
-	_ = (fs.FileFlusher)((*File)(nil))
-	_ = (fs.FileFsyncer)((*File)(nil))
-	_ = (fs.FileReleaser)((*File)(nil))
-	_ = (fs.FileLseeker)((*File)(nil))
+	_ = (fs.FileReader)((*readHandle)(nil))
+	_ = (fs.FileWriter)((*readHandle)(nil))
+	_ = (fs.FileFlusher)((*readHandle)(nil))
+	_ = (fs.FileFsyncer)((*readHandle)(nil))
+	_ = (fs.FileReleaser)((*readHandle)(nil))
+	_ = (fs.FileLseeker)((*readHandle)(nil))
+	_ = (openFile)((*readHandle)(nil))
 
 	_ = (fs.FilePassthroughFder)((*passthroughFile)(nil))
+
+	_ = (fs.FileReader)((*writeHandle)(nil))
+	_ = (fs.FileWriter)((*writeHandle)(nil))
+	_ = (fs.FileFlusher)((*writeHandle)(nil))
+	_ = (fs.FileFsyncer)((*writeHandle)(nil))
+	_ = (fs.FileReleaser)((*writeHandle)(nil))
+	_ = (fs.FileLseeker)((*writeHandle)(nil))
+	_ = (openFile)((*writeHandle)(nil))
 )
 
 // passthroughFile is a plain read handle that the kernel serves straight
@@ -80,18 +164,21 @@ var (
 // open of the node that same backing file (the kernel takes one per inode),
 // and a write handle given one would write into the file in place, past the
 // temp. Node.admitReader and Node.retire keep each node to one backing file.
-type passthroughFile struct{ *File }
+type passthroughFile struct{ *readHandle }
 
 // PassthroughFd lets go-fuse register the handle's fd with the kernel.
 func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
 
-// fileOf returns the File behind a handle of this mount, nil for any other.
-func fileOf(fh fs.FileHandle) *File {
+// fileOf returns the handle of this mount behind fh, nil (an untyped nil)
+// for any other.
+func fileOf(fh fs.FileHandle) openFile {
 	switch h := fh.(type) {
-	case *File:
+	case *readHandle:
 		return h
 	case *passthroughFile:
-		return h.File
+		return h.readHandle
+	case *writeHandle:
+		return h
 	}
 	return nil
 }
@@ -270,9 +357,9 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	}
 	n.readers++
 	n.readKey, n.readPT = key, pt
-	h := &File{node: n, fd: fd, key: key, passthrough: pt}
-	// A plain handle has nothing to do at close (Flush commits only shared
-	// handles; record locks go at release): spare the round trip.
+	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, passthrough: pt}
+	// A read handle has nothing to do at close (it commits nothing; its
+	// record locks go at release): spare the round trip.
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
 	if pt {
 		return &passthroughFile{h}, fuseFlags, true
@@ -321,7 +408,7 @@ func (n *Node) sharedGone() {
 }
 
 // readerGone drops plain read handle h from n's count.
-func (n *Node) readerGone(h *File) {
+func (n *Node) readerGone(h *readHandle) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.readers--
@@ -392,23 +479,67 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 	return child, fh, fuseFlags, 0
 }
 
-// withShared runs fn on the owner's pending write under its entry lock.
-func (h *File) withShared(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
+// The read handle's calls.
+
+// Read splices from the verified backing fd: the data does not pass
+// through the daemon.
+func (h *readHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
+}
+
+// Write answers EBADF, as write(2) on a descriptor opened read-only
+// does: a read handle is read-only.
+func (h *readHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	return 0, syscall.EBADF
+}
+
+// Flush has nothing to do: a reader commits nothing (admitReader asks the
+// kernel not to send it, FOPEN_NOFLUSH).
+func (h *readHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// Fsync syncs the file the handle reads.
+func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return toErrno(unix.Fsync(h.fd))
+}
+
+// Release ends the handle when its last descriptor is gone: its record
+// locks are dropped, it leaves the node's count of readers (admitReader),
+// and its fd closes.
+func (h *readHandle) Release(ctx context.Context) syscall.Errno {
+	if !h.release(nil) {
+		return syscall.EBADF
+	}
+	if !h.passthrough {
+		h.node.cachedOpen.Add(-1)
+	}
+	h.node.readerGone(h)
+	return toErrno(dirfd.Close(h.fd))
+}
+
+// Lseek answers SEEK_DATA and SEEK_HOLE on the file the handle reads.
+func (h *readHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return seek(h, off, whence)
+}
+
+// withFd runs fn on the handle's own fd.
+func (h *readHandle) withFd(fn func(fd int) syscall.Errno) syscall.Errno { return fn(h.fd) }
+
+// The write handle's calls.
+
+// withPending runs fn on the owner's write in progress under its entry's
+// lock.
+func (h *writeHandle) withPending(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
 	e := h.lease.Shared()
 	e.Lock()
 	defer e.Unlock()
-	return fn(h.shared)
+	return fn(h.pending)
 }
 
-// Read serves a plain handle from its verified backing fd (spliced, no
-// copy through the daemon) and a shared one from the owner's temp, or the
-// file while nothing is uncommitted, under the entry's lock.
-func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if h.shared == nil {
-		return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
-	}
+// Read serves the owner's temp, or the file while nothing is
+// uncommitted, under the entry's lock.
+func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	var n int
-	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
 		var err error
 		n, err = unix.Pread(w.cur(), buf, off)
 		return toErrno(err)
@@ -418,11 +549,9 @@ func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 
 // Write writes into the owner's temp, never the file (commit.go); the
 // first write makes the temp. A short or failed write marks the temp
-// failed: it is then never committed.
-func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if h.shared == nil {
-		return 0, syscall.EBADF // plain handles are read-only
-	}
+// failed: it is then never committed. An append with nothing of the
+// owner's uncommitted goes into the file in place (pending.go).
+func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.writes.Add(1)
 	defer func() {
 		h.lastWriter.Store(caller(ctx).Pid)
@@ -430,7 +559,7 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 		h.writes.Add(-1)
 	}()
 	var n int
-	errno := h.withShared(func(w *pendingWrite) syscall.Errno {
+	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
 		if w.appendsInPlace(h, caller(ctx).Uid) {
 			if w.m.PlaceMoved() {
 				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
@@ -495,10 +624,7 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 // reads the closing process's stat or status files: a process closing
 // descriptors inside execve holds locks that reading them would wait for,
 // while it waits for this reply (see locks.Resolver.Descriptors).
-func (h *File) Flush(ctx context.Context) syscall.Errno {
-	if h.shared == nil {
-		return 0
-	}
+func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	h.flushed = true
 	h.mu.Unlock()
@@ -508,7 +634,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	var may bool
-	h.withShared(func(w *pendingWrite) syscall.Errno {
+	h.withPending(func(w *pendingWrite) syscall.Errno {
 		may = w.m.FlushStart(h.wh)
 		return 0
 	})
@@ -521,7 +647,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
 		// last release, which always comes.
-		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.shared.place(), err)
+		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.pending.place(), err)
 		facts.Unknown = true
 	case c.Others > 0:
 		facts.OthersOpen = true
@@ -533,7 +659,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 			}
 		}
 	}
-	return h.withShared(func(w *pendingWrite) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno {
 		// A WRITE counts itself before it waits for the entry's lock.
 		facts.WriteGoesOn = facts.WriteGoesOn || h.writes.Load() > 0
 		switch w.m.Flush(h.wh, facts) {
@@ -565,7 +691,7 @@ const writeGap = 10 * time.Millisecond
 // the part before the stall committed (the rest is committed with the
 // RELEASE). The caller rechecks h.writes under the entry's lock, which a
 // WRITE counts itself before it waits for.
-func (h *File) writeGoesOn(tid uint32) bool {
+func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	last := h.lastWrite.Load()
 	for {
 		if h.writes.Load() > 0 {
@@ -590,7 +716,7 @@ func (h *File) writeGoesOn(tid uint32) bool {
 // O_APPEND. A read descriptor the opener holds beside its rewrite is
 // another open (the kernel's RELEASE of h does not wait for it), and must
 // not hold the commit back past close(2).
-func (h *File) sameOpen() locks.SameOpen {
+func (h *writeHandle) sameOpen() locks.SameOpen {
 	return locks.SameOpen{Mask: sameOpenMask, Flags: h.flags}
 }
 
@@ -599,17 +725,14 @@ func (h *File) sameOpen() locks.SameOpen {
 const sameOpenMask = syscall.O_ACCMODE | syscall.O_APPEND
 
 // Fsync commits durably, whatever the mount's durability mode.
-func (h *File) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if h.shared == nil {
-		return toErrno(unix.Fsync(h.fd))
-	}
+func (h *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return h.commit(ctx, true)
 }
 
 // commit commits the owner's write under its entry's lock; a durable
 // commit with nothing to commit still fsyncs what the owner sees.
-func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
-	return h.withShared(func(w *pendingWrite) syscall.Errno {
+func (h *writeHandle) commit(ctx context.Context, durable bool) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)
 		if errno == 0 && durable && !committed {
 			errno = toErrno(unix.Fsync(w.cur()))
@@ -618,32 +741,15 @@ func (h *File) commit(ctx context.Context, durable bool) syscall.Errno {
 	})
 }
 
-// Release ends a handle when its last descriptor is gone: its record
+// Release ends the handle when its last descriptor is gone: its record
 // locks are dropped, and the owner's last handle commits what is left
 // uncommitted (see Flush) and gives up the write lock.
-func (h *File) Release(ctx context.Context) syscall.Errno {
-	h.mu.Lock()
-	if h.released {
-		h.mu.Unlock()
+func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
+	var flushed bool
+	if !h.release(func() { flushed = h.flushed }) {
 		return syscall.EBADF
 	}
-	h.released = true
-	lockers := h.lockers
-	flushed := h.flushed
-	h.mu.Unlock()
-	// The kernel releases a handle when its last descriptor closes: the
-	// locks taken through it go with it, as close(2) drops them natively.
-	for locker := range lockers {
-		h.node.dropLocker(locker)
-	}
-	if h.shared == nil {
-		if !h.passthrough {
-			h.node.cachedOpen.Add(-1)
-		}
-		h.node.readerGone(h)
-		return toErrno(dirfd.Close(h.fd))
-	}
-	h.withShared(func(w *pendingWrite) syscall.Errno {
+	h.withPending(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last close (through a shared mmap, say) are
 		// committed with the owner's last handle. An earlier handle's
 		// release must not commit: the kernel sends it after close(2) has
@@ -667,8 +773,27 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Lseek answers SEEK_DATA and SEEK_HOLE on the content the handle sees.
-func (h *File) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+// Lseek answers SEEK_DATA and SEEK_HOLE on the content the owner sees.
+func (h *writeHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return seek(h, off, whence)
+}
+
+// withFd runs fn on the fd holding the content the owner sees, under the
+// entry's lock.
+func (h *writeHandle) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno { return fn(w.cur()) })
+}
+
+// withTemp runs fn on the owner's temp, making it first; the change fn
+// makes is committed with the owner's next commit.
+func (h *writeHandle) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno {
+		return w.change(h.wh, caller(ctx).Uid, fn)
+	})
+}
+
+// seek answers SEEK_DATA and SEEK_HOLE on the content h sees.
+func seek(h openFile, off uint64, whence uint32) (uint64, syscall.Errno) {
 	var n int64
 	errno := h.withFd(func(fd int) syscall.Errno {
 		var err error
@@ -676,25 +801,6 @@ func (h *File) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, sy
 		return toErrno(err)
 	})
 	return uint64(n), errno
-}
-
-// withFd runs fn on the fd holding the content this handle sees.
-func (h *File) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
-	if h.shared == nil {
-		return fn(h.fd)
-	}
-	return h.withShared(func(w *pendingWrite) syscall.Errno { return fn(w.cur()) })
-}
-
-// withTemp runs fn on the temp of a shared handle, making it first; the
-// change fn makes is committed with the owner's next commit.
-func (h *File) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
-	if h.shared == nil {
-		return syscall.EBADF
-	}
-	return h.withShared(func(w *pendingWrite) syscall.Errno {
-		return w.change(h.wh, caller(ctx).Uid, fn)
-	})
 }
 
 // change runs fn on the temp, made first, for a change through h (nil:
@@ -714,10 +820,11 @@ func (w *pendingWrite) change(h *writeproto.Handle, writer uint32, fn func(fd in
 	return errno
 }
 
-// Allocate preallocates or punches holes in the owner's temp.
+// Allocate preallocates or punches holes in the owner's temp, through a
+// write handle; a read handle changes nothing (EBADF).
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	h := fileOf(fh)
-	if h == nil {
+	h, ok := fileOf(fh).(*writeHandle)
+	if !ok {
 		return syscall.EBADF
 	}
 	return h.withTemp(ctx, func(fd int) syscall.Errno {
@@ -725,35 +832,47 @@ func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size 
 	})
 }
 
-// CopyFileRange copies from one handle of this mount into another's temp in
-// the backing filesystem, without the data passing through the daemon.
+// CopyFileRange copies from one handle of this mount into a write handle's
+// temp in the backing filesystem, without the data passing through the
+// daemon.
 func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
-	in, dst := fileOf(fhIn), fileOf(fhOut)
-	if in == nil || dst == nil {
+	in, to := fileOf(fhIn), fileOf(fhOut)
+	if in == nil || to == nil {
 		return 0, syscall.EBADF
 	}
 	// Both handles passed Open's check; a rename since then could have
 	// put either under a credential name, so ask again.
-	for _, h := range []*File{in, dst} {
-		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.node, ""); errno != 0 {
+	for _, h := range []openFile{in, to} {
+		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.common().node, ""); errno != 0 {
 			return 0, errno
 		}
 	}
-	if in.shared != nil && in.shared == dst.shared {
-		return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
+	dst, ok := to.(*writeHandle)
+	if !ok {
+		return 0, syscall.EBADF // a read handle is read-only
 	}
-	if dst.shared == nil {
-		return 0, syscall.EBADF // plain handles are read-only
+	switch in := in.(type) {
+	case *readHandle:
+		defer lockPair(nil, dst.pending)()
+		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
+	case *writeHandle:
+		if in.pending == dst.pending {
+			return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
+		}
+		// Both writes' locks are held for the copy, taken in one order so
+		// that copies between two files in both directions cannot deadlock.
+		defer lockPair(in.pending, dst.pending)()
+		return dst.copyIn(ctx, in.pending.cur(), offIn, offOut, size, flags)
 	}
-	// Both writes' locks are held for the copy, taken in one order so
-	// that copies between two files in both directions cannot deadlock.
-	defer lockPair(in.shared, dst.shared)()
-	src := in.fd
-	if in.shared != nil {
-		src = in.shared.cur()
-	}
+	return 0, syscall.EBADF
+}
+
+// copyIn copies size bytes of src at offIn into the owner's temp at
+// offOut (copy_file_range); the caller holds the entry's lock, and that of
+// src's write if src is another write's content.
+func (h *writeHandle) copyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (uint32, syscall.Errno) {
 	var copied int
-	errno := dst.shared.change(nil, caller(ctx).Uid, func(tmp int) syscall.Errno {
+	errno := h.pending.change(nil, caller(ctx).Uid, func(tmp int) syscall.Errno {
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c

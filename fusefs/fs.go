@@ -22,7 +22,7 @@
 //     opens and stats that verify a node's identity by name and by a
 //     write open's Acquire (Node.openOnce) and a rename's lock look
 //     (FS.lockOf), so that no one sees the new file unlocked.
-//  3. Leaves, none held while taking another realm lock: Node.mu, File.mu,
+//  3. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, madeSet.mu, watcher.mu,
 //     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
 //     and the Resolver's.
@@ -35,7 +35,7 @@
 // go-fuse calls the node (OnForget) holding none of realm's. No realm
 // lock is held while a notification goes to the kernel (notify.go), nor
 // while credInodes.has waits for the mount-time scan, nor while Flush
-// waits out another thread's write (File.writeGoesOn).
+// waits out another thread's write (writeHandle.writeGoesOn).
 package fusefs
 
 import (
@@ -174,7 +174,7 @@ type FS struct {
 
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
-	// descriptor table (see File.Flush).
+	// descriptor table (see writeHandle.Flush).
 	mountDev atomic.Uint64
 }
 

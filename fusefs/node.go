@@ -41,7 +41,7 @@ type Node struct {
 	// there are any, new readers do not pass through (see Open).
 	cachedOpen atomic.Int32
 	// sharedOpen counts n's open handles of an owner's pending write
-	// (shared handles). While there are any, the kernel's one size for
+	// (writeHandle). While there are any, the kernel's one size for
 	// the inode is not the committed file's for everyone: new plain
 	// readers read direct, and attributes are not cached (see views.go).
 	sharedOpen atomic.Int32
@@ -520,8 +520,8 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		// without resolving the name a second time.
 		view := st
 		var w *pendingWrite
-		if h != nil && h.shared != nil {
-			w = h.shared
+		if wh, ok := h.(*writeHandle); ok {
+			w = wh.pending
 			w.entry.Lock()
 		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			w = n.fsys.ownWrite(ctx, keyOf(&st))
@@ -598,13 +598,14 @@ func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
 	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
 }
 
-// truncate sets the size of a regular file atomically. Through a handle
-// (verified when it was opened) it changes the owner's temp, committed with
-// the owner's writes, after asking whether a rename has put the file under
-// a credential name since. By name (truncate(2)) it opens the file as a
-// write open does (verified, then judged, and the lock taken) and, unless
-// the owner has the file open (whose close will commit), commits at once.
-func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno {
+// truncate sets the size of a regular file atomically. Through a write
+// handle (verified when it was opened) it changes the owner's temp,
+// committed with the owner's writes, after asking whether a rename has put
+// the file under a credential name since; a read handle changes nothing
+// (EBADF). By name (truncate(2)) it opens the file as a write open does
+// (verified, then judged, and the lock taken) and, unless the owner has
+// the file open (whose close will commit), commits at once.
+func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Errno {
 	if n.Mode()&syscall.S_IFMT != syscall.S_IFREG {
 		return syscall.EINVAL
 	}
@@ -615,16 +616,20 @@ func (n *Node) truncate(ctx context.Context, h *File, size uint64) syscall.Errno
 		if errno := n.fsys.denyProtect(ctx, "truncate", n, ""); errno != 0 {
 			return errno
 		}
-		return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+		w, ok := h.(*writeHandle)
+		if !ok {
+			return syscall.EBADF
+		}
+		return w.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	}
 	fh, _, errno := n.open(ctx, "truncate", syscall.O_WRONLY, false)
 	if errno != 0 {
 		return errno
 	}
-	t := fileOf(fh)
+	t := fh.(*writeHandle) // a write open's handle is always one
 	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
-		errno = t.withShared(func(w *pendingWrite) syscall.Errno {
+		errno = t.withPending(func(w *pendingWrite) syscall.Errno {
 			if !w.m.TruncateCommits() {
 				return 0 // the owner's open write handle commits at its close
 			}

@@ -141,7 +141,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		w.m.Truncated(wh)
 	}
-	fh = &File{node: n, fd: -1, lease: lease, shared: w, wh: wh, opener: opener, flags: flags}
+	fh = &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener, flags: flags}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
@@ -237,7 +237,7 @@ func (w *pendingWrite) refresh() {
 // another user than root would clear; the temp's copy clears it:
 // ensureTemp), and the file writable by the daemon. The caller holds
 // w.entry's lock.
-func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
+func (w *pendingWrite) appendsInPlace(h *writeHandle, writer uint32) bool {
 	setID := writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
 	if w.m.WriteRoute(h.wh, setID) != writeproto.RouteInPlace {
 		return false
@@ -256,7 +256,7 @@ func (w *pendingWrite) appendsInPlace(h *File, writer uint32) bool {
 // appendInPlace writes data through h at the end of the file itself. The file's new
 // size and times become the observed ones: the owner's own change is no
 // conflict for a later commit. The caller holds w.entry's lock.
-func (w *pendingWrite) appendInPlace(h *File, data []byte) (int, syscall.Errno) {
+func (w *pendingWrite) appendInPlace(h *writeHandle, data []byte) (int, syscall.Errno) {
 	n, err := unix.Write(w.appendFd, data)
 	w.m.AppendedInPlace(h.wh, n)
 	var st unix.Stat_t

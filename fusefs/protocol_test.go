@@ -40,11 +40,11 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	var seen bool
 	old := backingStat(t, tf, "f")
-	if errno, _ := h.shared.commitLocked(t, func() {
+	if errno, _ := h.pending.commitLocked(t, func() {
 		// Right after replace, before settle: the lock is where the file is.
 		st := backingStat(t, tf, "f")
 		owner, held := tf.FS.writeLocks.Holder(keyOf(&st))
-		seen = held && owner == h.shared.entry.Owner()
+		seen = held && owner == h.pending.entry.Owner()
 		if _, held := tf.FS.writeLocks.Holder(keyOf(&old)); held {
 			t.Error("the replaced file's identity still holds a lock")
 		}
@@ -112,7 +112,7 @@ func TestAppendInPlace(t *testing.T) {
 		t.Errorf("a third owner's rewrite beside appenders = %v, want EBUSY", errno)
 	}
 	for _, c := range []struct {
-		h   *File
+		h   *writeHandle
 		pid uint32
 	}{{a, 1}, {b, 2}} {
 		if errno := c.h.Flush(as(c.pid)); errno != 0 {

@@ -177,12 +177,7 @@ func (n *Node) lockFd(fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	if errno != 0 {
 		return -1, errno
 	}
-	h.mu.Lock()
-	if h.lockers == nil {
-		h.lockers = make(map[uint64]bool)
-	}
-	h.lockers[locker] = true
-	h.mu.Unlock()
+	h.common().noteLocker(locker)
 	return fd, 0
 }
 

@@ -24,16 +24,16 @@ import (
 //     direct: no read of theirs stops at the writer's size.
 //   - Attributes are the caller's owner's view: the temp's for the owner
 //     writing, the committed file's for everyone else, whichever handle
-//     go-fuse lends a stat by path. While the node has shared handles they
+//     go-fuse lends a stat by path. While the node has write handles they
 //     are not cached (Node.attrValid), so the kernel asks again, with the
 //     asking process, before each stat and each lseek(SEEK_END).
 //   - An O_APPEND write is placed at the end of the temp by the daemon
-//     (File.Write, for a handle opened O_APPEND), not at the size the kernel last heard of.
+//     (writeHandle.Write, for a handle opened O_APPEND), not at the size the kernel last heard of.
 //   - A writer and a reader are admitted to a node in one step each
 //     (admitShared, admitReader): a passthrough reader admitted beside a
 //     writer would make the kernel fail the writer's open after the
 //     daemon made its handle (and such a handle's O_TRUNC must then not be
-//     committed: File.Release).
+//     committed: writeHandle.Release).
 //   - A retire costs an ESTALE, which the kernel retries once. A file
 //     written now keeps new readers off passthrough for retireHold, so that
 //     the next write open need not retire again; a node a lookup made for
@@ -56,21 +56,25 @@ import (
 // inFlux reports whether n has handles of an owner's pending write open.
 func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 
-// answersFor reports whether h's own fd is the view of the file the caller
-// should see; if not, the caller is told through its owner's view instead
-// (Node.stat by name). A shared handle shows the owner's write to its
-// owner; a plain handle shows the file as it opened it, except when a
-// commit has replaced that file since (the node stands for the new one:
-// go-fuse lends the node's first open handle to a stat by path, and the
-// kernel sends fstat(2) without one, so the old reader's size would
-// become that of every later open of the new content) and to the owner of
-// a write in progress on a node in flux, to which go-fuse lent it for a
-// stat by name.
-func (h *File) answersFor(ctx context.Context) bool {
+// answersFor reports whether the write handle's content (withFd) is the
+// view of the file the caller should see; if not, the caller is told
+// through its owner's view instead (Node.stat by name). A write handle
+// shows the owner's write to its owner only.
+func (h *writeHandle) answersFor(ctx context.Context) bool {
+	return h.node.fsys.owner(ctx) == h.pending.entry.Owner()
+}
+
+// answersFor reports whether the read handle's own fd is the view of the
+// file the caller should see; if not, the caller is told through its
+// owner's view instead (Node.stat by name). A read handle shows the file
+// as it opened it, except when a commit has replaced that file since (the
+// node stands for the new one: go-fuse lends the node's first open handle
+// to a stat by path, and the kernel sends fstat(2) without one, so the old
+// reader's size would become that of every later open of the new content)
+// and to the owner of a write in progress on a node in flux, to which
+// go-fuse lent it for a stat by name.
+func (h *readHandle) answersFor(ctx context.Context) bool {
 	f := h.node.fsys
-	if h.shared != nil {
-		return f.owner(ctx) == h.shared.entry.Owner()
-	}
 	if h.key != h.node.key() {
 		return false
 	}

@@ -25,7 +25,7 @@ func TestViewsOfAFileInFlux(t *testing.T) {
 	writeAll(t, h, "new")
 	n := h.node
 
-	getattr := func(pid uint32, fh *File) (uint64, time.Duration) {
+	getattr := func(pid uint32, fh *writeHandle) (uint64, time.Duration) {
 		t.Helper()
 		var out fuse.AttrOut
 		var errno syscall.Errno
@@ -234,7 +234,7 @@ func TestAdmissionIsOneStep(t *testing.T) {
 		t.Fatal(errno)
 	}
 	r, flags, errno := n.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).passthrough {
+	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).(*readHandle).passthrough {
 		t.Errorf("a reader beside a pending write: flags %#x, %v; want it admitted, not passing through", flags, errno)
 	}
 	fileOf(r).Release(as(2))
@@ -242,8 +242,8 @@ func TestAdmissionIsOneStep(t *testing.T) {
 
 	m := tf.lookup(t, "f")
 	r, _, errno = m.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || !fileOf(r).passthrough {
-		t.Fatalf("a reader alone: %v, passthrough %v; want it passing through", errno, fileOf(r).passthrough)
+	if errno != 0 || !fileOf(r).(*readHandle).passthrough {
+		t.Fatalf("a reader alone: %v, passthrough %v; want it passing through", errno, fileOf(r).(*readHandle).passthrough)
 	}
 	if _, _, errno := m.Open(as(1), syscall.O_RDWR); errno != syscall.ESTALE {
 		t.Errorf("a writer beside a passthrough reader = %v, want ESTALE", errno)
@@ -282,7 +282,7 @@ func TestDirectReadersAcrossVersions(t *testing.T) {
 		t.Fatalf("a reader of the new version beside a direct reader of the old = %v, want it admitted", errno)
 	}
 	for _, tc := range []struct {
-		h    *File
+		h    openFile
 		want string
 	}{{fileOf(r1), "v1"}, {fileOf(r2), "v2"}} {
 		buf := make([]byte, 8)
