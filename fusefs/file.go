@@ -22,6 +22,7 @@ import (
 type handle struct {
 	node *Node
 
+	// mu guards released and lockers, and a write handle's flushed.
 	mu       sync.Mutex
 	released bool
 	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
