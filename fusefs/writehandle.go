@@ -204,39 +204,63 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	})
 }
 
-// writeGap bounds the time between two WRITE requests of one write(2):
-// the kernel splits a write into requests of at most max_write bytes and
-// sends the next as soon as the daemon answers the last.
-const writeGap = 10 * time.Millisecond
+// How long a close waits to learn whether another thread's write(2)
+// through the same open goes on (writeGoesOn). writeGap: where the daemon
+// cannot see what that thread is doing (its wait channel is not readable:
+// a daemon that may not trace it), the time a next WRITE request of one
+// write(2) comes within after the last was answered. writeBusy: the most
+// a close waits while that thread runs or waits for a CPU (it may be
+// between two requests of one write(2), for as long as a loaded machine
+// keeps it waiting, or back in its program).
+const (
+	writeGap  = 10 * time.Millisecond
+	writeBusy = 250 * time.Millisecond
+)
 
 // writeGoesOn reports whether a write(2) through h by a thread other than
-// tid, the one closing a descriptor of it, is still going on. The kernel
-// sends a FLUSH of another thread's close while that write is in flight
-// (the write holds its own reference to the open file), between two of its
-// WRITE requests as well as during one: so a WRITE in flight says yes, and
-// when another thread's WRITE ended less than writeGap ago, writeGoesOn
-// waits out the gap for the next one. The daemon cannot see a write(2)
-// end: this is the one timed rule of the commit protocol. A close right
-// after another thread's write waits up to writeGap; a writer thread
-// stalled longer than that between two requests of one write(2) can see
-// the part before the stall committed (the rest is committed with the
-// RELEASE). The caller rechecks h.writes under the entry's lock, which a
-// WRITE counts itself before it waits for.
+// tid, the one closing a descriptor of it, may still be going on. The
+// kernel sends a FLUSH of another thread's close while that write is in
+// flight (the write holds its own reference to the open file), between two
+// of its WRITE requests as well as during one. A WRITE in flight, or one
+// that came while this close waited, says yes. Otherwise what the thread
+// that sent the last WRITE is doing decides (locks.Resolver.WriterState):
+// asleep waiting for a FUSE answer (its next WRITE may be queued) says
+// yes; gone, or asleep elsewhere (its write(2) returned), says no; running
+// or waiting for a CPU, it is asked again until it sleeps or writeBusy has
+// passed, and then no. Where its state cannot be read, a next WRITE must
+// come within writeGap of the last: the one timed rule left, for daemons
+// that may not trace the writer. Yes defers the commit to the RELEASE,
+// which comes once the write(2) returns; the caller rechecks h.writes under
+// the entry's lock, which a WRITE counts itself before it waits for.
 func (h *writeHandle) writeGoesOn(tid uint32) bool {
+	procs := h.node.fsys.processes
 	last := h.lastWrite.Load()
+	start := time.Now()
 	for {
 		if h.writes.Load() > 0 {
 			return true
 		}
-		if w := h.lastWriter.Load(); w == tid || w == 0 {
+		w := h.lastWriter.Load()
+		if w == tid || w == 0 {
 			return false
 		}
-		now := h.lastWrite.Load()
-		if now != last {
+		if h.lastWrite.Load() != last {
 			return true // a WRITE came and went while we waited
 		}
-		if time.Since(time.Unix(0, now)) >= writeGap {
+		st, _ := procs.WriterState(w) // an error is WriterUnknown
+		switch {
+		case st == locks.WriterOnFUSE:
+			return true
+		case st == locks.WriterGone, st == locks.WriterIdle:
 			return false
+		case st == locks.WriterBusy:
+			if time.Since(start) >= writeBusy {
+				return false
+			}
+		default: // unknown: the timed rule
+			if time.Since(time.Unix(0, last)) >= writeGap {
+				return false
+			}
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
