@@ -483,6 +483,10 @@ func (r *modelRunner) kill(id string, w *modelWorkerConn) {
 		}
 		break
 	}
+	// A worker whose parent died before it was re-parented to this process
+	// (the subreaper): reap it here, or it stays a zombie until the test
+	// binary exits. Its own parent, if alive, reaps it (ECHILD here).
+	unix.Waitid(unix.P_PIDFD, w.pidfd, nil, unix.WEXITED|unix.WNOHANG, nil)
 	unix.Close(w.pidfd)
 	w.in.Close()
 	w.outF.Close()
