@@ -51,7 +51,8 @@ type Closing struct {
 	// the same flags counts too.
 	Others int
 	// Exiting is true when the thread has no descriptor table left: the
-	// kernel is closing its descriptors because it exits.
+	// kernel is closing its descriptors because it exits (an empty listing,
+	// and PF_EXITING in the thread's flags).
 	Exiting bool
 }
 
@@ -76,6 +77,12 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Clos
 			t = nil
 		}
 	}
+	if t != nil && c.Exiting {
+		// An empty listing is a thread whose exit took its table away, or
+		// a kept table that no longer shows the thread's: ask by name.
+		t.close()
+		t = nil
+	}
 	if t == nil {
 		if t, err = r.openTable(tid); err != nil {
 			return Closing{}, err
@@ -83,6 +90,19 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Clos
 		if c, mounts, err = t.scan(ino, like); err != nil {
 			t.close()
 			return Closing{}, err
+		}
+	}
+	if c.Exiting {
+		// A commit must not take a thread that holds no descriptor (it
+		// closed them all) for one whose exit took them away: only the
+		// latter is a killed writer's last close.
+		switch exiting, err := r.isExiting(tid); {
+		case err != nil:
+			t.close()
+			return Closing{}, err
+		case !exiting:
+			t.close()
+			return Closing{}, fmt.Errorf("locks: %s: no descriptor listed, and the thread is not exiting", t.path)
 		}
 	}
 	r.putTable(t)
@@ -382,6 +402,29 @@ func fdinfoFields(b []byte) (ino, mnt uint64, flags uint32) {
 	return ino, mnt, flags
 }
 
+// isExiting reports whether thread tid has begun to exit: PF_EXITING in
+// the flags of /proc/TID/stat (field 9), which do_exit sets before it
+// takes the descriptor table away. A thread gone altogether has exited.
+func (r *Resolver) isExiting(tid uint32) (bool, error) {
+	name := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10) + "/stat"
+	var buf [2048]byte
+	b, err := readSmall(name, buf[:])
+	if err != nil {
+		if gone(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	flags, err := statField(b, 9)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", name, err)
+	}
+	return flags&pfExiting != 0, nil
+}
+
+// pfExiting is the kernel's PF_EXITING task flag.
+const pfExiting = 0x4
+
 // ExitSignal returns the signal that is ending thread tid, 0 if it is not
 // being killed by one (it exits normally, or is not exiting). It reads field
 // 52 of /proc/TID/stat, the exit status the kernel set when the thread began
@@ -402,18 +445,24 @@ func (r *Resolver) ExitSignal(tid uint32) (int, error) {
 
 // statExitCode parses field 52, exit_code, of a stat line.
 func statExitCode(b []byte) (int, error) {
+	code, err := statField(b, 52)
+	return int(code), err
+}
+
+// statField parses numeric field n (counted from 1, as proc(5) does; n ≥ 3)
+// of a stat line.
+func statField(b []byte, n int) (int64, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, errors.New("malformed stat: no (comm)")
 	}
 	fields := bytes.Fields(b[i+1:]) // fields 3 onwards
-	const want = 52 - 3
-	if len(fields) <= want {
-		return 0, fmt.Errorf("malformed stat: %d fields, want 52", len(fields)+2)
+	if want := n - 3; len(fields) <= want {
+		return 0, fmt.Errorf("malformed stat: %d fields, want %d", len(fields)+2, n)
 	}
-	code, err := strconv.Atoi(string(fields[want]))
+	v, err := strconv.ParseInt(string(fields[n-3]), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("malformed stat: exit_code: %w", err)
+		return 0, fmt.Errorf("malformed stat: field %d: %w", n, err)
 	}
-	return code, nil
+	return v, nil
 }

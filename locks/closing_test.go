@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -258,4 +260,39 @@ read c; exit 0`, "sh", name, other)
 	if _, err := r.Descriptors(pid, st.Ino, st.Dev, SameOpen{}); err == nil {
 		t.Fatal("a process that is gone: no error")
 	}
+}
+
+// TestDescriptorsOfALiveThreadWithNone: a process that closed every
+// descriptor and sleeps lists none, yet is not exiting. Descriptors must
+// not say Exiting (which a killed writer's last close is judged by): it
+// says it cannot tell.
+func TestDescriptorsOfALiveThreadWithNone(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is missing (make deps installs it)")
+	}
+	cmd := exec.Command("python3", "-c", "import os, time; os.closerange(0, 1 << 20); time.sleep(60)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := uint32(cmd.Process.Pid)
+	// Wait until python runs with no descriptor, by its own listing.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(int(pid)) + "/fdinfo")
+		if err == nil && len(ents) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("python never ran without descriptors (%d listed, %v)", len(ents), err)
+		}
+	}
+	r := NewResolver(OwnerCgroup, "/proc")
+	for range 2 { // by name, then whatever was kept
+		c, err := r.Descriptors(pid, 1, 0, SameOpen{})
+		if err == nil {
+			t.Fatalf("a live process with no descriptor: %+v, no error; want an error", c)
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
 }
