@@ -83,11 +83,38 @@ type pendingWrite struct {
 	mode       uint32       // the temp's permission bits
 	observed   unix.Stat_t  // the file as this owner last saw it commit
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
+	// inos counts the open handles of the write by the kernel inode they
+	// were opened on: one file can be on the mount under several numbers
+	// at once (a node retired while a handle of it lives), and a close's
+	// scan of the opener's descriptors must see all of them (Flush).
+	inos map[uint64]int
 
 	// m is the write's state in the protocol: what is uncommitted, which
 	// handles write, when a close commits. Every commit decision is its
 	// (writeproto); this file performs them.
 	m writeproto.Write
+}
+
+// handleOn counts a handle of the write opened on node n (+1) or gone (-1).
+// The caller holds w.entry's lock.
+func (w *pendingWrite) handleOn(n *Node, d int) {
+	ino := n.StableAttr().Ino
+	if w.inos == nil {
+		w.inos = make(map[uint64]int)
+	}
+	if w.inos[ino] += d; w.inos[ino] <= 0 {
+		delete(w.inos, ino)
+	}
+}
+
+// kernelInos lists the kernel inode numbers the write's handles were
+// opened on. The caller holds w.entry's lock.
+func (w *pendingWrite) kernelInos() []uint64 {
+	inos := make([]uint64, 0, len(w.inos))
+	for ino := range w.inos {
+		inos = append(inos, ino)
+	}
+	return inos
 }
 
 // cur is the fd whose content the owner sees.

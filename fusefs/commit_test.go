@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -488,4 +489,48 @@ func TestWriteAfterConflict(t *testing.T) {
 	h.Release(as(1))
 	tf.wantContent(t, "f", "Theirs", "after release")
 	tf.wantNoTemps(t)
+}
+
+// TestWriteKnowsEachInodeOfItsHandles: one file can stand on the mount
+// under two kernel inodes at once (a write open retires a node whose
+// readers read through the page cache, and the kernel looks the name up
+// again). A close's scan of the opener's descriptors must count those of
+// every inode the owner's handles of the file were opened on: TestModel
+// (seed 319580211003) saw the close of one of two RDWR opens of a file by
+// one process commit, the other open living on another inode.
+func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.write(t, "f", "old")
+	h1 := tf.openWrite(t, 1, "f", syscall.O_RDWR)
+	n1 := h1.node
+	n1.retire()
+	tf.root.RmChild("f")
+	h2 := tf.openWrite(t, 1, "f", syscall.O_RDWR)
+	n2 := h2.node
+	if n1 == n2 || n1.StableAttr().Ino == n2.StableAttr().Ino {
+		t.Fatalf("the second open is on the first's node (ino %d): the test needs two", n1.StableAttr().Ino)
+	}
+	if h1.pending != h2.pending {
+		t.Fatal("the two opens do not share the owner's write")
+	}
+	var got []uint64
+	h1.withPending(func(w *pendingWrite) syscall.Errno {
+		got = w.kernelInos()
+		return 0
+	})
+	slices.Sort(got)
+	want := []uint64{n1.StableAttr().Ino, n2.StableAttr().Ino}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the write's handles are on inodes %v; want %v", got, want)
+	}
+	h2.Release(as(1))
+	h1.withPending(func(w *pendingWrite) syscall.Errno {
+		got = w.kernelInos()
+		return 0
+	})
+	if !slices.Equal(got, []uint64{n1.StableAttr().Ino}) {
+		t.Errorf("after the second handle's release: inodes %v; want [%d]", got, n1.StableAttr().Ino)
+	}
+	h1.Release(as(1))
 }

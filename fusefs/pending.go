@@ -142,6 +142,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		w.m.Truncated(wh)
 	}
 	fh = &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener, flags: flags}
+	w.handleOn(n, +1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false

@@ -165,15 +165,18 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	var may bool
+	var inos []uint64
 	h.withPending(func(w *pendingWrite) syscall.Errno {
-		may = w.m.FlushStart(h.wh)
+		if may = w.m.FlushStart(h.wh); may {
+			inos = w.kernelInos()
+		}
 		return 0
 	})
 	if !may {
 		return 0
 	}
 	var facts writeproto.FlushFacts
-	c, err := f.processes.Descriptors(tid, h.node.StableAttr().Ino, f.mountDev.Load(), h.sameOpen())
+	c, err := f.processes.Descriptors(tid, inos, f.mountDev.Load(), h.sameOpen())
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
@@ -311,6 +314,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 		// returned, and another handle may be half way through a rewrite.
 		// The commit reports its own failures (commitFailed, conflict):
 		// no caller is left to hear them.
+		w.handleOn(h.node, -1)
 		switch w.m.Release(h.wh, flushed) {
 		case writeproto.ReleaseDropTruncate:
 			// The open failed in the kernel after the daemon made the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -57,19 +58,22 @@ type Closing struct {
 }
 
 // Descriptors reads thread tid's descriptor table and counts its
-// descriptors of the inode numbered ino on the filesystem with device dev.
-// An inode number alone would also match files of other filesystems (a
+// descriptors of the inodes numbered inos on the filesystem with device
+// dev. One file may stand on the mount under several inode numbers at once
+// (a descriptor opened before its node was retired keeps the old number),
+// so the caller names every number its handles of the file have. An inode
+// number alone would also match files of other filesystems (a
 // rewritten file keeps its number on the mount while the backing filesystem
 // hands the freed number to a new file), so a match is checked against the
 // device of the mount it was opened on, from the thread's own mountinfo
-// (mount ids are per namespace). dev 0 counts every file with that number.
-func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Closing, error) {
+// (mount ids are per namespace). dev 0 counts every file with those numbers.
+func (r *Resolver) Descriptors(tid uint32, inos []uint64, dev uint64, like SameOpen) (Closing, error) {
 	var c Closing
 	var mounts []uint64
 	var err error
 	t := r.takeTable(tid)
 	if t != nil {
-		c, mounts, err = t.scan(ino, like)
+		c, mounts, err = t.scan(inos, like)
 		if err != nil {
 			// The thread is gone (a cached table says so whatever became
 			// of its number) or the read failed: ask by name, as anew.
@@ -87,7 +91,7 @@ func (r *Resolver) Descriptors(tid uint32, ino, dev uint64, like SameOpen) (Clos
 		if t, err = r.openTable(tid); err != nil {
 			return Closing{}, err
 		}
-		if c, mounts, err = t.scan(ino, like); err != nil {
+		if c, mounts, err = t.scan(inos, like); err != nil {
 			t.close()
 			return Closing{}, err
 		}
@@ -229,8 +233,8 @@ func (t *fdTable) close() {
 
 // scan lists the table and reads the fdinfo of each descriptor, returning
 // whether the table is empty (Closing.Exiting) and the mount ids of the
-// descriptors of inode ino opened like like.
-func (t *fdTable) scan(ino uint64, like SameOpen) (Closing, []uint64, error) {
+// descriptors of the inodes inos opened like like.
+func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) {
 	if t.used {
 		if _, err := unix.Seek(t.dir, 0, 0); err != nil {
 			return Closing{}, nil, &fs.PathError{Op: "seek", Path: t.path, Err: err}
@@ -240,7 +244,7 @@ func (t *fdTable) scan(ino uint64, like SameOpen) (Closing, []uint64, error) {
 	t.scanned++
 	var c Closing
 	var info [512]byte
-	var mounts []uint64 // the mount ids of the descriptors whose inode number is ino
+	var mounts []uint64 // the mount ids of the descriptors whose inode number is one of inos
 	seen := 0
 	buf := make([]byte, 8192)
 	for {
@@ -277,7 +281,7 @@ func (t *fdTable) scan(ino uint64, like SameOpen) (Closing, []uint64, error) {
 				}
 				return Closing{}, nil, fmt.Errorf("locks: %s/%s: %w", t.path, name, err)
 			}
-			if i, mnt, fl := fdinfoFields(got); i == ino && fl&like.Mask == like.Flags&like.Mask {
+			if i, mnt, fl := fdinfoFields(got); slices.Contains(inos, i) && fl&like.Mask == like.Flags&like.Mask {
 				mounts = append(mounts, mnt)
 			}
 		}

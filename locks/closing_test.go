@@ -27,7 +27,7 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 	tid := uint32(unix.Gettid())
 	count := func() Closing {
 		t.Helper()
-		c, err := r.Descriptors(tid, st.Ino, st.Dev, SameOpen{})
+		c, err := r.Descriptors(tid, []uint64{st.Ino}, st.Dev, SameOpen{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,14 +56,14 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 		t.Fatalf("after closing the dup: %+v", c)
 	}
 	// The same inode number on another device is another file.
-	if c, err := r.Descriptors(tid, st.Ino, st.Dev+1, SameOpen{}); err != nil || c.Others != 0 {
+	if c, err := r.Descriptors(tid, []uint64{st.Ino}, st.Dev+1, SameOpen{}); err != nil || c.Others != 0 {
 		t.Fatalf("another device: %+v, %v; want no descriptors", c, err)
 	}
 }
 
 func TestDescriptorsOfAVanishedThread(t *testing.T) {
 	r := NewResolver(OwnerPID, t.TempDir()) // no such thread beneath it
-	if _, err := r.Descriptors(4242, 1, 0, SameOpen{}); err == nil {
+	if _, err := r.Descriptors(4242, []uint64{1}, 0, SameOpen{}); err == nil {
 		t.Fatal("want an error for a thread that is not there")
 	}
 }
@@ -149,7 +149,7 @@ func TestDescriptorsOfTheSameOpen(t *testing.T) {
 	tid := uint32(unix.Gettid())
 	count := func(flags uint32) int {
 		t.Helper()
-		c, err := r.Descriptors(tid, st.Ino, st.Dev, SameOpen{Mask: unix.O_ACCMODE | unix.O_APPEND, Flags: flags})
+		c, err := r.Descriptors(tid, []uint64{st.Ino}, st.Dev, SameOpen{Mask: unix.O_ACCMODE | unix.O_APPEND, Flags: flags})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ read c; exit 0`, "sh", name, other)
 	pid := uint32(cmd.Process.Pid)
 	count := func(want int) {
 		t.Helper()
-		c, err := r.Descriptors(pid, st.Ino, st.Dev, SameOpen{})
+		c, err := r.Descriptors(pid, []uint64{st.Ino}, st.Dev, SameOpen{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ read c; exit 0`, "sh", name, other)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Descriptors(pid, st.Ino, st.Dev, SameOpen{}); err == nil {
+	if _, err := r.Descriptors(pid, []uint64{st.Ino}, st.Dev, SameOpen{}); err == nil {
 		t.Fatal("a process that is gone: no error")
 	}
 }
@@ -288,7 +288,7 @@ func TestDescriptorsOfALiveThreadWithNone(t *testing.T) {
 	}
 	r := NewResolver(OwnerCgroup, "/proc")
 	for range 2 { // by name, then whatever was kept
-		c, err := r.Descriptors(pid, 1, 0, SameOpen{})
+		c, err := r.Descriptors(pid, []uint64{1}, 0, SameOpen{})
 		if err == nil {
 			t.Fatalf("a live process with no descriptor: %+v, no error; want an error", c)
 		}
