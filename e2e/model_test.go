@@ -436,7 +436,7 @@ func runModel(t *testing.T, seed uint64, ops []mop) (ran []mop, step int, msg st
 		ran = append(ran, o)
 		if o.Kind == "race" {
 			var msg string
-			if mdl, o, msg = r.race(hist, o); msg != "" {
+			if mdl, hist, o, msg = r.race(hist, o); msg != "" {
 				return ran, step, msg
 			}
 		} else {
@@ -519,9 +519,12 @@ func (r *modelRunner) exec(o mop) string {
 // (appenders share the append lock; a conflicting open fails with EBUSY
 // at once, or waits for the release of a close that came first), so the
 // allowed outcomes are the model's for o.Other first and for the open
-// first (README, "Lock owners"). It returns the model after the order that matches,
-// rebuilt from hist (the steps before), and o with that order.
-func (r *modelRunner) race(hist []mop, o mop) (*model, mop, string) {
+// first (README, "Lock owners"). When neither fits, an earlier race whose
+// two orders both fitted may have taken the other one (otherOrders does
+// the same for a plain step). It returns the model after the order that
+// matches, rebuilt from hist (the steps before, with the orders chosen),
+// that history, and o with its order.
+func (r *modelRunner) race(hist []mop, o mop) (*model, []mop, mop, string) {
 	t := r.t
 	y, x := r.workers[o.Proc], r.workers[o.Other.Proc]
 	open := o.raceOpen()
@@ -530,25 +533,41 @@ func (r *modelRunner) race(hist []mop, o mop) (*model, mop, string) {
 	gotX := x.answer(t, o.Other.String())
 	gotY := y.answer(t, open.String())
 	var wants []string
-	var match *model
-	for order := range 2 {
-		oo := o
-		oo.order = order
-		mdl := replayModel(hist)
-		wantX, wantY := mdl.applyRace(oo)
-		if gotX == wantX && gotY == wantY {
-			if match != nil {
-				o.ambiguous = true // both orders fit: a later answer may tell (otherOrders)
-				return match, o, ""
+	try := func(h []mop) (*model, mop, bool) {
+		var match *model
+		got := o
+		for order := range 2 {
+			oo := o
+			oo.order = order
+			mdl := replayModel(h)
+			wantX, wantY := mdl.applyRace(oo)
+			if gotX == wantX && gotY == wantY {
+				if match != nil {
+					got.ambiguous = true // both orders fit: a later answer may tell (otherOrders)
+					return match, got, true
+				}
+				match, got = mdl, oo
 			}
-			match, o = mdl, oo
+			if len(wants) < 2 {
+				wants = append(wants, fmt.Sprintf("%s, %s", wantX, wantY))
+			}
 		}
-		wants = append(wants, fmt.Sprintf("%s, %s", wantX, wantY))
+		return match, got, match != nil
 	}
-	if match != nil {
-		return match, o, ""
+	if mdl, oo, ok := try(hist); ok {
+		return mdl, hist, oo, ""
 	}
-	return nil, o, fmt.Sprintf("%s: want one of [%s], got %s, %s", o, strings.Join(wants, " | "), gotX, gotY)
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Kind != "race" || !hist[i].ambiguous {
+			continue
+		}
+		alt := slices.Clone(hist)
+		alt[i].order = 1 - alt[i].order
+		if mdl, oo, ok := try(alt); ok {
+			return mdl, alt, oo, ""
+		}
+	}
+	return nil, hist, o, fmt.Sprintf("%s: want one of [%s], got %s, %s", o, strings.Join(wants, " | "), gotX, gotY)
 }
 
 // otherOrders looks for an earlier race whose two orders both gave the
