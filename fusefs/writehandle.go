@@ -208,16 +208,14 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 }
 
 // How long a close waits to learn whether another thread's write(2)
-// through the same open goes on (writeGoesOn). writeGap: where the daemon
-// cannot see what that thread is doing (its wait channel is not readable:
-// a daemon that may not trace it), the time a next WRITE request of one
-// write(2) comes within after the last was answered. writeBusy: the most
-// a close waits while that thread runs or waits for a CPU (it may be
-// between two requests of one write(2), for as long as a loaded machine
-// keeps it waiting, or back in its program).
+// through the same open goes on (writeGoesOn). writeGap: the time a next
+// WRITE request of one write(2) comes within after the last was answered,
+// on a machine that runs the writer at once. writeBusy: the most a close
+// waits beyond that while the writer is runnable, on a loaded machine that
+// keeps it waiting for a CPU between two requests.
 const (
 	writeGap  = 10 * time.Millisecond
-	writeBusy = 250 * time.Millisecond
+	writeBusy = 100 * time.Millisecond
 )
 
 // writeGoesOn reports whether a write(2) through h by a thread other than
@@ -225,20 +223,25 @@ const (
 // kernel sends a FLUSH of another thread's close while that write is in
 // flight (the write holds its own reference to the open file), between two
 // of its WRITE requests as well as during one. A WRITE in flight, or one
-// that came while this close waited, says yes. Otherwise what the thread
-// that sent the last WRITE is doing decides (locks.Resolver.WriterState):
-// asleep waiting for a FUSE answer (its next WRITE may be queued) says
-// yes; gone, or asleep elsewhere (its write(2) returned), says no; running
-// or waiting for a CPU, it is asked again until it sleeps or writeBusy has
-// passed, and then no. Where its state cannot be read, a next WRITE must
-// come within writeGap of the last: the one timed rule left, for daemons
-// that may not trace the writer. Yes defers the commit to the RELEASE,
-// which comes once the write(2) returns; the caller rechecks h.writes under
-// the entry's lock, which a WRITE counts itself before it waits for.
+// that came while this close waited, says yes. Otherwise the next WRITE of
+// one write(2) comes within writeGap of the last one's answer, unless the
+// writer waits for a CPU: while the thread that sent the last WRITE is
+// runnable (locks.Resolver.WriterState), the close waits on, up to
+// writeBusy, and once it sleeps waiting for a FUSE answer (its next WRITE
+// may be queued for the daemon, or it does something else on a mount) it
+// waits one writeGap more for that WRITE to show. Asleep anywhere else or
+// gone, the writer has left its write(2). The daemon cannot see a
+// write(2) end: a writer kept from running longer than that can see the
+// part before the stall committed (the rest is committed with the
+// RELEASE), and a close right after another thread's write waits for up to
+// those bounds. Yes defers the commit to the RELEASE, which comes once the
+// write(2) returns; the caller rechecks h.writes under the entry's lock,
+// which a WRITE counts itself before it waits for.
 func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	procs := h.node.fsys.processes
 	last := h.lastWrite.Load()
-	start := time.Now()
+	lastAt := time.Unix(0, last)
+	var fuseUntil time.Time // the grace for a queued WRITE, once the writer sleeps on FUSE
 	for {
 		if h.writes.Load() > 0 {
 			return true
@@ -250,18 +253,19 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 		if h.lastWrite.Load() != last {
 			return true // a WRITE came and went while we waited
 		}
-		st, _ := procs.WriterState(w) // an error is WriterUnknown
-		switch {
-		case st == locks.WriterOnFUSE:
-			return true
-		case st == locks.WriterGone, st == locks.WriterIdle:
-			return false
-		case st == locks.WriterBusy:
-			if time.Since(start) >= writeBusy {
-				return false
-			}
-		default: // unknown: the timed rule
-			if time.Since(time.Unix(0, last)) >= writeGap {
+		if since := time.Since(lastAt); since >= writeGap {
+			switch st, _ := procs.WriterState(w); st { // an error is WriterUnknown
+			case locks.WriterBusy:
+				if since >= writeGap+writeBusy {
+					return false
+				}
+			case locks.WriterOnFUSE:
+				if fuseUntil.IsZero() {
+					fuseUntil = time.Now().Add(writeGap)
+				} else if time.Now().After(fuseUntil) {
+					return false
+				}
+			default: // gone, asleep elsewhere, or not to be read
 				return false
 			}
 		}
