@@ -264,7 +264,12 @@ func (w *pendingWrite) appendInPlace(h *writeHandle, data []byte) (int, syscall.
 	if dirfd.Fstat(w.base, &st) == nil {
 		w.observed = st
 	}
-	w.node.fsys.notify.inode(w.node.EmbeddedInode()) // other views' sizes
+	// Other views' sizes: the node the write began on and the handle's
+	// own, which differ when the write outlived a retired node.
+	w.node.fsys.notify.inode(w.node.EmbeddedInode())
+	if h.node != w.node {
+		w.node.fsys.notify.inode(h.node.EmbeddedInode())
+	}
 	if err == nil && n < len(data) {
 		err = syscall.EIO
 	}

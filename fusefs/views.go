@@ -112,11 +112,13 @@ func (f *FS) writing(key locks.Key) bool {
 // attrValid is how long the kernel may keep n's attributes: the mount's
 // attribute timeout, and not at all while n is in flux, nor once n is
 // retired: its readers hold a file that appends in place may grow (tail -f
-// stats its descriptor, which the kernel answers from this cache). Every
-// answer that carries attributes sets it (go-fuse's default would replace
-// a zero).
+// stats its descriptor, which the kernel answers from this cache), nor
+// while any owner holds the file's lock through another node: its appends
+// in place grow the file under every node that stands for it, and only
+// the writer's node hears of them (appendInPlace). Every answer that
+// carries attributes sets it (go-fuse's default would replace a zero).
 func (n *Node) attrValid() time.Duration {
-	if n.inFlux() || n.isRetired() {
+	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
 		return 0
 	}
 	return n.fsys.attrTimeout
