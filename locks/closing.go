@@ -285,11 +285,9 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 				mounts = append(mounts, mnt)
 			}
 		}
-		if n <= len(buf)-maxDirent {
-			// procfs lists descriptors until the buffer is full: one that
-			// left room for another entry listed them all.
-			break
-		}
+		// A short read is not the end: getdents stops early, room left,
+		// whenever a signal is pending for this thread (the Go runtime
+		// sends them to preempt), so only a read of nothing ends it.
 	}
 	for nm, f := range t.files {
 		if f.scan != t.scanned { // a number the thread no longer holds
@@ -297,16 +295,11 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 			delete(t.files, nm)
 		}
 	}
-	// Every live process holds some descriptor, if only the one the kernel
-	// is closing now; an empty table is one exit_files has taken away.
+	// An empty table is one exit_files has taken away, or that of a
+	// process that closed every descriptor: Descriptors tells them apart.
 	c.Exiting = seen == 0
 	return c, mounts, nil
 }
-
-// maxDirent bounds a directory entry of fdinfo: the 19-byte header of
-// linux_dirent64, a descriptor number of at most 10 digits, its NUL,
-// rounded up to 8.
-const maxDirent = 32
 
 // read reads the fdinfo file of descriptor nm: through its open file if
 // the table has it, else opened by name (and kept, within bounds).

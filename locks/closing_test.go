@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -295,4 +296,56 @@ func TestDescriptorsOfALiveThreadWithNone(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+}
+
+// TestDescriptorsUnderSignals: getdents(2) stops a listing early, with room
+// left in the buffer, when a signal is pending for the reading thread
+// (filldir64's signal_pending check), and the Go runtime signals its
+// threads all the time (SIGURG, preemption). Only a read of zero bytes ends
+// the listing: a scan that took a short read for the end missed
+// descriptors, or found none at all and took a live writer for one
+// without a table (seen: fsx's close deferred to the release, its reopen
+// then read the old content).
+func TestDescriptorsUnderSignals(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		t.Fatal(err)
+	}
+	const open = 64
+	for range open {
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // keeps a signal pending on the scanning thread
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				unix.Tgkill(os.Getpid(), tid, unix.SIGURG)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	r := NewResolver(OwnerPID, "/proc")
+	defer r.Close()
+	for i := range 50 {
+		c, err := r.Descriptors(uint32(tid), []uint64{st.Ino}, st.Dev, SameOpen{})
+		if err != nil || c.Others != open || c.Exiting {
+			t.Fatalf("scan %d under signals: %+v, %v; want %d descriptors", i, c, err, open)
+		}
+	}
 }
