@@ -210,12 +210,13 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 // How long a close waits to learn whether another thread's write(2)
 // through the same open goes on (writeGoesOn). writeGap: the time a next
 // WRITE request of one write(2) comes within after the last was answered,
-// on a machine that runs the writer at once. writeBusy: the most a close
-// waits beyond that while the writer is runnable, on a loaded machine that
-// keeps it waiting for a CPU between two requests.
+// on a machine that runs the writer at once. writeStall: the most a close
+// waits beyond that for a writer that is runnable or in the kernel and has
+// not been back in its own code, on a loaded machine that keeps it waiting
+// for a CPU between two requests (seen: over 100 ms beside stress-ng).
 const (
-	writeGap  = 10 * time.Millisecond
-	writeBusy = 100 * time.Millisecond
+	writeGap   = 10 * time.Millisecond
+	writeStall = time.Second
 )
 
 // writeGoesOn reports whether a write(2) through h by a thread other than
@@ -223,25 +224,16 @@ const (
 // kernel sends a FLUSH of another thread's close while that write is in
 // flight (the write holds its own reference to the open file), between two
 // of its WRITE requests as well as during one. A WRITE in flight, or one
-// that came while this close waited, says yes. Otherwise the next WRITE of
-// one write(2) comes within writeGap of the last one's answer, unless the
-// writer waits for a CPU: while the thread that sent the last WRITE is
-// runnable (locks.Resolver.WriterState), the close waits on, up to
-// writeBusy, and once it sleeps waiting for a FUSE answer (its next WRITE
-// may be queued for the daemon, or it does something else on a mount) it
-// waits one writeGap more for that WRITE to show. Asleep anywhere else or
-// gone, the writer has left its write(2). The daemon cannot see a
-// write(2) end: a writer kept from running longer than that can see the
-// part before the stall committed (the rest is committed with the
-// RELEASE), and a close right after another thread's write waits for up to
-// those bounds. Yes defers the commit to the RELEASE, which comes once the
+// that came while this close waited, says yes; otherwise the thread that
+// sent the last WRITE is watched (writeWatch) until it is seen out of any
+// write(2). Yes defers the commit to the RELEASE, which comes once the
 // write(2) returns; the caller rechecks h.writes under the entry's lock,
 // which a WRITE counts itself before it waits for.
 func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	procs := h.node.fsys.processes
 	last := h.lastWrite.Load()
 	lastAt := time.Unix(0, last)
-	var fuseUntil time.Time // the grace for a queued WRITE, once the writer sleeps on FUSE
+	var watch writeWatch
 	for {
 		if h.writes.Load() > 0 {
 			return true
@@ -253,24 +245,61 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 		if h.lastWrite.Load() != last {
 			return true // a WRITE came and went while we waited
 		}
-		if since := time.Since(lastAt); since >= writeGap {
-			switch st, _ := procs.WriterState(w); st { // an error is WriterUnknown
-			case locks.WriterBusy:
-				if since >= writeGap+writeBusy {
-					return false
-				}
-			case locks.WriterOnFUSE:
-				if fuseUntil.IsZero() {
-					fuseUntil = time.Now().Add(writeGap)
-				} else if time.Now().After(fuseUntil) {
-					return false
-				}
-			default: // gone, asleep elsewhere, or not to be read
-				return false
-			}
+		s, _ := procs.WriterState(w) // an error is WriterUnknown
+		if watch.out(time.Since(lastAt), s) {
+			return false
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// A writeWatch tells, one sample at a time, when the thread that sent an
+// open's last WRITE is out of that write(2). The daemon cannot see a
+// write(2) end; what it can see: the next WRITE of one write(2) comes
+// within writeGap of the last one's answer unless the writer waits for a
+// CPU or a page; between two of its requests the writer is in the kernel,
+// running, runnable or in an uninterruptible sleep (locks.WriterBusy), or
+// asleep waiting for the answer to its next request (WriterOnFUSE); it
+// never runs its own code (its user time does not grow). So the writer is
+// out:
+//
+//   - once its user time grew since the first sample;
+//   - past writeGap, when it is asleep anywhere else, gone, or not to be
+//     read;
+//   - asleep on a FUSE answer, one writeGap later (its next WRITE would
+//     have come; a writer that does something else on a mount sleeps
+//     there too, and a close must not wait on it);
+//   - busy, past writeGap + writeStall. A writer kept from running longer
+//     can see the part before the stall committed (the rest is committed
+//     at the RELEASE).
+type writeWatch struct {
+	sampled   bool
+	userTicks uint64        // the writer's user time at the first sample
+	fuseUntil time.Duration // the grace for a queued WRITE, once the writer sleeps on FUSE
+}
+
+// out takes one sample of the writer, since after its last WRITE was
+// answered, and reports whether the writer is out of its write(2).
+func (ww *writeWatch) out(since time.Duration, s locks.WriterSample) bool {
+	if !ww.sampled {
+		ww.sampled, ww.userTicks = true, s.UserTicks
+	}
+	switch {
+	case s.UserTicks > ww.userTicks:
+		return true
+	case since < writeGap:
+		return false
+	}
+	switch s.State {
+	case locks.WriterBusy:
+		return since >= writeGap+writeStall
+	case locks.WriterOnFUSE:
+		if ww.fuseUntil == 0 {
+			ww.fuseUntil = since + writeGap
+		}
+		return since >= ww.fuseUntil
+	}
+	return true // gone, asleep elsewhere, or not to be read
 }
 
 // sameOpen says which of the closing process's descriptors of the file

@@ -50,26 +50,45 @@ func (s WriterState) String() string {
 	return [...]string{"gone", "on-fuse", "busy", "idle", "unknown"}[s]
 }
 
+// A WriterSample is what a thread that wrote through a handle is doing,
+// and the user time it has run so far. A write(2) runs in the kernel from
+// its first WRITE request to its last: a thread whose user time grows has
+// been back in its program, out of any write(2) it was in.
+type WriterSample struct {
+	State WriterState
+	// UserTicks is the thread's utime (field 14 of /proc/TID/stat), in
+	// clock ticks (1/100 s); 0 for a thread gone or unreadable.
+	UserTicks uint64
+}
+
 // WriterState reports what thread tid is doing (see the type).
-func (r *Resolver) WriterState(tid uint32) (WriterState, error) {
+func (r *Resolver) WriterState(tid uint32) (WriterSample, error) {
 	base := r.procRoot + "/" + strconv.FormatUint(uint64(tid), 10)
 	var sbuf [2048]byte
 	stat, err := readSmall(base+"/stat", sbuf[:])
 	if err != nil {
 		if gone(err) {
-			return WriterGone, nil
+			return WriterSample{State: WriterGone}, nil
 		}
-		return WriterUnknown, err
+		return WriterSample{State: WriterUnknown}, err
 	}
 	var wbuf [128]byte
 	wchan, err := readSmall(base+"/wchan", wbuf[:])
 	if err != nil {
 		if gone(err) {
-			return WriterGone, nil
+			return WriterSample{State: WriterGone}, nil
 		}
-		return WriterUnknown, err
+		return WriterSample{State: WriterUnknown}, err
 	}
-	return writerState(stat, wchan)
+	st, err := writerState(stat, wchan)
+	if err != nil {
+		return WriterSample{State: st}, err
+	}
+	utime, err := statField(stat, 14)
+	if err != nil {
+		return WriterSample{State: WriterUnknown}, err
+	}
+	return WriterSample{State: st, UserTicks: uint64(utime)}, nil
 }
 
 // gone reports whether a /proc read failed because the thread is gone.

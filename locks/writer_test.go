@@ -3,6 +3,7 @@ package locks
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestWriterStateFromProc(t *testing.T) {
 func TestWriterStateOfRealThreads(t *testing.T) {
 	r := NewResolver(OwnerCgroup, "/proc")
 	self, err := r.WriterState(uint32(unix.Gettid()))
-	if err != nil || self != WriterBusy {
+	if err != nil || self.State != WriterBusy {
 		t.Errorf("this running thread: %v, %v; want busy", self, err)
 	}
 	cmd := exec.Command("sh", "-c", "read x")
@@ -72,12 +73,41 @@ func TestWriterStateOfRealThreads(t *testing.T) {
 			t.Fatalf("the shell never slept in pipe_read (wchan %q)", b)
 		}
 	}
-	if got, err := r.WriterState(pid); err != nil || got != WriterIdle {
+	if got, err := r.WriterState(pid); err != nil || got.State != WriterIdle {
 		t.Errorf("a shell reading its stdin: %v, %v; want idle", got, err)
 	}
 	w.Close()
 	cmd.Wait()
-	if got, err := r.WriterState(pid); err != nil || got != WriterGone {
+	if got, err := r.WriterState(pid); err != nil || got.State != WriterGone {
 		t.Errorf("a reaped child: %v, %v; want gone", got, err)
+	}
+}
+
+// TestWriterUserTicks: a thread's user time, as WriterState reads it, grows
+// while it runs its own code and not while it sleeps.
+func TestWriterUserTicks(t *testing.T) {
+	r := NewResolver(OwnerCgroup, "/proc")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := uint32(unix.Gettid())
+	before, err := r.WriterState(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin in user code until the tick counter moves (a tick is 10 ms).
+	x := 0
+	for deadline := time.Now().Add(30 * time.Second); ; x++ {
+		if x%1000000 == 0 {
+			now, err := r.WriterState(tid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.UserTicks > before.UserTicks {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("30 s of spinning and the user time stayed %d", now.UserTicks)
+			}
+		}
 	}
 }
