@@ -14,7 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestDescriptorsCountsThisInode(t *testing.T) {
+// tempFile makes a one-byte file and returns its name and stat.
+func tempFile(t *testing.T) (string, unix.Stat_t) {
+	t.Helper()
 	name := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -23,6 +25,11 @@ func TestDescriptorsCountsThisInode(t *testing.T) {
 	if err := unix.Stat(name, &st); err != nil {
 		t.Fatal(err)
 	}
+	return name, st
+}
+
+func TestDescriptorsCountsThisInode(t *testing.T) {
+	name, st := tempFile(t)
 	r := NewResolver(OwnerPID, "/proc")
 	defer r.Close()
 	tid := uint32(unix.Gettid())
@@ -137,14 +144,7 @@ func TestStatExitCode(t *testing.T) {
 // counted for a close of a write open (SameOpen), and a write descriptor
 // without O_APPEND not for an appending one.
 func TestDescriptorsOfTheSameOpen(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(name, &st); err != nil {
-		t.Fatal(err)
-	}
+	name, st := tempFile(t)
 	r := NewResolver(OwnerPID, "/proc")
 	defer r.Close()
 	tid := uint32(unix.Gettid())
@@ -307,14 +307,7 @@ func TestDescriptorsOfALiveThreadWithNone(t *testing.T) {
 // without a table (seen: fsx's close deferred to the release, its reopen
 // then read the old content).
 func TestDescriptorsUnderSignals(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(name, &st); err != nil {
-		t.Fatal(err)
-	}
+	name, st := tempFile(t)
 	const open = 64
 	for range open {
 		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
