@@ -24,6 +24,10 @@
 #                     (skipping the big-file workloads): realmfs over it shows
 #                     how far two runs of the same thing differ on this
 #                     machine, the resolution of every other ratio
+#   NATIVE_FSYNCS=1   also time the create workload on a native directory
+#                     where each file goes through a temp, fsync, rename and
+#                     an fsync of the directory, as realmfs makes it (0 to
+#                     skip; it runs no other workload)
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
@@ -61,6 +65,7 @@ PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
 GUARD_OFF=${GUARD_OFF:-1}
 CONTROL=${CONTROL:-0}
 LOOPBACK=${LOOPBACK:-1}
+NATIVE_FSYNCS=${NATIVE_FSYNCS:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
 REALMFS_FLAGS=${REALMFS_FLAGS:-}
 KEEP=${KEEP:-0}
@@ -174,6 +179,11 @@ if [ "$LOOPBACK" = 1 ]; then
 	mount_loopback loopback -q
 	names+=(loopback)
 fi
+if [ "$NATIVE_FSYNCS" = 1 ]; then
+	names+=(native_fsyncs)
+	dir[native_fsyncs]=$work/native_fsyncs
+	mkdir -p "${dir[native_fsyncs]}"
+fi
 
 results=$work/results.txt
 cpus=$work/cpu.txt
@@ -239,16 +249,24 @@ role() {
 	realmfs_passthrough=off/read | realmfs_passthrough=off/readback) echo rec ;;
 	realmfs_passthrough=off/create | realmfs_passthrough=off/write) echo setup ;;
 	realmfs_passthrough=off/*) echo skip ;;
+	native_fsyncs/create) echo rec ;;
+	native_fsyncs/*) echo skip ;;
 	realmfs_guard=off/write | realmfs_guard=off/readback | realmfs_guard=off/appends | realmfs_guard=off/sparse1) echo skip ;;
 	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
 
-step() { # kind dir → seconds on stdout
+step() { # kind dir target → seconds on stdout
 	local kind=$1 d=$2
 	case $kind in
-	create) "$bt" create "$d/small" "$FILES" 4K ;;
+	create)
+		if [ "$3" = native_fsyncs ]; then
+			"$bt" createsafe "$d/small" "$FILES" 4K
+		else
+			"$bt" create "$d/small" "$FILES" 4K
+		fi
+		;;
 	stat)
 		# Cold: the kernel's dentries and inodes dropped (root), so every
 		# lstat is a lookup the daemon answers, on every target alike (the
@@ -333,7 +351,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			[ "$r" = skip ] && continue
 			c0=
 			[ -n "${pid[$t]:-}" ] && c0=$("$bt" cpu "${pid[$t]}")
-			if ! secs=$(step "$kind" "${dir[$t]}/r$round"); then
+			if ! secs=$(step "$kind" "${dir[$t]}/r$round" "$t"); then
 				echo "bench.sh: $label failed on $t (round $round)" >&2
 				secs=FAIL
 			fi
@@ -483,6 +501,7 @@ pairs=()
 [ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
+[ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
 if [ "$TIMED" = 1 ]; then
 	"$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'
 	if [ -s "$cpus" ]; then
