@@ -245,9 +245,13 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 		if h.lastWrite.Load() != last {
 			return true // a WRITE came and went while we waited
 		}
-		s, _ := procs.WriterState(w) // an error is WriterUnknown
-		if watch.out(time.Since(lastAt), s) {
-			return false
+		// Read the writer's state once for its user time, then past the
+		// gap only: within it nothing but a grown user time says out.
+		if since := time.Since(lastAt); !watch.sampled || since >= writeGap {
+			s, _ := procs.WriterState(w) // an error is WriterUnknown
+			if watch.out(since, s) {
+				return false
+			}
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
