@@ -36,9 +36,14 @@ import (
 type Durability int
 
 const (
-	// DurabilityFull fsyncs the temp before the rename and the directory
-	// after it on every commit: after a power loss a file is its old or its
-	// new content.
+	// DurabilityFull makes every commit durable before the close returns:
+	// the temp is fsynced before the rename and the directory after it, so
+	// after a power loss a file is its old or its new content. A file that
+	// was empty (a new file's first version) has no old content to tear:
+	// its temp is not fsynced; the directory's fsync after the rename
+	// carries its data too where the filesystem writes a file renamed over
+	// another before the rename (ext4's auto_da_alloc, data=ordered), and
+	// elsewhere a power loss can leave it empty, its old content (syncPlan).
 	DurabilityFull Durability = iota
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
@@ -60,6 +65,42 @@ const (
 // afterReplace, for tests only, runs after a commit's rename, before it
 // settles.
 var afterReplace func()
+
+// onSync, for tests only, hears each fsync a commit makes: "temp" or "dir".
+var onSync func(what string)
+
+// syncPlan says which fsyncs a commit makes: of the temp before the rename
+// and of the directory after it. An fsync(2) (asked) makes both, whatever
+// the mount's durability. With DurabilityFull a commit makes both unless
+// the file it replaces was empty (oldEmpty: a new file's first version, a
+// file found empty): nothing old can be torn there, and the directory's
+// fsync after the rename still makes the commit durable on ext4, which
+// writes the data of a file renamed over another before the rename's
+// journal commit (auto_da_alloc); on a filesystem that does not, a power
+// loss leaves such a file empty, as it was, never a part of it.
+// DurabilityAtomic syncs nothing unasked.
+func syncPlan(asked bool, d Durability, oldEmpty bool) (temp, dir bool) {
+	switch {
+	case asked:
+		return true, true
+	case d == DurabilityFull:
+		return !oldEmpty, true
+	}
+	return false, false
+}
+
+// replacesEmpty reports whether the write replaces an empty file with one
+// name: the one its old content cannot be torn (syncPlan).
+func (w *pendingWrite) replacesEmpty() bool {
+	return w.observed.Size == 0 && w.observed.Nlink <= 1
+}
+
+// synced tells the test hook of an fsync made.
+func synced(what string) {
+	if onSync != nil {
+		onSync(what)
+	}
+}
 
 // errInjected is the failure a FailAt hook injects.
 var errInjected = errors.New("injected failure")
@@ -183,11 +224,12 @@ func sameFile(a, b *unix.Stat_t) bool {
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	f := w.node.fsys
+	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty())
 	durable = durable || f.opts.Durability == DurabilityFull
 	if w.m.Commit() == writeproto.StartNothing {
 		return w.syncAppends(durable), false
 	}
-	if stage, err := w.seal(durable); err != nil {
+	if stage, err := w.seal(syncTemp); err != nil {
 		return w.fail(ctx, stage, err), false
 	}
 	var now unix.Stat_t
@@ -228,6 +270,14 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return errno, false
 	}
 	if verdict == writeproto.CommitInPlace {
+		if durable && !syncTemp {
+			// Linked since it was observed: the copy into it needs the
+			// whole temp on disk first, as any in-place commit does.
+			if err := unix.Fsync(w.temp); err != nil {
+				return w.fail(ctx, StageAfterWrite, err), false
+			}
+			synced("temp")
+		}
 		return w.commitInPlace(ctx)
 	}
 	st, err := w.replace()
@@ -237,7 +287,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if afterReplace != nil {
 		afterReplace()
 	}
-	return w.settle(durable, &st), true
+	return w.settle(syncDir, &st), true
 }
 
 // seal readies the temp for the rename: a temp that a failed write left
@@ -257,6 +307,7 @@ func (w *pendingWrite) seal(durable bool) (Stage, error) {
 		if err := unix.Fsync(w.temp); err != nil {
 			return StageAfterWrite, err
 		}
+		synced("temp")
 	}
 	if err := f.failAt(StageAfterFsync); err != nil {
 		return StageAfterFsync, err
@@ -358,6 +409,7 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 			errno = toErrno(err)
 			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
 		}
+		synced("dir")
 	}
 	// Again: the rename changed its ctime. Should this fail, the next
 	// commit sees a changed file and keeps its bytes as a conflict copy.

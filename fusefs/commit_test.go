@@ -534,3 +534,45 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 	}
 	h1.Release(as(1))
 }
+
+// TestCommitSyncs: which fsyncs a commit makes (syncPlan). With
+// durability=full a file that held content is replaced by a temp on disk
+// and the rename is synced; a file that was empty (a new file's first
+// version) has nothing to tear and skips the temp's fsync, not the
+// directory's. An fsync(2) syncs both in either mode; atomic syncs nothing
+// unasked. Every case ends with the new content in place.
+func TestCommitSyncs(t *testing.T) {
+	tests := []struct {
+		name       string
+		durability Durability
+		old        string
+		fsync      bool // commit by fsync(2), else by the last release
+		want       []string
+	}{
+		{"full, rewrite", DurabilityFull, "old", false, []string{"temp", "dir"}},
+		{"full, first version", DurabilityFull, "", false, []string{"dir"}},
+		{"full, first version, fsync(2)", DurabilityFull, "", true, []string{"temp", "dir"}},
+		{"atomic, rewrite", DurabilityAtomic, "old", false, nil},
+		{"atomic, first version", DurabilityAtomic, "", false, nil},
+		{"atomic, rewrite, fsync(2)", DurabilityAtomic, "old", true, []string{"temp", "dir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tf := newTestFS(t, func(o *Options) { o.Durability = tt.durability })
+			var got []string
+			onSync = func(what string) { got = append(got, what) }
+			defer func() { onSync = nil }()
+			h := tf.writing(t, tt.old, syscall.O_WRONLY|syscall.O_TRUNC, "new")
+			if tt.fsync {
+				if errno := h.Fsync(as(1), 0); errno != 0 {
+					t.Fatalf("fsync = %v", errno)
+				}
+			}
+			h.Release(as(1))
+			tf.wantContent(t, "f", "new", "after the commit")
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("fsyncs %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
