@@ -394,7 +394,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	out.SetAttrTimeout(asNode(child).attrValid()) // in flux from here (views.go)
+	out.SetAttrTimeout(createdAttrValid(asNode(child), &st))
 	return child, fh, fuseFlags, 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/locks"
 )
@@ -120,6 +121,23 @@ func (f *FS) writing(key locks.Key) bool {
 func (n *Node) attrValid() time.Duration {
 	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
 		return 0
+	}
+	return n.fsys.attrTimeout
+}
+
+// createdAttrValid is how long the kernel may keep the attributes of the
+// file n that a CREATE just made (st). The node is in flux from here, but
+// every owner's view of the file is the same, empty, until its creator
+// changes it, and each change reaches the kernel's cache: a write
+// invalidates the size and times it keeps (as after any write), a
+// truncate, chmod or utimens answers with attributes not cached
+// (attrValid). So the entry's may be kept, which spares the GETATTR of the
+// fstat that follows open(2) in Go's os.OpenFile, cp and tar. Not for a
+// set-id file: a write by another user than root clears its bits in the
+// creator's view, which the kernel's cached mode would not show.
+func createdAttrValid(n *Node, st *unix.Stat_t) time.Duration {
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 || n.isRetired() {
+		return n.attrValid()
 	}
 	return n.fsys.attrTimeout
 }

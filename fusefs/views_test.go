@@ -341,3 +341,39 @@ func TestOpenOfARenamedOverNodeIsStale(t *testing.T) {
 		t.Errorf("stat of the node renamed over = %v, want ESTALE", errno)
 	}
 }
+
+// TestCreatedAttributesCached: a file CREATE just made looks the same,
+// empty, to every owner, so its entry's attributes may be cached (the
+// fstat after open(2) needs no GETATTR); once its creator has written, no
+// answer about it is cached. A set-id file's are never cached: a write by
+// another user than root clears the bits in its creator's view only.
+func TestCreatedAttributesCached(t *testing.T) {
+	for _, tc := range []struct {
+		mode uint32
+		want time.Duration
+	}{
+		{0o644, time.Minute},
+		{0o4755, 0},
+		{0o2755, 0},
+	} {
+		tf := newTestFS(t, nil)
+		tf.attrTimeout = time.Minute
+		var out fuse.EntryOut
+		_, fh, _, errno := tf.root.Create(as(1), "f", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL, tc.mode, &out)
+		if errno != 0 {
+			t.Fatalf("create %#o: %v", tc.mode, errno)
+		}
+		if out.AttrTimeout() != tc.want {
+			t.Errorf("create %#o: attributes cached for %v, want %v", tc.mode, out.AttrTimeout(), tc.want)
+		}
+		h := fh.(*writeHandle)
+		writeAll(t, h, "new")
+		var attr fuse.AttrOut
+		for _, pid := range []uint32{1, 2} {
+			if errno := h.node.Getattr(as(pid), h, &attr); errno != 0 || attr.Timeout() != 0 {
+				t.Errorf("create %#o, after a write: getattr as %d cached for %v (%v), want not cached", tc.mode, pid, attr.Timeout(), errno)
+			}
+		}
+		h.Release(as(1))
+	}
+}
