@@ -44,7 +44,8 @@
 #                     native_fsyncs (create: each file through temp, fsync,
 #                     rename, fsync of the directory, as realmfs does it),
 #                     realmfs, realmfs_atomic (-o durability=atomic) and
-#                     loopback: a plain run for the CPU (/proc/PID/stat), one
+#                     loopback: a plain run for the CPU (/proc/PID/stat) and
+#                     the daemon's context switches (/proc/PID/task/*/status), one
 #                     under strace -c -f for the system calls, one on a
 #                     --debug mount for the requests
 #   COUNT_SRC=$SRC    the tree the counts untar
@@ -420,12 +421,15 @@ if [ "$COUNTS" = 1 ]; then
 	# count_fuse TARGET KIND: the daemon of ${dir[TARGET]} (plain) and of
 	# ${dir[TARGET_debug]} (--debug).
 	count_fuse() {
-		local t=$1 kind=$2 d=${dir[$1]} label c0 c1 sp off
+		local t=$1 kind=$2 d=${dir[$1]} label c0 c1 s0 s1 sp off
 		label=$(count_label "$kind")
 		c0=$("$bt" cpu "${pid[$t]}")
+		s0=$("$bt" ctxsw "${pid[$t]}")
 		sh -c "$(cwork "$kind" "$d/$kind-a")" >/dev/null
 		c1=$("$bt" cpu "${pid[$t]}")
+		s1=$("$bt" ctxsw "${pid[$t]}")
 		awk -v a="$c0" -v b="$c1" 'BEGIN { printf "cpu_s %.2f\n", b - a }' | record "$label" "$t"
+		echo "ctxsw $((s1 - s0))" | record "$label" "$t"
 		: >"$work/strace.$t.$kind.err"
 		strace -c -f -p "${pid[$t]}" -o "$work/strace.$t.$kind" 2>"$work/strace.$t.$kind.err" &
 		sp=$!

@@ -20,6 +20,7 @@
 // and for the counts (counts.go), each printing what it says:
 //
 //	benchtool cpu PID             CPU seconds (user+system) process PID has used
+//	benchtool ctxsw PID           context switches of process PID's live threads
 //	benchtool cpurun -- CMD ARGS... run a program, print the CPU seconds it used
 //	benchtool opcodes LOG         "req:OPCODE N" per FUSE opcode in a go-fuse debug log
 //	benchtool stracec FILE        "sys:NAME N" per system call of an strace -c summary
@@ -82,6 +83,13 @@ func main() {
 		if s, err = processCPU(atoi(args[0])); err == nil {
 			fmt.Printf("%.2f\n", s)
 		}
+	case "ctxsw":
+		timed = false
+		need(args, 1)
+		var n int64
+		if n, err = processSwitches(atoi(args[0])); err == nil {
+			fmt.Println(n)
+		}
 	case "cpurun":
 		timed = false
 		if len(args) < 2 || args[0] != "--" {
@@ -132,7 +140,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool create|createsafe|stat|read|write|readfile|atomic|run|dropcaches|report|cpu|cpurun|opcodes|stracec|waitfor|counttable ARGS (see the package doc)")
+	fmt.Fprintln(os.Stderr, "usage: benchtool create|createsafe|stat|read|write|readfile|atomic|run|dropcaches|report|cpu|ctxsw|cpurun|opcodes|stracec|waitfor|counttable ARGS (see the package doc)")
 	os.Exit(2)
 }
 

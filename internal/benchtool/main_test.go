@@ -78,6 +78,9 @@ func TestCounts(t *testing.T) {
 	if err != nil || cpu != 2.0 {
 		t.Errorf("parseStatCPU = %v, %v; want 2 s", cpu, err)
 	}
+	if n := parseSwitches([]byte("Name:\trealmfs\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n")); n != 127 {
+		t.Errorf("parseSwitches = %d, want 127", n)
+	}
 	counts := strings.Join([]string{
 		"create realmfs files 10",
 		"create realmfs cpu_s 0.02",
