@@ -90,9 +90,20 @@ func syncPlan(asked bool, d Durability, oldEmpty bool) (temp, dir bool) {
 }
 
 // replacesEmpty reports whether the write replaces an empty file with one
-// name: the one its old content cannot be torn (syncPlan).
+// name, whose old content cannot be torn (syncPlan). A link made since it
+// was observed changed its ctime: the commit is then a conflict, not a
+// commit in place.
 func (w *pendingWrite) replacesEmpty() bool {
 	return w.observed.Size == 0 && w.observed.Nlink <= 1
+}
+
+// syncTemp fsyncs the temp.
+func (w *pendingWrite) syncTemp() error {
+	if err := unix.Fsync(w.temp); err != nil {
+		return err
+	}
+	synced("temp")
+	return nil
 }
 
 // synced tells the test hook of an fsync made.
@@ -260,6 +271,14 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	case writeproto.FailCommit:
 		return w.fail(ctx, StageBeforeRename, lookErr), false
 	case writeproto.Conflict:
+		// The bytes land beside the file, under a new name: nothing
+		// there for ext4 to order them before, so they are synced as any
+		// durable commit's are.
+		if durable && !syncTemp {
+			if err := w.syncTemp(); err != nil {
+				return w.fail(ctx, StageAfterWrite, err), false
+			}
+		}
 		return w.conflict(ctx, &now), false
 	}
 	if err := f.failAt(StageBeforeRename); err != nil {
@@ -270,15 +289,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		return errno, false
 	}
 	if verdict == writeproto.CommitInPlace {
-		if durable && !syncTemp {
-			// Linked since it was observed: the copy into it needs the
-			// whole temp on disk first, as any in-place commit does.
-			if err := unix.Fsync(w.temp); err != nil {
-				return w.fail(ctx, StageAfterWrite, err), false
-			}
-			synced("temp")
-		}
-		return w.commitInPlace(ctx)
+		return w.commitInPlace(ctx) // several links: never replacesEmpty, the temp is synced
 	}
 	st, err := w.replace()
 	if err != nil {
@@ -304,10 +315,9 @@ func (w *pendingWrite) seal(durable bool) (Stage, error) {
 		return StageAfterWrite, err
 	}
 	if durable {
-		if err := unix.Fsync(w.temp); err != nil {
+		if err := w.syncTemp(); err != nil {
 			return StageAfterWrite, err
 		}
-		synced("temp")
 	}
 	if err := f.failAt(StageAfterFsync); err != nil {
 		return StageAfterFsync, err

@@ -539,22 +539,24 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 // durability=full a file that held content is replaced by a temp on disk
 // and the rename is synced; a file that was empty (a new file's first
 // version) has nothing to tear and skips the temp's fsync, not the
-// directory's. An fsync(2) syncs both in either mode; atomic syncs nothing
-// unasked. Every case ends with the new content in place.
+// directory's, but its bytes kept as a conflict copy are synced. An
+// fsync(2) syncs both in either mode; atomic syncs nothing unasked.
 func TestCommitSyncs(t *testing.T) {
 	tests := []struct {
 		name       string
 		durability Durability
 		old        string
-		fsync      bool // commit by fsync(2), else by the last release
+		fsync      bool   // commit by fsync(2), else by the last release
+		theirs     string // written in BACKING meanwhile: a conflict copy
 		want       []string
 	}{
-		{"full, rewrite", DurabilityFull, "old", false, []string{"temp", "dir"}},
-		{"full, first version", DurabilityFull, "", false, []string{"dir"}},
-		{"full, first version, fsync(2)", DurabilityFull, "", true, []string{"temp", "dir"}},
-		{"atomic, rewrite", DurabilityAtomic, "old", false, nil},
-		{"atomic, first version", DurabilityAtomic, "", false, nil},
-		{"atomic, rewrite, fsync(2)", DurabilityAtomic, "old", true, []string{"temp", "dir"}},
+		{"full, rewrite", DurabilityFull, "old", false, "", []string{"temp", "dir"}},
+		{"full, first version", DurabilityFull, "", false, "", []string{"dir"}},
+		{"full, first version, fsync(2)", DurabilityFull, "", true, "", []string{"temp", "dir"}},
+		{"full, first version, conflict copy", DurabilityFull, "", false, "theirs", []string{"temp"}},
+		{"atomic, rewrite", DurabilityAtomic, "old", false, "", nil},
+		{"atomic, first version", DurabilityAtomic, "", false, "", nil},
+		{"atomic, rewrite, fsync(2)", DurabilityAtomic, "old", true, "", []string{"temp", "dir"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -563,13 +565,18 @@ func TestCommitSyncs(t *testing.T) {
 			onSync = func(what string) { got = append(got, what) }
 			defer func() { onSync = nil }()
 			h := tf.writing(t, tt.old, syscall.O_WRONLY|syscall.O_TRUNC, "new")
+			want := "new"
+			if tt.theirs != "" {
+				tf.write(t, "f", tt.theirs)
+				want = tt.theirs
+			}
 			if tt.fsync {
 				if errno := h.Fsync(as(1), 0); errno != 0 {
 					t.Fatalf("fsync = %v", errno)
 				}
 			}
 			h.Release(as(1))
-			tf.wantContent(t, "f", "new", "after the commit")
+			tf.wantContent(t, "f", want, "after the commit")
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("fsyncs %q, want %q", got, tt.want)
 			}
