@@ -38,12 +38,10 @@ type Durability int
 const (
 	// DurabilityFull makes every commit durable before the close returns:
 	// the temp is fsynced before the rename and the directory after it, so
-	// after a power loss a file is its old or its new content. A file that
-	// was empty (a new file's first version) has no old content to tear:
-	// its temp is not fsynced; the directory's fsync after the rename
-	// carries its data too where the filesystem writes a file renamed over
-	// another before the rename (ext4's auto_da_alloc, data=ordered), and
-	// elsewhere a power loss can leave it empty, its old content (syncPlan).
+	// after a power loss a file is its old or its new content. On ext4 the
+	// temp of a file that was empty (a new file's first version) is not
+	// fsynced: ext4 writes it before the rename lands, and the directory's
+	// fsync makes both durable (syncPlan).
 	DurabilityFull Durability = iota
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
@@ -71,20 +69,18 @@ var onSync func(what string)
 
 // syncPlan says which fsyncs a commit makes: of the temp before the rename
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
-// the mount's durability. With DurabilityFull a commit makes both unless
-// the file it replaces was empty (oldEmpty: a new file's first version, a
-// file found empty): nothing old can be torn there, and the directory's
-// fsync after the rename still makes the commit durable on ext4, which
-// writes the data of a file renamed over another before the rename's
-// journal commit (auto_da_alloc); on a filesystem that does not, a power
-// loss leaves such a file empty, as it was, never a part of it.
-// DurabilityAtomic syncs nothing unasked.
-func syncPlan(asked bool, d Durability, oldEmpty bool) (temp, dir bool) {
+// the mount's durability. With DurabilityFull a commit makes both, but for
+// one that replaces an empty file on a filesystem that writes a renamed
+// file's data before the rename (emptyOrdered: ext4, ordersRenamedData):
+// there nothing old can be torn, the rename lands only with the data, and
+// the directory's fsync after it makes both durable. DurabilityAtomic
+// syncs nothing unasked.
+func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
 	switch {
 	case asked:
 		return true, true
 	case d == DurabilityFull:
-		return !oldEmpty, true
+		return !emptyOrdered, true
 	}
 	return false, false
 }
@@ -235,7 +231,7 @@ func sameFile(a, b *unix.Stat_t) bool {
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	f := w.node.fsys
-	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty())
+	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty() && f.ordersRenames)
 	durable = durable || f.opts.Durability == DurabilityFull
 	if w.m.Commit() == writeproto.StartNothing {
 		return w.syncAppends(durable), false

@@ -124,6 +124,10 @@ type FS struct {
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process
 	asRoot     bool            // the daemon runs as root: temps get the file's owner
+	// ordersRenames: BACKING's filesystem writes a renamed file's data
+	// before the rename (ordersRenamedData), so a commit over an empty
+	// file needs no fsync of its temp (syncPlan).
+	ordersRenames bool
 
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
@@ -200,6 +204,7 @@ func New(backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())

@@ -148,6 +148,13 @@ func mountID(fd int) (uint64, bool, error) {
 	return sx.Mnt_id, sx.Mask&unix.STATX_MNT_ID != 0, nil
 }
 
+// MountID returns the id of the mount holding the object fd holds, and
+// false where statx does not report it (before Linux 5.8).
+func MountID(fd int) (uint64, bool, error) { return mountID(fd) }
+
+// Fstatfs reports the filesystem holding the object fd holds.
+func Fstatfs(fd int, st *unix.Statfs_t) error { return unix.Fstatfs(fd, st) }
+
 // OpenDir opens the directory name in dir as an O_PATH fd: a handle that
 // pins the directory for later *at calls and grants no data access.
 func OpenDir(dir int, name string) (int, error) {

@@ -1,0 +1,50 @@
+package fusefs
+
+import (
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// ordersRenamedData reports whether the filesystem under the backing root
+// (rootFd) writes a file's data to disk before a rename of it over another
+// file does: ext4 with its default options. Its auto_da_alloc starts the
+// renamed file's writeback at the rename, and data=ordered (or =journal)
+// holds the rename's journal commit until that data is written, so after a
+// power loss the name holds the old file or the whole new one. A commit
+// that replaces an empty file relies on it instead of an fsync of its temp
+// (syncPlan); on any other filesystem, or where this cannot be told, the
+// temp is fsynced as every other one.
+func ordersRenamedData(rootFd int) bool {
+	var sfs unix.Statfs_t
+	if dirfd.Fstatfs(rootFd, &sfs) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
+		return false
+	}
+	id, ok, err := dirfd.MountID(rootFd)
+	if err != nil || !ok {
+		return false
+	}
+	mounts, err := mountinfo.GetMounts(func(i *mountinfo.Info) (skip, stop bool) {
+		return uint64(i.ID) != id, uint64(i.ID) == id
+	})
+	if err != nil || len(mounts) != 1 {
+		return false
+	}
+	return ext4OrdersRenames(mounts[0].VFSOptions)
+}
+
+// ext4OrdersRenames reports whether an ext4 superblock mounted with
+// superOpts (mountinfo's super options, which list what differs from the
+// defaults) keeps both halves of the ordering: auto_da_alloc, and data
+// written before the metadata that names it.
+func ext4OrdersRenames(superOpts string) bool {
+	for _, o := range strings.Split(superOpts, ",") {
+		if o == "noauto_da_alloc" || o == "data=writeback" {
+			return false
+		}
+	}
+	return true
+}
