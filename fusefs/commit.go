@@ -46,8 +46,8 @@ const (
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
 	// never leaves a torn file; after a power loss a file closed without
-	// fsync may be its old content, or (on filesystems without ext4's
-	// rename heuristics) empty.
+	// fsync is its old or new content on ext4 (ordersRenamedData), and
+	// elsewhere may be empty or a part of the new content.
 	DurabilityAtomic
 )
 
