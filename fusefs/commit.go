@@ -38,15 +38,15 @@ type Durability int
 const (
 	// DurabilityFull makes every commit durable before the close returns:
 	// the temp is fsynced before the rename and the directory after it, so
-	// after a power loss a file is its old or its new content. On ext4 the
-	// temp of a file that was empty (a new file's first version) is not
+	// after a power loss a file is its old or its new content. On journaled
+	// ext4 the temp of a file that was empty (a new file's first version) is not
 	// fsynced: ext4 writes it before the rename lands, and the directory's
 	// fsync makes both durable (syncPlan).
 	DurabilityFull Durability = iota
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
 	// never leaves a torn file; after a power loss a file closed without
-	// fsync is its old or new content on ext4 (ordersRenamedData), and
+	// fsync is its old or new content on journaled ext4 (ordersRenamedData), and
 	// elsewhere may be empty or a part of the new content.
 	DurabilityAtomic
 )
@@ -71,7 +71,7 @@ var onSync func(what string)
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
 // the mount's durability. With DurabilityFull a commit makes both, but for
 // one that replaces an empty file on a filesystem that writes a renamed
-// file's data before the rename (emptyOrdered: ext4, ordersRenamedData):
+// file's data before the rename (emptyOrdered: journaled ext4, ordersRenamedData):
 // there nothing old can be torn, the rename lands only with the data, and
 // the directory's fsync after it makes both durable. DurabilityAtomic
 // syncs nothing unasked.

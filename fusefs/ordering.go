@@ -1,6 +1,9 @@
 package fusefs
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
@@ -11,13 +14,14 @@ import (
 
 // ordersRenamedData reports whether the filesystem under the backing root
 // (rootFd) writes a file's data to disk before a rename of it over another
-// file does: ext4 with its default options. Its auto_da_alloc starts the
-// renamed file's writeback at the rename, and data=ordered (or =journal)
-// holds the rename's journal commit until that data is written, so after a
-// power loss the name holds the old file or the whole new one. A commit
-// that replaces an empty file relies on it instead of an fsync of its temp
-// (syncPlan); on any other filesystem, or where this cannot be told, the
-// temp is fsynced as every other one.
+// file does: ext4 with a journal and its default options. Its
+// auto_da_alloc starts the renamed file's writeback at the rename, and
+// data=ordered (or =journal) holds the rename's journal commit until that
+// data is written, so after a power loss the name holds the old file or the
+// whole new one. Without a journal (mkfs.ext4 -O ^has_journal) nothing
+// orders them. A commit that replaces an empty file relies on it instead
+// of an fsync of its temp (syncPlan); on any other filesystem, or where
+// this cannot be told, the temp is fsynced as every other one.
 func ordersRenamedData(rootFd int) bool {
 	var sfs unix.Statfs_t
 	if dirfd.Fstatfs(rootFd, &sfs) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
@@ -30,10 +34,30 @@ func ordersRenamedData(rootFd int) bool {
 	mounts, err := mountinfo.GetMounts(func(i *mountinfo.Info) (skip, stop bool) {
 		return uint64(i.ID) != id, uint64(i.ID) == id
 	})
-	if err != nil || len(mounts) != 1 {
+	if err != nil || len(mounts) != 1 || mounts[0].FSType != "ext4" {
 		return false
 	}
-	return ext4OrdersRenames(mounts[0].VFSOptions)
+	m := mounts[0]
+	return ext4OrdersRenames(m.VFSOptions) && ext4Journaled(m.Major, m.Minor)
+}
+
+// ext4Journaled reports whether the ext4 filesystem on block device
+// major:minor has a journal: its jbd2 thread is named in
+// /sys/fs/ext4/DEV/journal_task ("<none>" without one). A missing file
+// (an older kernel, no sysfs) counts as no journal.
+func ext4Journaled(major, minor int) bool {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", major, minor))
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", filepath.Base(link), "journal_task"))
+	return err == nil && journalTaskNamed(string(b))
+}
+
+// journalTaskNamed reports whether a journal_task file names a thread.
+func journalTaskNamed(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && s != "<none>"
 }
 
 // ext4OrdersRenames reports whether an ext4 superblock mounted with

@@ -29,9 +29,22 @@ func TestExt4OrdersRenames(t *testing.T) {
 	}
 }
 
-// TestOrdersRenamedData tells ext4 from the rest on this machine's real
-// filesystems: tmpfs (/dev/shm) never orders; an ext4 test dir does unless
-// one of its mounts was made without the ordering.
+// TestJournalTaskNamed: a journaled ext4 names its jbd2 thread.
+func TestJournalTaskNamed(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{{"1234\n", true}, {"<none>\n", false}, {"", false}} {
+		if got := journalTaskNamed(tc.s); got != tc.want {
+			t.Errorf("journalTaskNamed(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
+// TestOrdersRenamedData tells journaled ext4 from the rest on this
+// machine's real filesystems: tmpfs (/dev/shm) never orders; an ext4 test
+// dir orders exactly when it has a journal and none of its mounts was made
+// without the ordering.
 func TestOrdersRenamedData(t *testing.T) {
 	for _, dir := range []string{"/dev/shm", t.TempDir()} {
 		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -51,9 +64,18 @@ func TestOrdersRenamedData(t *testing.T) {
 				t.Fatal(err)
 			}
 			unordered := strings.Contains(string(mi), "noauto_da_alloc") || strings.Contains(string(mi), "data=writeback")
-			if !got && !unordered {
-				t.Errorf("%s (ext4, default ordering): ordersRenamedData = false, want true", dir)
+			var st unix.Stat_t
+			if err := unix.Stat(dir, &st); err != nil {
+				t.Fatal(err)
 			}
+			journaled := ext4Journaled(int(unix.Major(st.Dev)), int(unix.Minor(st.Dev)))
+			if journaled && !unordered && !got {
+				t.Errorf("%s (journaled ext4, default ordering): ordersRenamedData = false, want true", dir)
+			}
+			if !journaled && got {
+				t.Errorf("%s (ext4 without a journal): ordersRenamedData = true, want false", dir)
+			}
+			t.Logf("%s: ext4, journaled %v, ordersRenamedData %v", dir, journaled, got)
 		default:
 			if got {
 				t.Errorf("%s (filesystem %#x): ordersRenamedData = true, want false", dir, sfs.Type)
