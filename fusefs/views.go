@@ -27,7 +27,8 @@ import (
 //     writing, the committed file's for everyone else, whichever handle
 //     go-fuse lends a stat by path. While the node has write handles they
 //     are not cached (Node.attrValid), so the kernel asks again, with the
-//     asking process, before each stat and each lseek(SEEK_END).
+//     asking process, before each stat and each lseek(SEEK_END); but for
+//     a CREATE's answer, which is every owner's view (createdAttrValid).
 //   - An O_APPEND write is placed at the end of the temp by the daemon
 //     (writeHandle.Write, for a handle opened O_APPEND), not at the size the kernel last heard of.
 //   - A writer and a reader are admitted to a node in one step each
