@@ -199,7 +199,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		*p = abs
 	}
-	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog} {
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile} {
 		if *p == "" {
 			continue
 		}
@@ -218,6 +218,11 @@ func run(args []string, stderr io.Writer) int {
 		return errcode.ExitUsage
 	}
 	if err := checkMountpoint(cfg.backing, cfg.mountpoint, cfg.mount.nonempty); err != nil {
+		fmt.Fprintf(stderr, "realmfs: %v\n", err)
+		return errcode.ExitUsage
+	}
+	files := map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog, "policy file": cfg.policyFile}
+	if err := checkOutside(cfg.backing, files); err != nil {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
 		return errcode.ExitUsage
 	}

@@ -55,6 +55,55 @@ func checkMountpoint(backing, mountpoint string, nonempty bool) error {
 	return nil
 }
 
+// checkOutside refuses a file of the daemon's (its audit log, its own log,
+// its policy) inside BACKING: a process on the mount could remove the
+// audit trail, write lines into the log, or change the rules it is held to
+// (they would be ordinary files of the workspace). files maps each file's
+// role to its absolute path; "" is no file. A name that does not exist yet
+// is judged by its nearest existing ancestor, symlinks resolved, so a link
+// into BACKING is inside.
+func checkOutside(backing string, files map[string]string) error {
+	b, err := filepath.EvalSymlinks(backing)
+	if err != nil {
+		return fmt.Errorf("backing directory: %w", err)
+	}
+	for _, role := range []string{"audit log", "log", "policy file"} {
+		p := files[role]
+		if p == "" {
+			continue
+		}
+		real, err := resolveExisting(p)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", role, p, err)
+		}
+		if real == b || strings.HasPrefix(real, b+"/") || b == "/" {
+			return fmt.Errorf("%s %s is inside the backing directory %s: a process on the mount could change or remove it; put it outside BACKING", role, p, backing)
+		}
+	}
+	return nil
+}
+
+// resolveExisting is p with symlinks resolved as far as p exists: its
+// nearest existing ancestor resolved, and the rest of p appended.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	for {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
 // mountDevice returns the device number of the newest mount at dir, as
 // /proc/self/mountinfo lists it (no request reaches the mount itself).
 func mountDevice(dir string) (uint64, error) {
