@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Host meaning (README: the threat model): what the mount makes is judged
@@ -70,5 +72,133 @@ func TestDaemonFilesOutsideBacking(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", mnt).Run() })
 	if typ, _ := mountFSType(mnt); typ == "" {
 		t.Errorf("audit log beside BACKING: realmfs exited 0 but nothing is mounted at %s", mnt)
+	}
+}
+
+// noSetID fails unless path in BACKING has no set-ID bit.
+func noSetID(t *testing.T, path, what string) {
+	t.Helper()
+	if st := lstat(t, path); st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		t.Errorf("%s: %s has mode %#o in BACKING; want no set-ID bit", what, path, st.Mode&07777)
+	}
+}
+
+// TestSetIDPlant (issue 28, case 1): `cp /usr/bin/id m/x; chmod 4755 m/x`
+// would leave BACKING/x set-user-ID root, which an unprivileged host user
+// runs as euid 0. The chmod is refused (EPERM, PRIVILEGE_DENIED), and so is
+// `install -m 2755`; a create asking for set-ID bits gets the mode without
+// them (audited); an in-place commit and an append in place drop a host
+// file's set-ID bits (root's write, which the kernel lets keep them); a
+// set-group-ID directory stays allowed (group inheritance runs nothing).
+func TestSetIDPlant(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "cp", "install")
+	m := mount(t, Prepare(func(m *Mount) {
+		for _, name := range []string{"linked", "appended"} {
+			writeFile(t, m.BackingPath(name), "#!/bin/sh\necho host\n")
+			if err := unix.Chmod(m.BackingPath(name), 04755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Link(m.BackingPath("linked"), m.BackingPath("linked2")); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	run(t, "/", nil, "cp", "/usr/bin/id", m.Path("x"))
+	wantErrno(t, unix.Chmod(m.Path("x"), 04755), unix.EPERM, "chmod 4755 m/x")
+	m.WaitRefusal("setattr", "x", "PRIVILEGE_DENIED", unix.EPERM)
+	noSetID(t, m.BackingPath("x"), "after chmod 4755")
+	// What the host's unprivileged user gets from running it.
+	if out := strings.TrimSpace(runAs(t, asNobody, m.BackingPath("x"), "-u")); out != "65534" {
+		t.Errorf("BACKING/x -u as uid 65534 printed %q; want 65534 (not set-user-ID)", out)
+	}
+
+	if out, err := runErr(t, "/", nil, "install", "-m", "2755", "/usr/bin/id", m.Path("y")); err == nil {
+		t.Errorf("install -m 2755 through the mount succeeded:\n%s", out)
+	}
+	noSetID(t, m.BackingPath("y"), "after install -m 2755")
+	m.WaitRefusal("setattr", "y", "PRIVILEGE_DENIED", unix.EPERM)
+
+	fd, err := unix.Open(m.Path("z"), unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL, 06755)
+	if err != nil {
+		t.Fatalf("open(O_CREAT, 06755): %v", err)
+	}
+	unix.Close(fd)
+	noSetID(t, m.BackingPath("z"), "created with mode 06755")
+	m.WaitAudit("create of z with set-ID bits", func(e auditEntry) bool {
+		return e.str("op") == "create" && e.path() == "z" && e.str("code") == "PRIVILEGE_DENIED" && e.str("errno") == ""
+	})
+
+	// New content never keeps a host file's set-ID bits, root's neither:
+	// the in-place commit of a file with two links, an append in place.
+	if err := os.WriteFile(m.Path("linked"), []byte("#!/bin/sh\nid\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noSetID(t, m.BackingPath("linked2"), "after root's in-place commit")
+	f, err := os.OpenFile(m.Path("appended"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("id\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noSetID(t, m.BackingPath("appended"), "after root's append")
+
+	// Directories: set-group-ID is allowed, set-user-ID is not.
+	if err := os.Mkdir(m.Path("shared"), 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(m.Path("shared"), 02775); err != nil {
+		t.Errorf("chmod 2775 of a directory: %v", err)
+	}
+	if st := lstat(t, m.BackingPath("shared")); st.Mode&unix.S_ISGID == 0 {
+		t.Errorf("shared: mode %#o in BACKING; want set-group-ID", st.Mode&07777)
+	}
+	wantErrno(t, unix.Chmod(m.Path("shared"), 04775), unix.EPERM, "chmod 4775 of a directory")
+}
+
+// TestCapabilityPlant (issue 28, case 2): `setcap cap_dac_read_search+ep
+// m/c` on a copy of cat would let uid 65534 read root's 0600 files on the
+// host. security.capability (by setcap or by setfattr) and every xattr
+// outside the allowlist (trusted.*, security.*, user.overlay.*) are
+// refused, EPERM, PRIVILEGE_DENIED; user.* and ACLs are set as natively.
+func TestCapabilityPlant(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "setcap", "getcap", "setfattr", "getfattr")
+	m := mount(t)
+	secret := filepath.Join(m.Outside, "root-only")
+	writeFile(t, secret, "root's\n")
+	if err := os.Chmod(secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "/", nil, "cp", "/usr/bin/cat", m.Path("c"))
+	if out, err := runErr(t, "/", nil, "setcap", "cap_dac_read_search+ep", m.Path("c")); err == nil {
+		t.Errorf("setcap through the mount succeeded:\n%s", out)
+	}
+	m.WaitRefusal("setxattr", "c", "PRIVILEGE_DENIED", unix.EPERM)
+	if out := run(t, "/", nil, "getcap", m.BackingPath("c")); strings.TrimSpace(out) != "" {
+		t.Errorf("getcap BACKING/c = %q; want no capability", out)
+	}
+	if out, err := runErr(t, "/", nil, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", m.BackingPath("c"), secret); err == nil || strings.Contains(out, "root's") {
+		t.Errorf("BACKING/c as uid 65534 read a root-only file: %q, %v", out, err)
+	}
+	// vfs_cap_data revision 2 with CAP_DAC_READ_SEARCH permitted, as setfattr writes it.
+	for _, attr := range []string{"security.capability", "trusted.overlay.opaque", "security.selinux", "user.overlay.redirect"} {
+		if out, err := runErr(t, "/", nil, "setfattr", "-n", attr, "-v", "0x0000000204000000000000000000000000000000", m.Path("c")); err == nil {
+			t.Errorf("setfattr -n %s through the mount succeeded:\n%s", attr, out)
+		}
+		m.WaitAudit("setxattr "+attr, func(e auditEntry) bool {
+			return e.str("op") == "setxattr" && e.path() == "c" && e.str("code") == "PRIVILEGE_DENIED" && e.str("rule") == "privilege:xattr"
+		})
+	}
+	if _, err := unix.Getxattr(m.BackingPath("c"), "security.capability", make([]byte, 64)); err != unix.ENODATA {
+		t.Errorf("BACKING/c: security.capability %v; want none (ENODATA)", err)
+	}
+	run(t, "/", nil, "setfattr", "-n", "user.origin", "-v", "mirror", m.Path("c"))
+	if out := run(t, "/", nil, "getfattr", "--absolute-names", "--only-values", "-n", "user.origin", m.BackingPath("c")); out != "mirror" {
+		t.Errorf("user.origin in BACKING = %q; want mirror", out)
 	}
 }

@@ -43,6 +43,11 @@ const (
 	// as it may (max_fds_per_owner), so that it cannot take every
 	// descriptor the daemon has from the other owners.
 	ResourceLimit Code = "RESOURCE_LIMIT"
+
+	// PrivilegeDenied: a change through the mount that would grant a
+	// privilege on the host where BACKING lies (a set-ID bit, a file
+	// capability or another privileged xattr).
+	PrivilegeDenied Code = "PRIVILEGE_DENIED"
 )
 
 // Errno is what a process on the mount sees for the code. Codes that never
@@ -53,7 +58,7 @@ func (c Code) Errno() syscall.Errno {
 		return syscall.EACCES
 	case LockConflict:
 		return syscall.EBUSY
-	case DeviceNodeDenied:
+	case DeviceNodeDenied, PrivilegeDenied:
 		return syscall.EPERM
 	case ResourceLimit:
 		return syscall.EMFILE

@@ -23,6 +23,7 @@ func TestCatalogue(t *testing.T) {
 		{ToolTimeout, syscall.EIO, ExitTimeout},
 		{RealmStopping, syscall.EIO, ExitStopping},
 		{DeviceNodeDenied, syscall.EPERM, ExitFailure},
+		{PrivilegeDenied, syscall.EPERM, ExitFailure},
 		{WriterKilledCommitted, syscall.EIO, ExitFailure},
 		{WriterKilledRecovered, syscall.EIO, ExitFailure},
 		{ResourceLimit, syscall.EMFILE, ExitFailure},

@@ -74,6 +74,8 @@ const (
 	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner open files
 	RuleProtected           = "protect"               // a write to a path the protect set refuses
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device
+	RulePrivilegeSetID      = "privilege:set-id"      // a set-ID bit on what is no directory (chmod refused, create cleared)
+	RulePrivilegeXattr      = "privilege:xattr"       // an xattr outside the allowlist (security.capability, trusted.*, ...)
 	RuleLockOtherOwner      = "lock:other-owner"      // another owner holds the file's lock
 	RuleLockChanged         = "lock:changed-outside"  // the file changed behind the mount while written
 	RuleCredentialIdentity  = "credential:identity"   // the file is a credential seen under another name

@@ -445,6 +445,9 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	defer dirfd.Close(out)
+	if err := dropSetID(out); err != nil {
+		return w.fail(ctx, StageBeforeRename, err), false
+	}
 	if err := unix.Ftruncate(out, 0); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}

@@ -368,7 +368,8 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, newMode(ctx, pfd, mode))
+	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, newMode(ctx, pfd, mode))
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		return n.openExisting(ctx, name, flags, out)
 	}

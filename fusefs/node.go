@@ -500,6 +500,11 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		defer dirfd.Close(fd)
+		if mode, ok := in.GetMode(); ok {
+			if errno := n.denyChmod(ctx, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
+				return errno
+			}
+		}
 		if errno := n.fsys.metaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
@@ -528,10 +533,13 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		if w != nil {
 			if w.temp >= 0 {
-				errno = setMeta(w.temp, in)
+				// The temp is new content: never with a set-ID bit.
+				tin := *in
 				if m, ok := in.GetMode(); ok {
-					w.mode = m & 07777
+					tin.Mode = hostFileMode(m)
+					w.mode = tin.Mode
 				}
+				errno = setMeta(w.temp, &tin)
 			}
 			w.observed = st
 			if errno == 0 && h == nil {

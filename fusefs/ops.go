@@ -126,7 +126,8 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
 	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
 	if !isLink {
-		mode = mode&syscall.S_IFMT | newMode(ctx, pfd, mode)
+		typ := mode & syscall.S_IFMT
+		mode = typ | n.newHostMode(ctx, op, name, typ, newMode(ctx, pfd, mode))
 	}
 	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
 	first := mode

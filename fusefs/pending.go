@@ -135,7 +135,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	if wh.Truncates() {
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
-		if err := w.ensureTemp(false, caller(ctx).Uid); err != nil {
+		if err := w.ensureTemp(false); err != nil {
 			w.release(e, lease, wh)
 			return nil, 0, toErrno(err), false
 		}
@@ -234,12 +234,11 @@ func (w *pendingWrite) refresh() {
 
 // appendsInPlace reports whether an append through h goes into the file:
 // the machine's route (writeproto.Write.WriteRoute: nothing of the
-// owner's is uncommitted, and the file has no set-id bit that a write by
-// another user than root would clear; the temp's copy clears it:
-// ensureTemp), and the file writable by the daemon. The caller holds
-// w.entry's lock.
-func (w *pendingWrite) appendsInPlace(h *writeHandle, writer uint32) bool {
-	setID := writer != 0 && w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+// owner's is uncommitted, and the file has no set-ID bit, which new
+// content never keeps: the temp's copy drops it, ensureTemp), and the file
+// writable by the daemon. The caller holds w.entry's lock.
+func (w *pendingWrite) appendsInPlace(h *writeHandle) bool {
+	setID := w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
 	if w.m.WriteRoute(h.wh, setID) != writeproto.RouteInPlace {
 		return false
 	}

@@ -20,17 +20,11 @@ import (
 //
 // A change of content drops privileges, as the kernel leaves to the daemon
 // (HANDLE_KILLPRIV_V2, which spares a GETXATTR of security.capability per
-// write): the temp never carries the file's capabilities, and a writer
-// other than root clears set-user-ID, and set-group-ID where the group may
-// execute (the kernel's should_remove_suid).
-func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
+// write): the temp never carries the file's capabilities nor its set-ID
+// bits, whoever writes (hostmode.go: new content with the host's privilege
+// would be the writer's program running with it).
+func (w *pendingWrite) ensureTemp(seed bool) error {
 	if w.temp >= 0 {
-		if writer != 0 && killSuid(w.mode) != w.mode {
-			if err := dirfd.Chmod(w.temp, killSuid(w.mode)); err != nil {
-				return err
-			}
-			w.mode = killSuid(w.mode)
-		}
 		return nil
 	}
 	w.catchUp() // copy the file there now, not one another owner's commit replaced
@@ -75,10 +69,7 @@ func (w *pendingWrite) ensureTemp(seed bool, writer uint32) error {
 			return fail(err)
 		}
 	}
-	mode := st.Mode & 07777
-	if writer != 0 {
-		mode = killSuid(mode)
-	}
+	mode := hostFileMode(st.Mode & 07777)
 	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
@@ -95,16 +86,6 @@ func (w *pendingWrite) unquiet() {
 		w.node.fsys.watch.unquiet(w.temp)
 		w.tempQuiet = false
 	}
-}
-
-// killSuid is mode without the bits a write by an unprivileged process
-// clears: set-user-ID, and set-group-ID if the group may execute.
-func killSuid(mode uint32) uint32 {
-	mode &^= unix.S_ISUID
-	if mode&unix.S_IXGRP != 0 {
-		mode &^= unix.S_ISGID
-	}
-	return mode
 }
 
 // dropTemp removes the temp and forgets its changes.

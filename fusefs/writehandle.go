@@ -91,7 +91,7 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	}()
 	var n int
 	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
-		if w.appendsInPlace(h, caller(ctx).Uid) {
+		if w.appendsInPlace(h) {
 			if w.m.PlaceMoved() {
 				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
 					return errno
@@ -102,7 +102,7 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 			n, errno = w.appendInPlace(h, data)
 			return errno
 		}
-		if err := w.ensureTemp(true, caller(ctx).Uid); err != nil {
+		if err := w.ensureTemp(true); err != nil {
 			return toErrno(err)
 		}
 		w.m.TempWrite(h.wh)
@@ -384,7 +384,7 @@ func (h *writeHandle) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
 // makes is committed with the owner's next commit.
 func (h *writeHandle) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
 	return h.withPending(func(w *pendingWrite) syscall.Errno {
-		return w.change(h.wh, caller(ctx).Uid, fn)
+		return w.change(h.wh, fn)
 	})
 }
 
@@ -393,7 +393,7 @@ func (h *writeHandle) withTemp(ctx context.Context, fn func(fd int) syscall.Errn
 // src's write if src is another write's content.
 func (h *writeHandle) copyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (uint32, syscall.Errno) {
 	var copied int
-	errno := h.pending.change(nil, caller(ctx).Uid, func(tmp int) syscall.Errno {
+	errno := h.pending.change(nil, func(tmp int) syscall.Errno {
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c
@@ -403,14 +403,14 @@ func (h *writeHandle) copyIn(ctx context.Context, src int, offIn, offOut, size, 
 }
 
 // change runs fn on the temp, made first, for a change through h (nil:
-// not a handle's own) by a process of uid writer; the caller holds
+// not a handle's own); the caller holds
 // w.entry's lock. A change that failed for want of space or by an I/O
 // error marks the temp failed (writeproto.Write.ChangeDone).
-func (w *pendingWrite) change(h *writeproto.Handle, writer uint32, fn func(fd int) syscall.Errno) syscall.Errno {
+func (w *pendingWrite) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) syscall.Errno {
 	if h != nil {
 		w.m.Changing(h)
 	}
-	if err := w.ensureTemp(true, writer); err != nil {
+	if err := w.ensureTemp(true); err != nil {
 		return toErrno(err)
 	}
 	w.m.TempChange()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
@@ -66,13 +67,18 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 // Setxattr sets an attribute through an O_PATH fd of the verified object,
-// and on the owner's temp too, which becomes the file at its commit.
+// and on the owner's temp too, which becomes the file at its commit. Only
+// the names hostmode.go allows are set: security.capability on a file the
+// host runs would be a privilege there.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	fd, errno := n.prepareSelf(ctx, "setxattr", true, true)
 	if errno != 0 {
 		return errno
 	}
 	defer dirfd.Close(fd)
+	if !allowedXattr(attr) {
+		return n.fsys.refuse(ctx, "setxattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
+	}
 	if err := dirfd.Setxattr(fd, attr, data, int(flags)); err != nil {
 		return toErrno(err)
 	}
@@ -80,13 +86,18 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	return 0
 }
 
-// Removexattr removes an attribute as Setxattr sets one.
+// Removexattr removes an attribute as Setxattr sets one, of the same
+// names and security.capability (a host's label is the host's to change;
+// dropping a capability grants nothing).
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	fd, errno := n.prepareSelf(ctx, "removexattr", true, true)
 	if errno != 0 {
 		return errno
 	}
 	defer dirfd.Close(fd)
+	if !removableXattr(attr) {
+		return n.fsys.refuse(ctx, "removexattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
+	}
 	if err := dirfd.Removexattr(fd, attr); err != nil {
 		return toErrno(err)
 	}

@@ -271,9 +271,8 @@ const (
 
 // WriteRoute: a write(2) through h (event WRITE) goes into the file in
 // place when h appends without truncating, the owner has no temp and no
-// failed write, and the write would not have to clear a set-id bit
-// (setID: the file has one and the writer is not root; the temp's copy
-// clears it). The caller may still take the temp's route (the file not
+// failed write, and the file has no set-id bit (setID), which new content
+// never keeps, whoever writes: the temp's copy drops it. The caller may still take the temp's route (the file not
 // writable by the daemon). Before an append in place lands, the caller
 // checks the file's place if PlaceMoved.
 func (w *Write) WriteRoute(h *Handle, setID bool) Route {
