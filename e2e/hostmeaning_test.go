@@ -202,3 +202,99 @@ func TestCapabilityPlant(t *testing.T) {
 		t.Errorf("user.origin in BACKING = %q; want mirror", out)
 	}
 }
+
+// symlinksResolveInside fails if a symlink in BACKING resolves, as the
+// host's kernel follows it, outside BACKING.
+func symlinksResolveInside(t *testing.T, backing string) {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filepath.WalkDir(backing, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink == 0 {
+			return nil
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil // dangling: resolves nowhere
+		}
+		if real != root && !strings.HasPrefix(real, root+"/") {
+			target, _ := os.Readlink(p)
+			t.Errorf("BACKING/%s -> %q resolves on the host to %s, outside BACKING", strings.TrimPrefix(p, backing+"/"), target, real)
+		}
+		return nil
+	})
+}
+
+// TestSymlinkChainEscape (issue 28, case 3): `mkdir m/d; ln -s .. m/d/up;
+// ln -s d/up/.. m/x` reads as `d` but resolves to BACKING's parent, on the
+// host and on the mount: ".." after a link climbs from the link's target.
+// Every target must be normal (its ".." first) and climb no higher than
+// its directory is deep, checked at symlink, at a hard link or rename of a
+// link, at a rename of a directory holding links to a shallower place, and
+// at readlink (for links the host made). A chain three links deep is
+// refused by the same rule, in either order of making its links.
+func TestSymlinkChainEscape(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Prepare(func(m *Mount) {
+		if err := os.MkdirAll(m.BackingPath("hd"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for link, target := range map[string]string{"hd/up": "..", "hx": "hd/up/.."} {
+			if err := os.Symlink(target, m.BackingPath(link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}))
+	for _, dir := range []string{"d", "p", "a/b"} {
+		if err := os.MkdirAll(m.Path(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Made before the link that would make it escape, and after it.
+	wantErrno(t, os.Symlink("d/up/..", m.Path("early")), unix.EACCES, "symlink early -> d/up/.. (d/up not yet made)")
+	m.WaitRefusal("symlink", "early", "PATH_ESCAPE", unix.EACCES)
+	if err := os.Symlink("..", m.Path("d/up")); err != nil {
+		t.Fatalf("symlink d/up -> ..: %v", err)
+	}
+	wantErrno(t, os.Symlink("d/up/..", m.Path("x")), unix.EACCES, "symlink x -> d/up/..")
+	m.WaitRefusal("symlink", "x", "PATH_ESCAPE", unix.EACCES)
+	// Three links deep: q -> p/up -> .., then x3 -> q/p/up/.. climbs out.
+	if err := os.Symlink("..", m.Path("p/up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("p/up", m.Path("q")); err != nil {
+		t.Fatalf("symlink q -> p/up (normal, resolves to the root): %v", err)
+	}
+	wantErrno(t, os.Symlink("q/p/up/..", m.Path("x3")), unix.EACCES, "symlink x3 -> q/p/up/..")
+	m.WaitRefusal("symlink", "x3", "PATH_ESCAPE", unix.EACCES)
+
+	// A link given a shallower place climbs further: by rename, by a hard
+	// link of the link, and beneath a directory renamed shallower.
+	if err := os.Symlink("../../top", m.Path("a/b/l")); err != nil {
+		t.Fatalf("symlink a/b/l -> ../../top: %v", err)
+	}
+	wantErrno(t, os.Rename(m.Path("a/b/l"), m.Path("l")), unix.EACCES, "rename a/b/l to l")
+	m.WaitRefusal("rename", "a/b/l", "PATH_ESCAPE", unix.EACCES)
+	wantErrno(t, unix.Linkat(unix.AT_FDCWD, m.Path("a/b/l"), unix.AT_FDCWD, m.Path("a/l"), 0), unix.EACCES, "link a/b/l to a/l")
+	m.WaitRefusal("link", "a/l", "PATH_ESCAPE", unix.EACCES)
+	wantErrno(t, os.Rename(m.Path("a/b"), m.Path("b")), unix.EACCES, "rename a/b to b")
+	m.WaitRefusal("rename", "a/b/l", "PATH_ESCAPE", unix.EACCES)
+	// Deeper is fine.
+	if err := os.MkdirAll(m.Path("a/c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.Path("a/b"), m.Path("a/c/b")); err != nil {
+		t.Errorf("rename a/b to a/c/b (deeper): %v", err)
+	}
+
+	// The host's own non-normal link is not followed on the mount.
+	_, err := os.Readlink(m.Path("hx"))
+	wantErrno(t, err, unix.EACCES, "readlink hx -> hd/up/.. (made by the host)")
+	m.WaitRefusal("readlink", "hx", "PATH_ESCAPE", unix.EACCES)
+	if err := os.Remove(m.BackingPath("hx")); err != nil {
+		t.Fatal(err)
+	}
+	symlinksResolveInside(t, m.Backing)
+}

@@ -66,7 +66,8 @@ const (
 	RuleEscapeResolve       = "escape:resolve"        // resolving a name met a symlink or left the root
 	RuleEscapeSwapped       = "escape:swapped"        // the object is not the one looked up or made
 	RuleEscapeNotRegular    = "escape:not-regular"    // data open of what is no regular file
-	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, leaves the root or names a temp
+	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, not normal, climbs out of the root or names a temp
+	RuleEscapeUnscanned     = "escape:unscanned"      // a directory moved shallower whose links could not all be read
 	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name
 	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)

@@ -278,6 +278,12 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
 		return nil, errno
 	}
+	if tn.Mode()&syscall.S_IFMT == syscall.S_IFLNK {
+		// The link's target resolves from its new directory too.
+		if errno := n.fsys.denyLinkTarget(ctx, "link", n, name, fd, n.fsys.depth(n)); errno != 0 {
+			return nil, errno
+		}
+	}
 	if err := dirfd.Link(fd, pfd, name); err != nil {
 		return nil, toErrno(err)
 	}
@@ -341,6 +347,8 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 // (the source, then the target), then RENAME_WHITEOUT is refused
 // (PATH_ESCAPE: it would leave a 0:0 character device at the source name,
 // a device node Mknod refuses), then a directory holding a credential,
+// then a symlink that would climb out of the root from its new place (the
+// object, or a link beneath a directory moved shallower: denyLinkMove),
 // then a file another owner is writing.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
@@ -382,6 +390,14 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if exchange {
 		if errno := f.denyDirRename(ctx, np, nfd, newName, f.relPath(n, name)); errno != 0 {
+			return errno
+		}
+	}
+	if errno := f.denyLinkMove(ctx, n, ofd, name, np); errno != 0 {
+		return errno
+	}
+	if exchange {
+		if errno := f.denyLinkMove(ctx, np, nfd, newName, n); errno != 0 {
 			return errno
 		}
 	}

@@ -1,38 +1,70 @@
 package fusefs
 
 import (
+	"context"
 	"path"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
-// staysInside reports whether a symlink target, resolved lexically from a
-// directory depth levels below the root, stays beneath the root. An
-// absolute target is an escape: on the mount the kernel would resolve it in
-// the caller's namespace, outside the workspace. Every symlink the kernel
-// meets on the mount passes through Readlink, so a chain of links is checked
-// link by link.
+// Symlinks are judged by where they resolve, on the mount and in BACKING
+// for the host, not by their text alone. A target resolved component by
+// component follows every link it meets, and a ".." after a link climbs
+// from the link's target, not from the link's name: `d/up/..` with
+// `d/up -> ..` is BACKING's parent, though it reads as `d`. So the mount
+// keeps one rule that makes resolution provable without resolving
+// anything: every target is *normal*, its ".." components (any number)
+// before its names, and climbs no higher than the directory holding the
+// link is deep. Then by induction on the links met, no resolution leaves
+// the root: a normal target climbs from the link's real directory to one
+// of its real ancestors, inside, then only descends, into a directory or
+// through another link that lands inside by the same rule. The rule is
+// checked where a link gets a place (symlink, a hard link of a link, a
+// rename of a link or of a directory holding links to a shallower place)
+// and at every readlink on the mount, so a link the host made that breaks
+// it is not followed either.
+
+// staysInside reports whether target, the target of a symlink in a
+// directory depth levels below the root, is normal and climbs no higher
+// than the root. An absolute target is an escape: on the mount the kernel
+// would resolve it in the caller's namespace, outside the workspace.
 func staysInside(depth int, target string) bool {
-	if depth < 0 || target == "" || strings.HasPrefix(target, "/") {
-		return false
+	ups, ok := targetUps(target)
+	return ok && depth >= 0 && ups <= depth
+}
+
+// targetUps is the number of ".." components of a normal target (its
+// ".." components all before its names; "" and "." components, from "//"
+// or "./", count for nothing); ok is false for a target that is absolute,
+// empty or not normal.
+func targetUps(target string) (ups int, ok bool) {
+	if target == "" || strings.HasPrefix(target, "/") {
+		return 0, false
 	}
-	for _, c := range strings.Split(target, "/") {
+	named := false
+	for c := range strings.SplitSeq(target, "/") {
 		switch c {
 		case "", ".":
 		case "..":
-			depth--
-			if depth < 0 {
-				return false
+			if named {
+				return 0, false
 			}
+			ups++
 		default:
-			depth++
+			named = true
 		}
 	}
-	return true
+	return ups, true
 }
 
 // lexicalTarget is the workspace-relative path a symlink in dir (itself
-// workspace-relative) points at, resolved lexically. The target has passed
-// staysInside, so the result does not climb above the root.
+// workspace-relative) points at. The target has passed staysInside, so the
+// result does not climb above the root, and is where the link resolves.
 func lexicalTarget(dir, target string) string {
 	p := path.Clean(path.Join("/", dir, target))
 	return strings.TrimPrefix(p, "/")
@@ -49,4 +81,87 @@ func targetHidden(target string) bool {
 		}
 	}
 	return false
+}
+
+// denyLinkTarget refuses op when the symlink held by fd (an O_PATH fd of
+// the verified link) would climb out of the root from a directory depth
+// levels deep: a hard link of a symlink gives it a new directory to
+// resolve from.
+func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name string, fd, depth int) syscall.Errno {
+	target, err := dirfd.Readlink(fd)
+	if err != nil {
+		return toErrno(err)
+	}
+	if !staysInside(depth, target) {
+		return f.refuse(ctx, op, dir, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
+	}
+	return 0
+}
+
+// denyLinkMove refuses renaming name in dir (held by pfd) into newDir when
+// that would leave a symlink climbing out of the root: the object itself,
+// if it is a link, or a link beneath it, if it is a directory moving to a
+// shallower place (a link inside a directory moving deeper climbs less far
+// than before). A tree too large to scan whole is refused too.
+func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name string, newDir *Node) syscall.Errno {
+	from, to := f.depth(dir), f.depth(newDir)
+	if from == to {
+		return 0
+	}
+	var st unix.Stat_t
+	if err := dirfd.Lstat(pfd, name, &st); err != nil {
+		return 0 // the rename itself will say what is wrong
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFLNK:
+		fd, err := dirfd.OpenPath(pfd, name)
+		if err != nil {
+			return toErrno(err)
+		}
+		defer dirfd.Close(fd)
+		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to)
+	case syscall.S_IFDIR:
+		if to > from {
+			return 0
+		}
+	default:
+		return 0
+	}
+	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1)
+}
+
+// denyLinksBeneath refuses moving the directory name in dir (held by pfd)
+// to a place depth levels below the root when a symlink beneath it would
+// then climb out.
+func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name string, depth int) syscall.Errno {
+	fd, err := dirfd.OpenDir(pfd, name)
+	if isEscape(err) {
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve)
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	defer dirfd.Close(fd)
+	seen, escaping := 0, ""
+	err = walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
+		seen++
+		if d.Type == unix.DT_LNK || d.Type == unix.DT_UNKNOWN {
+			lfd, err := dirfd.OpenPath(parent, d.Name)
+			if err == nil {
+				target, err := dirfd.Readlink(lfd)
+				if err == nil && !staysInside(depth+strings.Count(rel, "/"), target) {
+					escaping = rel
+				}
+				dirfd.Close(lfd)
+			}
+		}
+		return escaping == "" && seen < maxRenameScan
+	})
+	if escaping != "" {
+		return f.refuse(ctx, "rename", dir, path.Join(name, escaping), errcode.PathEscape, RuleEscapeSymlinkTarget)
+	}
+	if err != nil || seen >= maxRenameScan {
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeUnscanned)
+	}
+	return 0
 }

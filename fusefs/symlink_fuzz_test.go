@@ -2,17 +2,22 @@ package fusefs
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // insideByClean is the reference for staysInside: the symlink lives depth
-// directories below a root /r; the target stays inside when every prefix of
-// its components, joined to the link's directory and cleaned by
-// filepath.Clean, is /r or beneath it (a walk that climbs out and comes back,
-// "../r/x", has left the workspace on the way).
+// directories below a root /r; the target stays inside when it is normal
+// (no ".." after a name: cleaning it changes only "." and "//") and every
+// prefix of its components, joined to the link's directory and cleaned by
+// filepath.Clean, is /r or beneath it (a walk that climbs out and comes
+// back, "../r/x", has left the workspace on the way).
 func insideByClean(depth int, target string) bool {
 	if depth < 0 || target == "" || filepath.IsAbs(target) {
+		return false
+	}
+	if !normalByRegexp(target) {
 		return false
 	}
 	dir := "/r" + strings.Repeat("/d", depth)
@@ -24,6 +29,22 @@ func insideByClean(depth int, target string) bool {
 		}
 	}
 	return true
+}
+
+// leadingUps matches a target's leading ".." components.
+var leadingUps = regexp.MustCompile(`^(\.\.(/|$))*`)
+
+// normalByRegexp is the reference for a normal target: with its "" and "."
+// components dropped, no ".." follows its leading ones.
+func normalByRegexp(target string) bool {
+	var kept []string
+	for _, c := range strings.Split(target, "/") {
+		if c != "" && c != "." {
+			kept = append(kept, c)
+		}
+	}
+	rest := leadingUps.ReplaceAllString(strings.Join(kept, "/"), "")
+	return !strings.Contains("/"+rest+"/", "/../")
 }
 
 // FuzzStaysInside: staysInside agrees with the filepath.Clean reference on

@@ -9,7 +9,11 @@ func TestStaysInside(t *testing.T) {
 		want   bool
 	}{
 		{0, "a", true},
-		{0, "a/b/../c", true},
+		{0, "a/b/../c", false}, // not normal: b may be a link, and .. climbs from its target
+		{2, "../../a/b", true},
+		{2, "..//./../a/./b/", true},
+		{2, "../a/../b", false},
+		{1, "d/up/..", false}, // issue 28: with d/up -> .., BACKING's parent
 		{0, ".", true},
 		{0, "./a", true},
 		{0, "a/../..", false},
@@ -18,7 +22,8 @@ func TestStaysInside(t *testing.T) {
 		{1, "../x", true},
 		{1, "../../x", false},
 		{2, "../../x", true},
-		{3, "a/../../../../x", true},
+		{3, "a/../../../../x", false},
+		{4, "../../../../x", true},
 		{3, "a/../../../../../x", false},
 		{0, "/etc/passwd", false},
 		{5, "/", false},
