@@ -39,7 +39,9 @@ the daemon. SIGHUP reopens the audit and daemon logs (logrotate) and never
 unmounts. Under systemd (Type=notify) it sends READY=1 once mounted.
 
 MOUNTPOINT may not be BACKING or inside it; a mountpoint that is already a
-mount or not empty needs -o nonempty.
+mount or not empty needs -o nonempty. The audit log, the daemon log and the
+policy file may not be inside BACKING either (a process on the mount could
+remove or rewrite them).
 
 /etc/fstab:  BACKING MOUNTPOINT fuse.realmfs defaults,policy=FILE,audit_log=FILE 0 0
 
