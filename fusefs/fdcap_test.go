@@ -24,27 +24,27 @@ func TestDescriptorBound(t *testing.T) {
 	a, b := callerCtx(100), callerCtx(200)
 	ownerA := locks.Owner("pid:100") // Options.Owners nil: each process owns
 	for i := range uint64(2) {
-		if errno := tf.admitOpen(a, "", "open", tf.root, "f"); errno != 0 {
+		if errno := tf.admitOpen(a, "", "open", tf.root, "f", 1); errno != 0 {
 			t.Fatalf("open %d of owner A below its bound: %v", i, errno)
 		}
 		tf.fds.opened(fhKey{fh: i}, ownerA)
 	}
 	for range 3 {
-		if errno := tf.admitOpen(a, "", "open", tf.root, "f"); errno != syscall.EMFILE {
+		if errno := tf.admitOpen(a, "", "open", tf.root, "f", 1); errno != syscall.EMFILE {
 			t.Errorf("owner A past its bound: %v, want EMFILE", errno)
 		}
 	}
-	if errno := tf.admitOpen(b, "", "open", tf.root, "f"); errno != 0 {
+	if errno := tf.admitOpen(b, "", "open", tf.root, "f", 1); errno != 0 {
 		t.Errorf("owner B while A is at its bound: %v", errno)
 	}
 	tf.wantAudit(t, "open RESOURCE_LIMIT EMFILE")
-	tf.fds.released(fhKey{fh: 0}, 2)
-	tf.fds.released(fhKey{dir: true, fh: 1}, 2) // another kind of handle: not A's
-	if errno := tf.admitOpen(a, "", "open", tf.root, "f"); errno != 0 {
+	tf.fds.released(fhKey{fh: 0})
+	tf.fds.released(fhKey{dir: true, fh: 1}) // another kind of handle: not A's
+	if errno := tf.admitOpen(a, "", "open", tf.root, "f", 1); errno != 0 {
 		t.Errorf("owner A after a release: %v", errno)
 	}
 	tf.fds.opened(fhKey{fh: 0}, ownerA)
-	if errno := tf.admitOpen(a, "", "opendir", tf.root, ""); errno != syscall.EMFILE {
+	if errno := tf.admitOpen(a, "", "opendir", tf.root, "", 1); errno != syscall.EMFILE {
 		t.Errorf("owner A at its bound again: %v, want EMFILE", errno)
 	}
 	tf.wantAudit(t, "open RESOURCE_LIMIT EMFILE", "opendir RESOURCE_LIMIT EMFILE")
