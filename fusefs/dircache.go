@@ -40,9 +40,30 @@ type dirCache struct {
 	mu    sync.Mutex
 	bound int
 	idle  list.List // of *Node, the most recently used first
-	// noHandles: open_by_handle_at is refused (EPERM): nodes reopen by
-	// name only.
+	// noHandles: open_by_handle_at is refused (EPERM), or mountFd could
+	// not be opened: nodes reopen by name only.
 	noHandles atomic.Bool
+	// mountFd is the root opened for reading: open_by_handle_at takes no
+	// O_PATH fd for the mount (EBADF).
+	mountFd int
+}
+
+// openMountFd opens the root's mountFd from its O_PATH fd root.
+func (c *dirCache) openMountFd(root int) {
+	fd, err := dirfd.ReopenDir(root)
+	if err != nil {
+		c.mountFd = -1
+		c.noHandles.Store(true)
+		return
+	}
+	c.mountFd = fd
+}
+
+// closeMountFd closes mountFd.
+func (c *dirCache) closeMountFd() {
+	if c.mountFd >= 0 {
+		dirfd.Close(c.mountFd)
+	}
 }
 
 // evicted is an idle fd closed for the bound, and its node.
@@ -215,7 +236,7 @@ func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Er
 func (n *Node) reopenDir(ctx context.Context) (fd int, byHandle bool, errno syscall.Errno) {
 	c := &n.fsys.dirs
 	if h := c.handleOf(n); h != nil && !c.noHandles.Load() {
-		fd, err := dirfd.OpenDirByHandle(n.fsys.rootFd, *h)
+		fd, err := dirfd.OpenDirByHandle(c.mountFd, *h)
 		if err == syscall.EPERM {
 			c.noHandles.Store(true)
 		}
@@ -273,8 +294,8 @@ func (n *Node) forgetDir() {
 	if w := f.watch; w != nil {
 		markFd := fd
 		if markFd < 0 && w.fan {
-			if h := f.dirs.handleOf(n); h != nil {
-				if hfd, err := dirfd.OpenDirByHandle(f.rootFd, *h); err == nil {
+			if h := f.dirs.handleOf(n); h != nil && !f.dirs.noHandles.Load() {
+				if hfd, err := dirfd.OpenDirByHandle(f.dirs.mountFd, *h); err == nil {
 					markFd = hfd
 					defer dirfd.Close(hfd)
 				}

@@ -215,6 +215,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)
+	fsys.dirs.openMountFd(fd)
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
@@ -348,6 +349,7 @@ func (f *FS) Close() error {
 		f.watch.close()
 	}
 	f.notify.close()
+	f.dirs.closeMountFd()
 	return errors.Join(f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 

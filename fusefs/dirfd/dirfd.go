@@ -569,7 +569,8 @@ func DirHandle(fd int) (unix.FileHandle, error) {
 }
 
 // OpenDirByHandle opens the directory h names as an O_PATH fd, on the
-// mount of mountFd (the backing root's fd). It needs CAP_DAC_READ_SEARCH
+// mount of mountFd (a descriptor of the backing root opened for reading:
+// an O_PATH one is EBADF). It needs CAP_DAC_READ_SEARCH
 // (EPERM without); the caller must check that what it opened is the
 // directory it expects, and that it is still beneath the root (Root.Holds):
 // a handle, as an open fd, follows its directory wherever it is renamed.
