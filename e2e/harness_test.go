@@ -271,6 +271,7 @@ type mountConfig struct {
 	prepare func(m *Mount)      // populate BACKING (and Outside) before mounting
 	bin     string              // the realmfs binary to run; "" is realmfsBin
 	env     []string            // added to the daemon's environment
+	nofile  int                 // the daemon's RLIMIT_NOFILE (prlimit), 0 as inherited
 }
 
 // MountOption configures mount.
@@ -310,6 +311,11 @@ func AsUser(uid, gid uint32) MountOption {
 	}
 }
 
+// FileLimit runs realmfs under `prlimit --nofile=N:N` (which execs it, so
+// the daemon's pid is prlimit's): its descriptor limit, soft and hard, is
+// n. Foreground mounts as root only.
+func FileLimit(n int) MountOption { return func(c *mountConfig) { c.nofile = n } }
+
 // Prepare runs fn before mounting, to populate m.Backing and m.Outside.
 func Prepare(fn func(m *Mount)) MountOption {
 	return func(c *mountConfig) { c.prepare = fn }
@@ -346,8 +352,8 @@ func newMount(tb testing.TB, options []MountOption) *Mount {
 	for _, o := range options {
 		o(&cfg)
 	}
-	if cfg.bin != "" && (cfg.detach || cfg.helper || cfg.cred != nil) {
-		tb.Fatal("Binary: foreground mounts as root only")
+	if (cfg.bin != "" || cfg.nofile > 0) && (cfg.detach || cfg.helper || cfg.cred != nil) {
+		tb.Fatal("Binary, FileLimit: foreground mounts as root only")
 	}
 	root := tb.TempDir()
 	// t.TempDir and its parent are 0700; other uids must reach the mount.
@@ -424,6 +430,10 @@ func (m *Mount) start() {
 	line := append(append(append([]string{}, m.cfg.env...), filepath.Base(bin)), m.args()...)
 	fmt.Fprintf(logf, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(line, " "))
 	cmd := exec.Command(bin, m.args()...)
+	if m.cfg.nofile > 0 {
+		lim := strconv.Itoa(m.cfg.nofile)
+		cmd = exec.Command("prlimit", append([]string{"--nofile=" + lim + ":" + lim, "--", bin}, m.args()...)...)
+	}
 	if len(m.cfg.env) > 0 {
 		cmd.Env = append(os.Environ(), m.cfg.env...)
 	}

@@ -72,7 +72,8 @@ const (
 	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
-	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner open files
+	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner of the daemon's descriptors
+	RuleFdBudget            = "resource:fd-budget"    // the owner holds its share of what the daemon's descriptors leave (fdcap.go)
 	RuleProtected           = "protect"               // a write to a path the protect set refuses
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device
 	RulePrivilegeSetID      = "privilege:set-id"      // a set-ID bit on what is no directory (chmod refused, create cleared)

@@ -131,6 +131,7 @@ type pendingWrite struct {
 	mode       uint32       // the temp's permission bits
 	observed   unix.Stat_t  // the file as this owner last saw it commit
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
+	chargedTo  locks.Owner  // the owner charged pendingFds for it (fdcap.go), "" none
 	// inos counts the open handles of the write by the kernel inode they
 	// were opened on: one file can be on the mount under several numbers
 	// at once (a node retired while a handle of it lives), and a close's
@@ -211,6 +212,9 @@ func (w *pendingWrite) close() {
 	dirfd.Close(w.base)
 	dirfd.Close(w.tempDir)
 	dirfd.Close(w.fileDir)
+	if w.chargedTo != "" {
+		w.node.fsys.fds.release(w.chargedTo, pendingFds)
+	}
 }
 
 // sameFile reports whether the file is still the one observed: a process

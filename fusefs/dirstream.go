@@ -32,14 +32,15 @@ var (
 // Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
 // connection.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, ""); errno != 0 {
+	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, "", 1); errno != 0 {
 		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
 	}
-	pfd, errno := n.dirFd(ctx)
+	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
 		return nil, 0, openErrno(errno)
 	}
 	fd, err := dirfd.ReopenDir(pfd)
+	done()
 	if err != nil {
 		return nil, 0, openErrno(toErrno(err))
 	}

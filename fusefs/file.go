@@ -129,8 +129,8 @@ func writeFlags(flags uint32) bool {
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "open", n, ""); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
+	if errno := n.fsys.admitOpen(ctx, "", "open", n, "", openNeed(flags)); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of descriptors (fdcap.go)
 	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
 	return fh, fuseFlags, openErrno(errno)
@@ -170,7 +170,8 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	if forKernel && n.isRetired() {
 		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
-	pfd, name, pn, errno := n.parentFd(ctx)
+	pfd, name, pn, done, errno := n.parentFd(ctx)
+	defer done()
 	if errno != 0 {
 		return nil, 0, errno, false
 	}
@@ -361,10 +362,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer n.enter()()
 	f := n.fsys
 	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
-	if errno := f.admitOpen(ctx, owner, "create", n, name); errno != 0 {
+	if errno := f.admitOpen(ctx, owner, "create", n, name, openNeed(syscall.O_WRONLY)); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	pfd, errno := n.prepare(ctx, "create", name, makes)
+	pfd, done, errno := n.prepare(ctx, "create", name, makes)
+	defer done()
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}

@@ -86,11 +86,18 @@ type Options struct {
 	// negative field (or a nil Cache) means the default: WatchedCache
 	// while BACKING is watched, DefaultCache otherwise.
 	Cache *CacheTimeouts
-	// MaxFdsPerOwner bounds the files and directories one lock owner may
-	// hold open on the mount at once (EMFILE, RESOURCE_LIMIT beyond it),
-	// so that one owner cannot take every descriptor the daemon has; 0
-	// sets no bound. Counted only on a mount made by FS.Mount.
+	// MaxFdsPerOwner bounds the descriptors the daemon holds for one lock
+	// owner (its open files and directories, its writes' temps, its lock
+	// fds: fdcap.go; EMFILE, RESOURCE_LIMIT beyond it), so that one owner
+	// cannot take every descriptor the daemon has; 0 sets no bound.
+	// Counted only on a mount made by FS.Mount.
 	MaxFdsPerOwner int
+	// FdLimit is the daemon's descriptor limit (RLIMIT_NOFILE): owners
+	// together may hold it less a reserve for the daemon, each at most
+	// half of what the others left (fdcap.go), and idle directory fds are
+	// kept to an eighth of it (dircache.go). 0: no such bound, and the
+	// idle directory fds to dirFdBound(0).
+	FdLimit int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
 	NoWatch bool
@@ -118,7 +125,8 @@ type FS struct {
 	rootDev    uint64
 	root       *Node
 	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
-	fds        fdCounts    // open handles per owner (fdcap.go)
+	fds        fdCounts    // descriptors charged per owner (fdcap.go)
+	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
 	made       madeSet         // files made through the mount at credential paths (guard.go)
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
@@ -205,6 +213,9 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
+	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
+	fsys.dirs.bound = dirFdBound(opts.FdLimit)
+	fsys.dirs.openMountFd(fd)
 	fsys.creds.scanned = make(chan struct{})
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
@@ -338,6 +349,7 @@ func (f *FS) Close() error {
 		f.watch.close()
 	}
 	f.notify.close()
+	f.dirs.closeMountFd()
 	return errors.Join(f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 

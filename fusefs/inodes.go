@@ -178,7 +178,8 @@ func (f *FS) succeeded(old, new fileID) {
 // (FS.catchUp). A second look at the name gives the generation; it must
 // still be found.
 func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.Stat_t) bool {
-	pfd, errno := pn.dirFd(ctx)
+	pfd, done, errno := pn.dirFd(ctx)
+	defer done()
 	if errno != 0 {
 		return false
 	}

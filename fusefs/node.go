@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,16 @@ type Node struct {
 	dev uint64 // the backing object's identity; changes only when an atomic
 	ino uint64 // write of this mount replaces the file (see commit)
 	gen uint64 // and its generation (dirfd.Statx), which tells reused numbers apart
-	fd  int    // directories: O_PATH fd, or -1 until first use
+	// Directories (dircache.go; guarded by FS.dirs.mu, not mu): the O_PATH
+	// fd, or -1 while none is open; the uses pinning it; its place in
+	// the idle list; the handle to reopen it by; go-fuse dropped n; the
+	// watcher was given its fd once.
+	fd         int
+	pins       int
+	idle       *list.Element
+	handle     *unix.FileHandle
+	forgotten  bool
+	watchTried bool
 
 	// recLocks holds the per-locker fds of POSIX record locks and flock,
 	// made at first use (Node.lockSet, guarded by mu) and shared with a
@@ -171,75 +181,12 @@ func asNode(in *fs.Inode) *Node {
 	return n
 }
 
-// dirFd returns the O_PATH fd of directory n, opening and verifying it on
-// first use. The fd stays valid while the kernel references n or any of its
-// children, which covers every caller: go-fuse forgets a directory only
-// after all of that has gone, and only then does OnForget close it.
-//
-// The fd follows its directory wherever the host renames it, so each use
-// asks first whether the directory is still beneath the root (stillInside):
-// one moved out of BACKING is gone for the mount (ESTALE), even to a
-// process whose working directory it is.
-func (n *Node) dirFd(ctx context.Context) (int, syscall.Errno) {
-	n.mu.Lock()
-	fd := n.fd
-	n.mu.Unlock()
-	if fd >= 0 {
-		return fd, n.stillInside(ctx, fd)
-	}
-	name, parent := n.Parent()
-	pn := asNode(parent)
-	if pn == nil {
-		return -1, syscall.ENOENT // unlinked, or not attached yet
-	}
-	pfd, errno := pn.dirFd(ctx)
-	if errno != 0 {
-		return -1, errno
-	}
-	fd, err := dirfd.OpenDir(pfd, name)
-	if err != nil {
-		if isEscape(err) || err == syscall.ENOTDIR {
-			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape, RuleEscapeResolve)
-		}
-		return -1, toErrno(err)
-	}
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		dirfd.Close(fd)
-		return -1, toErrno(err)
-	}
-	if errno := n.verify(ctx, "opendir", pn, name, &st); errno != 0 {
-		dirfd.Close(fd)
-		return -1, errno
-	}
-	n.mu.Lock()
-	if n.fd >= 0 { // another request opened it meanwhile
-		dirfd.Close(fd)
-		fd = n.fd
-		n.mu.Unlock()
-		return fd, 0
-	}
-	n.fd = fd
-	n.mu.Unlock()
-	if w := n.fsys.watch; w != nil {
-		w.add(n, fd)
-	}
-	return fd, 0
-}
-
 // OnForget closes a directory's fd once go-fuse has dropped the node.
 func (n *Node) OnForget() {
-	if w := n.fsys.watch; w != nil && n.IsDir() && n != n.fsys.root {
-		n.mu.Lock()
-		fd := n.fd
-		n.mu.Unlock()
-		w.remove(n, fd)
+	if n.IsDir() && n != n.fsys.root {
+		n.forgetDir()
 	}
 	n.mu.Lock()
-	if n.fd >= 0 && n != n.fsys.root {
-		dirfd.Close(n.fd)
-	}
-	n.fd = -1
 	l := n.recLocks
 	n.mu.Unlock()
 	if l != nil {
@@ -253,15 +200,16 @@ func (n *Node) OnForget() {
 // A node with no parent was renamed over or removed since the kernel walked
 // to it: ESTALE has the kernel look the name up again (open, stat and the
 // other calls by path retry on it; a rename over the name leaves the name
-// there, and natively such a call never misses it).
-func (n *Node) parentFd(ctx context.Context) (int, string, *Node, syscall.Errno) {
+// there, and natively such a call never misses it). The parent's fd is
+// pinned until the caller calls done (always, also on error).
+func (n *Node) parentFd(ctx context.Context) (pfd int, name string, pn *Node, done func(), errno syscall.Errno) {
 	name, parent := n.Parent()
-	pn := asNode(parent)
+	pn = asNode(parent)
 	if pn == nil {
-		return -1, "", nil, syscall.ESTALE
+		return -1, "", nil, noUnpin, syscall.ESTALE
 	}
-	pfd, errno := pn.dirFd(ctx)
-	return pfd, name, pn, errno
+	pfd, done, errno = pn.dirFd(ctx)
+	return pfd, name, pn, done, errno
 }
 
 // stillInside checks that directory n, whose open fd is fd, is still the
@@ -315,14 +263,16 @@ func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st 
 // the fd, so the object verified is the object changed.
 func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 	if n.IsDir() {
-		fd, errno := n.dirFd(ctx)
+		fd, done, errno := n.dirFd(ctx)
+		defer done()
 		if errno != 0 {
 			return -1, errno
 		}
 		dup, err := dirfd.Dup(fd)
 		return dup, toErrno(err)
 	}
-	pfd, name, pn, errno := n.parentFd(ctx)
+	pfd, name, pn, done, errno := n.parentFd(ctx)
+	defer done()
 	if errno != 0 {
 		return -1, errno
 	}
@@ -351,7 +301,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if hiddenName(name) {
 		return nil, syscall.ENOENT
 	}
-	pfd, errno := n.dirFd(ctx)
+	pfd, done, errno := n.dirFd(ctx)
+	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
@@ -434,13 +385,15 @@ func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) sysc
 // verified, as the caller's owner sees it.
 func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	if n.IsDir() {
-		fd, errno := n.dirFd(ctx)
+		fd, done, errno := n.dirFd(ctx)
+		defer done()
 		if errno != 0 {
 			return errno
 		}
 		return toErrno(dirfd.Fstat(fd, st))
 	}
-	pfd, name, pn, errno := n.parentFd(ctx)
+	pfd, name, pn, done, errno := n.parentFd(ctx)
+	defer done()
 	if errno != 0 {
 		return errno // ESTALE if n's name is gone; a handle answers for itself (stat)
 	}

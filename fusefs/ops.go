@@ -65,34 +65,37 @@ const (
 // Escapes come before credentials (the README: an escaping credential path
 // reports PATH_ESCAPE). What an op checks beyond this (a symlink's target, a
 // link's source, a rename's locks) comes after. The fd returned is n's,
-// valid while n lives: the op makes its one dirfd call on (fd, name), which
+// pinned until the caller calls done (dircache.go; a no-op on error): the
+// op makes its one dirfd call on (fd, name), which
 // acts on that one name beneath a verified directory without following it.
-func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (int, syscall.Errno) {
+func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, done func(), _ syscall.Errno) {
 	f := n.fsys
 	if f.opts.ReadOnly {
-		return -1, syscall.EROFS
+		return -1, noUnpin, syscall.EROFS
 	}
 	if hiddenName(name) {
 		if use == removes || use == movesFrom {
-			return -1, syscall.ENOENT
+			return -1, noUnpin, syscall.ENOENT
 		}
-		return -1, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
+		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
 	}
-	pfd, errno := n.dirFd(ctx)
+	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
-		return -1, errno
+		return -1, noUnpin, errno
 	}
 	if use == movesFrom || use == makes {
 		if errno := f.denyName(ctx, op, n, pfd, name, use); errno != 0 {
-			return -1, errno
+			done()
+			return -1, noUnpin, errno
 		}
 	}
 	if use == makes {
 		if errno := f.denyProtect(ctx, op, n, name); errno != 0 {
-			return -1, errno
+			done()
+			return -1, noUnpin, errno
 		}
 	}
-	return pfd, 0
+	return pfd, done, 0
 }
 
 // claim gives a just-created object, held by fd, to the caller, when the
@@ -193,7 +196,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
 		h(name)
 	}
-	pfd, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	pfd, done, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
@@ -216,7 +220,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // the device for any host process allowed to open it.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	pfd, errno := n.prepare(ctx, "mknod", name, makes)
+	pfd, done, errno := n.prepare(ctx, "mknod", name, makes)
+	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
@@ -240,7 +245,8 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
-	pfd, errno := n.prepare(ctx, "symlink", name, makes)
+	pfd, done, errno := n.prepare(ctx, "symlink", name, makes)
+	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
@@ -262,7 +268,8 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // credential is refused as the link's source as well as its name.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	pfd, errno := n.prepare(ctx, "link", name, makes)
+	pfd, done, errno := n.prepare(ctx, "link", name, makes)
+	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
@@ -316,7 +323,8 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // remove is Unlink and Rmdir: one unlinkat on n's verified fd.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	pfd, errno := n.prepare(ctx, op, name, removes)
+	pfd, done, errno := n.prepare(ctx, op, name, removes)
+	defer done()
 	if errno != 0 {
 		return errno
 	}
@@ -361,7 +369,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, errno := n.prepare(ctx, "rename", name, movesFrom)
+	ofd, doneOld, errno := n.prepare(ctx, "rename", name, movesFrom)
+	defer doneOld()
 	if errno != 0 {
 		return errno
 	}
@@ -369,7 +378,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		targetUse = movesFrom
 	}
-	nfd, errno := np.prepare(ctx, "rename", newName, targetUse)
+	nfd, doneNew, errno := np.prepare(ctx, "rename", newName, targetUse)
+	defer doneNew()
 	if errno != 0 {
 		return errno
 	}

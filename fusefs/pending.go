@@ -114,6 +114,10 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
 			tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: *st, seq: f.writeSeq.Add(1)}
 		e.Value = w
+		if f.fds.bounded() { // admitted with the open (openNeed)
+			w.chargedTo = owner
+			f.fds.charge(owner, pendingFds)
+		}
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
 		// under its inode number belongs to a file that number was freed

@@ -29,11 +29,32 @@ import (
 // processes outside the mount on a later version of the file do not meet
 // the mount's.) A node retired while readers hold it (views.go) hands its
 // set to the node that replaces it: the two are one file to every locker.
+//
+// Each locker's fd is charged to the owner of the request that opened it,
+// and the anchor to the owner whose lock made it (fdcap.go); closed, they
+// are released.
 type lockFds struct {
-	mu       sync.Mutex
-	anchor   int // 0 when none (fd 0 is never an anchor: dups start at 3)
-	byLocker map[uint64]int
-	nodes    int // nodes sharing the set; guarded by FS.rekeyedMu
+	mu          sync.Mutex
+	anchor      int // 0 when none (fd 0 is never an anchor: dups start at 3)
+	anchorOwner locks.Owner
+	byLocker    map[uint64]int
+	owners      map[uint64]locks.Owner // whom each locker's fd is charged to
+	nodes       int                    // nodes sharing the set; guarded by FS.rekeyedMu
+}
+
+// fdCharge is n descriptors charged to owner o, to release.
+type fdCharge struct {
+	o locks.Owner
+	n int
+}
+
+// releaseAll releases the charges of fds closed.
+func (f *FS) releaseAll(cs []fdCharge) {
+	for _, c := range cs {
+		if c.o != "" {
+			f.fds.release(c.o, c.n)
+		}
+	}
 }
 
 // lockSet returns n's lock set, made at first use: a node that go-fuse
@@ -54,7 +75,7 @@ func (n *Node) dropLocker(locker uint64) {
 	l := n.recLocks
 	n.mu.Unlock()
 	if l != nil {
-		l.drop(locker)
+		n.fsys.releaseAll(l.drop(locker))
 	}
 }
 
@@ -96,24 +117,33 @@ func (f *FS) dropLockSet(l *lockFds) {
 	}
 	f.rekeyedMu.Unlock()
 	if last {
-		l.closeAll()
+		f.releaseAll(l.closeAll())
 	}
 }
 
+// has returns locker's lock fd if it has one.
+func (l *lockFds) has(locker uint64) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fd, ok := l.byLocker[locker]
+	return fd, ok
+}
+
 // fd returns locker's lock fd, opening it from the anchor (made from src, an
-// fd of the file's current content, on first use).
-func (l *lockFds) fd(src int, locker uint64) (int, syscall.Errno) {
+// fd of the file's current content, on first use); opened is how many fds
+// it opened, charged to owner.
+func (l *lockFds) fd(src int, locker uint64, owner locks.Owner) (fd, opened int, errno syscall.Errno) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if fd, ok := l.byLocker[locker]; ok {
-		return fd, 0
+		return fd, 0, 0
 	}
 	if len(l.byLocker) == 0 {
 		anchor, err := dirfd.Dup(src)
 		if err != nil {
-			return -1, toErrno(err)
+			return -1, 0, toErrno(err)
 		}
-		l.anchor = anchor
+		l.anchor, l.anchorOwner = anchor, owner
 	}
 	fd, err := dirfd.Reopen(l.anchor, unix.O_RDWR)
 	if err != nil {
@@ -122,58 +152,95 @@ func (l *lockFds) fd(src int, locker uint64) (int, syscall.Errno) {
 	if err != nil {
 		if len(l.byLocker) == 0 {
 			dirfd.Close(l.anchor)
-			l.anchor = 0
+			l.anchor, l.anchorOwner = 0, ""
 		}
-		return -1, toErrno(err)
+		return -1, 0, toErrno(err)
 	}
 	if l.byLocker == nil {
 		l.byLocker = make(map[uint64]int)
+		l.owners = make(map[uint64]locks.Owner)
 	}
 	l.byLocker[locker] = fd
-	return fd, 0
+	l.owners[locker] = owner
+	if len(l.byLocker) == 1 {
+		return fd, 2, 0
+	}
+	return fd, 1, 0
 }
 
-// drop closes locker's fd, which releases every lock it held.
-func (l *lockFds) drop(locker uint64) {
+// drop closes locker's fd, which releases every lock it held, and returns
+// the charges of the fds it closed.
+func (l *lockFds) drop(locker uint64) []fdCharge {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if fd, ok := l.byLocker[locker]; ok {
-		dirfd.Close(fd)
-		delete(l.byLocker, locker)
-		if len(l.byLocker) == 0 {
-			dirfd.Close(l.anchor)
-			l.anchor = 0
-		}
+	fd, ok := l.byLocker[locker]
+	if !ok {
+		return nil
 	}
+	dirfd.Close(fd)
+	cs := []fdCharge{{l.owners[locker], 1}}
+	delete(l.byLocker, locker)
+	delete(l.owners, locker)
+	if len(l.byLocker) == 0 {
+		dirfd.Close(l.anchor)
+		cs = append(cs, fdCharge{l.anchorOwner, 1})
+		l.anchor, l.anchorOwner = 0, ""
+	}
+	return cs
 }
 
 // closeAll closes every locker's fd and the anchor: the node is forgotten.
-func (l *lockFds) closeAll() {
+// It returns the charges of the fds it closed.
+func (l *lockFds) closeAll() []fdCharge {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var cs []fdCharge
 	for locker, fd := range l.byLocker {
 		dirfd.Close(fd)
+		cs = append(cs, fdCharge{l.owners[locker], 1})
 		delete(l.byLocker, locker)
+		delete(l.owners, locker)
 	}
 	if l.anchor > 0 {
 		dirfd.Close(l.anchor)
-		l.anchor = 0
+		cs = append(cs, fdCharge{l.anchorOwner, 1})
+		l.anchor, l.anchorOwner = 0, ""
 	}
+	return cs
 }
 
 // lockFd returns the lock fd of locker for handle fh, remembering on the
-// handle that locker used it.
-func (n *Node) lockFd(fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
+// handle that locker used it. A locker's first lock on the file charges
+// the caller's owner its fd and maybe the anchor (fdcap.go): an owner that
+// may not take two more is refused, ENOLCK (flock's and fcntl's "no
+// room for lock records"), audited RESOURCE_LIMIT.
+func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	h := fileOf(fh)
 	if h == nil {
 		return -1, syscall.EBADF
 	}
-	var fd int
+	l := n.lockSet()
+	if fd, ok := l.has(locker); ok {
+		h.common().noteLocker(locker)
+		return fd, 0
+	}
+	f := n.fsys
+	var owner locks.Owner
+	if f.fds.bounded() {
+		owner = f.owner(ctx)
+		if errno := f.chargeOrRefuse(ctx, owner, "lock", n, "", 2, 2, syscall.ENOLCK); errno != 0 {
+			return -1, errno
+		}
+	}
+	var fd, opened int
 	errno := h.withFd(func(src int) syscall.Errno {
 		var errno syscall.Errno
-		fd, errno = n.lockSet().fd(src, locker)
+		fd, opened, errno = l.fd(src, locker, owner)
 		return errno
 	})
+	if owner != "" {
+		f.fds.release(owner, 2-opened)
+	}
 	if errno != 0 {
 		return -1, errno
 	}
@@ -183,7 +250,7 @@ func (n *Node) lockFd(fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 
 // Getlk reports a lock that would conflict with lk.
 func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
-	fd, errno := n.lockFd(fh, locker)
+	fd, errno := n.lockFd(ctx, fh, locker)
 	if errno != 0 {
 		return errno
 	}
@@ -212,7 +279,7 @@ func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, locker uint64, lk *
 // setLock is Setlk and Setlkw: an OFD lock or flock on locker's fd,
 // retried with backoff until ctx ends when wait is set.
 func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
-	fd, errno := n.lockFd(fh, locker)
+	fd, errno := n.lockFd(ctx, fh, locker)
 	if errno != 0 {
 		return errno
 	}

@@ -71,9 +71,11 @@ Mount options (-o, comma-separated):
   log=FILE             (a flag wins over its -o form)
   log_format=text|json
   nonempty             mount over a non-empty directory or another mount
-  max_fds_per_owner=N  files and directories one lock owner may hold open
-                       at once (default: half the daemon's descriptor
-                       limit); past it an open is EMFILE (RESOURCE_LIMIT)
+  max_fds_per_owner=N  descriptors the daemon may hold for one lock owner
+                       (its open files and directories, writes, locks;
+                       default: half the daemon's descriptor limit, and
+                       never more than half of what other owners left);
+                       past it an open is EMFILE (RESOURCE_LIMIT)
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -334,6 +336,7 @@ func serve(cfg config, stderr io.Writer) int {
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
+		FdLimit:        fdLimit(limit),
 		Logf:           warnf(logger),
 		BeforeMkdir:    testBeforeMkdir(cfg.backing),
 		FailAt:         testFailAt(),
@@ -456,10 +459,11 @@ func raiseFileLimit() uint64 {
 	return lim.Cur
 }
 
-// maxFdsPerOwner is the bound of open handles per lock owner: the
-// max_fds_per_owner option, else half the daemon's descriptor limit, so
-// that one owner holding files open leaves the other half to the rest
-// (and to the daemon's own directory fds). 0 (no bound) if the limit is
+// maxFdsPerOwner is the bound of the descriptors the daemon holds per
+// lock owner: the max_fds_per_owner option, else half the daemon's
+// descriptor limit (fusefs's budget for all owners, FdLimit, bounds each
+// owner tighter still: half of what the others left of the limit less
+// the daemon's reserve). 0 (no bound) if the limit is
 // unknown or too large to matter.
 func maxFdsPerOwner(opt int, limit uint64) int {
 	if opt > 0 {
@@ -469,6 +473,16 @@ func maxFdsPerOwner(opt int, limit uint64) int {
 		return 0
 	}
 	return int(limit / 2)
+}
+
+// fdLimit is the daemon's descriptor limit as fusefs.Options.FdLimit
+// takes it: 0 (no budget for all owners together) if unknown or too large
+// to matter, as for maxFdsPerOwner.
+func fdLimit(limit uint64) int {
+	if limit == 0 || limit >= 1<<30 {
+		return 0
+	}
+	return int(limit)
 }
 
 // errUnknownOption is wrapped by parseMountOptions for a usage error.

@@ -561,6 +561,23 @@ func Handle(fd int) (string, error) {
 	return HandleKey(sfs.Fsid.Val, h.Type(), h.Bytes()), nil
 }
 
+// DirHandle returns the file handle of the directory held by fd, for
+// OpenDirByHandle once fd is closed.
+func DirHandle(fd int) (unix.FileHandle, error) {
+	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	return h, err
+}
+
+// OpenDirByHandle opens the directory h names as an O_PATH fd, on the
+// mount of mountFd (a descriptor of the backing root opened for reading:
+// an O_PATH one is EBADF). It needs CAP_DAC_READ_SEARCH
+// (EPERM without); the caller must check that what it opened is the
+// directory it expects, and that it is still beneath the root (Root.Holds):
+// a handle, as an open fd, follows its directory wherever it is renamed.
+func OpenDirByHandle(mountFd int, h unix.FileHandle) (int, error) {
+	return unix.OpenByHandleAt(mountFd, h, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+}
+
 // HandleKey is Handle's string for a filesystem id, handle type and bytes.
 func HandleKey(fsid [2]int32, typ int32, b []byte) string {
 	var k []byte
