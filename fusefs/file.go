@@ -397,7 +397,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	out.SetAttrTimeout(createdAttrValid(asNode(child), &st))
+	out.SetAttrTimeout(createdAttrValid(asNode(child)))
 	return child, fh, fuseFlags, 0
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
-	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/locks"
 )
@@ -133,11 +132,10 @@ func (n *Node) attrValid() time.Duration {
 // invalidates the size and times it keeps (as after any write), a
 // truncate, chmod or utimens answers with attributes not cached
 // (attrValid). So the entry's may be kept, which spares the GETATTR of the
-// fstat that follows open(2) in Go's os.OpenFile, cp and tar. Not for a
-// set-id file: a write by another user than root clears its bits in the
-// creator's view, which the kernel's cached mode would not show.
-func createdAttrValid(n *Node, st *unix.Stat_t) time.Duration {
-	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 || n.isRetired() {
+// fstat that follows open(2) in Go's os.OpenFile, cp and tar. A created
+// file never has a set-ID bit that a write would clear (hostmode.go).
+func createdAttrValid(n *Node) time.Duration {
+	if n.isRetired() {
 		return n.attrValid()
 	}
 	return n.fsys.attrTimeout

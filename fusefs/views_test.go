@@ -345,16 +345,16 @@ func TestOpenOfARenamedOverNodeIsStale(t *testing.T) {
 // TestCreatedAttributesCached: a file CREATE just made looks the same,
 // empty, to every owner, so its entry's attributes may be cached (the
 // fstat after open(2) needs no GETATTR); once its creator has written, no
-// answer about it is cached. A set-id file's are never cached: a write by
-// another user than root clears the bits in its creator's view only.
+// answer about it is cached. A create asking for set-ID bits makes the
+// file without them (hostmode.go), so it is cached like any other.
 func TestCreatedAttributesCached(t *testing.T) {
 	for _, tc := range []struct {
 		mode uint32
 		want time.Duration
 	}{
 		{0o644, time.Minute},
-		{0o4755, 0},
-		{0o2755, 0},
+		{0o4755, time.Minute},
+		{0o2755, time.Minute},
 	} {
 		tf := newTestFS(t, nil)
 		tf.attrTimeout = time.Minute
@@ -365,6 +365,9 @@ func TestCreatedAttributesCached(t *testing.T) {
 		}
 		if out.AttrTimeout() != tc.want {
 			t.Errorf("create %#o: attributes cached for %v, want %v", tc.mode, out.AttrTimeout(), tc.want)
+		}
+		if out.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			t.Errorf("create %#o: made with mode %#o, want no set-ID bit", tc.mode, out.Mode&07777)
 		}
 		h := fh.(*writeHandle)
 		writeAll(t, h, "new")
