@@ -24,8 +24,8 @@
 //     (FS.lockOf), so that no one sees the new file unlocked.
 //  3. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, madeSet.mu, watcher.mu,
-//     notifier.mu, Auditor.mu, fdCounts.mu; in package locks, Table.mu
-//     and the Resolver's.
+//     notifier.mu, Auditor.mu, fdCounts.mu, dirCache.mu, umaskTable.mu; in
+//     package locks, Table.mu and the Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
 // under an entry's lock or a leaf, never under commitMu: a commit holding
