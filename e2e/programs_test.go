@@ -427,3 +427,24 @@ func TestExec(t *testing.T) {
 		}
 	}
 }
+
+// TestVenvFallsBackToCopies: plain `python3 -m venv venv` works on the
+// mount (README): its symlink of venv/bin/python3 to the interpreter's
+// absolute path is refused (one PATH_ESCAPE line), venv warns and copies
+// the interpreter instead, and the venv runs. --copies never tries.
+func TestVenvFallsBackToCopies(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3")
+	m := mount(t)
+	// The interpreter itself, not a pyenv shim (which would look for pyenv
+	// in the run's HOME).
+	py := strings.TrimSpace(run(t, "", nil, "python3", "-c", "import sys; print(sys.executable)"))
+	out := run(t, m.Dir, nil, py, "-m", "venv", "--without-pip", "venv")
+	if st := lstat(t, m.BackingPath("venv", "bin", "python3")); st.Mode&unix.S_IFMT != unix.S_IFREG {
+		t.Errorf("venv/bin/python3 has mode %#o in BACKING; want a copied regular file", st.Mode)
+	}
+	if got := strings.TrimSpace(run(t, m.Dir, nil, m.Path("venv", "bin", "python3"), "-c", "import sys; print(sys.prefix != sys.base_prefix)")); got != "True" {
+		t.Errorf("venv/bin/python3 does not run as a venv: %q (venv said %q)", got, out)
+	}
+	m.WaitRefusal("symlink", "venv/bin/python3", "PATH_ESCAPE", unix.EACCES)
+}
