@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -447,4 +448,51 @@ func TestVenvFallsBackToCopies(t *testing.T) {
 		t.Errorf("venv/bin/python3 does not run as a venv: %q (venv said %q)", got, out)
 	}
 	m.WaitRefusal("symlink", "venv/bin/python3", "PATH_ESCAPE", unix.EACCES)
+}
+
+// TestLargeReadsQuiet: a read the kernel asks in one 1 MiB request (more
+// than a pipe holds with its header, at the default pipe-max-size) is
+// answered whole, without go-fuse's failed splice and its WARN line for
+// each one (issue 34: 434 WARN lines a day).
+func TestLargeReadsQuiet(t *testing.T) {
+	t.Parallel()
+	m := mount(t, Opts("passthrough=off"))
+	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+	if err := os.WriteFile(m.BackingPath("big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE) // page-aligned
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	// O_DIRECT: each read(2) is one READ request of its size; a read open
+	// is served by a read handle, a write open by a write handle.
+	for _, flags := range []int{unix.O_RDONLY, unix.O_RDWR} {
+		fd, err := unix.Open(m.Path("big"), flags|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for {
+			n, err := unix.Read(fd, buf)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if n == 0 {
+				break
+			}
+			got = append(got, buf[:n]...)
+		}
+		unix.Close(fd)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("open %#x: read %d bytes; want the 3 MiB written", flags, len(got))
+		}
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if log := readFile(t, m.LogFile); strings.Contains(log, "trySplice") {
+		t.Errorf("the daemon log reports failed splices:\n%s", log)
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
@@ -49,10 +50,31 @@ type passthroughFile struct{ *readHandle }
 func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
 
 // Read splices from the verified backing fd: the data does not pass
-// through the daemon.
+// through the daemon. A read larger than a pipe holds with its header and
+// a page (go-fuse's need; the kernel asks up to MaxWrite, 1 MiB, which is
+// also the default pipe-max-size) is read into buf instead: go-fuse would
+// try the splice, fail, log it, and fall back to the same read.
 func (h *readHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if len(buf)+spliceSlack > splice.MaxPipeSize() {
+		n, err := unix.Pread(h.fd, buf, off)
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		return bytesRead(buf[:n]), 0
+	}
 	return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
 }
+
+// bytesRead answers a read with bytes the daemon has: a vector, which
+// go-fuse writes to the device as it is (a plain data result would first
+// be tried as a splice, through a pipe it can only fill from an fd).
+func bytesRead(b []byte) fuse.ReadResult {
+	return fuse.ReadResultVector([][]byte{b})
+}
+
+// spliceSlack is what go-fuse's splice needs in the pipe beside the data:
+// the reply's header, and a page so that the pipe never fills.
+const spliceSlack = 4096 + 4096
 
 // Write answers EBADF, as write(2) on a descriptor opened read-only
 // does: a read handle is read-only.

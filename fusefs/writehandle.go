@@ -75,7 +75,7 @@ func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.Rea
 		n, err = unix.Pread(w.cur(), buf, off)
 		return toErrno(err)
 	})
-	return fuse.ReadResultData(buf[:max(n, 0)]), errno
+	return bytesRead(buf[:max(n, 0)]), errno
 }
 
 // Write writes into the owner's temp, never the file (commit.go); the
