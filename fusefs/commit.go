@@ -369,6 +369,10 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 		}
 	}
 	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
+	// The rename moved the new file's ctime: its stamp is taken after it.
+	if err := dirfd.Fstat(w.temp, &st); err != nil {
+		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+	}
 	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
 	return st, nil
 }
@@ -445,20 +449,22 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	defer dirfd.Close(out)
-	if err := unix.Ftruncate(out, 0); err != nil {
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	if err := unix.Fsync(out); err != nil {
+	err = w.node.fsys.ownMadeChange([]int{out}, func() error {
+		if err := unix.Ftruncate(out, 0); err != nil {
+			return err
+		}
+		if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
+			return err
+		}
+		return unix.Fsync(out)
+	})
+	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	w.dropTemp()
 	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
 		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
 	}
-	w.node.fsys.madeRestamp(w.node, &w.observed)
 	return 0, true
 }
 

@@ -133,6 +133,9 @@ type FS struct {
 	// any name-based open or stat that verifies identity: such a lookup
 	// sees either the old file and the old identity, or the new and new.
 	commitMu sync.RWMutex
+	// madeOpMu serializes the mount's own changes of files it made at
+	// credential paths (ownMadeChange): each one's stat before and after.
+	madeOpMu sync.Mutex
 
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
@@ -441,6 +444,14 @@ func (f *FS) relPath(n *Node, name string) string {
 }
 
 func isEscape(err error) bool { return errors.Is(err, dirfd.ErrEscape) }
+
+// errOrNil is errno as an error: nil for 0.
+func errOrNil(errno syscall.Errno) error {
+	if errno == 0 {
+		return nil
+	}
+	return errno
+}
 
 // toErrno maps an error from the dirfd layer to what the caller sees.
 func toErrno(err error) syscall.Errno {

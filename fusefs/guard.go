@@ -106,11 +106,13 @@ func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
 // every file made through the mount at a credential path (create, mknod, a
 // link or rename of a file the mount could read onto such a name), and
 // follows it through commits (FS.madeCommitted: the temp that replaces it
-// is made through the mount too) and through metadata changes made
-// through the mount (restamp). Each entry keeps the file's size and mtime
-// as the mount last left them: a file changed behind the mount (the host
-// wrote it in BACKING) no longer matches at its next open or lookup, and
-// is host-placed again, a credential under every name. A file the host
+// is made through the mount too) and through every other change the mount
+// makes to it (ownMadeChange). Each entry keeps the file's size, mtime and
+// ctime as the mount last left them: a file changed behind the mount (the
+// host wrote it in BACKING) no longer matches at its next open or lookup,
+// and is host-placed again, a credential under every name. The ctime is
+// what the host cannot set back: `cp -p secret .env` over a made .env of
+// the same size restores the mtime, never the ctime. A file the host
 // replaced is another identity, never in the set. The set lives as long as
 // the mount: after a remount every such file is host-placed again (safe,
 // and nothing on disk could be trusted to say otherwise, since a process on
@@ -122,13 +124,13 @@ type madeSet struct {
 
 // madeStamp is what a made file looked like when the mount last changed it.
 type madeStamp struct {
-	gen  uint64
-	size int64
-	mtim unix.Timespec
+	gen        uint64
+	size       int64
+	mtim, ctim unix.Timespec
 }
 
 func stampOf(gen uint64, st *unix.Stat_t) madeStamp {
-	return madeStamp{gen: gen, size: st.Size, mtim: st.Mtim}
+	return madeStamp{gen: gen, size: st.Size, mtim: st.Mtim, ctim: st.Ctim}
 }
 
 // madeState is what check says of a file.
@@ -149,9 +151,18 @@ func (s *madeSet) add(id fileID, st *unix.Stat_t) {
 	s.set[id.key] = stampOf(id.gen, st)
 }
 
+// holds reports whether a file with key may be in the set (whatever its
+// generation): a look with no system call, before a change's stat.
+func (s *madeSet) holds(key locks.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.set[key]
+	return ok
+}
+
 // check says whether id was made through the mount, and, with st (the
-// file as just found), whether it is still as the mount left it; a
-// changed file leaves the set.
+// file as just found), whether it is still as the mount left it: its
+// size, mtime and ctime; a changed file leaves the set.
 func (s *madeSet) check(id fileID, st *unix.Stat_t) madeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,21 +173,99 @@ func (s *madeSet) check(id fileID, st *unix.Stat_t) madeState {
 	case m.gen != id.gen:
 		delete(s.set, id.key) // the number went to another file
 		return notMade
-	case st != nil && (st.Size != m.size || st.Mtim != m.mtim):
+	case st != nil && stampOf(id.gen, st) != m:
 		delete(s.set, id.key)
 		return madeChanged
 	}
 	return madeFresh
 }
 
-// restamp records st as the made file id's look after a change made
-// through the mount (a chmod, utimensat, an in-place commit).
-func (s *madeSet) restamp(id fileID, st *unix.Stat_t) {
+// restamp records after as the made file id's look after a change the
+// mount made to it, if before (its look just before that change) was the
+// look the set had: a change behind the mount before it is never taken
+// for the mount's own.
+func (s *madeSet) restamp(id fileID, before, after *unix.Stat_t) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.set[id.key]; ok && m.gen == id.gen {
-		s.set[id.key] = stampOf(id.gen, st)
+	if m, ok := s.set[id.key]; ok && m == stampOf(id.gen, before) {
+		s.set[id.key] = stampOf(id.gen, after)
 	}
+}
+
+// ownMadeChange runs change, a change the mount makes that moves the ctime
+// of the files held by fds (a chmod, an xattr, a link or unlink of another
+// name, a rename, a write in place; an fd of -1 is skipped), and restamps
+// each that is a made file, so that the mount's own change does not make
+// it host-placed. Each made file's look just before the change must be
+// the set's (check): one changed behind the mount since its last check
+// becomes host-placed here, and is not restamped. The mount's own changes
+// of made files are serialized (madeOpMu), so that one's look before is
+// never another's look after. A check of the file by another request
+// while the change is under way sees the change and takes the file for
+// host-placed (closed: a refusal, never a leak). It returns change's error.
+func (f *FS) ownMadeChange(fds []int, change func() error) error {
+	if f.opts.Credentials == nil || !f.anyMade(fds) {
+		return change()
+	}
+	f.madeOpMu.Lock()
+	defer f.madeOpMu.Unlock()
+	type held struct {
+		fd     int
+		id     fileID
+		before unix.Stat_t
+	}
+	var hs []held
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		var h held
+		gen, err := dirfd.Statx(fd, "", &h.before)
+		if err != nil {
+			continue
+		}
+		h.fd, h.id = fd, fileID{keyOf(&h.before), gen}
+		switch f.made.check(h.id, &h.before) {
+		case madeFresh:
+			hs = append(hs, h)
+		case madeChanged:
+			f.creds.add(h.id) // host-placed from now on, under every name
+		}
+	}
+	err := change()
+	for _, h := range hs {
+		var after unix.Stat_t
+		if dirfd.Fstat(h.fd, &after) == nil {
+			f.made.restamp(h.id, &h.before, &after)
+		}
+	}
+	return err
+}
+
+// madeFd opens name in the directory held by dir (O_PATH) when it may be
+// a made file, for ownMadeChange, or returns -1 (closing it is harmless:
+// EBADF).
+func (f *FS) madeFd(dir int, name string) int {
+	var st unix.Stat_t
+	if f.opts.Credentials == nil || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !f.made.holds(keyOf(&st)) {
+		return -1
+	}
+	fd, err := dirfd.OpenPath(dir, name)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// anyMade reports whether a file held by one of fds may be a made file.
+func (f *FS) anyMade(fds []int) bool {
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if fd >= 0 && dirfd.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && f.made.holds(keyOf(&st)) {
+			return true
+		}
+	}
+	return false
 }
 
 // madeRenamed records the file a rename put at name in dir (held by pfd)
@@ -208,11 +297,6 @@ func (f *FS) madeCommitted(old, new fileID, st *unix.Stat_t) {
 		delete(s.set, old.key)
 		s.set[new.key] = stampOf(new.gen, st)
 	}
-}
-
-// madeRestamp is restamp for the node n stands for, st its stat now.
-func (f *FS) madeRestamp(n *Node, st *unix.Stat_t) {
-	f.made.restamp(n.fileID(), st)
 }
 
 // hiding reports whether denied entries vanish from lookup and listings.

@@ -274,14 +274,17 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer dirfd.Close(fd)
-	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
 		return nil, errno
 	}
-	if err := dirfd.Link(fd, pfd, name); err != nil {
+	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
 	tn.ownChange(nil)
-	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
@@ -322,7 +325,10 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
-	err := dirfd.Unlink(pfd, name, flags)
+	// Another name of a made file may stay: its ctime moves.
+	mfd := n.fsys.madeFd(pfd, name)
+	defer dirfd.Close(mfd)
+	err := n.fsys.ownMadeChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
 	if err == syscall.ENOTEMPTY && n.fsys.sweepBeforeRmdir(pfd, name) {
 		err = dirfd.Unlink(pfd, name, flags)
 	}
@@ -396,7 +402,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
-	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
+	// The file renamed, and a file replaced or exchanged that keeps
+	// another name: the rename moves their ctimes.
+	sfd, dfd := f.madeFd(ofd, name), f.madeFd(nfd, newName)
+	defer dirfd.Close(sfd)
+	defer dirfd.Close(dfd)
+	if err := f.ownMadeChange([]int{sfd, dfd}, func() error { return dirfd.Rename(ofd, name, nfd, newName, uint(flags)) }); err != nil {
 		return toErrno(err)
 	}
 	f.madeRenamed(nfd, np, newName)
