@@ -73,6 +73,7 @@ const (
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
 	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner open files
 	RuleProtected           = "protect"               // a write to a path the protect set refuses
+	RuleProtectedIdentity   = "protect:identity"      // a change to a protected file seen under another name
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device
 	RuleLockOtherOwner      = "lock:other-owner"      // another owner holds the file's lock
 	RuleLockChanged         = "lock:changed-outside"  // the file changed behind the mount while written

@@ -120,6 +120,7 @@ type FS struct {
 	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
 	fds        fdCounts    // open handles per owner (fdcap.go)
 	creds      credInodes
+	protIDs    credInodes      // the identities of protected files, as creds holds credentials' (guard.go)
 	made       madeSet         // files made through the mount at credential paths (guard.go)
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process
@@ -209,6 +210,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.creds.scanned = make(chan struct{})
+	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
 	fsys.notify.whenBusy = opts.NotifyWhenBusy

@@ -347,6 +347,15 @@ func (c *credInodes) has(id fileID) bool {
 	return ok
 }
 
+// knows is has without waiting for the mount-time scan: for a caller
+// under a lock whose request waited for it already.
+func (c *credInodes) knows(id fileID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.set[id]
+	return ok
+}
+
 // denyOpen is the guard's check of an open, after the fd is verified: a
 // credential by path and by identity, unless made through the mount and
 // unchanged since (st, the fd's stat, is the identity n stands for
@@ -364,8 +373,8 @@ func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t, write b
 }
 
 // noteLookup records a credential file's identity (st's dev and ino, and
-// gen, its generation) as lookup finds it, and says whether the entry must
-// be hidden.
+// gen, its generation) as lookup finds it, and a protected file's, and
+// says whether the entry must be hidden.
 //
 // The workspace path is built only when the answer can matter: for a
 // regular file (its identity may need recording) or when denied entries are
@@ -376,6 +385,9 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (re
 		return "", false
 	}
 	rel = f.relPath(dir, name)
+	if regular && f.opts.Credentials.Protected(rel) {
+		f.protIDs.add(fileID{keyOf(st), gen})
+	}
 	if !f.credentialDenied(rel) {
 		return rel, false
 	}
@@ -483,13 +495,19 @@ func (f *FS) madeEntry(dir int, name string) bool {
 // whose file was moved since it was opened (denyCommit).
 
 // denyProtect refuses op on name in dir (dir itself when name is "") if
-// its path is protected.
+// its path is protected, and a change to dir itself if it is a protected
+// file by its identity (protIDs): a hard link the host made to .envrc
+// under an innocent name is .envrc.
 func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := f.relPath(dir, name); f.opts.Credentials.Protected(rel) {
+	rel := f.relPath(dir, name)
+	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	if name == "" && !dir.IsDir() && f.protIDs.has(dir.fileID()) {
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtectedIdentity)
 	}
 	return 0
 }
@@ -510,13 +528,21 @@ func (f *FS) denySymlinkPlant(ctx context.Context, dir *Node, name string) sysca
 
 // denyCommit re-checks the protect rule on the place a write is about to
 // commit to: a descriptor opened on m/docker/config.json before its
-// directory became m/.docker must not put its bytes at a protected path.
+// directory became m/.docker must not put its bytes at a protected path;
+// nor into a protected file by its identity (a write opened before the
+// host linked the file to .envrc commits into it in place). The write's
+// open waited for the mount-time scan (denyOpen), so knows asks without
+// waiting, under the entry's lock.
 func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := w.place(); f.opts.Credentials.Protected(rel) {
+	rel := w.place()
+	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	if f.protIDs.knows(w.node.fileID()) {
+		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtectedIdentity)
 	}
 	return 0
 }
@@ -588,16 +614,34 @@ func (f *FS) Scan() ScanResult {
 			}
 			return true
 		}
-		if f.opts.Credentials != nil && d.Type != unix.DT_DIR && f.credentialDenied(rel) {
-			var st unix.Stat_t
-			if gen, err := dirfd.Statx(parent, d.Name, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-				f.creds.add(fileID{keyOf(&st), gen})
-				res.Credentials++
-			}
+		if f.opts.Credentials != nil && d.Type != unix.DT_DIR {
+			f.scanEntry(parent, d.Name, rel, &res)
 		}
 		return true
 	})
 	return res
+}
+
+// scanEntry records the identity of the entry name (rel) in the directory
+// held by dir if it is a regular file at a credential path or a protected
+// one.
+func (f *FS) scanEntry(dir int, name, rel string, res *ScanResult) {
+	cred, prot := f.credentialDenied(rel), f.opts.Credentials.Protected(rel)
+	if !cred && !prot {
+		return
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(dir, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	if cred {
+		f.creds.add(fileID{keyOf(&st), gen})
+		res.Credentials++
+	}
+	if prot {
+		f.protIDs.add(fileID{keyOf(&st), gen})
+	}
 }
 
 // ScanInBackground runs Scan on a goroutine of its own and hands report its

@@ -281,6 +281,10 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
 		return nil, errno
 	}
+	// Another name of a protected file would be one to write it by.
+	if errno := n.fsys.denyProtect(ctx, "link", tn, ""); errno != 0 {
+		return nil, errno
+	}
 	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
