@@ -280,14 +280,21 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageBeforeRename); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
+	// The place judged is the place renamed to: no directory rename
+	// between the two (nsMu, shared; the name is there, and a directory
+	// rename's scan sees it, unless it was removed since the verdict).
+	unlock := f.nsLock(false)
 	if errno := f.denyCommit(ctx, w); errno != 0 {
+		unlock()
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
 	}
 	if verdict == writeproto.CommitInPlace {
+		unlock()
 		return w.commitInPlace(ctx) // several links: never replacesEmpty, the temp is synced
 	}
 	st, err := w.replace()
+	unlock()
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}

@@ -352,6 +352,35 @@ func (n *Node) readerGone(h *readHandle) {
 	}
 }
 
+// createFile is Create's step under nsMu (shared): the name prepared, the
+// file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
+// a credential path; st is its stat. It returns the directory's fd, the
+// file's, and its generation; EEXIST when the name exists.
+func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, errno syscall.Errno) {
+	f := n.fsys
+	defer f.nsLock(false)()
+	pfd, dir, errno := n.prepare(ctx, "create", name, makes)
+	if errno != 0 {
+		return -1, -1, 0, errno
+	}
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, newMode(ctx, pfd, mode))
+	if err != nil {
+		return -1, -1, 0, toErrno(err)
+	}
+	if errno := f.claim(ctx, pfd, fd); errno != 0 {
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, name, 0)
+		return -1, -1, 0, errno
+	}
+	gen, errno = statNew(fd, st)
+	if errno != 0 {
+		dirfd.Close(fd)
+		return -1, -1, 0, errno
+	}
+	f.madeNew(joinRel(dir, name), st, gen)
+	return pfd, fd, gen, 0
+}
+
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
 // the one this call made; the name exists from here on, and the caller's
 // writes go to a temp like any other write. When the name exists already
@@ -364,29 +393,14 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno := f.admitOpen(ctx, owner, "create", n, name); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	pfd, errno := n.prepare(ctx, "create", name, makes)
+	var st unix.Stat_t
+	pfd, fd, gen, errno := n.createFile(ctx, name, mode, &st)
+	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+		return n.openExisting(ctx, name, flags, out)
+	}
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, newMode(ctx, pfd, mode))
-	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-		return n.openExisting(ctx, name, flags, out)
-	}
-	if err != nil {
-		return nil, nil, 0, openErrno(toErrno(err))
-	}
-	if errno := f.claim(ctx, pfd, fd); errno != 0 {
-		dirfd.Close(fd)
-		dirfd.Unlink(pfd, name, 0)
-		return nil, nil, 0, errno
-	}
-	var st unix.Stat_t
-	gen, errno := statNew(fd, &st)
-	if errno != 0 {
-		dirfd.Close(fd)
-		return nil, nil, 0, errno
-	}
-	f.madeNew(f.relPath(n, name), &st, gen)
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).

@@ -68,11 +68,12 @@ func (f *FS) denyPathStat(ctx context.Context, op string, dir *Node, name string
 // the operation makes it (what a process makes holds what it had), or what
 // is there is a file made through the mount and unchanged since. A host's
 // credential is never opened, renamed or replaced through the mount.
-func (f *FS) denyName(ctx context.Context, op string, dir *Node, pfd int, name string, use nameUse) syscall.Errno {
+//
+// rel is the name's workspace path as the kernel has it now (FS.dirRel).
+func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string, use nameUse) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	rel := f.relPath(dir, name)
 	if !f.credentialDenied(rel) {
 		return 0
 	}
@@ -268,12 +269,12 @@ func (f *FS) anyMade(fds []int) bool {
 	return false
 }
 
-// madeRenamed records the file a rename put at name in dir (held by pfd)
-// as made through the mount when that is a credential path: the mount
-// could read it where it was (prepare refused a host's credential by its
-// name), unless it is a credential by identity.
-func (f *FS) madeRenamed(pfd int, dir *Node, name string) {
-	if f.opts.Credentials == nil || !f.credentialDenied(f.relPath(dir, name)) {
+// madeRenamed records the file a rename put at name in the directory held
+// by pfd (rel, its workspace path) as made through the mount when that is
+// a credential path: the mount could read it where it was (prepare refused
+// a host's credential by its name), unless it is a credential by identity.
+func (f *FS) madeRenamed(pfd int, rel, name string) {
+	if f.opts.Credentials == nil || !f.credentialDenied(rel) {
 		return
 	}
 	var st unix.Stat_t
@@ -356,6 +357,14 @@ func (c *credInodes) knows(id fileID) bool {
 	return ok
 }
 
+// waitScan returns once the mount-time scan has finished (at once with no
+// policy): for an op that asks credInodes.has under nsMu.
+func (f *FS) waitScan() {
+	if f.opts.Credentials != nil && f.creds.scanned != nil {
+		<-f.creds.scanned
+	}
+}
+
 // denyOpen is the guard's check of an open, after the fd is verified: a
 // credential by path and by identity, unless made through the mount and
 // unchanged since (st, the fd's stat, is the identity n stands for
@@ -418,31 +427,37 @@ const maxRenameScan = 200000
 //   - a symlink renamed to a protected prefix (ProtectedPrefix).
 //
 // The name itself, when it is not a directory, is judged by prepare.
-func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, newRel string) syscall.Errno {
+//
+// rel is the name's workspace path now, dir its directory's node. The
+// caller holds nsMu exclusively through the rename (Node.Rename): no name
+// enters the tree scanned before the rename is done.
+func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, newRel string, exclusive bool) (errno syscall.Errno, again bool) {
 	if f.opts.Credentials == nil {
-		return 0
+		return 0, false
 	}
 	var st unix.Stat_t
 	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0
+		return 0, false
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFLNK:
 		if f.opts.Credentials.ProtectedPrefix(newRel) {
-			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected)
+			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected), false
 		}
-		return 0
+		return 0, false
 	case syscall.S_IFDIR:
+		if !exclusive {
+			return 0, true // a scan needs nsMu exclusively
+		}
 	default:
-		return 0
+		return 0, false
 	}
-	rel := f.relPath(dir, name)
 	fd, err := dirfd.OpenDir(pfd, name)
 	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve) // a mount point, or swapped
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false // a mount point, or swapped
 	}
 	if err != nil {
-		return toErrno(err)
+		return toErrno(err), false
 	}
 	defer dirfd.Close(fd)
 	seen := 0
@@ -464,14 +479,14 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, newRel
 	})
 	if found != "" {
 		if code == errcode.ProtectedPathDenied {
-			return f.refuseRel(ctx, "rename", found, code, RuleProtected)
+			return f.refuseRel(ctx, "rename", found, code, RuleProtected), false
 		}
-		return f.refuseCredential(ctx, "rename", found, found)
+		return f.refuseCredential(ctx, "rename", found, found), false
 	}
 	if err != nil || seen >= maxRenameScan {
-		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned)
+		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned), false
 	}
-	return 0
+	return 0, false
 }
 
 // madeEntry reports whether name in the directory held by dir is a file
@@ -512,15 +527,24 @@ func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string)
 	return 0
 }
 
-// denySymlinkPlant refuses a symlink named name in dir whose name is a
-// protected directory prefix: writes beneath it would land at its target,
-// whose path the protect check sees, while a host's program reading the
-// protected path follows the symlink to them.
-func (f *FS) denySymlinkPlant(ctx context.Context, dir *Node, name string) syscall.Errno {
+// denyProtectRel refuses op making rel, a name's workspace path as the
+// kernel has it now (FS.dirRel), if it is protected.
+func (f *FS) denyProtectRel(ctx context.Context, op, rel string) syscall.Errno {
+	if f.opts.Credentials != nil && f.opts.Credentials.Protected(rel) {
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	return 0
+}
+
+// denySymlinkPlant refuses a symlink whose path rel is a protected
+// directory prefix: writes beneath it would land at its target, whose path
+// the protect check sees, while a host's program reading the protected
+// path follows the symlink to them.
+func (f *FS) denySymlinkPlant(ctx context.Context, rel string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := f.relPath(dir, name); f.opts.Credentials.ProtectedPrefix(rel) {
+	if f.opts.Credentials.ProtectedPrefix(rel) {
 		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
@@ -537,7 +561,7 @@ func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	rel := w.place()
+	rel := joinRel(f.dirRel(w.fileParent, w.fileDir), w.fileName)
 	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
