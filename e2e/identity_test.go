@@ -109,12 +109,14 @@ func TestIdentityPlantRace(t *testing.T) {
 	}
 	refused := 0
 	for _, pl := range plants {
-		for round := range plantRounds {
-			refused += plantRound(t, m, rng, pl.plant, fmt.Sprintf("%s%d", pl.name, round))
-			if t.Failed() {
-				t.Fatalf("%s, round %d (seed %d)", pl.name, round, seed)
+		t.Run(pl.name, func(t *testing.T) {
+			for round := range plantRounds {
+				refused += plantRound(t, m, rng, pl.plant, fmt.Sprintf("%s%d", pl.name, round))
+				if t.Failed() {
+					t.Fatalf("%s, round %d (seed %d)", pl.name, round, seed)
+				}
 			}
-		}
+		})
 	}
 	// A refusal of a name of its own flushes the lines held as repeats.
 	if err := unix.Symlink("/etc", m.Path("mark")); err != unix.EACCES {

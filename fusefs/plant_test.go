@@ -144,3 +144,51 @@ func TestMadeSetRestamp(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectByIdentity: a protected file the host hard-linked under an
+// innocent name, once its protected name was looked up, is protected
+// under that name: each change of the node is refused, EACCES,
+// PROTECTED_PATH_DENIED with rule protect:identity, and the file keeps
+// its content; an innocent file with two links is not. (The e2e test
+// covers the mount-time scan's record.)
+func TestProtectByIdentity(t *testing.T) {
+	for _, c := range []struct {
+		file, link string
+		protected  bool
+	}{
+		{".envrc", "envrc.bak", true},
+		{".bashrc", "bashrc.txt", true},
+		{"notes", "notes.bak", false},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			tf := newTestFS(t, nil)
+			tf.write(t, c.file, "export A=1\n")
+			tf.lookup(t, c.file)
+			if err := os.Link(filepath.Join(tf.backing, c.file), filepath.Join(tf.backing, c.link)); err != nil {
+				t.Fatal(err)
+			}
+			want := syscall.Errno(0)
+			if c.protected {
+				want = syscall.EACCES
+			}
+			for _, op := range []string{"chmod", "chown", "utimens", "truncate", "setxattr"} {
+				if errno := credOps[op](tf.lookup(t, c.link)); errno != want {
+					t.Errorf("%s of %s: %v, want %v", op, c.link, errno, want)
+				}
+			}
+			if !c.protected {
+				return
+			}
+			tf.wantContent(t, c.file, "export A=1\n", "after the refused changes")
+			evs := tf.audit.events(t)
+			if len(evs) != 5 {
+				t.Errorf("%d audit lines for 5 refusals", len(evs))
+			}
+			for _, e := range evs {
+				if e.Code != "PROTECTED_PATH_DENIED" || e.Rule != RuleProtectedIdentity || e.Path != c.link {
+					t.Errorf("audit %+v; want PROTECTED_PATH_DENIED %s of %s", e, RuleProtectedIdentity, c.link)
+				}
+			}
+		})
+	}
+}
