@@ -507,7 +507,11 @@ func (f *FS) madeEntry(dir int, name string) bool {
 // (prepareSelf), both names of an exchange, a directory renamed with
 // protected paths beneath its new name (denyDirRename), a symlink named
 // like a protected directory (denySymlinkPlant), and the commit of a write
-// whose file was moved since it was opened (denyCommit).
+// whose file was moved since it was opened (denyCommit). A protected file
+// is protected under every name the host gave it: the scan and every
+// lookup record its identity (protIDs, a credInodes like creds), which
+// every check of a change to a node itself asks (denyProtect with name "",
+// denyCommit).
 
 // denyProtect refuses op on name in dir (dir itself when name is "") if
 // its path is protected, and a change to dir itself if it is a protected
