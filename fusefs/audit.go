@@ -75,6 +75,7 @@ const (
 	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner of the daemon's descriptors
 	RuleFdBudget            = "resource:fd-budget"    // the owner holds its share of what the daemon's descriptors leave (fdcap.go)
 	RuleProtected           = "protect"               // a write to a path the protect set refuses
+	RuleProtectedIdentity   = "protect:identity"      // a change to a protected file seen under another name
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device
 	RulePrivilegeSetID      = "privilege:set-id"      // a set-ID bit on what is no directory (chmod refused, create cleared)
 	RulePrivilegeXattr      = "privilege:xattr"       // an xattr outside the allowlist (security.capability, trusted.*, ...)

@@ -284,14 +284,21 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err := f.failAt(StageBeforeRename); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
+	// The place judged is the place renamed to: no directory rename
+	// between the two (nsMu, shared; the name is there, and a directory
+	// rename's scan sees it, unless it was removed since the verdict).
+	unlock := f.nsLock(false)
 	if errno := f.denyCommit(ctx, w); errno != 0 {
+		unlock()
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
 	}
 	if verdict == writeproto.CommitInPlace {
+		unlock()
 		return w.commitInPlace(ctx) // several links: never replacesEmpty, the temp is synced
 	}
 	st, err := w.replace()
+	unlock()
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
@@ -373,6 +380,10 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 		}
 	}
 	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
+	// The rename moved the new file's ctime: its stamp is taken after it.
+	if err := dirfd.Fstat(w.temp, &st); err != nil {
+		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+	}
 	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
 	return st, nil
 }
@@ -449,23 +460,25 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	defer dirfd.Close(out)
-	if err := dropSetID(out); err != nil {
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	if err := unix.Ftruncate(out, 0); err != nil {
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	if err := unix.Fsync(out); err != nil {
+	err = w.node.fsys.ownMadeChange([]int{out}, func() error {
+		if err := dropSetID(out); err != nil {
+			return err
+		}
+		if err := unix.Ftruncate(out, 0); err != nil {
+			return err
+		}
+		if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
+			return err
+		}
+		return unix.Fsync(out)
+	})
+	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	w.dropTemp()
 	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
 		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
 	}
-	w.node.fsys.madeRestamp(w.node, &w.observed)
 	return 0, true
 }
 

@@ -353,6 +353,41 @@ func (n *Node) readerGone(h *readHandle) {
 	}
 }
 
+// createFile is Create's step under nsMu (shared): the name prepared, the
+// file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
+// a credential path; st is its stat. It returns the directory's fd, the
+// file's, its generation, and the release of the directory's fd
+// (pinned: done); EEXIST when the name exists.
+func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
+	f := n.fsys
+	defer f.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "create", name, makes)
+	if errno != 0 {
+		return -1, -1, 0, noUnpin, errno
+	}
+	fail := func(errno syscall.Errno) (int, int, uint64, func(), syscall.Errno) {
+		done()
+		return -1, -1, 0, noUnpin, errno
+	}
+	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, newMode(ctx, pfd, mode))
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
+	if err != nil {
+		return fail(toErrno(err))
+	}
+	if errno := f.claim(ctx, pfd, fd); errno != 0 {
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, name, 0)
+		return fail(errno)
+	}
+	gen, errno = statNew(fd, st)
+	if errno != 0 {
+		dirfd.Close(fd)
+		return fail(errno)
+	}
+	f.madeNew(joinRel(dir, name), st, gen)
+	return pfd, fd, gen, done, 0
+}
+
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
 // the one this call made; the name exists from here on, and the caller's
 // writes go to a temp like any other write. When the name exists already
@@ -365,31 +400,15 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno := f.admitOpen(ctx, owner, "create", n, name, openNeed(syscall.O_WRONLY)); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	pfd, done, errno := n.prepare(ctx, "create", name, makes)
+	var st unix.Stat_t
+	pfd, fd, gen, done, errno := n.createFile(ctx, name, mode, &st)
 	defer done()
+	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+		return n.openExisting(ctx, name, flags, out)
+	}
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, newMode(ctx, pfd, mode))
-	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
-	if err == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-		return n.openExisting(ctx, name, flags, out)
-	}
-	if err != nil {
-		return nil, nil, 0, openErrno(toErrno(err))
-	}
-	if errno := f.claim(ctx, pfd, fd); errno != 0 {
-		dirfd.Close(fd)
-		dirfd.Unlink(pfd, name, 0)
-		return nil, nil, 0, errno
-	}
-	var st unix.Stat_t
-	gen, errno := statNew(fd, &st)
-	if errno != 0 {
-		dirfd.Close(fd)
-		return nil, nil, 0, errno
-	}
-	f.madeNew(f.relPath(n, name), &st, gen)
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).

@@ -17,18 +17,30 @@
 //  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
 //     one file, and the handles sharing it). Two are held together only
 //     by CopyFileRange, in the order their writes began (lockPair).
-//  2. FS.commitMu: written by a commit's rename together with the move of
+//  2. FS.nsMu: shared by every op that puts a name into a directory (create,
+//     mknod, mkdir, symlink, link, a rename of a file, a commit's rename
+//     in pendingWrite.commit) from its protect and credential checks
+//     through its system call; exclusive by a rename that scans a
+//     directory (Node.Rename: renameJudged), from the scan through
+//     renameat2. Never held across a lock-table wait (a rename's
+//     heldByOther comes before it) nor while credInodes.has waits for the
+//     mount-time scan (Link waits for the scan before it takes nsMu).
+//  3. FS.commitMu: written by a commit's rename together with the move of
 //     the file's lock to the new file (pendingWrite.replace), read by the
 //     opens and stats that verify a node's identity by name and by a
 //     write open's Acquire (Node.openOnce) and a rename's lock look
 //     (FS.lockOf), so that no one sees the new file unlocked.
-//  3. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
-//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu, madeSet.mu, watcher.mu,
-//     notifier.mu, Auditor.mu, fdCounts.mu, dirCache.mu, umaskTable.mu; in
-//     package locks, Table.mu and the Resolver's.
+//  4. FS.madeOpMu: held by ownMadeChange around the mount's own change of
+//     a file it made at a credential path (its stat before, the system
+//     call, its stat after); takes only leaves.
+//  5. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
+//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu (creds and
+//     protIDs), madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
+//     fdCounts.mu, dirCache.mu, umaskTable.mu; in package locks, Table.mu
+//     and the Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
-// under an entry's lock or a leaf, never under commitMu: a commit holding
+// under an entry's lock, nsMu or a leaf, never under commitMu: a commit holding
 // commitMu while it waited in GetChild deadlocked with requests that
 // wait for commitMu (issue 18), so replace looks the node up before it
 // takes commitMu (TestCommitTakesNoGoFuseLockUnderCommitMu checks it).
@@ -128,6 +140,7 @@ type FS struct {
 	fds        fdCounts    // descriptors charged per owner (fdcap.go)
 	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
+	protIDs    credInodes      // the identities of protected files, as creds holds credentials' (guard.go)
 	made       madeSet         // files made through the mount at credential paths (guard.go)
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process
@@ -141,6 +154,17 @@ type FS struct {
 	// any name-based open or stat that verifies identity: such a lookup
 	// sees either the old file and the old identity, or the new and new.
 	commitMu sync.RWMutex
+	// nsMu makes a name's judgement and the call that puts the name in
+	// place one step against a directory rename's: every operation that
+	// puts a name into a directory (create, mknod, mkdir, symlink, link,
+	// rename, a commit's rename) holds it shared from its protect and
+	// credential checks through its system call; a rename of a directory
+	// (judged by what it holds: denyDirRename) holds it exclusively from
+	// its scan through renameat2. No lock-table wait is made under it.
+	nsMu sync.RWMutex
+	// madeOpMu serializes the mount's own changes of files it made at
+	// credential paths (ownMadeChange): each one's stat before and after.
+	madeOpMu sync.Mutex
 
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
@@ -217,6 +241,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)
 	fsys.dirs.openMountFd(fd)
 	fsys.creds.scanned = make(chan struct{})
+	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
 	fsys.notify.whenBusy = opts.NotifyWhenBusy
@@ -442,17 +467,53 @@ func (f *FS) relPath(n *Node, name string) string {
 	if n != nil {
 		p = n.Path(f.root.EmbeddedInode())
 	}
+	return joinRel(p, name)
+}
+
+// joinRel is name in the directory whose workspace path is dir.
+func joinRel(dir, name string) string {
 	switch {
 	case name == "":
-		return p
-	case p == "":
+		return dir
+	case dir == "":
 		return name
 	default:
-		return p + "/" + name
+		return dir + "/" + name
 	}
 }
 
+// dirRel is the workspace path of directory n, whose verified fd is pfd,
+// as the kernel has it now (dirfd.Root.Rel): the checks of a name an
+// operation makes use it, under nsMu. The tree of names go-fuse keeps
+// (relPath) learns of a rename only after Rename returns, and a name made
+// in the moved directory meanwhile would be judged at its old place.
+// Where the kernel gives no path (longer than it gives), the tree's.
+func (f *FS) dirRel(n *Node, pfd int) string {
+	if rel, err := f.boundary.Rel(pfd); err == nil {
+		return rel
+	}
+	return f.relPath(n, "")
+}
+
+// nsLock takes nsMu, exclusively or shared, and returns its release.
+func (f *FS) nsLock(exclusive bool) (unlock func()) {
+	if exclusive {
+		f.nsMu.Lock()
+		return f.nsMu.Unlock
+	}
+	f.nsMu.RLock()
+	return f.nsMu.RUnlock
+}
+
 func isEscape(err error) bool { return errors.Is(err, dirfd.ErrEscape) }
+
+// errOrNil is errno as an error: nil for 0.
+func errOrNil(errno syscall.Errno) error {
+	if errno == 0 {
+		return nil
+	}
+	return errno
+}
 
 // toErrno maps an error from the dirfd layer to what the caller sees.
 func toErrno(err error) syscall.Errno {

@@ -68,11 +68,12 @@ func (f *FS) denyPathStat(ctx context.Context, op string, dir *Node, name string
 // the operation makes it (what a process makes holds what it had), or what
 // is there is a file made through the mount and unchanged since. A host's
 // credential is never opened, renamed or replaced through the mount.
-func (f *FS) denyName(ctx context.Context, op string, dir *Node, pfd int, name string, use nameUse) syscall.Errno {
+//
+// rel is the name's workspace path as the kernel has it now (FS.dirRel).
+func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string, use nameUse) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	rel := f.relPath(dir, name)
 	if !f.credentialDenied(rel) {
 		return 0
 	}
@@ -106,11 +107,13 @@ func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
 // every file made through the mount at a credential path (create, mknod, a
 // link or rename of a file the mount could read onto such a name), and
 // follows it through commits (FS.madeCommitted: the temp that replaces it
-// is made through the mount too) and through metadata changes made
-// through the mount (restamp). Each entry keeps the file's size and mtime
-// as the mount last left them: a file changed behind the mount (the host
-// wrote it in BACKING) no longer matches at its next open or lookup, and
-// is host-placed again, a credential under every name. A file the host
+// is made through the mount too) and through every other change the mount
+// makes to it (ownMadeChange). Each entry keeps the file's size, mtime and
+// ctime as the mount last left them: a file changed behind the mount (the
+// host wrote it in BACKING) no longer matches at its next open or lookup,
+// and is host-placed again, a credential under every name. The ctime is
+// what the host cannot set back: `cp -p secret .env` over a made .env of
+// the same size restores the mtime, never the ctime. A file the host
 // replaced is another identity, never in the set. The set lives as long as
 // the mount: after a remount every such file is host-placed again (safe,
 // and nothing on disk could be trusted to say otherwise, since a process on
@@ -122,13 +125,13 @@ type madeSet struct {
 
 // madeStamp is what a made file looked like when the mount last changed it.
 type madeStamp struct {
-	gen  uint64
-	size int64
-	mtim unix.Timespec
+	gen        uint64
+	size       int64
+	mtim, ctim unix.Timespec
 }
 
 func stampOf(gen uint64, st *unix.Stat_t) madeStamp {
-	return madeStamp{gen: gen, size: st.Size, mtim: st.Mtim}
+	return madeStamp{gen: gen, size: st.Size, mtim: st.Mtim, ctim: st.Ctim}
 }
 
 // madeState is what check says of a file.
@@ -149,9 +152,18 @@ func (s *madeSet) add(id fileID, st *unix.Stat_t) {
 	s.set[id.key] = stampOf(id.gen, st)
 }
 
+// holds reports whether a file with key may be in the set (whatever its
+// generation): a look with no system call, before a change's stat.
+func (s *madeSet) holds(key locks.Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.set[key]
+	return ok
+}
+
 // check says whether id was made through the mount, and, with st (the
-// file as just found), whether it is still as the mount left it; a
-// changed file leaves the set.
+// file as just found), whether it is still as the mount left it: its
+// size, mtime and ctime; a changed file leaves the set.
 func (s *madeSet) check(id fileID, st *unix.Stat_t) madeState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,29 +174,107 @@ func (s *madeSet) check(id fileID, st *unix.Stat_t) madeState {
 	case m.gen != id.gen:
 		delete(s.set, id.key) // the number went to another file
 		return notMade
-	case st != nil && (st.Size != m.size || st.Mtim != m.mtim):
+	case st != nil && stampOf(id.gen, st) != m:
 		delete(s.set, id.key)
 		return madeChanged
 	}
 	return madeFresh
 }
 
-// restamp records st as the made file id's look after a change made
-// through the mount (a chmod, utimensat, an in-place commit).
-func (s *madeSet) restamp(id fileID, st *unix.Stat_t) {
+// restamp records after as the made file id's look after a change the
+// mount made to it, if before (its look just before that change) was the
+// look the set had: a change behind the mount before it is never taken
+// for the mount's own.
+func (s *madeSet) restamp(id fileID, before, after *unix.Stat_t) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.set[id.key]; ok && m.gen == id.gen {
-		s.set[id.key] = stampOf(id.gen, st)
+	if m, ok := s.set[id.key]; ok && m == stampOf(id.gen, before) {
+		s.set[id.key] = stampOf(id.gen, after)
 	}
 }
 
-// madeRenamed records the file a rename put at name in dir (held by pfd)
-// as made through the mount when that is a credential path: the mount
-// could read it where it was (prepare refused a host's credential by its
-// name), unless it is a credential by identity.
-func (f *FS) madeRenamed(pfd int, dir *Node, name string) {
-	if f.opts.Credentials == nil || !f.credentialDenied(f.relPath(dir, name)) {
+// ownMadeChange runs change, a change the mount makes that moves the ctime
+// of the files held by fds (a chmod, an xattr, a link or unlink of another
+// name, a rename, a write in place; an fd of -1 is skipped), and restamps
+// each that is a made file, so that the mount's own change does not make
+// it host-placed. Each made file's look just before the change must be
+// the set's (check): one changed behind the mount since its last check
+// becomes host-placed here, and is not restamped. The mount's own changes
+// of made files are serialized (madeOpMu), so that one's look before is
+// never another's look after. A check of the file by another request
+// while the change is under way sees the change and takes the file for
+// host-placed (closed: a refusal, never a leak). It returns change's error.
+func (f *FS) ownMadeChange(fds []int, change func() error) error {
+	if f.opts.Credentials == nil || !f.anyMade(fds) {
+		return change()
+	}
+	f.madeOpMu.Lock()
+	defer f.madeOpMu.Unlock()
+	type held struct {
+		fd     int
+		id     fileID
+		before unix.Stat_t
+	}
+	var hs []held
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		var h held
+		gen, err := dirfd.Statx(fd, "", &h.before)
+		if err != nil {
+			continue
+		}
+		h.fd, h.id = fd, fileID{keyOf(&h.before), gen}
+		switch f.made.check(h.id, &h.before) {
+		case madeFresh:
+			hs = append(hs, h)
+		case madeChanged:
+			f.creds.add(h.id) // host-placed from now on, under every name
+		}
+	}
+	err := change()
+	for _, h := range hs {
+		var after unix.Stat_t
+		if dirfd.Fstat(h.fd, &after) == nil {
+			f.made.restamp(h.id, &h.before, &after)
+		}
+	}
+	return err
+}
+
+// madeFd opens name in the directory held by dir (O_PATH) when it may be
+// a made file, for ownMadeChange, or returns -1 (closing it is harmless:
+// EBADF).
+func (f *FS) madeFd(dir int, name string) int {
+	var st unix.Stat_t
+	if f.opts.Credentials == nil || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !f.made.holds(keyOf(&st)) {
+		return -1
+	}
+	fd, err := dirfd.OpenPath(dir, name)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// anyMade reports whether a file held by one of fds may be a made file.
+func (f *FS) anyMade(fds []int) bool {
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if fd >= 0 && dirfd.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && f.made.holds(keyOf(&st)) {
+			return true
+		}
+	}
+	return false
+}
+
+// madeRenamed records the file a rename put at name in the directory held
+// by pfd (rel, its workspace path) as made through the mount when that is
+// a credential path: the mount could read it where it was (prepare refused
+// a host's credential by its name), unless it is a credential by identity.
+func (f *FS) madeRenamed(pfd int, rel, name string) {
+	if f.opts.Credentials == nil || !f.credentialDenied(rel) {
 		return
 	}
 	var st unix.Stat_t
@@ -208,11 +298,6 @@ func (f *FS) madeCommitted(old, new fileID, st *unix.Stat_t) {
 		delete(s.set, old.key)
 		s.set[new.key] = stampOf(new.gen, st)
 	}
-}
-
-// madeRestamp is restamp for the node n stands for, st its stat now.
-func (f *FS) madeRestamp(n *Node, st *unix.Stat_t) {
-	f.made.restamp(n.fileID(), st)
 }
 
 // hiding reports whether denied entries vanish from lookup and listings.
@@ -263,6 +348,23 @@ func (c *credInodes) has(id fileID) bool {
 	return ok
 }
 
+// knows is has without waiting for the mount-time scan: for a caller
+// under a lock whose request waited for it already.
+func (c *credInodes) knows(id fileID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.set[id]
+	return ok
+}
+
+// waitScan returns once the mount-time scan has finished (at once with no
+// policy): for an op that asks credInodes.has under nsMu.
+func (f *FS) waitScan() {
+	if f.opts.Credentials != nil && f.creds.scanned != nil {
+		<-f.creds.scanned
+	}
+}
+
 // denyOpen is the guard's check of an open, after the fd is verified: a
 // credential by path and by identity, unless made through the mount and
 // unchanged since (st, the fd's stat, is the identity n stands for
@@ -280,8 +382,8 @@ func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t, write b
 }
 
 // noteLookup records a credential file's identity (st's dev and ino, and
-// gen, its generation) as lookup finds it, and says whether the entry must
-// be hidden.
+// gen, its generation) as lookup finds it, and a protected file's, and
+// says whether the entry must be hidden.
 //
 // The workspace path is built only when the answer can matter: for a
 // regular file (its identity may need recording) or when denied entries are
@@ -292,6 +394,9 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (re
 		return "", false
 	}
 	rel = f.relPath(dir, name)
+	if regular && f.opts.Credentials.Protected(rel) {
+		f.protIDs.add(fileID{keyOf(st), gen})
+	}
 	if !f.credentialDenied(rel) {
 		return rel, false
 	}
@@ -322,31 +427,37 @@ const maxRenameScan = 200000
 //   - a symlink renamed to a protected prefix (ProtectedPrefix).
 //
 // The name itself, when it is not a directory, is judged by prepare.
-func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, newRel string) syscall.Errno {
+//
+// rel is the name's workspace path now, dir its directory's node. The
+// caller holds nsMu exclusively through the rename (Node.Rename): no name
+// enters the tree scanned before the rename is done.
+func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, newRel string, exclusive bool) (errno syscall.Errno, again bool) {
 	if f.opts.Credentials == nil {
-		return 0
+		return 0, false
 	}
 	var st unix.Stat_t
 	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0
+		return 0, false
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFLNK:
 		if f.opts.Credentials.ProtectedPrefix(newRel) {
-			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected)
+			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected), false
 		}
-		return 0
+		return 0, false
 	case syscall.S_IFDIR:
+		if !exclusive {
+			return 0, true // a scan needs nsMu exclusively
+		}
 	default:
-		return 0
+		return 0, false
 	}
-	rel := f.relPath(dir, name)
 	fd, err := dirfd.OpenDir(pfd, name)
 	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve) // a mount point, or swapped
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false // a mount point, or swapped
 	}
 	if err != nil {
-		return toErrno(err)
+		return toErrno(err), false
 	}
 	defer dirfd.Close(fd)
 	seen := 0
@@ -368,14 +479,14 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, newRel
 	})
 	if found != "" {
 		if code == errcode.ProtectedPathDenied {
-			return f.refuseRel(ctx, "rename", found, code, RuleProtected)
+			return f.refuseRel(ctx, "rename", found, code, RuleProtected), false
 		}
-		return f.refuseCredential(ctx, "rename", found, found)
+		return f.refuseCredential(ctx, "rename", found, found), false
 	}
 	if err != nil || seen >= maxRenameScan {
-		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned)
+		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned), false
 	}
-	return 0
+	return 0, false
 }
 
 // madeEntry reports whether name in the directory held by dir is a file
@@ -396,29 +507,48 @@ func (f *FS) madeEntry(dir int, name string) bool {
 // (prepareSelf), both names of an exchange, a directory renamed with
 // protected paths beneath its new name (denyDirRename), a symlink named
 // like a protected directory (denySymlinkPlant), and the commit of a write
-// whose file was moved since it was opened (denyCommit).
+// whose file was moved since it was opened (denyCommit). A protected file
+// is protected under every name the host gave it: the scan and every
+// lookup record its identity (protIDs, a credInodes like creds), which
+// every check of a change to a node itself asks (denyProtect with name "",
+// denyCommit).
 
 // denyProtect refuses op on name in dir (dir itself when name is "") if
-// its path is protected.
+// its path is protected, and a change to dir itself if it is a protected
+// file by its identity (protIDs): a hard link the host made to .envrc
+// under an innocent name is .envrc.
 func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := f.relPath(dir, name); f.opts.Credentials.Protected(rel) {
+	rel := f.relPath(dir, name)
+	if f.opts.Credentials.Protected(rel) {
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	if name == "" && !dir.IsDir() && f.protIDs.has(dir.fileID()) {
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtectedIdentity)
+	}
+	return 0
+}
+
+// denyProtectRel refuses op making rel, a name's workspace path as the
+// kernel has it now (FS.dirRel), if it is protected.
+func (f *FS) denyProtectRel(ctx context.Context, op, rel string) syscall.Errno {
+	if f.opts.Credentials != nil && f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
 }
 
-// denySymlinkPlant refuses a symlink named name in dir whose name is a
-// protected directory prefix: writes beneath it would land at its target,
-// whose path the protect check sees, while a host's program reading the
-// protected path follows the symlink to them.
-func (f *FS) denySymlinkPlant(ctx context.Context, dir *Node, name string) syscall.Errno {
+// denySymlinkPlant refuses a symlink whose path rel is a protected
+// directory prefix: writes beneath it would land at its target, whose path
+// the protect check sees, while a host's program reading the protected
+// path follows the symlink to them.
+func (f *FS) denySymlinkPlant(ctx context.Context, rel string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := f.relPath(dir, name); f.opts.Credentials.ProtectedPrefix(rel) {
+	if f.opts.Credentials.ProtectedPrefix(rel) {
 		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
@@ -426,13 +556,21 @@ func (f *FS) denySymlinkPlant(ctx context.Context, dir *Node, name string) sysca
 
 // denyCommit re-checks the protect rule on the place a write is about to
 // commit to: a descriptor opened on m/docker/config.json before its
-// directory became m/.docker must not put its bytes at a protected path.
+// directory became m/.docker must not put its bytes at a protected path;
+// nor into a protected file by its identity (a write opened before the
+// host linked the file to .envrc commits into it in place). The write's
+// open waited for the mount-time scan (denyOpen), so knows asks without
+// waiting, under the entry's lock.
 func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	if rel := w.place(); f.opts.Credentials.Protected(rel) {
+	rel := joinRel(f.dirRel(w.fileParent, w.fileDir), w.fileName)
+	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtected)
+	}
+	if f.protIDs.knows(w.node.fileID()) {
+		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtectedIdentity)
 	}
 	return 0
 }
@@ -504,16 +642,34 @@ func (f *FS) Scan() ScanResult {
 			}
 			return true
 		}
-		if f.opts.Credentials != nil && d.Type != unix.DT_DIR && f.credentialDenied(rel) {
-			var st unix.Stat_t
-			if gen, err := dirfd.Statx(parent, d.Name, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-				f.creds.add(fileID{keyOf(&st), gen})
-				res.Credentials++
-			}
+		if f.opts.Credentials != nil && d.Type != unix.DT_DIR {
+			f.scanEntry(parent, d.Name, rel, &res)
 		}
 		return true
 	})
 	return res
+}
+
+// scanEntry records the identity of the entry name (rel) in the directory
+// held by dir if it is a regular file at a credential path or a protected
+// one.
+func (f *FS) scanEntry(dir int, name, rel string, res *ScanResult) {
+	cred, prot := f.credentialDenied(rel), f.opts.Credentials.Protected(rel)
+	if !cred && !prot {
+		return
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(dir, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	if cred {
+		f.creds.add(fileID{keyOf(&st), gen})
+		res.Credentials++
+	}
+	if prot {
+		f.protIDs.add(fileID{keyOf(&st), gen})
+	}
 }
 
 // ScanInBackground runs Scan on a goroutine of its own and hands report its

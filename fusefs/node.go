@@ -438,7 +438,8 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 // 666 of .env would give its bytes to every user of the host. stat is not a
 // change and stays allowed (Getattr).
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if n.fsys.opts.ReadOnly {
+	f := n.fsys
+	if f.opts.ReadOnly {
 		return syscall.EROFS
 	}
 	h := fileOf(fh)
@@ -461,8 +462,8 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := n.fsys.metaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
-		if errno := setMeta(fd, in); errno != 0 {
-			return errno
+		if err := f.ownMadeChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
+			return toErrno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
 		// file at the next commit: it must carry the change too, and the
@@ -471,7 +472,6 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if err := dirfd.Fstat(fd, &st); err != nil {
 			return toErrno(err)
 		}
-		n.fsys.madeRestamp(n, &st) // the mount's own change (npm sets mtimes)
 		// Without a handle, the answer is the object just changed, as
 		// Getattr would find it again by name (verified, and as the
 		// caller's owner sees it: its temp if it is writing the file),

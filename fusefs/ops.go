@@ -68,34 +68,49 @@ const (
 // pinned until the caller calls done (dircache.go; a no-op on error): the
 // op makes its one dirfd call on (fd, name), which
 // acts on that one name beneath a verified directory without following it.
-func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, done func(), _ syscall.Errno) {
+// The path returned is n's workspace path as the kernel has it now
+// (dirRel; "" for removes, which judges no path): an op that makes a name
+// holds nsMu shared from prepare through its system call, so that no
+// directory rename moves the name's place between the two.
+func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, dir string, done func(), _ syscall.Errno) {
 	f := n.fsys
 	if f.opts.ReadOnly {
-		return -1, noUnpin, syscall.EROFS
+		return -1, "", noUnpin, syscall.EROFS
 	}
 	if hiddenName(name) {
 		if use == removes || use == movesFrom {
-			return -1, noUnpin, syscall.ENOENT
+			return -1, "", noUnpin, syscall.ENOENT
 		}
-		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
+		return -1, "", noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
 	}
 	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
-		return -1, noUnpin, errno
+		return -1, "", noUnpin, errno
 	}
+	if use == removes {
+		return pfd, "", done, 0
+	}
+	dir = f.dirRel(n, pfd)
+	if errno := f.judgeName(ctx, op, pfd, joinRel(dir, name), name, use); errno != 0 {
+		done()
+		return -1, "", noUnpin, errno
+	}
+	return pfd, dir, done, 0
+}
+
+// judgeName is prepare's judgement of name (rel, its path) in the
+// directory held by pfd: its credential path, then for a name the op makes
+// its protect rule.
+func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use nameUse) syscall.Errno {
 	if use == movesFrom || use == makes {
-		if errno := f.denyName(ctx, op, n, pfd, name, use); errno != 0 {
-			done()
-			return -1, noUnpin, errno
+		if errno := f.denyName(ctx, op, rel, pfd, name, use); errno != 0 {
+			return errno
 		}
 	}
 	if use == makes {
-		if errno := f.denyProtect(ctx, op, n, name); errno != 0 {
-			done()
-			return -1, noUnpin, errno
-		}
+		return f.denyProtectRel(ctx, op, rel)
 	}
-	return pfd, done, 0
+	return 0
 }
 
 // claim gives a just-created object, held by fd, to the caller, when the
@@ -125,7 +140,9 @@ func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 // the final mode and no check is needed. The final mode is the caller's
 // mode as the kernel would make it natively (newMode: its umask, or the
 // directory's default ACL); a symlink's is always 0777.
-func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+//
+// rel is the new name's workspace path (prepare).
+func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
 	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
 	if !isLink {
@@ -175,7 +192,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, name string,
 	if errno != 0 {
 		return nil, errno
 	}
-	n.fsys.madeNew(n.fsys.relPath(n, name), &st, gen)
+	n.fsys.madeNew(rel, &st, gen)
 	n.fsys.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	out.SetAttrTimeout(asNode(child).attrValid())
@@ -196,7 +213,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
 		h(name)
 	}
-	pfd, done, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	defer n.fsys.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, makesDir)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -208,7 +226,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 			return nil, errno
 		}
 	}
-	return n.createNamed(ctx, "mkdir", pfd, name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
+	return n.createNamed(ctx, "mkdir", pfd, joinRel(dir, name), name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
 		return dirfd.Mkdir(pfd, name, m)
 	}, out)
 }
@@ -220,7 +238,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // the device for any host process allowed to open it.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	pfd, done, errno := n.prepare(ctx, "mknod", name, makes)
+	defer n.fsys.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -233,7 +252,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, RuleDeviceNode)
 	}
 	typ := mode & syscall.S_IFMT
-	return n.createNamed(ctx, "mknod", pfd, name, mode, func(m uint32) error {
+	return n.createNamed(ctx, "mknod", pfd, joinRel(dir, name), name, mode, func(m uint32) error {
 		return dirfd.Mknod(pfd, name, typ|m, 0)
 	}, out)
 }
@@ -245,21 +264,22 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
-	pfd, done, errno := n.prepare(ctx, "symlink", name, makes)
+	defer f.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
-	if !staysInside(f.depth(n), target) || targetHidden(target) {
+	if !staysInside(pathDepth(dir), target) || targetHidden(target) {
 		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
-	if rel := lexicalTarget(f.relPath(n, ""), target); f.credentialDenied(rel) {
-		return nil, f.refuseCredential(ctx, "symlink", f.relPath(n, name), rel)
+	if rel := lexicalTarget(dir, target); f.credentialDenied(rel) {
+		return nil, f.refuseCredential(ctx, "symlink", joinRel(dir, name), rel)
 	}
-	if errno := f.denySymlinkPlant(ctx, n, name); errno != 0 {
+	if errno := f.denySymlinkPlant(ctx, joinRel(dir, name)); errno != 0 {
 		return nil, errno
 	}
-	return n.createNamed(ctx, "symlink", pfd, name, syscall.S_IFLNK|0777, func(uint32) error {
+	return n.createNamed(ctx, "symlink", pfd, joinRel(dir, name), name, syscall.S_IFLNK|0777, func(uint32) error {
 		return dirfd.Symlink(target, pfd, name)
 	}, out)
 }
@@ -268,7 +288,11 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // credential is refused as the link's source as well as its name.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	pfd, done, errno := n.prepare(ctx, "link", name, makes)
+	// The source's checks wait for the mount-time scan (credInodes.has):
+	// not under nsMu.
+	n.fsys.waitScan()
+	defer n.fsys.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "link", name, makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -282,26 +306,33 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, errno
 	}
 	defer dirfd.Close(fd)
-	if errno := n.fsys.denyPath(ctx, "link", tn, ""); errno != 0 {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, toErrno(err)
+	}
+	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
 		return nil, errno
 	}
-	if tn.Mode()&syscall.S_IFMT == syscall.S_IFLNK {
+	// Another name of a protected file would be one to write it by.
+	if errno := n.fsys.denyProtect(ctx, "link", tn, ""); errno != 0 {
+		return nil, errno
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		// The link's target resolves from its new directory too.
-		if errno := n.fsys.denyLinkTarget(ctx, "link", n, name, fd, n.fsys.depth(n)); errno != 0 {
+		if errno := n.fsys.denyLinkTarget(ctx, "link", n, name, fd, pathDepth(dir)); errno != 0 {
 			return nil, errno
 		}
 	}
-	if err := dirfd.Link(fd, pfd, name); err != nil {
+	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
 		return nil, toErrno(err)
 	}
 	tn.ownChange(nil)
-	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
 	// A file the mount may read, linked onto a credential name, holds what
 	// the caller could read already: made through the mount.
-	n.fsys.madeNew(n.fsys.relPath(n, name), &st, tn.fileID().gen)
+	n.fsys.madeNew(joinRel(dir, name), &st, tn.fileID().gen)
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
@@ -323,7 +354,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // remove is Unlink and Rmdir: one unlinkat on n's verified fd.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	pfd, done, errno := n.prepare(ctx, op, name, removes)
+	pfd, _, done, errno := n.prepare(ctx, op, name, removes)
 	defer done()
 	if errno != 0 {
 		return errno
@@ -337,7 +368,10 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
-	err := dirfd.Unlink(pfd, name, flags)
+	// Another name of a made file may stay: its ctime moves.
+	mfd := n.fsys.madeFd(pfd, name)
+	defer dirfd.Close(mfd)
+	err := n.fsys.ownMadeChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
 	if err == syscall.ENOTEMPTY && n.fsys.sweepBeforeRmdir(pfd, name) {
 		err = dirfd.Unlink(pfd, name, flags)
 	}
@@ -354,10 +388,12 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name is prepared
 // (the source, then the target), then RENAME_WHITEOUT is refused
 // (PATH_ESCAPE: it would leave a 0:0 character device at the source name,
-// a device node Mknod refuses), then a directory holding a credential,
-// then a symlink that would climb out of the root from its new place (the
-// object, or a link beneath a directory moved shallower: denyLinkMove),
-// then a file another owner is writing.
+// a device node Mknod refuses), then a file another owner is writing
+// (a wait of the lock table: before nsMu), then, under nsMu, the names
+// again at their places now, a directory holding a credential or whose
+// contents would be protected at its new name, a symlink that would climb
+// out of the root from its new place (the object, or a link beneath a
+// directory moved shallower: denyLinkMove), and the rename itself.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
@@ -369,7 +405,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, doneOld, errno := n.prepare(ctx, "rename", name, movesFrom)
+	ofd, _, doneOld, errno := n.prepare(ctx, "rename", name, movesFrom)
 	defer doneOld()
 	if errno != 0 {
 		return errno
@@ -378,38 +414,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		targetUse = movesFrom
 	}
-	nfd, doneNew, errno := np.prepare(ctx, "rename", newName, targetUse)
+	nfd, _, doneNew, errno := np.prepare(ctx, "rename", newName, targetUse)
 	defer doneNew()
 	if errno != 0 {
 		return errno
 	}
 	if flags&unix.RENAME_WHITEOUT != 0 {
 		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
-	}
-	if exchange {
-		// Each name receives the other's object.
-		if errno := f.denyProtect(ctx, "rename", n, name); errno != 0 {
-			return errno
-		}
-		if errno := f.denyProtect(ctx, "rename", np, newName); errno != 0 {
-			return errno
-		}
-	}
-	if errno := f.denyDirRename(ctx, n, ofd, name, f.relPath(np, newName)); errno != 0 {
-		return errno
-	}
-	if exchange {
-		if errno := f.denyDirRename(ctx, np, nfd, newName, f.relPath(n, name)); errno != 0 {
-			return errno
-		}
-	}
-	if errno := f.denyLinkMove(ctx, n, ofd, name, np); errno != 0 {
-		return errno
-	}
-	if exchange {
-		if errno := f.denyLinkMove(ctx, np, nfd, newName, n); errno != 0 {
-			return errno
-		}
 	}
 
 	// One look at each name serves both the lock check and the write
@@ -423,12 +434,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
-	if err := dirfd.Rename(ofd, name, nfd, newName, uint(flags)); err != nil {
-		return toErrno(err)
+	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags}
+	if errno := f.renameJudged(ctx, &r); errno != 0 {
+		return errno
 	}
-	f.madeRenamed(nfd, np, newName)
+	f.madeRenamed(nfd, r.newRel, newName)
 	if exchange {
-		f.madeRenamed(ofd, n, name)
+		f.madeRenamed(ofd, r.oldRel, name)
 	}
 	// A write in progress follows its file to the new name (renamed finds
 	// none if it ended meanwhile).
@@ -444,4 +456,95 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		f.removed(dst.key, nfd, newName)
 	}
 	return 0
+}
+
+// renaming is one rename's names, and their workspace paths as the rename
+// found them (renameUnder).
+type renaming struct {
+	from, to       *Node
+	ofd, nfd       int
+	name, newName  string
+	flags          uint32
+	oldRel, newRel string
+}
+
+// renameJudged judges r's names and moves under nsMu, and renames: shared
+// for names that are no directory, exclusive when a directory's contents
+// are scanned (denyDirRename), so that no name enters it between the scan
+// and the rename. A name found to be a directory only under the shared
+// lock (it became one since) is judged again under the exclusive one.
+func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
+	exchange := r.flags&unix.RENAME_EXCHANGE != 0
+	scans := func() bool {
+		return isDirAt(r.ofd, r.name) || exchange && isDirAt(r.nfd, r.newName)
+	}
+	exclusive := scans()
+	for {
+		unlock := f.nsLock(exclusive)
+		errno, again := f.renameUnder(ctx, r, exclusive)
+		unlock()
+		if !again {
+			return errno
+		}
+		exclusive = true
+	}
+}
+
+// renameUnder is renameJudged's step under nsMu: the names at their
+// places now (dirRel), both names of an exchange against the protect rule,
+// each directory moved (denyDirRename, exclusive only: again is true when
+// one is met under the shared lock), then renameat2.
+func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
+	exchange := r.flags&unix.RENAME_EXCHANGE != 0
+	r.oldRel = joinRel(f.dirRel(r.from, r.ofd), r.name)
+	r.newRel = joinRel(f.dirRel(r.to, r.nfd), r.newName)
+	targetUse := makes
+	if exchange {
+		targetUse = movesFrom
+		// Each name receives the other's object.
+		if errno := f.denyProtectRel(ctx, "rename", r.oldRel); errno != 0 {
+			return errno, false
+		}
+		if errno := f.denyProtectRel(ctx, "rename", r.newRel); errno != 0 {
+			return errno, false
+		}
+	}
+	if errno := f.judgeName(ctx, "rename", r.ofd, r.oldRel, r.name, movesFrom); errno != 0 {
+		return errno, false
+	}
+	if errno := f.judgeName(ctx, "rename", r.nfd, r.newRel, r.newName, targetUse); errno != 0 {
+		return errno, false
+	}
+	if errno, again := f.denyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
+		return errno, again
+	}
+	if exchange {
+		if errno, again := f.denyDirRename(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
+			return errno, again
+		}
+	}
+	if errno, again := f.denyLinkMove(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
+		return errno, again
+	}
+	if exchange {
+		if errno, again := f.denyLinkMove(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
+			return errno, again
+		}
+	}
+	// The file renamed, and a file replaced or exchanged that keeps
+	// another name: the rename moves their ctimes.
+	sfd, dfd := f.madeFd(r.ofd, r.name), f.madeFd(r.nfd, r.newName)
+	defer dirfd.Close(sfd)
+	defer dirfd.Close(dfd)
+	err := f.ownMadeChange([]int{sfd, dfd}, func() error {
+		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
+	})
+	return toErrno(err), false
+}
+
+// isDirAt reports whether name in the directory held by dir is a
+// directory.
+func isDirAt(dir int, name string) bool {
+	var st unix.Stat_t
+	return dirfd.Lstat(dir, name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 }

@@ -261,7 +261,11 @@ func (w *pendingWrite) appendsInPlace(h *writeHandle) bool {
 // size and times become the observed ones: the owner's own change is no
 // conflict for a later commit. The caller holds w.entry's lock.
 func (w *pendingWrite) appendInPlace(h *writeHandle, data []byte) (int, syscall.Errno) {
-	n, err := unix.Write(w.appendFd, data)
+	var n int
+	err := w.node.fsys.ownMadeChange([]int{w.appendFd}, func() (err error) {
+		n, err = unix.Write(w.appendFd, data)
+		return err
+	})
 	w.m.AppendedInPlace(h.wh, n)
 	var st unix.Stat_t
 	if dirfd.Fstat(w.base, &st) == nil {

@@ -98,36 +98,51 @@ func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name stri
 	return 0
 }
 
-// denyLinkMove refuses renaming name in dir (held by pfd) into newDir when
-// that would leave a symlink climbing out of the root: the object itself,
-// if it is a link, or a link beneath it, if it is a directory moving to a
-// shallower place (a link inside a directory moving deeper climbs less far
-// than before). A tree too large to scan whole is refused too.
-func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name string, newDir *Node) syscall.Errno {
-	from, to := f.depth(dir), f.depth(newDir)
+// denyLinkMove refuses renaming name in dir (held by pfd) from oldRel to
+// newRel (workspace paths, as the kernel has them now) when that would
+// leave a symlink climbing out of the root: the object itself, if it is a
+// link, or a link beneath it, if it is a directory moving to a shallower
+// place (a link inside a directory moving deeper climbs less far than
+// before). A tree too large to scan whole is refused too. The scan needs
+// nsMu held exclusively, or a link could be made in the directory between
+// the scan and the rename: without it, again says to come back with it.
+func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name, oldRel, newRel string, exclusive bool) (_ syscall.Errno, again bool) {
+	from, to := pathDepth(oldRel)-1, pathDepth(newRel)-1
 	if from == to {
-		return 0
+		return 0, false
 	}
 	var st unix.Stat_t
 	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0 // the rename itself will say what is wrong
+		return 0, false // the rename itself will say what is wrong
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFLNK:
 		fd, err := dirfd.OpenPath(pfd, name)
 		if err != nil {
-			return toErrno(err)
+			return toErrno(err), false
 		}
 		defer dirfd.Close(fd)
-		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to)
+		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to), false
 	case syscall.S_IFDIR:
 		if to > from {
-			return 0
+			return 0, false
 		}
 	default:
+		return 0, false
+	}
+	if !exclusive {
+		return 0, true
+	}
+	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1), false
+}
+
+// pathDepth is the number of names in the workspace path rel: the depth of
+// the directory rel names, below the root ("").
+func pathDepth(rel string) int {
+	if rel == "" {
 		return 0
 	}
-	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1)
+	return strings.Count(rel, "/") + 1
 }
 
 // denyLinksBeneath refuses moving the directory name in dir (held by pfd)

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
@@ -37,7 +38,12 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 		return -1, errno
 	}
 	if judged {
-		if errno := n.fsys.denyPath(ctx, op, n, ""); errno != 0 {
+		var st unix.Stat_t
+		if err := dirfd.Fstat(fd, &st); err != nil {
+			dirfd.Close(fd)
+			return -1, toErrno(err)
+		}
+		if errno := n.fsys.denyPathStat(ctx, op, n, "", &st); errno != 0 {
 			dirfd.Close(fd)
 			return -1, errno
 		}
@@ -79,7 +85,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if !allowedXattr(attr) {
 		return n.fsys.refuse(ctx, "setxattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
 	}
-	if err := dirfd.Setxattr(fd, attr, data, int(flags)); err != nil {
+	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
 		return toErrno(err)
 	}
 	n.ownChange(func(temp int) { dirfd.Setxattr(temp, attr, data, int(flags)) })
@@ -98,7 +104,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if !removableXattr(attr) {
 		return n.fsys.refuse(ctx, "removexattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
 	}
-	if err := dirfd.Removexattr(fd, attr); err != nil {
+	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Removexattr(fd, attr) }); err != nil {
 		return toErrno(err)
 	}
 	n.ownChange(func(temp int) { dirfd.Removexattr(temp, attr) })

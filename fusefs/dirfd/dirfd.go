@@ -676,6 +676,47 @@ func (r *Root) Holds(fd int) (bool, error) {
 	return within(rp, p), nil
 }
 
+// Rel returns the path of the directory held by fd relative to the root
+// ("" for the root itself) as the kernel has it now (the path of
+// /proc/self/fd/N, one readlink; the root's own path read again only when
+// the directory's does not start with it): where a rename just put the
+// directory, whatever a caller's tree of names says yet. A directory not
+// beneath the root is ErrEscape; a path longer than the kernel gives is
+// ENAMETOOLONG.
+func (r *Root) Rel(fd int) (string, error) {
+	p, err := r.fdPath(fd)
+	if err != nil {
+		return "", err
+	}
+	if rp := r.path.Load(); rp != nil {
+		if rel, ok := relTo(*rp, p); ok {
+			return rel, nil
+		}
+	}
+	rp, err := r.fdPath(r.fd)
+	if err != nil {
+		return "", err
+	}
+	r.path.Store(&rp)
+	if rel, ok := relTo(rp, p); ok {
+		return rel, nil
+	}
+	return "", ErrEscape
+}
+
+// relTo returns p relative to root, if p is root or beneath it.
+func relTo(root, p string) (string, bool) {
+	switch {
+	case p == root:
+		return "", true
+	case root == "/":
+		return p[1:], true
+	case strings.HasPrefix(p, root+"/"):
+		return p[len(root)+1:], true
+	}
+	return "", false
+}
+
 // within reports whether path p is root or beneath it.
 func within(root, p string) bool {
 	return root == "/" || p == root || strings.HasPrefix(p, root+"/")

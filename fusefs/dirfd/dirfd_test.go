@@ -405,3 +405,69 @@ func BenchmarkStatOpenat2FromRoot(b *testing.B) {
 		Close(fd)
 	}
 }
+
+// TestRelTo: a directory's path relative to the root, from the kernel's
+// two paths; a path that merely starts with the root's name is not
+// beneath it.
+func TestRelTo(t *testing.T) {
+	for _, c := range []struct {
+		root, p, want string
+		ok            bool
+	}{
+		{"/b", "/b", "", true},
+		{"/b", "/b/m/.docker", "m/.docker", true},
+		{"/b", "/backing/x", "", false},
+		{"/b", "/c", "", false},
+		{"/", "/", "", true},
+		{"/", "/m/d", "m/d", true},
+	} {
+		if got, ok := relTo(c.root, c.p); got != c.want || ok != c.ok {
+			t.Errorf("relTo(%q, %q) = %q, %v; want %q, %v", c.root, c.p, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestRootRelFollowsRename: Rel gives where a directory is now, after a
+// rename its fd followed.
+func TestRootRelFollowsRename(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "m", "d1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(root)
+	r, err := NewRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, err := OpenDir(root, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(m)
+	d, err := OpenDir(m, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(d)
+	for _, step := range []struct{ from, to, want string }{
+		{"", "", "m/d1"},
+		{"d1", ".docker", "m/.docker"},
+	} {
+		if step.from != "" {
+			if err := Rename(m, step.from, m, step.to, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := r.Rel(d); got != step.want || err != nil {
+			t.Errorf("Rel = %q, %v; want %q", got, err, step.want)
+		}
+	}
+	if got, err := r.Rel(root); got != "" || err != nil {
+		t.Errorf("Rel of the root = %q, %v", got, err)
+	}
+}
