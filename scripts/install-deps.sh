@@ -6,6 +6,7 @@
 #   vim-tiny        an editor, for the e2e tests of its two ways of saving
 #   python3         the atomic-save e2e test and the benchmark's save loop
 #   attr            getfattr/setfattr for the xattr e2e test
+#   libcap2-bin     setcap/getcap: the file-capability plant e2e test
 #   util-linux      setpriv and mount -T for the ownership and fstab tests
 #   dosfstools      mkfs.vfat, for the case-insensitive BACKING e2e test
 #   ntfs-3g         mkntfs and lowntfs-3g -o ignore_case: a case-insensitive
@@ -16,7 +17,7 @@
 #   ShellCheck      the shell linter make lint runs on scripts/ (package shellcheck)
 #   strace          make bench's counts of the daemon's system calls per file
 set -euo pipefail
-pkgs=(fuse3 sqlite3 git vim-tiny python3 attr util-linux dosfstools)
+pkgs=(fuse3 sqlite3 git vim-tiny python3 attr libcap2-bin util-linux dosfstools)
 pkgs+=(make gcc libc6-dev)
 pkgs+=(python3-venv)
 pkgs+=(nodejs)
