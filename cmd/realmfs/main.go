@@ -193,40 +193,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
 		return errcode.ExitUsage
 	}
-	// Absolute paths: the daemon leaves the working directory for "/", so
-	// that the mount does not keep the caller's directory busy.
-	for i, p := range []*string{&cfg.backing, &cfg.mountpoint} {
-		abs, err := filepath.Abs(flags.Arg(i))
-		if err != nil {
-			fmt.Fprintf(stderr, "realmfs: %v\n", err)
-			return errcode.ExitUsage
-		}
-		*p = abs
-	}
-	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile} {
-		if *p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			fmt.Fprintf(stderr, "realmfs: %v\n", err)
-			return errcode.ExitUsage
-		}
-		*p = abs
-	}
 	if cfg.debug {
 		cfg.foreground = true
 	}
-	if err := checkDirs(cfg.backing, cfg.mountpoint); err != nil {
-		fmt.Fprintf(stderr, "realmfs: %v\n", err)
-		return errcode.ExitUsage
-	}
-	if err := checkMountpoint(cfg.backing, cfg.mountpoint, cfg.mount.nonempty); err != nil {
-		fmt.Fprintf(stderr, "realmfs: %v\n", err)
-		return errcode.ExitUsage
-	}
-	files := map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog, "policy file": cfg.policyFile}
-	if err := checkOutside(cfg.backing, files); err != nil {
+	if err := cfg.settlePaths(flags.Arg(0), flags.Arg(1)); err != nil {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
 		return errcode.ExitUsage
 	}
@@ -234,6 +204,35 @@ func run(args []string, stderr io.Writer) int {
 		return detach(stderr)
 	}
 	return serve(cfg, stderr)
+}
+
+// settlePaths makes BACKING, MOUNTPOINT and the daemon's files absolute
+// (the daemon leaves the working directory for "/", so that the mount does
+// not keep the caller's directory busy) and refuses the places that would
+// hide, loop or give a process on the mount the daemon's files.
+func (cfg *config) settlePaths(backing, mountpoint string) error {
+	var err error
+	if cfg.backing, err = filepath.Abs(backing); err != nil {
+		return err
+	}
+	if cfg.mountpoint, err = filepath.Abs(mountpoint); err != nil {
+		return err
+	}
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile} {
+		if *p == "" {
+			continue
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	if err := checkDirs(cfg.backing, cfg.mountpoint); err != nil {
+		return err
+	}
+	if err := checkMountpoint(cfg.backing, cfg.mountpoint, cfg.mount.nonempty); err != nil {
+		return err
+	}
+	return checkOutside(cfg.backing, map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog, "policy file": cfg.policyFile})
 }
 
 func versionString() string {
