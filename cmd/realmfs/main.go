@@ -281,41 +281,19 @@ func serve(cfg config, stderr io.Writer) int {
 		notifyParent(msg)
 		return errcode.ExitFailure
 	}
-	// The logs SIGHUP reopens (logrotate's postrotate, a supervisor).
-	var reopen []*logFile
-	var daemonOut io.Writer = stderr
-	if cfg.daemonLog != "" {
-		lf, err := openLog(cfg.daemonLog)
-		if err != nil {
-			return fail("log: %v", err)
-		}
-		defer lf.Close()
-		reopen = append(reopen, lf)
-		daemonOut = lf
+	logs, err := openLogs(cfg, stderr)
+	logger = logs.logger
+	defer logs.close()
+	if err != nil {
+		return fail("%v", err)
 	}
-	logger = newDaemonLogger(daemonOut, cfg.logFormat, cfg.debug)
-	var audit *fusefs.Auditor
-	if cfg.auditLog != "" {
-		a, err := fusefs.OpenAuditLog(cfg.auditLog, fusefs.AuditMaxSize)
-		if err != nil {
-			return fail("audit log: %v", err)
-		}
-		audit = a
-		defer audit.Close()
-		audit.Logf = warnf(logger)
-		defer func() {
-			if n := audit.Failed(); n > 0 {
-				logger.Error("audit lines lost", "audit_log", cfg.auditLog, "lines", n)
-			}
-		}()
-	}
+	audit, reopen := logs.audit, logs.files
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
 		if err := fusefs.CheckKernel(unix.ByteSliceToString(uts.Release[:])); err != nil {
 			return fail("%v", err)
 		}
 	}
-	isRoot := os.Geteuid() == 0
 	owners := locks.NewResolver(cfg.mount.lockOwner, "/proc")
 	defer owners.Close()
 	if audit != nil {
@@ -324,39 +302,12 @@ func serve(cfg config, stderr io.Writer) int {
 			return string(o)
 		}
 	}
-	fsys, err := fusefs.New(cfg.backing, fusefs.Options{
-		ReadOnly:       cfg.mount.readOnly,
-		Passthrough:    cfg.mount.passthrough && isRoot,
-		ChownToCaller:  isRoot && cfg.mount.allowOther,
-		Audit:          audit,
-		Credentials:    cfg.policy.Matcher(),
-		Owners:         owners,
-		Durability:     cfg.mount.durability,
-		Cache:          &cfg.mount.cache,
-		NoWatch:        !cfg.mount.watch,
-		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
-		FdLimit:        fdLimit(limit),
-		Logf:           warnf(logger),
-		BeforeMkdir:    testBeforeMkdir(cfg.backing),
-		FailAt:         testFailAt(),
-		NotifyWhenBusy: testNotifyWhenBusy(),
-	})
+	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, audit, owners, limit, logger))
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer fsys.Close()
-	fsname := cfg.mount.fsname
-	if fsname == "" {
-		fsname = cfg.backing
-	}
-	fopts := fsys.MountOptions(fuse.MountOptions{
-		AllowOther: cfg.mount.allowOther,
-		FsName:     fsname,
-		Name:       "realmfs",
-		Options:    cfg.mount.kernelOptions(),
-		Debug:      cfg.debug,
-		Logger:     fuseLogger(logger),
-	})
+	fopts := fsys.MountOptions(fuseOptions(cfg, logger))
 	// mountinfo names the mountpoint with symlinks resolved; resolving it
 	// once mounted would ask this daemon.
 	realMountpoint, err := filepath.EvalSymlinks(cfg.mountpoint)
@@ -379,43 +330,8 @@ func serve(cfg config, stderr io.Writer) int {
 	} else {
 		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
 	}
-	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
-		logger.Info("kernel cache", "entries", c.Entry, "attributes", c.Attr, "absent_names", c.Negative, "watched_by", how)
-	}
-	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
-		logger.Info("note: " + note)
-	}
-	// SIGINT and SIGTERM unmount; SIGHUP only reopens the logs: a mount
-	// never dies of the signal logrotate and supervisors send.
-	go func() {
-		for sig := range sigs {
-			if sig == syscall.SIGHUP {
-				n := 0
-				for _, lf := range reopen {
-					if err := lf.Reopen(); err != nil {
-						logger.Error("SIGHUP: log not reopened", "err", err)
-					} else {
-						n++
-					}
-				}
-				if audit != nil {
-					if err := audit.Reopen(); err != nil {
-						logger.Error("SIGHUP: audit log not reopened", "err", err)
-					} else {
-						n++
-					}
-				}
-				logger.Info("SIGHUP: logs reopened", "files", n)
-				continue
-			}
-			logger.Info("unmounting", "mountpoint", cfg.mountpoint, "signal", sig.String())
-			sdNotify("STOPPING=1")
-			if err := server.Unmount(); err != nil {
-				logger.Error("unmount failed", "mountpoint", cfg.mountpoint, "err", err)
-				fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
-			}
-		}
-	}()
+	logMountNotes(fsys, server, cfg, logger)
+	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, audit, logger) }, logger, stderr)
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {
 		level := slog.LevelInfo
 		if res.Err != nil {
@@ -440,9 +356,145 @@ func serve(cfg config, stderr io.Writer) int {
 	return 0
 }
 
-// raiseFileLimit lifts the soft fd limit to the hard one (each directory
-// the kernel has cached holds one O_PATH fd in the daemon, each open file
-// at least one) and returns the limit in force, 0 if unknown.
+// fuseOptions are go-fuse's mount options for cfg, before the guard adds
+// its own (FS.MountOptions).
+func fuseOptions(cfg config, logger *slog.Logger) fuse.MountOptions {
+	return fuse.MountOptions{
+		AllowOther: cfg.mount.allowOther,
+		FsName:     cmp.Or(cfg.mount.fsname, cfg.backing),
+		Name:       "realmfs",
+		Options:    cfg.mount.kernelOptions(),
+		Debug:      cfg.debug,
+		Logger:     fuseLogger(logger),
+	}
+}
+
+// daemonLogs are the daemon's logs: its own (stderr, or a file), and the
+// audit log; the files are those SIGHUP reopens (logrotate's postrotate,
+// a supervisor).
+type daemonLogs struct {
+	logger *slog.Logger // nil if the daemon log could not be opened
+	files  []*logFile
+	audit  *fusefs.Auditor // nil: no audit log
+	path   string          // the audit log's
+}
+
+// openLogs opens the logs cfg names. On error what was opened is in the
+// result, to log the failure and to close.
+func openLogs(cfg config, stderr io.Writer) (*daemonLogs, error) {
+	l := &daemonLogs{}
+	var daemonOut io.Writer = stderr
+	if cfg.daemonLog != "" {
+		lf, err := openLog(cfg.daemonLog)
+		if err != nil {
+			return l, fmt.Errorf("log: %w", err)
+		}
+		l.files = append(l.files, lf)
+		daemonOut = lf
+	}
+	l.logger = newDaemonLogger(daemonOut, cfg.logFormat, cfg.debug)
+	if cfg.auditLog != "" {
+		a, err := fusefs.OpenAuditLog(cfg.auditLog, fusefs.AuditMaxSize)
+		if err != nil {
+			return l, fmt.Errorf("audit log: %w", err)
+		}
+		a.Logf = warnf(l.logger)
+		l.audit, l.path = a, cfg.auditLog
+	}
+	return l, nil
+}
+
+// close closes the logs, the audit log first, once the daemon log has
+// said how many audit lines were lost.
+func (l *daemonLogs) close() {
+	if a := l.audit; a != nil {
+		if n := a.Failed(); n > 0 {
+			l.logger.Error("audit lines lost", "audit_log", l.path, "lines", n)
+		}
+		a.Close()
+	}
+	for _, lf := range l.files {
+		lf.Close()
+	}
+}
+
+// fsOptions are the guard's options for cfg: the audit log (nil: none),
+// the owners' resolver, the descriptor limit in force and the daemon log.
+func fsOptions(cfg config, audit *fusefs.Auditor, owners *locks.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
+	isRoot := os.Geteuid() == 0
+	return fusefs.Options{
+		ReadOnly:       cfg.mount.readOnly,
+		Passthrough:    cfg.mount.passthrough && isRoot,
+		ChownToCaller:  isRoot && cfg.mount.allowOther,
+		Audit:          audit,
+		Credentials:    cfg.policy.Matcher(),
+		Owners:         owners,
+		Durability:     cfg.mount.durability,
+		Cache:          &cfg.mount.cache,
+		NoWatch:        !cfg.mount.watch,
+		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
+		FdLimit:        fdLimit(limit),
+		Logf:           warnf(logger),
+		BeforeMkdir:    testBeforeMkdir(cfg.backing),
+		FailAt:         testFailAt(),
+		NotifyWhenBusy: testNotifyWhenBusy(),
+	}
+}
+
+// handleSignals serves the daemon's signals: SIGINT and SIGTERM unmount;
+// SIGHUP only reopens the logs (reopen): a mount never dies of the signal
+// logrotate and supervisors send.
+func handleSignals(sigs <-chan os.Signal, server *fuse.Server, mountpoint string, reopen func(), logger *slog.Logger, stderr io.Writer) {
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			reopen()
+			continue
+		}
+		logger.Info("unmounting", "mountpoint", mountpoint, "signal", sig.String())
+		sdNotify("STOPPING=1")
+		if err := server.Unmount(); err != nil {
+			logger.Error("unmount failed", "mountpoint", mountpoint, "err", err)
+			fmt.Fprintf(stderr, "realmfs: unmount: %v\n", err)
+		}
+	}
+}
+
+// reopenLogs reopens the daemon's log files and the audit log (nil: none)
+// under their names, and says how many it reopened.
+func reopenLogs(logs []*logFile, audit *fusefs.Auditor, logger *slog.Logger) {
+	n := 0
+	for _, lf := range logs {
+		if err := lf.Reopen(); err != nil {
+			logger.Error("SIGHUP: log not reopened", "err", err)
+		} else {
+			n++
+		}
+	}
+	if audit != nil {
+		if err := audit.Reopen(); err != nil {
+			logger.Error("SIGHUP: audit log not reopened", "err", err)
+		} else {
+			n++
+		}
+	}
+	logger.Info("SIGHUP: logs reopened", "files", n)
+}
+
+// logMountNotes logs what the mount could not have as asked: the kernel
+// cache in effect when nothing watches BACKING (or with --debug), and
+// what the kernel lacks.
+func logMountNotes(fsys *fusefs.FS, server *fuse.Server, cfg config, logger *slog.Logger) {
+	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
+		logger.Info("kernel cache", "entries", c.Entry, "attributes", c.Attr, "absent_names", c.Negative, "watched_by", how)
+	}
+	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
+		logger.Info("note: " + note)
+	}
+}
+
+// raiseFileLimit lifts the soft fd limit to the hard one (each open file
+// holds at least one fd in the daemon, each directory in use one) and
+// returns the limit in force, 0 if unknown.
 func raiseFileLimit() uint64 {
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
