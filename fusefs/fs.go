@@ -141,6 +141,7 @@ type FS struct {
 	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
 	protIDs    credInodes      // the identities of protected files, as creds holds credentials' (guard.go)
+	madeDirs   credInodes      // protected directories made through the mount (guard.go: madeNew); no scan to wait for
 	made       madeSet         // files made through the mount at credential paths (guard.go)
 	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
 	processes  *locks.Resolver // pid mode: names a thread's process

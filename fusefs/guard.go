@@ -90,12 +90,23 @@ func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string,
 	return f.refuseCredential(ctx, op, rel, rel)
 }
 
-// madeNew records the file a create or mknod made at rel, st its stat and
-// gen its generation, as made through the mount when rel is a credential
-// path (elsewhere nothing asks).
+// madeNew records the object a create, mknod or mkdir made at rel, st its
+// stat and gen its generation, as made through the mount: a file when rel
+// is a credential path, a directory when rel is protected (elsewhere
+// nothing asks).
 func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
-	if f.opts.Credentials != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && f.credentialDenied(rel) {
-		f.made.add(fileID{keyOf(st), gen}, st)
+	if f.opts.Credentials == nil {
+		return
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		if f.credentialDenied(rel) {
+			f.made.add(fileID{keyOf(st), gen}, st)
+		}
+	case syscall.S_IFDIR:
+		if f.opts.Credentials.Protected(rel) {
+			f.madeDirs.add(fileID{keyOf(st), gen})
+		}
 	}
 }
 
@@ -516,12 +527,18 @@ func (f *FS) madeEntry(dir int, name string) bool {
 // denyProtect refuses op on name in dir (dir itself when name is "") if
 // its path is protected, and a change to dir itself if it is a protected
 // file by its identity (protIDs): a hard link the host made to .envrc
-// under an innocent name is .envrc.
+// under an innocent name is .envrc. A protected directory the mount made
+// (madeDirs) may have its times, mode, owner and xattrs changed: they run
+// nothing, and `tar x` and `cp -a` set them on the .git/hooks they make;
+// what is made in it is judged by its own path.
 func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
 	rel := f.relPath(dir, name)
+	if name == "" && dir.IsDir() && f.madeDirs.has(dir.fileID()) {
+		return 0 // the mount made it: its times, mode and owner plant nothing (tar x, cp -a)
+	}
 	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
