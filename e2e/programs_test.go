@@ -496,3 +496,36 @@ func TestLargeReadsQuiet(t *testing.T) {
 		t.Errorf("the daemon log reports failed splices:\n%s", log)
 	}
 }
+
+// TestQuietLogSQLiteWAL: ordinary work writes no WARN line to the daemon
+// log (issue 34: a day of use wrote 434, among them one for every normal
+// close of a WAL database's -shm): an SQLite database in WAL mode, written
+// in transactions and closed, then read back.
+func TestQuietLogSQLiteWAL(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3")
+	m := mount(t)
+	script := `
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("pragma journal_mode=wal")
+db.execute("create table t(x)")
+for i in range(50):
+    db.execute("begin immediate")
+    db.execute("insert into t values(?)", (i,))
+    db.execute("commit")
+db.close()
+print(sqlite3.connect(sys.argv[1]).execute("select count(*) from t").fetchone()[0])
+`
+	if out := strings.TrimSpace(run(t, m.Dir, nil, "python3", "-c", script, "app.db")); out != "50" {
+		t.Fatalf("rows after the WAL writes: %q, want 50", out)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(readFile(t, m.LogFile), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("the daemon log warns of ordinary work: %s", line)
+		}
+	}
+}

@@ -261,7 +261,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	case writeproto.DropGone:
 		// Its name now leads to another file (FS.removed): as natively,
 		// the data goes with the file it was written to.
-		f.logf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
+		f.debugf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
 		w.dropTemp()
 		return 0, false
 	case writeproto.DropUnlinked:

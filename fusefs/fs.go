@@ -117,6 +117,10 @@ type Options struct {
 	// commit that failed at the last release, a writer killed before its
 	// close, a conflict copy kept. nil discards them.
 	Logf func(format string, args ...any)
+	// Debugf receives what the daemon did in the ordinary course that a
+	// person debugging may want to follow but need not act on (a write
+	// that went with its file's old name, as natively). nil discards it.
+	Debugf func(format string, args ...any)
 	// BeforeMkdir, for tests only, runs at the start of every mkdir (with
 	// the kernel holding the parent directory's lock): a test stalls it to
 	// show that a notification blocked on that lock stalls nothing else.
@@ -394,6 +398,13 @@ func (f *FS) inoOf(st *unix.Stat_t) uint64 {
 func (f *FS) logf(format string, args ...any) {
 	if f.opts.Logf != nil {
 		f.opts.Logf(format, args...)
+	}
+}
+
+// debugf reports through Options.Debugf.
+func (f *FS) debugf(format string, args ...any) {
+	if f.opts.Debugf != nil {
+		f.opts.Debugf(format, args...)
 	}
 }
 

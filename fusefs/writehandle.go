@@ -357,7 +357,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 			// The open failed in the kernel after the daemon made the
 			// handle (passthrough refused beside another open, say): the
 			// process never had the file, and its O_TRUNC must not empty it.
-			w.node.fsys.logf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
+			w.node.fsys.debugf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
 			w.dropTemp()
 		case writeproto.ReleaseCommit:
 			w.commit(ctx, false)

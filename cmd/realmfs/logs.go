@@ -92,6 +92,16 @@ func warnf(logger *slog.Logger) func(format string, args ...any) {
 	}
 }
 
+// debugf is the guard's hook for the ordinary course of things
+// (fusefs.Options.Debugf): written with --debug only.
+func debugf(logger *slog.Logger) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if logger.Enabled(context.Background(), slog.LevelDebug) {
+			logger.Debug(fmt.Sprintf(format, args...))
+		}
+	}
+}
+
 // fuseLogger is the logger go-fuse reports through. Its --debug traces of
 // requests ("rx N: …", "tx N: …"), the unmount notice and the opcodes it
 // answers ENOSYS (POLL) are debug records; anything else it says is something going wrong in the

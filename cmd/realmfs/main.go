@@ -435,6 +435,7 @@ func fsOptions(cfg config, audit *fusefs.Auditor, owners *locks.Resolver, limit 
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
 		FdLimit:        fdLimit(limit),
 		Logf:           warnf(logger),
+		Debugf:         debugf(logger),
 		BeforeMkdir:    testBeforeMkdir(cfg.backing),
 		FailAt:         testFailAt(),
 		NotifyWhenBusy: testNotifyWhenBusy(),
