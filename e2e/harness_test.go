@@ -397,7 +397,7 @@ func (m *Mount) args() []string {
 	if len(m.cfg.opts) > 0 {
 		args = append(args, "-o", strings.Join(m.cfg.opts, ","))
 	}
-	args = append(args, "--audit-log", m.AuditLog)
+	args = append(args, "--audit-log", m.AuditLog, "--state-dir", filepath.Join(m.Root, "state"))
 	if os.Getenv("REALM_E2E_DEBUG") == "1" && !m.cfg.detach { // --debug implies -f
 		args = append(args, "--debug")
 	}

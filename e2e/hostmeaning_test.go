@@ -14,10 +14,12 @@ import (
 // Host meaning (README: the threat model): what the mount makes is judged
 // by what it means in BACKING, where the host sees it.
 
-// TestDaemonFilesOutsideBacking: an audit log, a daemon log or a policy
-// file inside BACKING is refused before anything is mounted (exit 2 with
-// the reason), named directly, through a symlink from outside, or by -o;
-// otherwise `rm m/audit.jsonl` would erase the trail. Nothing is created.
+// TestDaemonFilesOutsideBacking: an audit log, a daemon log, a policy
+// file or a state directory inside BACKING is refused before anything is
+// mounted (exit 2 with the reason), named directly, through a symlink from
+// outside, or by -o; otherwise `rm m/audit.jsonl` would erase the trail,
+// and a made set written through the mount would unlock a host's secret.
+// Nothing is created.
 func TestDaemonFilesOutsideBacking(t *testing.T) {
 	requireFUSE(t)
 	root := t.TempDir()
@@ -43,6 +45,8 @@ func TestDaemonFilesOutsideBacking(t *testing.T) {
 		{"audit log by -o", "audit log", []string{"-o", "audit_log=" + filepath.Join(backing, "o.jsonl")}, filepath.Join(backing, "o.jsonl")},
 		{"daemon log in BACKING", "log", []string{"--log", filepath.Join(backing, "realmfs.log")}, filepath.Join(backing, "realmfs.log")},
 		{"policy file in BACKING", "policy file", []string{"--policy", policy}, ""},
+		{"state directory in BACKING", "state directory", []string{"--state-dir", filepath.Join(backing, "state")}, filepath.Join(backing, "state")},
+		{"state directory by -o", "state directory", []string{"-o", "state_dir=" + filepath.Join(backing, "logs")}, ""},
 	} {
 		args := append([]string{"-f"}, tc.args...)
 		args = append(args, backing, mnt)

@@ -318,19 +318,67 @@ func TestProtectPolicy(t *testing.T) {
 	})
 }
 
-// TestMadeThroughMountForgottenAtRemount: the mount remembers what it made
-// for its own life only: after a remount a .env made through the first
-// mount is host-placed, and refused.
-func TestMadeThroughMountForgottenAtRemount(t *testing.T) {
+// TestMadeThroughMountAcrossRemounts (issue 34): the mount remembers what
+// it made across remounts, in its state directory outside BACKING: a clone
+// with fixture keys, remounted, has a clean git status, a working git diff
+// and commit, and its keys read back; a .env made through the first mount
+// reads back, unless the host changed it while nothing was mounted; with
+// --state-dir none the next mount remembers nothing.
+func TestMadeThroughMountAcrossRemounts(t *testing.T) {
 	t.Parallel()
+	requireTool(t, "git")
+	src := filepath.Join(t.TempDir(), "src")
+	for _, name := range []string{"ca-private.key", "server.key", "client.key"} {
+		writeFile(t, filepath.Join(src, "tests", "certs", name), fixtureKey)
+	}
+	writeFile(t, filepath.Join(src, "README"), "fixtures\n")
+	run(t, src, plantEnv, "git", "init", "-q")
+	run(t, src, plantEnv, "git", "add", "-A")
+	run(t, src, plantEnv, "git", "commit", "-qm", "fixtures")
 	m := mount(t)
+	run(t, m.Dir, plantEnv, "git", "clone", "-q", src, "clone")
 	writeFile(t, m.Path(".env"), "TOKEN=generated\n")
-	wantRead(t, m.Path(".env"), "TOKEN=generated\n", "a generated .env")
+	writeFile(t, m.Path("changed", ".env"), "TOKEN=generated\n")
+	remount := func() {
+		t.Helper()
+		if err := m.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+		m.Restart()
+	}
+	remount()
+	if out := run(t, m.Path("clone"), plantEnv, "git", "status", "--porcelain"); out != "" {
+		t.Errorf("git status after a remount: %q, want clean", out)
+	}
+	writeFile(t, m.Path("clone", "README"), "fixtures, changed\n")
+	if out := run(t, m.Path("clone"), plantEnv, "git", "diff", "--stat"); !strings.Contains(out, "README") {
+		t.Errorf("git diff after a remount: %q", out)
+	}
+	run(t, m.Path("clone"), plantEnv, "git", "commit", "-qam", "after a remount")
+	wantRead(t, m.Path("clone", "tests", "certs", "server.key"), fixtureKey, "a cloned fixture key after a remount")
+	wantRead(t, m.Path(".env"), "TOKEN=generated\n", "a generated .env after a remount")
+
+	// The host writes one while nothing is mounted.
 	if err := m.Unmount(); err != nil {
 		t.Fatal(err)
 	}
+	f, err := os.OpenFile(m.BackingPath("changed", ".env"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("SECRET=host\n")
+	f.Close()
 	m.Restart()
-	refusedRead(t, m.Path(".env"), "cat of the .env made through the previous mount")
+	refusedRead(t, m.Path("changed", ".env"), "a made .env the host changed while nothing was mounted")
+	wantRead(t, m.Path(".env"), "TOKEN=generated\n", "the other .env")
+
+	forget := mount(t, Flags("--state-dir", "none"), Prepare(func(m *Mount) {}))
+	writeFile(t, forget.Path(".env"), "TOKEN=generated\n")
+	if err := forget.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	forget.Restart()
+	refusedRead(t, forget.Path(".env"), "a .env made before a remount with --state-dir none")
 }
 
 // TestPlantCopiesOfAClone (issue 34): `tar x` and `cp -a` of a clone exit

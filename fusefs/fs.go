@@ -53,6 +53,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -117,6 +118,10 @@ type Options struct {
 	// commit that failed at the last release, a writer killed before its
 	// close, a conflict copy kept. nil discards them.
 	Logf func(format string, args ...any)
+	// MadeStore, if set, is the file (outside BACKING) that keeps the set
+	// of files made through the mount from one mount to the next
+	// (madestore.go): read by New, written by Close.
+	MadeStore string
 	// Debugf receives what the daemon did in the ordinary course that a
 	// person debugging may want to follow but need not act on (a write
 	// that went with its file's old name, as natively). nil discards it.
@@ -139,6 +144,7 @@ type FS struct {
 	opts       Options
 	rootFd     int
 	rootDev    uint64
+	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
 	root       *Node
 	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
 	fds        fdCounts    // descriptors charged per owner (fdcap.go)
@@ -240,11 +246,16 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, err
 	}
-	fsys := &FS{opts: opts, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)
 	fsys.dirs.openMountFd(fd)
+	if opts.MadeStore != "" {
+		if err := fsys.made.load(opts.MadeStore); err != nil {
+			fsys.logf("files made through earlier mounts are host-placed: %v", err)
+		}
+	}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
@@ -380,7 +391,13 @@ func (f *FS) Close() error {
 	}
 	f.notify.close()
 	f.dirs.closeMountFd()
-	return errors.Join(f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
+	var saved error
+	if f.opts.MadeStore != "" {
+		if saved = f.made.save(f.opts.MadeStore, f.backing); saved != nil {
+			saved = fmt.Errorf("files made through the mount are not remembered: %w", saved)
+		}
+	}
+	return errors.Join(saved, f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 
 // inoOf maps a backing (dev, ino) to the mount's inode number: files on the

@@ -125,10 +125,10 @@ func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
 // and is host-placed again, a credential under every name. The ctime is
 // what the host cannot set back: `cp -p secret .env` over a made .env of
 // the same size restores the mtime, never the ctime. A file the host
-// replaced is another identity, never in the set. The set lives as long as
-// the mount: after a remount every such file is host-placed again (safe,
-// and nothing on disk could be trusted to say otherwise, since a process on
-// the mount writes BACKING's files and their xattrs).
+// replaced is another identity, never in the set. The set outlives the
+// mount only in the daemon's own state, outside BACKING (madestore.go):
+// nothing in BACKING could be trusted to say a file was made, since a
+// process on the mount writes BACKING's files and their xattrs.
 type madeSet struct {
 	mu  sync.Mutex
 	set map[locks.Key]madeStamp

@@ -85,6 +85,10 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 		Logf: func(format string, args ...any) {
 			logs.Write(fmt.Appendf(nil, format+"\n", args...))
 		},
+		// The daemon log at --debug: tests read both levels.
+		Debugf: func(format string, args ...any) {
+			logs.Write(fmt.Appendf(nil, "debug: "+format+"\n", args...))
+		},
 	}
 	if opts != nil {
 		opts(&o)

@@ -41,7 +41,7 @@ unmounts. Under systemd (Type=notify) it sends READY=1 once mounted.
 MOUNTPOINT may not be BACKING or inside it; a mountpoint that is already a
 mount or not empty needs -o nonempty. The audit log, the daemon log and the
 policy file may not be inside BACKING either (a process on the mount could
-remove or rewrite them).
+remove or rewrite them), nor may --state-dir.
 
 /etc/fstab:  BACKING MOUNTPOINT fuse.realmfs defaults,policy=FILE,audit_log=FILE 0 0
 
@@ -70,6 +70,7 @@ Mount options (-o, comma-separated):
   audit_log=FILE       --log-format, for fstab lines and systemd .mount units
   log=FILE             (a flag wins over its -o form)
   log_format=text|json
+  state_dir=DIR|none   the -o form of --state-dir
   nonempty             mount over a non-empty directory or another mount
   max_fds_per_owner=N  descriptors the daemon may hold for one lock owner
                        (its open files and directories, writes, locks;
@@ -103,6 +104,8 @@ type config struct {
 	debug               bool
 	auditLog            string
 	daemonLog           string
+	stateDir            string // "none": remember nothing across mounts
+	madeStore           string // the file in stateDir of BACKING's made set; "" none
 	logFormat           string
 	policyFile          string // "" for the built-in policy
 	mount               mountOptions
@@ -127,6 +130,7 @@ func run(args []string, stderr io.Writer) int {
 	flags.BoolVar(&showPolicy, "show-policy", false, "print the effective policy (of --policy FILE, or the built-in one) and exit")
 	flags.StringVar(&cfg.auditLog, "audit-log", "", "append one JSON line per refusal to `FILE` (default: the policy's audit.path)")
 	flags.StringVar(&cfg.daemonLog, "log", "", "append the daemon's log (commits that failed at the last close, writers killed before their close, conflict copies, the mount-time sweep) to `FILE` (default: stderr, which a detached daemon has not)")
+	flags.StringVar(&cfg.stateDir, "state-dir", "", "keep what the daemon remembers across mounts (the files made through the mount, which stay readable) in `DIR`, outside BACKING; none: remember nothing (default: /var/lib/realmfs as root, else $XDG_STATE_HOME/realmfs)")
 	flags.StringVar(&cfg.logFormat, "log-format", "", "write the daemon log as `text` (key=value, the default) or json lines")
 	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
 	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
@@ -164,6 +168,7 @@ func run(args []string, stderr io.Writer) int {
 	policyFile = cmp.Or(policyFile, mo.policyFile)
 	cfg.auditLog = cmp.Or(cfg.auditLog, mo.auditLog)
 	cfg.daemonLog = cmp.Or(cfg.daemonLog, mo.daemonLog)
+	cfg.stateDir = cmp.Or(cfg.stateDir, mo.stateDir)
 	cfg.logFormat = cmp.Or(cfg.logFormat, mo.logFormat, logText)
 	if cfg.logFormat != logText && cfg.logFormat != logJSON {
 		fmt.Fprintf(stderr, "realmfs: --log-format %q: want text or json\n", cfg.logFormat)
@@ -218,8 +223,8 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 	if cfg.mountpoint, err = filepath.Abs(mountpoint); err != nil {
 		return err
 	}
-	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile} {
-		if *p == "" {
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile, &cfg.stateDir} {
+		if *p == "" || *p == stateNone {
 			continue
 		}
 		if *p, err = filepath.Abs(*p); err != nil {
@@ -232,7 +237,16 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 	if err := checkMountpoint(cfg.backing, cfg.mountpoint, cfg.mount.nonempty); err != nil {
 		return err
 	}
-	return checkOutside(cfg.backing, map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog, "policy file": cfg.policyFile})
+	explicitState := cfg.stateDir
+	if explicitState == stateNone {
+		explicitState = ""
+	}
+	if err := checkOutside(cfg.backing, map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog,
+		"policy file": cfg.policyFile, "state directory": explicitState}); err != nil {
+		return err
+	}
+	cfg.madeStore = madeStorePath(cfg.stateDir, cfg.backing)
+	return nil
 }
 
 func versionString() string {
@@ -347,7 +361,7 @@ func serve(cfg config, stderr io.Writer) int {
 	stopProfile := testProfile()
 	logger.Info("mounted", "backing", cfg.backing, "mountpoint", cfg.mountpoint, "version", versionString(),
 		"pid", os.Getpid(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
-		"policy", cmp.Or(cfg.policyFile, "built-in"), "audit_log", cfg.auditLog)
+		"policy", cmp.Or(cfg.policyFile, "built-in"), "audit_log", cfg.auditLog, "made_store", cmp.Or(cfg.madeStore, "none"))
 	notifyParent("")
 	sdNotify("READY=1")
 	server.Wait()
@@ -434,6 +448,7 @@ func fsOptions(cfg config, audit *fusefs.Auditor, owners *locks.Resolver, limit 
 		NoWatch:        !cfg.mount.watch,
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),
 		FdLimit:        fdLimit(limit),
+		MadeStore:      cfg.madeStore,
 		Logf:           warnf(logger),
 		Debugf:         debugf(logger),
 		BeforeMkdir:    testBeforeMkdir(cfg.backing),

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +69,7 @@ func checkOutside(backing string, files map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("backing directory: %w", err)
 	}
-	for _, role := range []string{"audit log", "log", "policy file"} {
+	for _, role := range []string{"audit log", "log", "policy file", "state directory"} {
 		p := files[role]
 		if p == "" {
 			continue
@@ -102,6 +104,48 @@ func resolveExisting(p string) (string, error) {
 		rest = filepath.Join(filepath.Base(p), rest)
 		p = parent
 	}
+}
+
+// stateNone is --state-dir's value for remembering nothing across mounts.
+const stateNone = "none"
+
+// madeStorePath is the file that keeps BACKING's set of files made through
+// the mount, in the state directory dir ("" for the default; stateNone:
+// none). One file per BACKING, named by a hash of its real path. A default
+// directory that lies inside BACKING (BACKING is a home directory, say) is
+// no place for it: a process on the mount could mark a host's secret as
+// made there. Then nothing is remembered.
+func madeStorePath(dir, backing string) string {
+	if dir == stateNone {
+		return ""
+	}
+	if dir == "" {
+		dir = defaultStateDir()
+		if dir == "" || checkOutside(backing, map[string]string{"state directory": dir}) != nil {
+			return ""
+		}
+	}
+	real, err := filepath.EvalSymlinks(backing)
+	if err != nil {
+		real = backing
+	}
+	sum := sha256.Sum256([]byte(real))
+	return filepath.Join(dir, "made-"+hex.EncodeToString(sum[:8])+".json")
+}
+
+// defaultStateDir is /var/lib/realmfs for root, else
+// $XDG_STATE_HOME/realmfs ($HOME/.local/state/realmfs); "" if unknown.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/realmfs"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "realmfs")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "realmfs")
+	}
+	return ""
 }
 
 // mountDevice returns the device number of the newest mount at dir, as

@@ -28,7 +28,8 @@ type mountOptions struct {
 	auditLog   string
 	daemonLog  string
 	logFormat  string
-	maxFds     int // max_fds_per_owner; 0: half the daemon's descriptor limit
+	stateDir   string // the -o form of --state-dir
+	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -96,6 +97,8 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				mo.auditLog = val
 			case key == "log" && hasVal && val != "":
 				mo.daemonLog = val
+			case key == "state_dir" && hasVal && val != "":
+				mo.stateDir = val
 			case key == "log_format" && hasVal:
 				if val != logText && val != logJSON {
 					return mo, fmt.Errorf("-o log_format=%q: want text or json: %w", val, errUnknownOption)

@@ -7,15 +7,18 @@ _realmfs() {
 	--policy | --check-policy | --show-policy | --audit-log | --log)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
+	--state-dir)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return ;;
 	--log-format)
 		COMPREPLY=($(compgen -W "text json" -- "$cur"))
 		return ;;
 	-o | --options)
-		COMPREPLY=($(compgen -W "allow_other ro fsname= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic entry_timeout= attr_timeout= negative_timeout= watch=on watch=off policy= audit_log= log= log_format=text log_format=json nonempty" -- "$cur"))
+		COMPREPLY=($(compgen -W "allow_other ro fsname= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic entry_timeout= attr_timeout= negative_timeout= watch=on watch=off policy= audit_log= log= log_format=text log_format=json state_dir= nonempty" -- "$cur"))
 		return ;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-f --foreground -o --options --policy --check-policy --show-policy --audit-log --log --log-format --debug --version --help" -- "$cur"))
+		COMPREPLY=($(compgen -W "-f --foreground -o --options --policy --check-policy --show-policy --audit-log --log --log-format --state-dir --debug --version --help" -- "$cur"))
 		return
 	fi
 	COMPREPLY=($(compgen -d -- "$cur"))

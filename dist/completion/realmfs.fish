@@ -1,11 +1,12 @@
 # fish completion for realmfs
 complete -c realmfs -s f -l foreground -d 'stay in the foreground'
-complete -c realmfs -s o -l options -x -a 'allow_other ro fsname= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic entry_timeout= attr_timeout= negative_timeout= watch=on watch=off policy= audit_log= log= log_format=text log_format=json nonempty' -d 'mount options'
+complete -c realmfs -s o -l options -x -a 'allow_other ro fsname= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic entry_timeout= attr_timeout= negative_timeout= watch=on watch=off policy= audit_log= log= log_format=text log_format=json state_dir= nonempty' -d 'mount options'
 complete -c realmfs -l policy -r -F -d 'enforce the policy in FILE'
 complete -c realmfs -l check-policy -r -F -d 'validate FILE and exit'
 complete -c realmfs -l show-policy -F -d 'print the effective policy'
 complete -c realmfs -l audit-log -r -F -d 'append one JSON line per refusal'
 complete -c realmfs -l log -r -F -d 'append the daemon log'
+complete -c realmfs -l state-dir -x -a '(__fish_complete_directories)' -d 'what the daemon remembers across mounts'
 complete -c realmfs -l log-format -x -a 'text json' -d 'daemon log format'
 complete -c realmfs -l debug -d 'log every FUSE request'
 complete -c realmfs -l version -d 'print the version'

@@ -1,0 +1,77 @@
+package fusefs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// TestMadeStoreRoundTrip: a made set saved and loaded by a new mount
+// still says made of a file unchanged since, and host-placed (changed) of
+// a file whose content, mtime or ctime moved while nothing was mounted; a
+// missing store is empty, a corrupt one an error.
+func TestMadeStoreRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "state", "made.json")
+	ids := map[string]fileID{}
+	stats := map[string]*unix.Stat_t{}
+	var s madeSet
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	for _, name := range []string{"kept", "appended", "touched", "chmodded"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		gen, err := dirfd.Statx(dfd, name, &st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name], stats[name] = fileID{keyOf(&st), gen}, &st
+		s.add(ids[name], &st)
+	}
+	if err := s.save(store, dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(store); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("store: %v, %v; want mode 0600", fi, err)
+	}
+	// Behind the mount, while nothing is mounted.
+	f, _ := os.OpenFile(filepath.Join(dir, "appended"), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("more\n")
+	f.Close()
+	mt := stats["touched"].Mtim
+	ts := []unix.Timespec{mt, mt} // the same times: only the ctime moves, as with cp -p
+	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "touched"), ts, 0)
+	os.Chmod(filepath.Join(dir, "chmodded"), 0o644)
+
+	var loaded madeSet
+	if err := loaded.load(store); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]madeState{"kept": madeFresh, "appended": madeChanged, "touched": madeChanged, "chmodded": madeChanged} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := loaded.check(ids[name], &st); got != want {
+			t.Errorf("%s after a remount: %v, want %v", name, got, want)
+		}
+	}
+	var empty madeSet
+	if err := empty.load(filepath.Join(dir, "none.json")); err != nil || len(empty.set) != 0 {
+		t.Errorf("a missing store: %v, %d entries; want none, no error", err, len(empty.set))
+	}
+	os.WriteFile(store, []byte("{not json"), 0o600)
+	if err := empty.load(store); err == nil {
+		t.Error("a corrupt store loaded without an error")
+	}
+}
