@@ -245,7 +245,7 @@ func TestSymlinkChainEscape(t *testing.T) {
 		if err := os.MkdirAll(m.BackingPath("hd"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for link, target := range map[string]string{"hd/up": "..", "hx": "hd/up/.."} {
+		for link, target := range map[string]string{"hd/up": "..", "hx": "hd/up/..", "hd/out": "../../etc", "hd/in": "../p", "hd/chain": "out"} {
 			if err := os.Symlink(target, m.BackingPath(link)); err != nil {
 				t.Fatal(err)
 			}
@@ -291,6 +291,27 @@ func TestSymlinkChainEscape(t *testing.T) {
 	}
 	if err := os.Rename(m.Path("a/b"), m.Path("a/c/b")); err != nil {
 		t.Errorf("rename a/b to a/c/b (deeper): %v", err)
+	}
+
+	// A normal link whose resolution meets a link of the host's that leads
+	// out (hd/out -> ../../etc), directly, through another of the host's
+	// (hd/chain -> out) or one made through the mount (hdl -> hd): on the
+	// host the new link would lead out too.
+	if err := os.Symlink("hd", m.Path("hdl")); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"hd/out", "hd/chain/passwd", "hdl/out"} {
+		name := "via-" + strings.NewReplacer("/", "-", ".", "d").Replace(target)
+		wantErrno(t, os.Symlink(target, m.Path(name)), unix.EACCES, "symlink "+name+" -> "+target)
+		m.WaitRefusal("symlink", name, "PATH_ESCAPE", unix.EACCES)
+	}
+	if err := os.Symlink("hd/in", m.Path("via-in")); err != nil {
+		t.Errorf("symlink via-in -> hd/in (the host's link stays inside): %v", err)
+	}
+	for _, l := range []string{"hd/out", "hd/chain"} {
+		if err := os.Remove(m.BackingPath(l)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The host's own non-normal link is not followed on the mount.

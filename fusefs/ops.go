@@ -270,7 +270,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	if !staysInside(pathDepth(dir), target) || targetHidden(target) {
+	if !staysInside(pathDepth(dir), target) || targetHidden(target) || !f.resolvesInside(dir, target) {
 		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
 	if rel := lexicalTarget(dir, target); f.credentialDenied(rel) {

@@ -180,3 +180,123 @@ func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name stri
 	}
 	return 0
 }
+
+// maxLinks bounds the links one resolution follows, as the kernel's 40.
+const maxLinks = 40
+
+// resolvesInside reports whether target, the target of a symlink made in
+// the directory dir (a workspace path, as the kernel has it now), resolves
+// beneath the root as the host's kernel would follow it in BACKING:
+// component by component from the root, through every link it meets, each
+// of which must itself be normal and climb no higher than its directory is
+// deep (a link the host made may not be: `hd/hx -> ../../etc`, so a new
+// `x -> hd/hx` would lead out on the host, though on the mount the kernel
+// meets hx's readlink and is refused). The walk ends inside at a name that
+// is not there or not a directory (the text's own climb was judged by
+// staysInside), and at a loop, which resolves to nothing; it ends outside
+// at a directory another filesystem is mounted on.
+func (f *FS) resolvesInside(dir, target string) bool {
+	w := resolveWalk{f: f}
+	defer w.close()
+	for c := range strings.SplitSeq(dir, "/") {
+		if c != "" && w.enter(c) != nil {
+			return true // the directory moved meanwhile: nothing to judge by
+		}
+	}
+	pending := pathNames(target)
+	for links := 0; len(pending) > 0; {
+		c := pending[0]
+		pending = pending[1:]
+		if c == ".." {
+			if !w.up() {
+				return false
+			}
+			continue
+		}
+		var st unix.Stat_t
+		if dirfd.Lstat(w.cur(), c, &st) != nil {
+			return true
+		}
+		switch st.Mode & syscall.S_IFMT {
+		case syscall.S_IFDIR:
+			if err := w.enter(c); err != nil {
+				return !isEscape(err) // another filesystem mounted there is outside
+			}
+		case syscall.S_IFLNK:
+			if links++; links > maxLinks {
+				return true
+			}
+			next, ok := w.readlink(c)
+			if !ok {
+				return false
+			}
+			pending = append(pathNames(next), pending...)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// pathNames is p's components without "" and ".".
+func pathNames(p string) []string {
+	var names []string
+	for c := range strings.SplitSeq(p, "/") {
+		if c != "" && c != "." {
+			names = append(names, c)
+		}
+	}
+	return names
+}
+
+// resolveWalk is resolvesInside's place: the O_PATH fds of the
+// directories from the root down to where it is.
+type resolveWalk struct {
+	f   *FS
+	fds []int
+}
+
+func (w *resolveWalk) cur() int {
+	if len(w.fds) == 0 {
+		return w.f.rootFd
+	}
+	return w.fds[len(w.fds)-1]
+}
+
+// enter steps into the directory name (dirfd.ErrEscape: a mount point).
+func (w *resolveWalk) enter(name string) error {
+	fd, err := dirfd.OpenDir(w.cur(), name)
+	if err != nil {
+		return err
+	}
+	w.fds = append(w.fds, fd)
+	return nil
+}
+
+// up steps to the parent; false above the root.
+func (w *resolveWalk) up() bool {
+	if len(w.fds) == 0 {
+		return false
+	}
+	dirfd.Close(w.fds[len(w.fds)-1])
+	w.fds = w.fds[:len(w.fds)-1]
+	return true
+}
+
+// readlink is the target of the link name where the walk is, if it is
+// normal and climbs no higher than the walk is deep.
+func (w *resolveWalk) readlink(name string) (string, bool) {
+	fd, err := dirfd.OpenPath(w.cur(), name)
+	if err != nil {
+		return "", false
+	}
+	defer dirfd.Close(fd)
+	target, err := dirfd.Readlink(fd)
+	return target, err == nil && staysInside(len(w.fds), target)
+}
+
+func (w *resolveWalk) close() {
+	for _, fd := range w.fds {
+		dirfd.Close(fd)
+	}
+}
