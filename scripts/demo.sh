@@ -32,6 +32,10 @@ try 'ln -s /etc/shadow shadow-link'
 echo; echo "--- refused: a credential file (default policy)"
 try 'cat .env'
 try 'cp .env leaked.txt'
+echo; echo "--- refused: a set-user-ID plant (BACKING is the host's; the mount's nosuid is not)"
+try 'cp /usr/bin/id ./id && chmod 4755 ./id'
+step "stat -c '%A %n' $ws/id   # no set-user-ID bit in the backing dir"
+stat -c '%A %n' "$ws/id"
 step "cat $ws/.env   # unchanged in the backing dir"
 cat "$ws/.env"
 step "cat $audit   # one JSON line per refusal"
