@@ -228,14 +228,15 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	// bytes, so a process that reopens a file it is writing sees its own
 	// bytes; otherwise the file is all there is to see, and the reader gets
 	// a plain handle (passthrough, mmap and exec work as on any file).
-	if w := f.ownWrite(ctx, keyOf(&st)); w != nil {
+	owner = f.owner(ctx)
+	if w := f.ownWriteOf(owner, keyOf(&st)); w != nil {
 		uncommitted := w.temp >= 0
 		w.entry.Unlock()
 		if uncommitted {
 			return n.openShared(ctx, w.entry.Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
-	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st))
+	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st), owner)
 	if !ok {
 		dirfd.Close(fd)
 		return nil, 0, n.retire(), false
@@ -268,7 +269,7 @@ func openErrno(errno syscall.Errno) syscall.Errno {
 // (a direct-I/O handle that was mmapped may hold pages in the cache, and
 // the kernel then refuses passthrough opens); otherwise it reads direct,
 // through the daemon.
-func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) {
+func (n *Node) admitReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32, bool) {
 	f := n.fsys
 	// The hold of n, or of the file: a node made for the file just before
 	// another of its nodes was retired holds off too.
@@ -293,7 +294,7 @@ func (n *Node) admitReader(fd int, key locks.Key) (fs.FileHandle, uint32, bool) 
 	}
 	n.readers++
 	n.readKey, n.readPT = key, pt
-	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, passthrough: pt}
+	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, passthrough: pt}
 	// A read handle has nothing to do at close (it commits nothing; its
 	// record locks go at release): spare the round trip.
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)

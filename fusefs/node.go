@@ -377,6 +377,8 @@ func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) sysc
 		if errno := n.statByName(ctx, st); errno != syscall.ENOENT && errno != syscall.ESTALE {
 			return errno
 		}
+	} else if rh, ok := h.(*readHandle); ok && n.writtenElsewhere(ctx, rh.owner) {
+		return n.retire()
 	}
 	return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
 }

@@ -196,7 +196,12 @@ func (f *FS) eachPending(key locks.Key, fn func(w *pendingWrite)) {
 // ownWrite returns, locked, the caller's own write in progress on the file
 // with key; nil if there is none. The caller must unlock w.entry.
 func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
-	e, ok := f.writeLocks.EntryOf(key, f.owner(ctx))
+	return f.ownWriteOf(f.owner(ctx), key)
+}
+
+// ownWriteOf is ownWrite for the owner o.
+func (f *FS) ownWriteOf(o locks.Owner, key locks.Key) *pendingWrite {
+	e, ok := f.writeLocks.EntryOf(key, o)
 	if !ok {
 		return nil
 	}

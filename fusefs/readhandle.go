@@ -20,10 +20,11 @@ import (
 // has nothing to commit.
 type readHandle struct {
 	handle
-	fd          int       // of the verified backing file
-	key         locks.Key // that file's identity
-	passthrough bool      // the kernel may serve reads straight from fd
-	cached      bool      // the kernel serves reads through its page cache
+	fd          int         // of the verified backing file
+	key         locks.Key   // that file's identity
+	owner       locks.Owner // the opener's lock owner
+	passthrough bool        // the kernel may serve reads straight from fd
+	cached      bool        // the kernel serves reads through its page cache
 }
 
 var (

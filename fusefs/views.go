@@ -65,6 +65,31 @@ func (h *writeHandle) answersFor(ctx context.Context) bool {
 	return h.node.fsys.owner(ctx) == h.pending.entry.Owner()
 }
 
+// writtenElsewhere reports whether the caller, lent a read handle of
+// another owner (opener) for a stat by path, has uncommitted changes to
+// n's file through another node. A node in flux that a lookup may no
+// longer lead to (retired) keeps the owner's write, and the node the
+// kernel met the name by since is not in flux: its readers, whose size
+// the kernel keeps, cannot be told the owner's view. So n is retired too:
+// the kernel looks the name up again and meets a node of its own, which
+// answers the owner's view (Lookup).
+func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
+	if n.inFlux() || !n.fsys.writing(n.key()) {
+		return false
+	}
+	caller := n.fsys.owner(ctx)
+	if caller == opener {
+		return false // the handle's own owner: it answers for itself
+	}
+	w := n.fsys.ownWriteOf(caller, n.key())
+	if w == nil {
+		return false
+	}
+	uncommitted := w.temp >= 0
+	w.entry.Unlock()
+	return uncommitted
+}
+
 // answersFor reports whether the read handle's own fd is the view of the
 // file the caller should see; if not, the caller is told through its
 // owner's view instead (Node.stat by name). A read handle shows the file
