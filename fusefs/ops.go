@@ -73,29 +73,33 @@ const (
 // holds nsMu shared from prepare through its system call, so that no
 // directory rename moves the name's place between the two.
 func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, dir string, done func(), _ syscall.Errno) {
-	f := n.fsys
-	if f.opts.ReadOnly {
-		return -1, "", noUnpin, syscall.EROFS
+	pfd, done, errno := n.prepareDir(ctx, op, name, use)
+	if errno != 0 || use == removes {
+		return pfd, "", done, errno
 	}
-	if hiddenName(name) {
-		if use == removes || use == movesFrom {
-			return -1, "", noUnpin, syscall.ENOENT
-		}
-		return -1, "", noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
-	}
-	pfd, done, errno := n.dirFd(ctx)
-	if errno != 0 {
-		return -1, "", noUnpin, errno
-	}
-	if use == removes {
-		return pfd, "", done, 0
-	}
-	dir = f.dirRel(n, pfd)
-	if errno := f.judgeName(ctx, op, pfd, joinRel(dir, name), name, use); errno != 0 {
+	dir = n.fsys.dirRel(n, pfd)
+	if errno := n.fsys.judgeName(ctx, op, pfd, joinRel(dir, name), name, use); errno != 0 {
 		done()
 		return -1, "", noUnpin, errno
 	}
 	return pfd, dir, done, 0
+}
+
+// prepareDir is prepare up to the name's judgement: read-only mount, hidden
+// name, n's verified fd (pinned until done). Rename judges its names
+// itself, under nsMu (renameUnder).
+func (n *Node) prepareDir(ctx context.Context, op, name string, use nameUse) (int, func(), syscall.Errno) {
+	f := n.fsys
+	if f.opts.ReadOnly {
+		return -1, noUnpin, syscall.EROFS
+	}
+	if hiddenName(name) {
+		if use == removes || use == movesFrom {
+			return -1, noUnpin, syscall.ENOENT
+		}
+		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
+	}
+	return n.dirFd(ctx)
 }
 
 // judgeName is prepare's judgement of name (rel, its path) in the
@@ -385,12 +389,13 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
-// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name is prepared
-// (the source, then the target), then RENAME_WHITEOUT is refused
-// (PATH_ESCAPE: it would leave a 0:0 character device at the source name,
-// a device node Mknod refuses), then a file another owner is writing
-// (a wait of the lock table: before nsMu), then, under nsMu, the names
-// again at their places now, a directory holding a credential or whose
+// (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name's directory
+// is prepared (prepareDir: the source, then the target), then
+// RENAME_WHITEOUT is refused (PATH_ESCAPE: it would leave a 0:0 character
+// device at the source name, a device node Mknod refuses), then a file
+// another owner is writing (a wait of the lock table: before nsMu), then,
+// under nsMu, the names judged once at their places now (judgeName: a
+// credential, a protected target), a directory holding a credential or whose
 // contents would be protected at its new name, a symlink that would climb
 // out of the root from its new place (the object, or a link beneath a
 // directory moved shallower: denyLinkMove), and the rename itself.
@@ -405,7 +410,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, _, doneOld, errno := n.prepare(ctx, "rename", name, movesFrom)
+	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, movesFrom)
 	defer doneOld()
 	if errno != 0 {
 		return errno
@@ -414,7 +419,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		targetUse = movesFrom
 	}
-	nfd, _, doneNew, errno := np.prepare(ctx, "rename", newName, targetUse)
+	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, targetUse)
 	defer doneNew()
 	if errno != 0 {
 		return errno
