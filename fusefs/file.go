@@ -103,6 +103,8 @@ func fileOf(fh fs.FileHandle) openFile {
 		return h.readHandle
 	case *writeHandle:
 		return h
+	case *inPlaceHandle:
+		return h
 	}
 	return nil
 }
@@ -179,6 +181,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	if write {
 		owner = f.owner(ctx) // before commitMu: it may read /proc
 	}
+	coordinated := f.coordinatedPath(f.relPath(pn, name)) // go-fuse's locks: before commitMu
 	f.commitMu.RLock()
 	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
@@ -195,7 +198,8 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	}
 	var lease *locks.Lease
 	var lockErr error
-	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	inPlace := err == nil && errno == 0 && coordinated && f.inPlaceFile(&st)
+	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
 		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
 	}
 	f.commitMu.RUnlock()
@@ -220,6 +224,10 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		dirfd.Close(fd)
 		lease.Release()
 		return nil, 0, errno, false
+	}
+	if inPlace {
+		fh, fuseFlags, errno := n.openInPlace(ctx, fd, &st, flags, forKernel)
+		return fh, fuseFlags, errno, false
 	}
 	if write {
 		return n.openShared(ctx, owner, lease, fd, pn, pfd, name, &st, flags, forKernel)
@@ -412,8 +420,15 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
-	// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-	fh, fuseFlags, errno, _ := asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+	var fh fs.FileHandle
+	var fuseFlags uint32
+	if f.coordinatedPath(f.relPath(n, name)) {
+		// A new file has one link and no set-ID bit: fd is read-write.
+		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
+	} else {
+		// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
+		fh, fuseFlags, errno, _ = asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+	}
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
@@ -440,6 +455,9 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 // Allocate preallocates or punches holes in the owner's temp, through a
 // write handle; a read handle changes nothing (EBADF).
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
+		return ip.allocate(off, size, mode)
+	}
 	h, ok := fileOf(fh).(*writeHandle)
 	if !ok {
 		return syscall.EBADF
@@ -464,11 +482,23 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 			return 0, errno
 		}
 	}
+	if dst, ok := to.(*inPlaceHandle); ok {
+		var copied uint32
+		errno := in.withFd(func(src int) syscall.Errno {
+			var errno syscall.Errno
+			copied, errno = dst.copyIn(src, offIn, offOut, size, flags)
+			return errno
+		})
+		return copied, errno
+	}
 	dst, ok := to.(*writeHandle)
 	if !ok {
 		return 0, syscall.EBADF // a read handle is read-only
 	}
 	switch in := in.(type) {
+	case *inPlaceHandle:
+		defer lockPair(nil, dst.pending)()
+		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
 	case *readHandle:
 		defer lockPair(nil, dst.pending)()
 		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)

@@ -64,6 +64,7 @@ type Node struct {
 	// cachedReaders of them read through the kernel's page cache, which
 	// a write open must not share (see views.go).
 	readers       int
+	inPlaceOpen   int // of them, in-place handles of a coordinated file (inplace.go)
 	readKey       locks.Key
 	readPT        bool
 	cachedReaders int
@@ -579,17 +580,24 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		if errno := n.fsys.denyProtect(ctx, "truncate", n, ""); errno != 0 {
 			return errno
 		}
-		w, ok := h.(*writeHandle)
-		if !ok {
-			return syscall.EBADF
+		switch h := h.(type) {
+		case *inPlaceHandle:
+			return h.truncate(size)
+		case *writeHandle:
+			return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 		}
-		return w.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+		return syscall.EBADF
 	}
 	fh, _, errno := n.open(ctx, "truncate", syscall.O_WRONLY, false)
 	if errno != 0 {
 		return errno
 	}
-	t := fh.(*writeHandle) // a write open's handle is always one
+	if ip, ok := fh.(*inPlaceHandle); ok {
+		errno = ip.truncate(size)
+		ip.Release(ctx)
+		return errno
+	}
+	t := fh.(*writeHandle) // a write open's handle is one, or in place
 	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
 		errno = t.withPending(func(w *pendingWrite) syscall.Errno {

@@ -56,14 +56,20 @@ func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
 // also the default pipe-max-size) is read into buf instead: go-fuse would
 // try the splice, fail, log it, and fall back to the same read.
 func (h *readHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return readFd(h.fd, buf, off)
+}
+
+// readFd is a read of fd at off: spliced from fd, or into buf (see
+// readHandle.Read).
+func readFd(fd int, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if len(buf)+spliceSlack > splice.MaxPipeSize() {
-		n, err := unix.Pread(h.fd, buf, off)
+		n, err := unix.Pread(fd, buf, off)
 		if err != nil {
 			return nil, toErrno(err)
 		}
 		return bytesRead(buf[:n]), 0
 	}
-	return fuse.ReadResultFd(uintptr(h.fd), off, len(buf)), 0
+	return fuse.ReadResultFd(uintptr(fd), off, len(buf)), 0
 }
 
 // bytesRead answers a read with bytes the daemon has: a vector, which

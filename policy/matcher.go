@@ -31,6 +31,8 @@ type Matcher struct {
 	rules []denyRule
 	// protect is the write-refused set (protect.go).
 	protect protectSet
+	// coordinated is the set written in place, shared (coordinated.go).
+	coordinated globSet
 }
 
 // Rule is the deny glob that makes a path a credential, and where it comes
@@ -115,6 +117,7 @@ func (p *Policy) Matcher() *Matcher {
 	for _, g := range p.Protect.Allow {
 		m.protect.allow.add(g)
 	}
+	m.addCoordinated(p)
 	return m
 }
 

@@ -99,7 +99,7 @@ func (ps *parser) syntax(err error) error {
 
 func (ps *parser) policy(root *yaml.Node) (*Policy, error) {
 	p := Default()
-	seen, err := ps.fields(root, "", []string{"version", "credentials", "protect", "symlinks", "audit"},
+	seen, err := ps.fields(root, "", []string{"version", "credentials", "protect", "coordinated", "symlinks", "audit"},
 		func(key string, k, v *yaml.Node) error {
 			var err error
 			switch key {
@@ -109,6 +109,8 @@ func (ps *parser) policy(root *yaml.Node) (*Policy, error) {
 				err = ps.credentials(v, &p.Credentials)
 			case "protect":
 				err = ps.protect(v, &p.Protect)
+			case "coordinated":
+				err = ps.coordinated(v, &p.Coordinated)
 			case "symlinks":
 				p.Symlinks, err = ps.str(v, "symlinks")
 				if err == nil && p.Symlinks != SymlinksInsideOnly {
@@ -172,6 +174,22 @@ func (ps *parser) protect(v *yaml.Node, pr *Protect) error {
 				pr.Paths, err = ps.globsChecked(v, field, checkProtectGlob)
 			case "allow":
 				pr.Allow, err = ps.globs(v, field)
+			}
+			return err
+		})
+	return err
+}
+
+func (ps *parser) coordinated(v *yaml.Node, c *Coordinated) error {
+	_, err := ps.fields(v, "coordinated", []string{"defaults", "paths"},
+		func(key string, k, v *yaml.Node) error {
+			var err error
+			field := "coordinated." + key
+			switch key {
+			case "defaults":
+				c.Defaults, err = ps.boolean(v, field)
+			case "paths":
+				c.Paths, err = ps.globs(v, field)
 			}
 			return err
 		})

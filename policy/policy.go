@@ -24,6 +24,9 @@
 //	  defaults: true           # include the built-in protect set (default true)
 //	  paths: [".tool/run.sh"]  # globs added to it (default none)
 //	  allow: ["**/.npmrc"]     # globs exempted from it, as written (default none)
+//	coordinated:               # optional
+//	  defaults: true           # include the built-in set, SQLite's files (default true)
+//	  paths: ["data/*.lmdb"]   # globs added to it (default none)
 //	symlinks: inside-only      # optional; the only value, and the default
 //	audit:                     # optional; no section means no audit file
 //	  path: /var/log/realm/audit.jsonl  # required in the section; absolute
@@ -65,6 +68,9 @@ type Policy struct {
 	// Protect says which workspace paths a process on the mount may read
 	// but not write.
 	Protect Protect
+	// Coordinated says which workspace paths programs share through
+	// their own record locks, written in place (coordinated.go).
+	Coordinated Coordinated
 	// Symlinks is the symlink mode; only SymlinksInsideOnly exists.
 	Symlinks string
 	// Audit says where refusals are logged.
@@ -121,6 +127,7 @@ func Default() *Policy {
 		Version:     1,
 		Credentials: Credentials{Defaults: true},
 		Protect:     Protect{Defaults: true},
+		Coordinated: Coordinated{Defaults: true},
 		Symlinks:    SymlinksInsideOnly,
 	}
 }
@@ -159,7 +166,8 @@ func (p *Policy) Validate() error {
 		globs []string
 		check func(string) error
 	}{{"credentials.deny", p.Credentials.Deny, checkGlob}, {"credentials.allow", p.Credentials.Allow, checkGlob},
-		{"protect.paths", p.Protect.Paths, checkProtectGlob}, {"protect.allow", p.Protect.Allow, checkGlob}} {
+		{"protect.paths", p.Protect.Paths, checkProtectGlob}, {"protect.allow", p.Protect.Allow, checkGlob},
+		{"coordinated.paths", p.Coordinated.Paths, checkGlob}} {
 		for i, g := range list.globs {
 			if err := list.check(g); err != nil {
 				return errcode.Wrap(errcode.SchemaInvalid, err, "policy: %s[%d]", list.name, i)
@@ -260,6 +268,11 @@ func (p *Policy) Render() []byte {
 	if p.Protect.Defaults {
 		protectDefaults.HeadComment = "protect: paths a process on the mount may read but not write. defaults: true applies the built-in set (listed first under paths, its exceptions first under allow)."
 	}
+	coordDefaults := str("defaults")
+	coordDefaults.HeadComment = "coordinated: paths programs share through their own record locks (SQLite), written in place for every owner. defaults: false: the built-in set is not applied."
+	if p.Coordinated.Defaults {
+		coordDefaults.HeadComment = "coordinated: paths programs share through their own record locks (SQLite), written in place for every owner. defaults: true applies the built-in set (listed first under paths)."
+	}
 
 	defaults := str("defaults")
 	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
@@ -278,6 +291,10 @@ func (p *Policy) Render() []byte {
 			protectDefaults, boolean(p.Protect.Defaults),
 			str("paths"), globList(p.Protect.Defaults, DefaultProtectGlobs, p.Protect.Paths),
 			str("allow"), globList(p.Protect.Defaults, DefaultProtectExceptions, p.Protect.Allow),
+		),
+		str("coordinated"), mapping(
+			coordDefaults, boolean(p.Coordinated.Defaults),
+			str("paths"), globList(p.Coordinated.Defaults, DefaultCoordinatedGlobs, p.Coordinated.Paths),
 		),
 		str("symlinks"), str(p.Symlinks),
 	)

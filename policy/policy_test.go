@@ -33,19 +33,22 @@ audit: {path: /var/log/realm/audit.jsonl}
 			Version: 1,
 			Credentials: Credentials{Defaults: true, Deny: []string{"secrets/**"}, DenySources: []string{"policy:policy.yaml:4"},
 				Allow: []string{"**/.env.example", "config/test.pem"}},
-			Protect:  Protect{Defaults: true},
-			Symlinks: SymlinksInsideOnly,
-			Audit:    Audit{Path: "/var/log/realm/audit.jsonl"},
+			Protect:     Protect{Defaults: true},
+			Coordinated: Coordinated{Defaults: true},
+			Symlinks:    SymlinksInsideOnly,
+			Audit:       Audit{Path: "/var/log/realm/audit.jsonl"},
 		}},
 		{"defaults off and hide", "version: 1\ncredentials:\n  defaults: false\n  hide: true\n",
-			&Policy{Version: 1, Credentials: Credentials{Hide: true}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Hide: true}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"empty sections take defaults", "version: 1\ncredentials:\naudit:\n", Default()},
 		{"empty lists", "version: 1\ncredentials: {deny: [], allow: }\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{}}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{}}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"block lists and comments", "# realm\nversion: 1 # one\ncredentials:\n  deny:\n    - 'a/**'\n    - \"**/*.secret\"\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Protect: Protect{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"protect section", "version: 1\nprotect:\n  defaults: false\n  paths: ['tools/*.sh', '**/.yarnrc.yml']\n  allow: ['tools/ok.sh']\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Paths: []string{"tools/*.sh", "**/.yarnrc.yml"}, Allow: []string{"tools/ok.sh"}}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Paths: []string{"tools/*.sh", "**/.yarnrc.yml"}, Allow: []string{"tools/ok.sh"}}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+		{"coordinated section", "version: 1\ncoordinated:\n  defaults: false\n  paths: ['data/*.lmdb']\n",
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Paths: []string{"data/*.lmdb"}}, Symlinks: SymlinksInsideOnly}},
 		{"document marker", "---\nversion: 1\n", Default()},
 		{"hex version", "version: 0x1\n", Default()},
 	}
@@ -80,7 +83,7 @@ func TestParseErrors(t *testing.T) {
 		{"version string", "version: \"1\"\n", `policy.yaml:1: version: expected an integer, got string "1"`},
 		{"version float", "symlinks: inside-only\nversion: 1.0\n", "policy.yaml:2: version: expected an integer, got number 1.0"},
 		{"unknown top-level key", "version: 1\nsymlink: inside-only\n",
-			"policy.yaml:2: symlink: unknown field (want one of version, credentials, protect, symlinks, audit)"},
+			"policy.yaml:2: symlink: unknown field (want one of version, credentials, protect, coordinated, symlinks, audit)"},
 		{"unknown key on line 5", "version: 1\ncredentials:\n  defaults: true\n  deny: []\n  denny: [x]\n",
 			"policy.yaml:5: credentials.denny: unknown field (want one of defaults, deny, allow, hide)"},
 		{"duplicate key", "version: 1\nversion: 1\n", "policy.yaml:2: version: duplicate field"},
@@ -103,6 +106,8 @@ func TestParseErrors(t *testing.T) {
 		{"dotdot glob", "version: 1\ncredentials:\n  deny: ['a/../b']\n",
 			`policy.yaml:3: credentials.deny[0]: glob "a/../b" has a ".." segment; paths are canonical`},
 		{"empty glob", "version: 1\ncredentials:\n  deny: ['']\n", "policy.yaml:3: credentials.deny[0]: empty glob"},
+		{"bad coordinated glob", "version: 1\ncoordinated:\n  defaults: true\n  paths: ['ok.db', 'a/[']\n", `policy.yaml:4: coordinated.paths[1]: bad glob "a/[": syntax error in pattern`},
+		{"unknown coordinated key", "version: 1\ncoordinated:\n  allow: []\n", "policy.yaml:3: coordinated.allow: unknown field (want one of defaults, paths)"},
 		{"trailing slash glob", "version: 1\ncredentials:\n  deny: ['secrets/']\n",
 			`policy.yaml:3: credentials.deny[0]: glob "secrets/" has an empty path segment`},
 		{"unquoted star", "version: 1\ncredentials:\n  deny:\n    - **/.env\n",
@@ -248,6 +253,7 @@ func TestRender(t *testing.T) {
 		"no defaults": {Version: 1, Symlinks: SymlinksInsideOnly, Credentials: Credentials{Deny: []string{"a"}}},
 		"empty":       {Version: 1, Symlinks: SymlinksInsideOnly},
 		"protect":     {Version: 1, Symlinks: SymlinksInsideOnly, Protect: Protect{Defaults: true, Paths: []string{"tools/*.sh"}, Allow: []string{"**/.npmrc"}}},
+		"coordinated": {Version: 1, Symlinks: SymlinksInsideOnly, Coordinated: Coordinated{Defaults: true, Paths: []string{"data/*.lmdb"}}},
 	}
 	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
@@ -270,6 +276,9 @@ func TestRender(t *testing.T) {
 				}
 				if m1.Protected(rel) != m2.Protected(rel) {
 					t.Errorf("Protected(%q) differs after round trip", rel)
+				}
+				if m1.Coordinated(rel) != m2.Coordinated(rel) {
+					t.Errorf("Coordinated(%q) differs after round trip", rel)
 				}
 			}
 		})

@@ -1,0 +1,248 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
+)
+
+// Coordinated files. A program that shares a file between its processes
+// through record locks and a shared mapping orders its own writers: SQLite
+// reads and writes its database, -wal and -journal in place and maps its
+// -shm into every connection, whichever owner each connection belongs to.
+// The mount's atomic writes would break it: each owner would write a temp
+// of its own, see a size of its own for the one kernel inode (views.go),
+// and the kernel would cut the other owner's mapping short (SIGBUS), while
+// the lock table would refuse the second owner's write open outright.
+//
+// So a file at a path of the policy's coordinated set (SQLite's files by
+// default) is served as the host's filesystem serves it: every open, of
+// any owner, gets an inPlaceHandle on the file itself, read and written in
+// place through the kernel's page cache, which all of them share, so that
+// mappings stay coherent and every owner sees the one size. The lock table
+// takes no write lock on it; the record locks every owner takes meet on
+// the one node (reclock.go), and F_GETLK reports any owner's lock. Every
+// other check is the same as for any open: the name resolved with
+// O_NOFOLLOW and verified, credentials and protect judged, the open
+// audited when refused.
+//
+// What the host's filesystem would do differently is kept out: a file is
+// written in place only while it is a regular file with one link (a hard
+// link's other name, maybe outside BACKING, must not change with it; an
+// atomic write breaks the link instead) and no set-ID bit (the daemon
+// writes as root, which keeps the bit; hostmode.go), and no owner holds
+// the lock table's write lock on it (a file renamed to a coordinated name
+// while written). Otherwise the open takes the ordinary route.
+//
+// A crash leaves what the program wrote, and what it fsynced is durable,
+// in every durability mode: as on the host, the program's own journal
+// (SQLite's WAL or rollback journal) makes that consistent.
+
+// inPlaceHandle is an open of a coordinated file: its own fd of the
+// verified file, read-write for a write open.
+type inPlaceHandle struct {
+	handle
+	fd    int
+	write bool // fd is O_RDWR
+	// made: the file is one the mount made at a credential path; each
+	// change restamps it (ownMadeChange), so that it stays readable.
+	made bool
+	// counted: the handle is counted on its node (admitInPlace); a
+	// handle made for the daemon's own use (truncate by name) is not.
+	counted bool
+}
+
+var (
+	_ = (fs.FileReader)((*inPlaceHandle)(nil))
+	_ = (fs.FileWriter)((*inPlaceHandle)(nil))
+	_ = (fs.FileFlusher)((*inPlaceHandle)(nil))
+	_ = (fs.FileFsyncer)((*inPlaceHandle)(nil))
+	_ = (fs.FileReleaser)((*inPlaceHandle)(nil))
+	_ = (fs.FileLseeker)((*inPlaceHandle)(nil))
+	_ = (openFile)((*inPlaceHandle)(nil))
+)
+
+// coordinatedPath reports whether rel is in the policy's coordinated set.
+func (f *FS) coordinatedPath(rel string) bool {
+	return f.opts.Credentials.Coordinated(rel)
+}
+
+// inPlaceFile reports whether the file with stat st, at a coordinated
+// path, may be written in place (see above). The caller holds commitMu
+// (read), under which write locks are taken.
+func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
+	return st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink == 1 &&
+		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
+}
+
+// openInPlace makes the handle of an open of the coordinated file fd
+// (verified, O_RDONLY, consumed) with stat st. forKernel: the kernel gets
+// the handle (not the daemon's own truncate). A node that holds another
+// version in the kernel's cache, or an owner's pending write, is retired
+// instead (ESTALE: the kernel looks the name up again).
+func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
+	if h.write {
+		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
+		dirfd.Close(fd)
+		if err != nil {
+			return nil, 0, toErrno(err)
+		}
+		h.fd = rw
+	}
+	h.made = f.opts.Credentials != nil && f.made.holds(keyOf(st))
+	if flags&syscall.O_TRUNC != 0 && h.write {
+		if errno := h.truncate(0); errno != 0 {
+			dirfd.Close(h.fd)
+			return nil, 0, errno
+		}
+	}
+	var keep bool
+	if forKernel {
+		var ok bool
+		if keep, ok = n.admitInPlace(keyOf(st)); !ok {
+			dirfd.Close(h.fd)
+			return nil, 0, n.retire()
+		}
+		h.counted = true
+	}
+	// No FLUSH: a close commits nothing here. The page cache is every
+	// in-place handle's: a later open keeps what the first one filled.
+	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
+	if keep {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	return h, fuseFlags, 0
+}
+
+// admitInPlace counts an in-place handle of the file key on n, unless n
+// has handles of an owner's pending write, or readers of another version
+// or passing through (the kernel would serve the new handle through their
+// backing file or cache). keep: other in-place handles are open, and the
+// kernel's cache of n is theirs, filled through this file.
+func (n *Node) admitInPlace(key locks.Key) (keep, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sharedOpen.Load() > 0 || n.readers > 0 && (n.readPT || n.readKey != key) {
+		return false, false
+	}
+	keep = n.inPlaceOpen > 0
+	n.readers++
+	n.cachedReaders++
+	n.inPlaceOpen++
+	n.readKey, n.readPT = key, false
+	n.cachedOpen.Add(1)
+	return keep, true
+}
+
+// inPlaceGone uncounts an in-place handle of n.
+func (n *Node) inPlaceGone() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.readers--
+	n.cachedReaders--
+	n.inPlaceOpen--
+	n.cachedOpen.Add(-1)
+}
+
+// change runs a change of the file, restamping it if the mount made it.
+func (h *inPlaceHandle) change(fn func() error) error {
+	if !h.made {
+		return fn()
+	}
+	return h.node.fsys.ownMadeChange([]int{h.fd}, fn)
+}
+
+// Read reads the file.
+func (h *inPlaceHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return readFd(h.fd, buf, off)
+}
+
+// Write writes the file in place, at the offset the kernel gives (an
+// O_APPEND write's is the size of the one inode every owner shares).
+func (h *inPlaceHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if !h.write {
+		return 0, syscall.EBADF
+	}
+	var n int
+	err := h.change(func() (err error) {
+		n, err = unix.Pwrite(h.fd, data, off)
+		return err
+	})
+	return uint32(max(n, 0)), toErrno(err)
+}
+
+// truncate sets the file's size.
+func (h *inPlaceHandle) truncate(size uint64) syscall.Errno {
+	if !h.write {
+		return syscall.EBADF
+	}
+	return toErrno(h.change(func() error { return unix.Ftruncate(h.fd, int64(size)) }))
+}
+
+// allocate preallocates or punches a hole in the file.
+func (h *inPlaceHandle) allocate(off, size uint64, mode uint32) syscall.Errno {
+	if !h.write {
+		return syscall.EBADF
+	}
+	return toErrno(h.change(func() error { return unix.Fallocate(h.fd, mode, int64(off), int64(size)) }))
+}
+
+// copyIn copies size bytes of src at offIn into the file at offOut.
+func (h *inPlaceHandle) copyIn(src int, offIn, offOut, size, flags uint64) (uint32, syscall.Errno) {
+	if !h.write {
+		return 0, syscall.EBADF
+	}
+	var copied int
+	err := h.change(func() (err error) {
+		ri, ro := int64(offIn), int64(offOut)
+		copied, err = unix.CopyFileRange(src, &ri, h.fd, &ro, int(size), int(flags))
+		return err
+	})
+	return uint32(max(copied, 0)), toErrno(err)
+}
+
+// Flush has nothing to do (the kernel is asked not to send it).
+func (h *inPlaceHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// fsyncDataOnly is FUSE_FSYNC_FDATASYNC, the FSYNC flag of fdatasync(2)
+// (include/uapi/linux/fuse.h), which go-fuse does not name.
+const fsyncDataOnly = 1 << 0
+
+// Fsync syncs the file: its data only for fdatasync(2).
+func (h *inPlaceHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if flags&fsyncDataOnly != 0 {
+		return toErrno(unix.Fdatasync(h.fd))
+	}
+	return toErrno(unix.Fsync(h.fd))
+}
+
+// Release ends the handle when its last descriptor is gone (and its last
+// mapping): its record locks are dropped and its fd closes.
+func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
+	if !h.release(nil) {
+		return syscall.EBADF
+	}
+	if h.counted {
+		h.node.inPlaceGone()
+	}
+	return toErrno(dirfd.Close(h.fd))
+}
+
+// Lseek answers SEEK_DATA and SEEK_HOLE on the file.
+func (h *inPlaceHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return seek(h, off, whence)
+}
+
+// withFd runs fn on the handle's fd.
+func (h *inPlaceHandle) withFd(fn func(fd int) syscall.Errno) syscall.Errno { return fn(h.fd) }
+
+// answersFor is always true: a coordinated file has one view.
+func (h *inPlaceHandle) answersFor(ctx context.Context) bool { return true }
