@@ -13,6 +13,11 @@
 #   SIZE=512M         size of the sequential write / read-back file
 #   FILES=5000        number of 4 KiB files for create / stat / read
 #   SAVES=2000        number of atomic saves
+#   SQLITE_TXNS=2000  one-row transactions of the SQLite workloads (python3's
+#                     sqlite3 module, synchronous=FULL, one commit each, on a
+#                     fresh bench.db): sqlite_wal in WAL mode, sqlite_rollback
+#                     with the rollback journal (journal_mode=DELETE); the time
+#                     is the transactions' alone (not the create, not the close)
 #   SRC=/usr/local/go/src/cmd   tree to untar, commit with git and rm -rf
 #   BENCH_DIR=/var/tmp          where the work dir goes (native dir and both
 #                               backing dirs live there: one filesystem)
@@ -60,6 +65,7 @@ ROUNDS=${ROUNDS:-3}
 SIZE=${SIZE:-512M}
 FILES=${FILES:-5000}
 SAVES=${SAVES:-2000}
+SQLITE_TXNS=${SQLITE_TXNS:-2000}
 SRC=${SRC:-/usr/local/go/src/cmd}
 BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
@@ -206,6 +212,8 @@ workloads=(
 	"write $SIZE sequentially|write"
 	"read $SIZE back, caches dropped|readback"
 	"$SAVES atomic saves|atomic"
+	"$SQLITE_TXNS SQLite transactions, WAL|sqlite_wal"
+	"$SQLITE_TXNS SQLite transactions, rollback journal|sqlite_rollback"
 	"100 appends to a 256 MiB file|appends"
 	"1-byte write into a 1 GiB sparse file|sparse1"
 	"untar $(basename "$SRC") ($src_files files)|untar"
@@ -227,13 +235,49 @@ if [ -n "${WORKLOADS:-}" ]; then
 	done
 	workloads=("${kept[@]}")
 fi
+if ! command -v python3 >/dev/null; then
+	kept=()
+	for wl in "${workloads[@]}"; do
+		case ${wl##*|} in sqlite_*) ;; *) kept+=("$wl") ;; esac
+	done
+	[ "${#kept[@]}" = "${#workloads[@]}" ] ||
+		echo "bench.sh: the SQLite workloads need python3 (scripts/install-deps.sh); skipped" >&2
+	workloads=("${kept[@]}")
+fi
 
-# items KIND: what a workload's daemon CPU is divided by (files, saves; 1
-# for the big file).
+# sqlite.py DB MODE N: a fresh database DB in journal mode MODE (WAL or
+# DELETE) with synchronous=FULL, then N transactions of one INSERT of a
+# 100-byte value each, committed one by one; prints the seconds the N
+# transactions took, as benchtool prints a workload's.
+cat >"$work/sqlite.py" <<'EOF'
+import sqlite3
+import sys
+import time
+
+db, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+conn = sqlite3.connect(db, isolation_level=None)  # BEGIN and COMMIT are ours
+got = conn.execute("PRAGMA journal_mode=" + mode).fetchone()[0]
+if got.upper() != mode.upper():
+    sys.exit("sqlite.py: journal_mode=%s on %s is %s" % (mode, db, got))
+conn.execute("PRAGMA synchronous=FULL")
+conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+start = time.perf_counter()
+for i in range(n):
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t(v) VALUES(?)", ("%0100d" % i,))
+    conn.execute("COMMIT")
+secs = time.perf_counter() - start
+conn.close()
+print("%.6f" % secs)
+EOF
+
+# items KIND: what a workload's daemon CPU is divided by (files, saves,
+# transactions; 1 for the big file).
 items() {
 	case $1 in
 	create | stat | stat2 | read) echo "$FILES" ;;
 	atomic) echo "$SAVES" ;;
+	sqlite_wal | sqlite_rollback) echo "$SQLITE_TXNS" ;;
 	appends) echo 100 ;;
 	write | readback | sparse1) echo 1 ;;
 	rmrf) echo $((FILES + src_files)) ;;
@@ -289,6 +333,15 @@ step() { # kind dir target → seconds on stdout
 		"$bt" readfile "$d/big"
 		;;
 	atomic) "$bt" atomic "$d/atomic" "$SAVES" ;;
+	sqlite_wal | sqlite_rollback)
+		# sqlite.py times its transactions itself and prints the seconds;
+		# the database and its journals go, for the next round.
+		local mode=WAL rc=0
+		if [ "$kind" = sqlite_rollback ]; then mode=DELETE; fi
+		python3 "$work/sqlite.py" "$d/bench.db" "$mode" "$SQLITE_TXNS" || rc=$?
+		rm -f "$d/bench.db" "$d/bench.db-wal" "$d/bench.db-shm" "$d/bench.db-journal"
+		return "$rc"
+		;;
 	appends)
 		# The file is made untimed; each >> is one open, write and close.
 		"$bt" write "$d/log" 256M >/dev/null
@@ -496,7 +549,7 @@ echo "- CPU: ${cpu:-unknown}, $(nproc) cores; memory: $(awk '/MemTotal/ {printf 
 echo "- filesystem under test: $fs (native dir and backing dirs on the same one)"
 echo "- realmfs: $("$bin/realmfs" --version 2>&1 | head -1), options: ${REALMFS_OPTS:-(defaults)}${REALMFS_FLAGS:+, flags: $REALMFS_FLAGS}"
 echo "- rounds: $ROUNDS, interleaved (each workload runs on every target before the next), target order rotated per round"
-echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SRC=$SRC${COUNTS:+ COUNTS=$COUNTS COUNT_SRC=$COUNT_SRC}"
+echo "- SIZE=$SIZE FILES=$FILES SAVES=$SAVES SQLITE_TXNS=$SQLITE_TXNS SRC=$SRC${COUNTS:+ COUNTS=$COUNTS COUNT_SRC=$COUNT_SRC}"
 echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$is_root" = 1 ] || echo "- not root: caches were NOT dropped before the read-back; passthrough is off on every mount"
 echo
@@ -506,16 +559,29 @@ pairs=()
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 [ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
+# measured FILE PAIR...: the pairs A/B of which FILE has samples of both
+# targets (WORKLOADS may leave a target none: native_fsyncs runs create only).
+measured() {
+	local f=$1 p
+	shift
+	for p in "$@"; do
+		if awk -F'\t' -v a="${p%%/*}" -v b="${p#*/}" '$2 == a { x = 1 } $2 == b { y = 1 } END { exit !(x && y) }' "$f"; then
+			echo "$p"
+		fi
+	done
+}
 if [ "$TIMED" = 1 ]; then
+	mapfile -t pairs < <(measured "$results" "${pairs[@]}")
 	"$bt" report "$results" "${pairs[@]}" | sed 's/_/ /g'
 	if [ -s "$cpus" ]; then
 		echo
-		echo "### Daemon CPU per item (ms: per file; per save; per big file)"
+		echo "### Daemon CPU per item (ms: per file; per save; per transaction; per big file)"
 		echo
 		# loopback first, so the ratios are over the loopback's
 		{ grep -P '\tloopback\t' "$cpus" || true; grep -vP '\tloopback\t' "$cpus" || true; } >"$cpus.sorted"
 		cpairs=()
 		[ "$LOOPBACK" = 1 ] && cpairs+=(realmfs/loopback)
+		mapfile -t cpairs < <(measured "$cpus.sorted" "${cpairs[@]}")
 		"$bt" report "$cpus.sorted" "${cpairs[@]}" | sed 's/_/ /g; s/ (s)/ (ms)/g'
 	fi
 fi
