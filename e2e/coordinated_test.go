@@ -6,10 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Coordinated files (fusefs/inplace.go): SQLite's database, -wal, -shm and
@@ -48,9 +51,18 @@ db.close()
 // reader's F_GETLK on the -shm did not see the writer's lock, it took
 // itself for the first connection and truncated the -shm, and the writer
 // died of SIGBUS (issue 34).
+//
+// Both ways the mount serves a coordinated file: passed through to the
+// backing file (the kernel reads, writes and maps it), and through the
+// daemon and the kernel's page cache (passthrough=off, or not root).
 func TestSQLiteWALTwoOwners(t *testing.T) {
 	requireTool(t, "python3", "sqlite3", "setsid")
-	m := mount(t, Opts("lockowner=session"))
+	for _, opts := range []string{"lockowner=session", "lockowner=session,passthrough=off"} {
+		t.Run(opts, func(t *testing.T) { sqliteWALTwoOwners(t, mount(t, Opts(opts))) })
+	}
+}
+
+func sqliteWALTwoOwners(t *testing.T, m *Mount) {
 	const rows = 300
 	cmd := exec.Command("setsid", "python3", "-u", "-c", walWriter, strconv.Itoa(rows))
 	cmd.Dir = m.Dir
@@ -142,7 +154,12 @@ print({fcntl.F_UNLCK: "unlocked", fcntl.F_RDLCK: "read", fcntl.F_WRLCK: "write"}
 // only read it: the lock table holds the write).
 func TestRecordLocksSeenByEveryOwner(t *testing.T) {
 	requireTool(t, "python3", "setsid")
-	m := mount(t, Opts("lockowner=session"))
+	for _, opts := range []string{"lockowner=session", "lockowner=session,passthrough=off"} {
+		t.Run(opts, func(t *testing.T) { recordLocksSeen(t, mount(t, Opts(opts))) })
+	}
+}
+
+func recordLocksSeen(t *testing.T, m *Mount) {
 	for _, name := range []string{"app.db-shm", "app.db", "plain.txt"} {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command("setsid", "python3", "-u", "-c", byteLocker, name)
@@ -162,5 +179,61 @@ func TestRecordLocksSeenByEveryOwner(t *testing.T) {
 				t.Errorf("holder: %v", err)
 			}
 		})
+	}
+}
+
+// TestCoordinatedHostMeaning: a coordinated file written in place means no
+// more on the host than any other write (threat (H)): a host file's
+// set-ID bits go (the file takes the ordinary route, whose new content
+// drops them), a file capability goes with the write, and a credential or
+// protected path at a coordinated name is refused as any other, audited.
+func TestCoordinatedHostMeaning(t *testing.T) {
+	requireTool(t, "setcap", "getcap")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, policy, "version: 1\ncredentials:\n  deny: ['vault/**']\n")
+	m := mount(t, Flags("--policy", policy), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("suid.db"), "host\n")
+		if err := unix.Chmod(m.BackingPath("suid.db"), 04755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, m.BackingPath("cap.db"), "host\n")
+		run(t, "/", nil, "setcap", "cap_dac_read_search+ep", m.BackingPath("cap.db"))
+		if err := os.MkdirAll(m.BackingPath("vault"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, m.BackingPath("vault", "keys.db"), "secret\n")
+		if err := os.MkdirAll(m.BackingPath(".git", "hooks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	for _, name := range []string{"suid.db", "cap.db"} {
+		f, err := os.OpenFile(m.Path(name), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("open %s: %v", name, err)
+		}
+		if _, err := f.WriteAt([]byte("mount\n"), 0); err != nil {
+			t.Fatalf("write %s: %v", name, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("close %s: %v", name, err)
+		}
+		if got := readFile(t, m.BackingPath(name)); got != "mount\n" {
+			t.Errorf("BACKING/%s after the write: %q", name, got)
+		}
+	}
+	noSetID(t, m.BackingPath("suid.db"), "after a write through the mount")
+	if out := strings.TrimSpace(run(t, "/", nil, "getcap", m.BackingPath("cap.db"))); out != "" {
+		t.Errorf("BACKING/cap.db keeps a file capability after a write through the mount: %s", out)
+	}
+
+	_, err := os.OpenFile(m.Path("vault", "keys.db"), os.O_RDWR, 0)
+	wantErrno(t, err, unix.EACCES, "open of the credential vault/keys.db")
+	m.WaitRefusal("open", "vault/keys.db", "CREDENTIAL_PATH_DENIED", unix.EACCES)
+	err = os.WriteFile(m.Path(".git", "hooks", "pre-commit.db"), []byte("x"), 0o644)
+	if err == nil {
+		t.Errorf("a coordinated name under .git/hooks was made through the mount")
+	}
+	if got := readFile(t, m.BackingPath("vault", "keys.db")); got != "secret\n" {
+		t.Errorf("BACKING/vault/keys.db: %q", got)
 	}
 }

@@ -105,6 +105,8 @@ func fileOf(fh fs.FileHandle) openFile {
 		return h
 	case *inPlaceHandle:
 		return h
+	case *passthroughInPlace:
+		return h.inPlaceHandle
 	}
 	return nil
 }
@@ -423,7 +425,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	var fh fs.FileHandle
 	var fuseFlags uint32
 	if f.coordinatedPath(f.relPath(n, name)) {
-		// A new file has one link and no set-ID bit: fd is read-write.
+		// A new file has no set-ID bit (hostmode.go).
 		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
 	} else {
 		// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).

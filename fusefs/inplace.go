@@ -24,21 +24,25 @@ import (
 // So a file at a path of the policy's coordinated set (SQLite's files by
 // default) is served as the host's filesystem serves it: every open, of
 // any owner, gets an inPlaceHandle on the file itself, read and written in
-// place through the kernel's page cache, which all of them share, so that
-// mappings stay coherent and every owner sees the one size. The lock table
+// place through one cache all of them share, so that mappings stay
+// coherent and every owner sees the one size: the backing file's own,
+// where the mount passes through (the kernel reads, writes and maps it
+// without the daemon), else the kernel's page cache of the node. The lock table
 // takes no write lock on it; the record locks every owner takes meet on
 // the one node (reclock.go), and F_GETLK reports any owner's lock. Every
 // other check is the same as for any open: the name resolved with
 // O_NOFOLLOW and verified, credentials and protect judged, the open
 // audited when refused.
 //
-// What the host's filesystem would do differently is kept out: a file is
-// written in place only while it is a regular file with one link (a hard
-// link's other name, maybe outside BACKING, must not change with it; an
-// atomic write breaks the link instead) and no set-ID bit (the daemon
-// writes as root, which keeps the bit; hostmode.go), and no owner holds
-// the lock table's write lock on it (a file renamed to a coordinated name
-// while written). Otherwise the open takes the ordinary route.
+// What would mean more on the host than on the mount is kept out: a file
+// is written in place only while it is a regular file with no set-ID bit
+// (the daemon writes as root, which keeps the bit, where new content must
+// not: hostmode.go; a file capability goes with any write, root's too),
+// and while no owner holds the lock table's write lock on it (a file
+// renamed to a coordinated name while written). Otherwise the open takes
+// the ordinary route, which drops the bit. A file with several links is
+// written in place as the ordinary route's commit writes one
+// (commitInPlace): every name keeps meaning the one file.
 //
 // A crash leaves what the program wrote, and what it fsynced is durable,
 // in every durability mode: as on the host, the program's own journal
@@ -55,7 +59,8 @@ type inPlaceHandle struct {
 	made bool
 	// counted: the handle is counted on its node (admitInPlace); a
 	// handle made for the daemon's own use (truncate by name) is not.
-	counted bool
+	// passthrough: the kernel serves it from fd (passthroughInPlace).
+	counted, passthrough bool
 }
 
 var (
@@ -77,7 +82,7 @@ func (f *FS) coordinatedPath(rel string) bool {
 // path, may be written in place (see above). The caller holds commitMu
 // (read), under which write locks are taken.
 func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
-	return st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink == 1 &&
+	return st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
 		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
 }
 
@@ -89,15 +94,27 @@ func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	if h.write {
-		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
-		dirfd.Close(fd)
-		if err != nil {
-			return nil, 0, toErrno(err)
-		}
-		h.fd = rw
-	}
 	h.made = f.opts.Credentials != nil && f.made.holds(keyOf(st))
+	// Passing through, the kernel reads and writes the backing file without
+	// the daemon; go-fuse registers the node's first handle's fd for every
+	// later one, so each is read-write (a read-only open's descriptor still
+	// cannot write: the kernel checks the open's own mode). Writes to a
+	// file the mount made at a credential path restamp it (change): the
+	// daemon must see them.
+	pt := f.opts.Passthrough && forKernel && !h.made
+	if h.write || pt {
+		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
+		switch {
+		case err == nil:
+			dirfd.Close(fd)
+			h.fd = rw
+		case h.write:
+			dirfd.Close(fd)
+			return nil, 0, toErrno(err)
+		default:
+			pt = false // a reader of a file the daemon cannot write
+		}
+	}
 	if flags&syscall.O_TRUNC != 0 && h.write {
 		if errno := h.truncate(0); errno != 0 {
 			dirfd.Close(h.fd)
@@ -107,11 +124,11 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	var keep bool
 	if forKernel {
 		var ok bool
-		if keep, ok = n.admitInPlace(keyOf(st)); !ok {
+		if keep, ok = n.admitInPlace(keyOf(st), pt); !ok {
 			dirfd.Close(h.fd)
 			return nil, 0, n.retire()
 		}
-		h.counted = true
+		h.counted, h.passthrough = true, pt
 	}
 	// No FLUSH: a close commits nothing here. The page cache is every
 	// in-place handle's: a later open keeps what the first one filled.
@@ -119,37 +136,57 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	if keep {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
+	if pt {
+		return &passthroughInPlace{h}, fuseFlags, 0
+	}
 	return h, fuseFlags, 0
 }
 
-// admitInPlace counts an in-place handle of the file key on n, unless n
-// has handles of an owner's pending write, or readers of another version
-// or passing through (the kernel would serve the new handle through their
-// backing file or cache). keep: other in-place handles are open, and the
-// kernel's cache of n is theirs, filled through this file.
-func (n *Node) admitInPlace(key locks.Key) (keep, ok bool) {
+// passthroughInPlace is an in-place handle the kernel serves straight from
+// its fd (read-write, registered by go-fuse as the node's backing file):
+// reads, writes and mappings never reach the daemon.
+type passthroughInPlace struct{ *inPlaceHandle }
+
+var _ = (fs.FilePassthroughFder)((*passthroughInPlace)(nil))
+
+// PassthroughFd lets go-fuse register the handle's fd with the kernel.
+func (p *passthroughInPlace) PassthroughFd() (int, bool) { return p.fd, true }
+
+// admitInPlace counts an in-place handle of the file key on n, passing
+// through if pt, unless n has handles of an owner's pending write, plain
+// readers (a passthrough reader's read-only backing file would be the new
+// handle's too), or in-place handles of another version or the other way
+// of serving (the kernel refuses to mix passthrough and cached opens of
+// one inode). keep: other in-place handles are open, and the kernel's
+// cache of n is theirs, filled through this file.
+func (n *Node) admitInPlace(key locks.Key, pt bool) (keep, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.sharedOpen.Load() > 0 || n.readers > 0 && (n.readPT || n.readKey != key) {
+	if n.sharedOpen.Load() > 0 || n.readers > n.inPlaceOpen ||
+		n.readers > 0 && (n.readPT != pt || n.readKey != key) {
 		return false, false
 	}
 	keep = n.inPlaceOpen > 0
 	n.readers++
-	n.cachedReaders++
 	n.inPlaceOpen++
-	n.readKey, n.readPT = key, false
-	n.cachedOpen.Add(1)
+	n.readKey, n.readPT = key, pt
+	if !pt {
+		n.cachedReaders++
+		n.cachedOpen.Add(1)
+	}
 	return keep, true
 }
 
 // inPlaceGone uncounts an in-place handle of n.
-func (n *Node) inPlaceGone() {
+func (n *Node) inPlaceGone(pt bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.readers--
-	n.cachedReaders--
 	n.inPlaceOpen--
-	n.cachedOpen.Add(-1)
+	if !pt {
+		n.cachedReaders--
+		n.cachedOpen.Add(-1)
+	}
 }
 
 // change runs a change of the file, restamping it if the mount made it.
@@ -231,7 +268,7 @@ func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 		return syscall.EBADF
 	}
 	if h.counted {
-		h.node.inPlaceGone()
+		h.node.inPlaceGone(h.passthrough)
 	}
 	return toErrno(dirfd.Close(h.fd))
 }

@@ -592,7 +592,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 	if errno != 0 {
 		return errno
 	}
-	if ip, ok := fh.(*inPlaceHandle); ok {
+	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
 		errno = ip.truncate(size)
 		ip.Release(ctx)
 		return errno
