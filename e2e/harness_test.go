@@ -1009,7 +1009,7 @@ func (m *Mount) FDCount() int {
 }
 
 // PidfdCount is the number of pidfds the daemon holds: the lock-owner
-// caches, bounded by locks.DefaultCacheSize per resolver.
+// caches, bounded by procinfo.DefaultCacheSize per resolver.
 func (m *Mount) PidfdCount() int {
 	m.tb.Helper()
 	_, n, _ := m.fdCounts()
@@ -1018,7 +1018,7 @@ func (m *Mount) PidfdCount() int {
 
 // FdinfoCount is the number of /proc/TID/fdinfo directories and files the
 // daemon holds open: the tables of the threads that closed files last
-// (locks.Resolver.Descriptors), bounded by locks.FdinfoCacheBound.
+// (procinfo.Resolver.Descriptors), bounded by procinfo.FdinfoCacheBound.
 func (m *Mount) FdinfoCount() int {
 	m.tb.Helper()
 	_, _, n := m.fdCounts()

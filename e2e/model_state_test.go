@@ -576,7 +576,7 @@ func (m *model) commit(w *mwrite) string {
 // descriptors of the file with the open's access mode and O_APPEND …: a
 // read descriptor held beside the rewrite … holds nothing back; a second
 // write open of the file with the same flags in the same process defers
-// the commit to the last of them"; File.sameOpen, locks.SameOpen). A dup
+// the commit to the last of them"; File.sameOpen, procinfo.SameOpen). A dup
 // of h is one (`cmd > f 2>&1`).
 func (m *model) holdsOther(p *mproc, h *mhandle) bool {
 	for _, x := range p.slots {

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // TestMountModes mounts in the foreground and detached (the harness checks
@@ -225,7 +225,7 @@ func checkFailure(t *testing.T, mnt string, args []string, code int, out string,
 // creates and deletes, nor across 1,000 open/read/close of one file. The
 // pidfds of the lock-owner caches (one per thread that used the mount) are
 // counted apart: they may grow, up to the caches' bound; so are the fdinfo
-// tables kept of the threads that closed files last (locks.FdinfoCacheBound).
+// tables kept of the threads that closed files last (procinfo.FdinfoCacheBound).
 func TestDaemonFDsDoNotGrow(t *testing.T) {
 	m := mount(t)
 	dir := m.Path("churn")
@@ -273,12 +273,12 @@ func TestDaemonFDsDoNotGrow(t *testing.T) {
 	}
 	// Two resolvers: the lock owners', and the pid-mode one that names a
 	// thread's process.
-	if n := m.PidfdCount(); n == 0 || n > 2*locks.DefaultCacheSize {
-		t.Errorf("realmfs holds %d pidfds, want 1 to %d", n, 2*locks.DefaultCacheSize)
+	if n := m.PidfdCount(); n == 0 || n > 2*procinfo.DefaultCacheSize {
+		t.Errorf("realmfs holds %d pidfds, want 1 to %d", n, 2*procinfo.DefaultCacheSize)
 	}
 	// The fdinfo tables kept of the threads that closed files last.
-	if n := m.FdinfoCount(); n > locks.FdinfoCacheBound {
-		t.Errorf("realmfs holds %d fdinfo files, want at most %d", n, locks.FdinfoCacheBound)
+	if n := m.FdinfoCount(); n > procinfo.FdinfoCacheBound {
+		t.Errorf("realmfs holds %d fdinfo files, want at most %d", n, procinfo.FdinfoCacheBound)
 	}
 }
 
@@ -288,7 +288,7 @@ func TestDaemonFDsDoNotGrow(t *testing.T) {
 func TestPidfdCacheBounded(t *testing.T) {
 	t.Parallel()
 	m := mount(t)
-	const procs = 600 // more than locks.DefaultCacheSize
+	const procs = 600 // more than procinfo.DefaultCacheSize
 	for i := range procs {
 		p := m.Path(fmt.Sprintf("f%03d", i%10))
 		out, err := exec.Command("sh", "-c", `echo "$1" > "$2"`, "sh", strconv.Itoa(i), p).CombinedOutput()
@@ -296,8 +296,8 @@ func TestPidfdCacheBounded(t *testing.T) {
 			t.Fatalf("process %d writing %s: %v: %s", i, p, err, out)
 		}
 	}
-	if n := m.PidfdCount(); n == 0 || n > 2*locks.DefaultCacheSize {
-		t.Errorf("after %d processes realmfs holds %d pidfds, want 1 to %d", procs, n, 2*locks.DefaultCacheSize)
+	if n := m.PidfdCount(); n == 0 || n > 2*procinfo.DefaultCacheSize {
+		t.Errorf("after %d processes realmfs holds %d pidfds, want 1 to %d", procs, n, 2*procinfo.DefaultCacheSize)
 	}
 	if got := readFile(t, m.Path("f009")); got != strconv.Itoa(procs-1)+"\n" {
 		t.Errorf("f009 = %q, want the last writer's %d", got, procs-1)

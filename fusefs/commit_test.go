@@ -16,7 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // as is a request context from process pid, its own lock owner ("pid:N")
@@ -347,7 +347,7 @@ func sleeper(t *testing.T) uint32 {
 // close commits both. A reader's close never commits a writer's half.
 func TestFlushWaitsForTheOwnersOtherWriters(t *testing.T) {
 	b, c := sleeper(t), sleeper(t)
-	owners := locks.NewResolver(locks.OwnerCgroup, "/proc")
+	owners := procinfo.NewResolver(procinfo.OwnerCgroup, "/proc")
 	t.Cleanup(func() { owners.Close() })
 	tf := newTestFS(t, func(o *Options) { o.Owners = owners })
 	write := func(h *writeHandle, pid uint32, data string, off int64) {

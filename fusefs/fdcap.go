@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // Descriptors per owner, and for the whole daemon. The daemon has a fixed
@@ -50,7 +51,7 @@ import (
 // before any is counted, so an owner may overshoot by the requests in
 // flight at once (the reserve's slack covers them).
 //
-// Each check resolves the caller's owner (locks.Resolver: a cached answer
+// Each check resolves the caller's owner (procinfo.Resolver: a cached answer
 // per thread, one ppoll of its pidfd; before Linux 6.9 a read of
 // /proc/TID/stat), which a plain read open did not do before. The count
 // after the answer takes the owner the check resolved for the same thread
@@ -68,7 +69,7 @@ const (
 	daemonFds = 64
 	// resolverFds: the two lock-owner resolvers (Options.Owners and the
 	// pid resolver), each with its pidfd and fdinfo caches.
-	resolverFds = 2 * (locks.DefaultCacheSize + locks.FdinfoCacheBound)
+	resolverFds = 2 * (procinfo.DefaultCacheSize + procinfo.FdinfoCacheBound)
 	// inFlightFds: descriptors requests in progress hold a moment (pinned
 	// directory fds beyond the idle bound, an open's fd before its charge).
 	inFlightFds = 128

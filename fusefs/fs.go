@@ -36,8 +36,8 @@
 //  5. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu (creds and
 //     protIDs), madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
-//     fdCounts.mu, dirCache.mu, umaskTable.mu; in package locks, Table.mu
-//     and the Resolver's.
+//     fdCounts.mu, dirCache.mu, umaskTable.mu; locks.Table's mu and
+//     procinfo.Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
 // under an entry's lock, nsMu or a leaf, never under commitMu: a commit holding
@@ -69,6 +69,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // TempPrefix starts the names of realm's own temp files in the backing dir.
@@ -92,7 +93,7 @@ type Options struct {
 	Credentials *policy.Matcher
 	// Owners names the lock owner of a calling process; nil means each
 	// process is its own owner.
-	Owners *locks.Resolver
+	Owners *procinfo.Resolver
 	// Durability says when commits of atomic writes are made durable.
 	Durability Durability
 	// Cache says how long the kernel may trust what the mount told it; a
@@ -150,12 +151,12 @@ type FS struct {
 	fds        fdCounts    // descriptors charged per owner (fdcap.go)
 	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
-	protIDs    credInodes      // the identities of protected files, as creds holds credentials' (guard.go)
-	madeDirs   credInodes      // protected directories made through the mount (guard.go: madeNew); no scan to wait for
-	made       madeSet         // files made through the mount at credential paths (guard.go)
-	writeLocks *locks.Table    // who may write which file (issue 4); not Node.recLocks
-	processes  *locks.Resolver // pid mode: names a thread's process
-	asRoot     bool            // the daemon runs as root: temps get the file's owner
+	protIDs    credInodes         // the identities of protected files, as creds holds credentials' (guard.go)
+	madeDirs   credInodes         // protected directories made through the mount (guard.go: madeNew); no scan to wait for
+	made       madeSet            // files made through the mount at credential paths (guard.go)
+	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
+	processes  *procinfo.Resolver // pid mode: names a thread's process
+	asRoot     bool               // the daemon runs as root: temps get the file's owner
 	// ordersRenames: BACKING's filesystem writes a renamed file's data
 	// before the rename (ordersRenamedData), so a commit over an empty
 	// file needs no fsync of its temp (syncPlan).
@@ -246,7 +247,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, err
 	}
-	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: locks.NewResolver(locks.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)

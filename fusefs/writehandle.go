@@ -12,6 +12,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // writeHandle is a handle over an owner's write in progress on the file
@@ -154,7 +155,7 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 // What is left is committed by the owner's last release. The check never
 // reads the closing process's stat or status files: a process closing
 // descriptors inside execve holds locks that reading them would wait for,
-// while it waits for this reply (see locks.Resolver.Descriptors).
+// while it waits for this reply (see procinfo.Resolver.Descriptors).
 func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	h.flushed = true
@@ -262,7 +263,7 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 // write(2) end; what it can see: the next WRITE of one write(2) comes
 // within writeGap of the last one's answer unless the writer waits for a
 // CPU or a page; between two of its requests the writer is in the kernel,
-// running, runnable or in an uninterruptible sleep (locks.WriterBusy), or
+// running, runnable or in an uninterruptible sleep (procinfo.WriterBusy), or
 // asleep waiting for the answer to its next request (WriterOnFUSE); it
 // never runs its own code (its user time does not grow). So the writer is
 // out:
@@ -284,7 +285,7 @@ type writeWatch struct {
 
 // out takes one sample of the writer, since after its last WRITE was
 // answered, and reports whether the writer is out of its write(2).
-func (ww *writeWatch) out(since time.Duration, s locks.WriterSample) bool {
+func (ww *writeWatch) out(since time.Duration, s procinfo.WriterSample) bool {
 	if !ww.sampled {
 		ww.sampled, ww.userTicks = true, s.UserTicks
 	}
@@ -295,9 +296,9 @@ func (ww *writeWatch) out(since time.Duration, s locks.WriterSample) bool {
 		return false
 	}
 	switch s.State {
-	case locks.WriterBusy:
+	case procinfo.WriterBusy:
 		return since >= writeGap+writeStall
-	case locks.WriterOnFUSE:
+	case procinfo.WriterOnFUSE:
 		if ww.fuseUntil == 0 {
 			ww.fuseUntil = since + writeGap
 		}
@@ -311,8 +312,8 @@ func (ww *writeWatch) out(since time.Duration, s locks.WriterSample) bool {
 // O_APPEND. A read descriptor the opener holds beside its rewrite is
 // another open (the kernel's RELEASE of h does not wait for it), and must
 // not hold the commit back past close(2).
-func (h *writeHandle) sameOpen() locks.SameOpen {
-	return locks.SameOpen{Mask: sameOpenMask, Flags: h.flags}
+func (h *writeHandle) sameOpen() procinfo.SameOpen {
+	return procinfo.SameOpen{Mask: sameOpenMask, Flags: h.flags}
 }
 
 // sameOpenMask is what a scan of a process's descriptors tells of an open:

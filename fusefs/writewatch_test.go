@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // TestWriteWatch drives writeWatch.out with sequences of samples of the
@@ -13,11 +13,11 @@ import (
 func TestWriteWatch(t *testing.T) {
 	type sample struct {
 		since time.Duration
-		state locks.WriterState
+		state procinfo.WriterState
 		ticks uint64
 	}
 	ms := time.Millisecond
-	busy, fuse, idle, gone, unknown := locks.WriterBusy, locks.WriterOnFUSE, locks.WriterIdle, locks.WriterGone, locks.WriterUnknown
+	busy, fuse, idle, gone, unknown := procinfo.WriterBusy, procinfo.WriterOnFUSE, procinfo.WriterIdle, procinfo.WriterGone, procinfo.WriterUnknown
 	for _, tc := range []struct {
 		name    string
 		samples []sample
@@ -38,7 +38,7 @@ func TestWriteWatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ww writeWatch
 			for i, s := range tc.samples {
-				out := ww.out(s.since, locks.WriterSample{State: s.state, UserTicks: s.ticks})
+				out := ww.out(s.since, procinfo.WriterSample{State: s.state, UserTicks: s.ticks})
 				if out != (i == tc.out) {
 					t.Fatalf("sample %d (%v, %v, %d ticks): out %v, want out first at sample %d", i, s.since, s.state, s.ticks, out, tc.out)
 				}

@@ -1,5 +1,5 @@
 // Package locks is realm's write lock table: which owner may write a file
-// through the mount, and who that owner is.
+// through the mount. Who a caller's owner is, package procinfo tells.
 //
 // A lock is keyed by the file's identity (device and inode), not its name, so
 // a hard link or a symlink reaches the same lock. One owner may hold a lock

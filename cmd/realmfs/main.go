@@ -21,8 +21,8 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
-	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
@@ -308,7 +308,7 @@ func serve(cfg config, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	}
-	owners := locks.NewResolver(cfg.mount.lockOwner, "/proc")
+	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
 	defer owners.Close()
 	if audit != nil {
 		audit.Owner = func(pid uint32) string {
@@ -434,7 +434,7 @@ func (l *daemonLogs) close() {
 
 // fsOptions are the guard's options for cfg: the audit log (nil: none),
 // the owners' resolver, the descriptor limit in force and the daemon log.
-func fsOptions(cfg config, audit *fusefs.Auditor, owners *locks.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
+func fsOptions(cfg config, audit *fusefs.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
 	isRoot := os.Geteuid() == 0
 	return fusefs.Options{
 		ReadOnly:       cfg.mount.readOnly,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs"
-	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // mountOptions are the -o options realmfs understands.
@@ -17,7 +17,7 @@ type mountOptions struct {
 	readOnly    bool
 	passthrough bool
 	fsname      string
-	lockOwner   locks.OwnerMode
+	lockOwner   procinfo.OwnerMode
 	durability  fusefs.Durability
 	cache       fusefs.CacheTimeouts // negative: the default
 	watch       bool
@@ -113,7 +113,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 					return mo, err
 				}
 			case key == "lockowner" && hasVal:
-				m, err := locks.ParseOwnerMode(val)
+				m, err := procinfo.ParseOwnerMode(val)
 				if err != nil {
 					return mo, fmt.Errorf("-o lockowner=%q: want cgroup, session or pid: %w", val, errUnknownOption)
 				}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs"
-	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 func TestParseMountOptions(t *testing.T) {
@@ -24,7 +24,7 @@ func TestParseMountOptions(t *testing.T) {
 			m.readOnly, m.fsname, m.passthrough = true, "work", false
 		}},
 		{"lock owner and durability", []string{"lockowner=pid,durability=atomic"}, func(m *mountOptions) {
-			m.lockOwner, m.durability = locks.OwnerPID, fusefs.DurabilityAtomic
+			m.lockOwner, m.durability = procinfo.OwnerPID, fusefs.DurabilityAtomic
 		}},
 		{"cache timeouts", []string{"entry_timeout=30,attr_timeout=0.5,negative_timeout=2"}, func(m *mountOptions) {
 			m.cache = fusefs.CacheTimeouts{Entry: 30 * time.Second, Attr: 500 * time.Millisecond, Negative: 2 * time.Second}
