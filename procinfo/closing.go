@@ -106,7 +106,7 @@ func (r *Resolver) Descriptors(tid uint32, inos []uint64, dev uint64, like SameO
 			return Closing{}, err
 		case !exiting:
 			t.close()
-			return Closing{}, fmt.Errorf("locks: %s: no descriptor listed, and the thread is not exiting", t.path)
+			return Closing{}, fmt.Errorf("procinfo: %s: no descriptor listed, and the thread is not exiting", t.path)
 		}
 	}
 	r.putTable(t)
@@ -261,7 +261,7 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 		for b := buf[:n]; len(b) > 0; {
 			reclen := int(uint16(b[16]) | uint16(b[17])<<8)
 			if reclen < 20 || reclen > len(b) {
-				return Closing{}, nil, fmt.Errorf("locks: %s: malformed directory entry", t.path)
+				return Closing{}, nil, fmt.Errorf("procinfo: %s: malformed directory entry", t.path)
 			}
 			name := b[19:reclen]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
@@ -279,7 +279,7 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 				if errors.Is(err, unix.ENOENT) {
 					continue // closed meanwhile
 				}
-				return Closing{}, nil, fmt.Errorf("locks: %s/%s: %w", t.path, name, err)
+				return Closing{}, nil, fmt.Errorf("procinfo: %s/%s: %w", t.path, name, err)
 			}
 			if i, mnt, fl := fdinfoFields(got); slices.Contains(inos, i) && fl&like.Mask == like.Flags&like.Mask {
 				mounts = append(mounts, mnt)

@@ -53,7 +53,7 @@ func ParseOwnerMode(s string) (OwnerMode, error) {
 	case "pid":
 		return OwnerPID, nil
 	}
-	return 0, fmt.Errorf("locks: unknown lock owner mode %q (want cgroup, session or pid)", s)
+	return 0, fmt.Errorf("procinfo: unknown lock owner mode %q (want cgroup, session or pid)", s)
 }
 
 // KernelOwner is the owner of requests with pid 0, which the kernel makes on
@@ -164,13 +164,13 @@ func (r *Resolver) statOwner(pid uint32) (Owner, error) {
 	dir := r.procDir(pid)
 	st, err := readStat(dir + "stat")
 	if err != nil {
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, err)
 	}
 	if r.mode == OwnerSession {
 		return sessionOwner(st.session), nil
 	}
 	if r.mode != OwnerCgroup {
-		return "", fmt.Errorf("locks: owner of pid %d: unknown mode %v", pid, r.mode)
+		return "", fmt.Errorf("procinfo: owner of pid %d: unknown mode %v", pid, r.mode)
 	}
 
 	id := procID{pid: pid, start: st.start}
@@ -183,17 +183,17 @@ func (r *Resolver) statOwner(pid uint32) (Owner, error) {
 
 	o, err = readCgroupOwner(dir)
 	if err != nil {
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, err)
 	}
 	// The process may have exited and its pid been reused between the two
 	// reads; then the cgroup is the newcomer's and must not be cached under
 	// the old start time.
 	st2, err := readStat(dir + "stat")
 	if err != nil {
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, err)
 	}
 	if st2.start != st.start {
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, errPidReused)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, errPidReused)
 	}
 	r.store(id, o)
 	return o, nil

@@ -48,7 +48,7 @@ type liveProc struct {
 }
 
 // errNoPidfd tells Owner to take the stat path; it never leaves the package.
-var errNoPidfd = errors.New("locks: no pidfd")
+var errNoPidfd = errors.New("procinfo: no pidfd")
 
 // errExited is the cause when the process exited before its files were
 // known to be its own.
@@ -76,14 +76,14 @@ func (r *Resolver) pidfdOwner(pid uint32) (Owner, error) {
 		if r.mode == OwnerPID {
 			return pidOwner(uint64(pid)), nil
 		}
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, errExited)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, errExited)
 	}
 	if err != nil {
 		unix.Close(fd)
 		if r.mode == OwnerPID {
 			return pidOwner(uint64(pid)), nil
 		}
-		return "", fmt.Errorf("locks: owner of pid %d: %w", pid, err)
+		return "", fmt.Errorf("procinfo: owner of pid %d: %w", pid, err)
 	}
 	return r.insert(pid, fd, o), nil
 }
@@ -222,7 +222,7 @@ func (r *Resolver) Close() error {
 	var errs []error
 	for pid, p := range r.live {
 		if err := unix.Close(p.fd); err != nil {
-			errs = append(errs, fmt.Errorf("locks: close pidfd of pid %d: %w", pid, err))
+			errs = append(errs, fmt.Errorf("procinfo: close pidfd of pid %d: %w", pid, err))
 		}
 		delete(r.live, pid)
 	}
