@@ -220,65 +220,18 @@ func (p *Policy) Render() []byte {
 	if p == nil {
 		p = Default()
 	}
-	str := func(v string) *yaml.Node {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
-	}
-	glob := func(v string) *yaml.Node {
-		n := str(v)
-		n.Style = yaml.SingleQuotedStyle
-		return n
-	}
-	boolean := func(v bool) *yaml.Node {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(v)}
-	}
-	mapping := func(kv ...*yaml.Node) *yaml.Node {
-		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: kv}
-	}
-	seq := func() *yaml.Node {
-		return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	}
-
-	// globList lists the built-in globs (when the defaults apply), each
-	// with its source, then the policy's own that are not among them.
-	globList := func(defaults bool, builtins []Glob, own []string) *yaml.Node {
-		list := seq()
-		builtin := make(map[string]bool)
-		if defaults {
-			for _, g := range builtins {
-				n := glob(g.Pattern)
-				n.LineComment = "built-in: " + g.Source
-				list.Content = append(list.Content, n)
-				builtin[g.Pattern] = true
-			}
-		}
-		for _, g := range own {
-			if !builtin[g] {
-				list.Content = append(list.Content, glob(g))
-			}
-		}
-		if len(list.Content) == 0 {
-			list.Style = yaml.FlowStyle
-		}
-		return list
-	}
+	str, boolean, mapping := yamlStr, yamlBool, yamlMap
 	deny := globList(p.Credentials.Defaults, DefaultCredentialGlobs, p.Credentials.Deny)
 	allow := globList(p.Credentials.Defaults, DefaultPublicGlobs, p.Credentials.Allow)
-	protectDefaults := str("defaults")
-	protectDefaults.HeadComment = "protect: paths a process on the mount may read but not write. defaults: false: the built-in protect set is not applied."
-	if p.Protect.Defaults {
-		protectDefaults.HeadComment = "protect: paths a process on the mount may read but not write. defaults: true applies the built-in set (listed first under paths, its exceptions first under allow)."
-	}
-	coordDefaults := str("defaults")
-	coordDefaults.HeadComment = "coordinated: paths programs share through their own record locks (SQLite), written in place for every owner. defaults: false: the built-in set is not applied."
-	if p.Coordinated.Defaults {
-		coordDefaults.HeadComment = "coordinated: paths programs share through their own record locks (SQLite), written in place for every owner. defaults: true applies the built-in set (listed first under paths)."
-	}
-
-	defaults := str("defaults")
-	defaults.HeadComment = "defaults: false: the built-in credential set is not applied."
-	if p.Credentials.Defaults {
-		defaults.HeadComment = "defaults: true applies the built-in set (listed first under deny, its public exceptions first under allow) whether or not it is listed."
-	}
+	protectDefaults := defaultsKey(p.Protect.Defaults, "protect: paths a process on the mount may read but not write. ",
+		"defaults: true applies the built-in set (listed first under paths, its exceptions first under allow).",
+		"defaults: false: the built-in protect set is not applied.")
+	coordDefaults := defaultsKey(p.Coordinated.Defaults, "coordinated: paths programs share through their own record locks (SQLite), written in place for every owner. ",
+		"defaults: true applies the built-in set (listed first under paths).",
+		"defaults: false: the built-in set is not applied.")
+	defaults := defaultsKey(p.Credentials.Defaults, "",
+		"defaults: true applies the built-in set (listed first under deny, its public exceptions first under allow) whether or not it is listed.",
+		"defaults: false: the built-in credential set is not applied.")
 	root := mapping(
 		str("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(p.Version)},
 		str("credentials"), mapping(
@@ -318,4 +271,59 @@ func (p *Policy) Render() []byte {
 	}
 	enc.Close()
 	return buf.Bytes()
+}
+
+// The YAML nodes Render builds.
+
+func yamlStr(v string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+}
+
+func yamlGlob(v string) *yaml.Node {
+	n := yamlStr(v)
+	n.Style = yaml.SingleQuotedStyle
+	return n
+}
+
+func yamlBool(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(v)}
+}
+
+func yamlMap(kv ...*yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: kv}
+}
+
+// globList lists the built-in globs (when the defaults apply), each with
+// its source, then the policy's own that are not among them.
+func globList(defaults bool, builtins []Glob, own []string) *yaml.Node {
+	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	builtin := make(map[string]bool)
+	if defaults {
+		for _, g := range builtins {
+			n := yamlGlob(g.Pattern)
+			n.LineComment = "built-in: " + g.Source
+			list.Content = append(list.Content, n)
+			builtin[g.Pattern] = true
+		}
+	}
+	for _, g := range own {
+		if !builtin[g] {
+			list.Content = append(list.Content, yamlGlob(g))
+		}
+	}
+	if len(list.Content) == 0 {
+		list.Style = yaml.FlowStyle
+	}
+	return list
+}
+
+// defaultsKey is a section's defaults key, with a comment that says what
+// its value does.
+func defaultsKey(on bool, what, onText, offText string) *yaml.Node {
+	n := yamlStr("defaults")
+	n.HeadComment = what + offText
+	if on {
+		n.HeadComment = what + onText
+	}
+	return n
 }
