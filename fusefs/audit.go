@@ -143,19 +143,9 @@ type Auditor struct {
 	Logf func(format string, args ...any)
 }
 
-// NewAuditor writes events to w, coalescing repeats within AuditWindow by
-// the wall clock. It has no ticker and no size bound: repeats held at the
-// end of a window go out with the next refusal, Tick or Close.
-func NewAuditor(w io.Writer) *Auditor {
-	return newAuditor(w, time.Now, AuditWindow)
-}
-
-// NewAuditorClock is NewAuditor with an injected clock and window, for
-// tests.
-func NewAuditorClock(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
-	return newAuditor(w, now, window)
-}
-
+// newAuditor writes events to w, coalescing repeats within window by the
+// clock now. It has no ticker and no size bound: repeats held at the end of
+// a window go out with the next refusal, Tick or Close.
 func newAuditor(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
 	return &Auditor{w: w, now: now, window: window, proc: "/proc"}
 }

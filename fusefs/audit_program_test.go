@@ -55,7 +55,7 @@ func TestAuditProgramReadOncePerLine(t *testing.T) {
 	setProgram("7", "cat", "/usr/bin/cat")
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a := newAuditor(&buf, clk.now, time.Second)
 	a.proc = proc
 	a.RecordRefusal(ctxPid(7), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")
 	setProgram("7", "changed", "/changed")
@@ -95,7 +95,7 @@ func TestAuditCoalescesPerProgram(t *testing.T) {
 	}
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a := newAuditor(&buf, clk.now, time.Second)
 	a.proc = proc
 	for _, pid := range []uint32{7, 8, 11, 9, 10} {
 		a.RecordRefusal(ctxPid(pid), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")

@@ -82,7 +82,7 @@ func jsonNum(v any) string {
 func TestAuditCoalesces(t *testing.T) {
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a := newAuditor(&buf, clk.now, time.Second)
 	deny := func(path string) {
 		a.Record(ctxPid(7), "open", path, errcode.CredentialPathDenied, syscall.EACCES)
 	}
@@ -153,7 +153,7 @@ func TestAuditCoalesces(t *testing.T) {
 func TestAuditCoalesceKey(t *testing.T) {
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := NewAuditorClock(&buf, clk.now, time.Second)
+	a := newAuditor(&buf, clk.now, time.Second)
 	a.proc = t.TempDir()
 	for _, pid := range []string{"1", "2", "3"} {
 		fakeProgram(t, a.proc)(pid, "sh", "/usr/bin/sh")
@@ -200,7 +200,7 @@ func TestAuditPathEscapes(t *testing.T) {
 	seen := map[string]string{}
 	for _, c := range cases {
 		var buf syncBuffer
-		a := NewAuditorClock(&buf, newFakeClock().now, time.Second)
+		a := newAuditor(&buf, newFakeClock().now, time.Second)
 		a.Record(ctxPid(1), "open", c.in, errcode.CredentialPathDenied, syscall.EACCES)
 		a.Close()
 		lines := auditLines(t, buf.bytes())

@@ -182,13 +182,6 @@ func (c *dirCache) handleOf(n *Node) *unix.FileHandle {
 	return n.handle
 }
 
-// idleCount is the number of idle fds kept, for tests.
-func (c *dirCache) idleCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.idle.Len()
-}
-
 // noUnpin is the unpin of a use that pinned nothing.
 func noUnpin() {}
 

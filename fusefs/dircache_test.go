@@ -87,3 +87,10 @@ func TestIdleDirFdsBounded(t *testing.T) {
 		})
 	}
 }
+
+// idleCount is the number of idle fds kept.
+func (c *dirCache) idleCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.idle.Len()
+}

@@ -138,6 +138,10 @@ type Options struct {
 	// directories with requests in progress, so that the notification
 	// waits in the kernel for the directory's lock (see internal/devthread).
 	NotifyWhenBusy bool
+	// beforeGoFuseLock, for tests only, runs before realm takes a go-fuse
+	// lock where a commit might hold a realm lock: a test checks there that
+	// commitMu is free (the lock order at the top of this file).
+	beforeGoFuseLock func(f *FS)
 }
 
 // FS is one guarded mount's shared state.

@@ -79,7 +79,7 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 	o := Options{
 		// No coalescing: each test reads the line of each refusal it makes
 		// (audit_test.go tests coalescing with its own clock).
-		Audit:       NewAuditorClock(audit, time.Now, 0),
+		Audit:       newAuditor(audit, time.Now, 0),
 		Credentials: policy.Default().Matcher(),
 		NoWatch:     true,
 		Logf: func(format string, args ...any) {

@@ -44,16 +44,11 @@ func (n *Node) childInode(name string) *fs.Inode {
 	if n == nil {
 		return nil
 	}
-	if beforeGoFuseLock != nil {
-		beforeGoFuseLock(n.fsys)
+	if hook := n.fsys.opts.beforeGoFuseLock; hook != nil {
+		hook(n.fsys)
 	}
 	return n.GetChild(name)
 }
-
-// beforeGoFuseLock, for tests only, runs before realm takes a go-fuse lock
-// where a commit might hold a realm lock: a test checks there that
-// commitMu is free (the lock order in fs.go).
-var beforeGoFuseLock func(f *FS)
 
 // setIdent records the backing object n now stands for, and its
 // generation (dirfd.Statx).
@@ -133,14 +128,6 @@ func (f *FS) madeUp(id fileID, ino uint64, mk func(ino uint64) *fs.Inode) *fs.In
 		f.borrowed[in.StableAttr().Ino] = m
 	}
 	return in
-}
-
-// isBorrowed reports whether a live node answers to inode number ino
-// without its backing file having it.
-func (f *FS) isBorrowed(ino uint64) bool {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	return f.borrowed[ino] != nil
 }
 
 // rekeyedNode returns the node the kernel knows the object id by, when that

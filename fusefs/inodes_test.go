@@ -98,3 +98,11 @@ func TestRekeyedKeepsOneEntry(t *testing.T) {
 		t.Errorf("rekeyed holds %d entries (%d nodes), want 1", len(tf.rekeyed), len(tf.rekeyedBy))
 	}
 }
+
+// isBorrowed reports whether a live node answers to inode number ino
+// without its backing file having it.
+func (f *FS) isBorrowed(ino uint64) bool {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	return f.borrowed[ino] != nil
+}

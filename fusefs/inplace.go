@@ -61,6 +61,7 @@ type inPlaceHandle struct {
 	// handle made for the daemon's own use (truncate by name) is not.
 	// passthrough: the kernel serves it from fd (passthroughInPlace).
 	counted, passthrough bool
+	reads                readHolds // reads go-fuse has yet to make from fd
 }
 
 var (
@@ -197,9 +198,9 @@ func (h *inPlaceHandle) change(fn func() error) error {
 	return h.node.fsys.ownMadeChange([]int{h.fd}, fn)
 }
 
-// Read reads the file.
+// Read reads the file (readhold.go).
 func (h *inPlaceHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return readFd(h.fd, buf, off)
+	return h.reads.read(h.fd, buf, off)
 }
 
 // Write writes the file in place, at the offset the kernel gives (an
@@ -262,7 +263,8 @@ func (h *inPlaceHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // Release ends the handle when its last descriptor is gone (and its last
-// mapping): its record locks are dropped and its fd closes.
+// mapping): its record locks are dropped and its fd closes once go-fuse
+// has done with every read of it.
 func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 	if !h.release(nil) {
 		return syscall.EBADF
@@ -270,7 +272,7 @@ func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 	if h.counted {
 		h.node.inPlaceGone(h.passthrough)
 	}
-	return toErrno(dirfd.Close(h.fd))
+	return toErrno(h.reads.close(h.fd))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file.

@@ -10,17 +10,17 @@ import (
 // under it. Under it, a go-fuse lock held by a request waiting for commitMu
 // deadlocked the mount (issue 18, case 10).
 func TestCommitTakesNoGoFuseLockUnderCommitMu(t *testing.T) {
-	tf := newTestFS(t, nil)
 	looked := 0
-	beforeGoFuseLock = func(f *FS) {
-		looked++
-		if !f.commitMu.TryLock() {
-			t.Error("a go-fuse lock taken with commitMu held")
-			return
+	tf := newTestFS(t, func(o *Options) {
+		o.beforeGoFuseLock = func(f *FS) {
+			looked++
+			if !f.commitMu.TryLock() {
+				t.Error("a go-fuse lock taken with commitMu held")
+				return
+			}
+			f.commitMu.Unlock()
 		}
-		f.commitMu.Unlock()
-	}
-	t.Cleanup(func() { beforeGoFuseLock = nil })
+	})
 	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	if errno := h.Fsync(as(1), 0); errno != 0 {
 		t.Fatalf("fsync = %v", errno)

@@ -6,10 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -25,6 +23,7 @@ type readHandle struct {
 	owner       locks.Owner // the opener's lock owner
 	passthrough bool        // the kernel may serve reads straight from fd
 	cached      bool        // the kernel serves reads through its page cache
+	reads       readHolds   // reads go-fuse has yet to make from fd
 }
 
 var (
@@ -51,37 +50,10 @@ type passthroughFile struct{ *readHandle }
 func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
 
 // Read splices from the verified backing fd: the data does not pass
-// through the daemon. A read larger than a pipe holds with its header and
-// a page (go-fuse's need; the kernel asks up to MaxWrite, 1 MiB, which is
-// also the default pipe-max-size) is read into buf instead: go-fuse would
-// try the splice, fail, log it, and fall back to the same read.
+// through the daemon (readhold.go).
 func (h *readHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return readFd(h.fd, buf, off)
+	return h.reads.read(h.fd, buf, off)
 }
-
-// readFd is a read of fd at off: spliced from fd, or into buf (see
-// readHandle.Read).
-func readFd(fd int, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if len(buf)+spliceSlack > splice.MaxPipeSize() {
-		n, err := unix.Pread(fd, buf, off)
-		if err != nil {
-			return nil, toErrno(err)
-		}
-		return bytesRead(buf[:n]), 0
-	}
-	return fuse.ReadResultFd(uintptr(fd), off, len(buf)), 0
-}
-
-// bytesRead answers a read with bytes the daemon has: a vector, which
-// go-fuse writes to the device as it is (a plain data result would first
-// be tried as a splice, through a pipe it can only fill from an fd).
-func bytesRead(b []byte) fuse.ReadResult {
-	return fuse.ReadResultVector([][]byte{b})
-}
-
-// spliceSlack is what go-fuse's splice needs in the pipe beside the data:
-// the reply's header, and a page so that the pipe never fills.
-const spliceSlack = 4096 + 4096
 
 // Write answers EBADF, as write(2) on a descriptor opened read-only
 // does: a read handle is read-only.
@@ -100,7 +72,7 @@ func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release ends the handle when its last descriptor is gone: its record
 // locks are dropped, it leaves the node's count of readers (admitReader),
-// and its fd closes.
+// and its fd closes once go-fuse has done with every read of it.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 	if !h.release(nil) {
 		return syscall.EBADF
@@ -109,7 +81,7 @@ func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 		h.node.cachedOpen.Add(-1)
 	}
 	h.node.readerGone(h)
-	return toErrno(dirfd.Close(h.fd))
+	return toErrno(h.reads.close(h.fd))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file the handle reads.

@@ -110,6 +110,7 @@ func TestWriteOpenRetiresCachedReaders(t *testing.T) {
 	if got, _ := res.Bytes(buf); string(got) != "old" {
 		t.Errorf("the reader reads %q while f is rewritten, want old", got)
 	}
+	res.Done() // as go-fuse does once the reply is sent: Release waits for it
 	fileOf(w).Release(as(1))
 	fileOf(r).Release(as(2))
 	tf.wantContent(t, "f", "new", "after the writer's release")
@@ -293,6 +294,7 @@ func TestDirectReadersAcrossVersions(t *testing.T) {
 		if got, _ := res.Bytes(buf); string(got) != tc.want {
 			t.Errorf("reader reads %q, want %q", got, tc.want)
 		}
+		res.Done()
 	}
 	fileOf(r1).Release(as(2))
 	fileOf(r2).Release(as(2))

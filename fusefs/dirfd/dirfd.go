@@ -82,7 +82,8 @@ func openName(dir int, name string, flags int, mode uint32) (int, error) {
 		flags |= unix.O_EXCL
 	}
 	if !noOpenat2.Load() {
-		fd, err := unix.Openat2(dir, name, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveFlags})
+		how := &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveFlags}
+		fd, err := ignoringEINTR2(func() (int, error) { return unix.Openat2(dir, name, how) })
 		if err == nil {
 			return fd, nil
 		}
@@ -91,7 +92,7 @@ func openName(dir int, name string, flags int, mode uint32) (int, error) {
 		}
 		noOpenat2.Store(true)
 	}
-	fd, err := unix.Openat(dir, name, flags, mode)
+	fd, err := ignoringEINTR2(func() (int, error) { return unix.Openat(dir, name, flags, mode) })
 	if err != nil {
 		return -1, escapeErr(err)
 	}
@@ -123,10 +124,10 @@ func sameMount(dir, fd int) error {
 		return nil
 	}
 	var sa, sb unix.Stat_t
-	if err := unix.Fstat(dir, &sa); err != nil {
+	if err := Fstat(dir, &sa); err != nil {
 		return err
 	}
-	if err := unix.Fstat(fd, &sb); err != nil {
+	if err := Fstat(fd, &sb); err != nil {
 		return err
 	}
 	if sa.Dev != sb.Dev {
@@ -139,7 +140,10 @@ func sameMount(dir, fd int) error {
 // false where statx does not report it.
 func mountID(fd int) (uint64, bool, error) {
 	var sx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx); err != nil {
+	err := ignoringEINTR(func() error {
+		return unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &sx)
+	})
+	if err != nil {
 		if err == unix.ENOSYS {
 			return 0, false, nil
 		}
@@ -153,7 +157,9 @@ func mountID(fd int) (uint64, bool, error) {
 func MountID(fd int) (uint64, bool, error) { return mountID(fd) }
 
 // Fstatfs reports the filesystem holding the object fd holds.
-func Fstatfs(fd int, st *unix.Statfs_t) error { return unix.Fstatfs(fd, st) }
+func Fstatfs(fd int, st *unix.Statfs_t) error {
+	return ignoringEINTR(func() error { return unix.Fstatfs(fd, st) })
+}
 
 // OpenDir opens the directory name in dir as an O_PATH fd: a handle that
 // pins the directory for later *at calls and grants no data access.
@@ -178,7 +184,9 @@ func Open(dir int, name string, flags int, mode uint32) (int, error) {
 // ReopenDir opens the directory held by the O_PATH fd dir for reading its
 // entries; "." names exactly that directory.
 func ReopenDir(dir int) (int, error) {
-	return unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return ignoringEINTR2(func() (int, error) {
+		return unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
 }
 
 // Reopen opens the object held by fd (an O_PATH fd) with new flags through
@@ -186,7 +194,9 @@ func ReopenDir(dir int) (int, error) {
 // only; never with O_CREAT.
 func Reopen(fd int, flags int) (int, error) {
 	flags &^= unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW
-	return unix.Open(procPath(fd), flags|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	return ignoringEINTR2(func() (int, error) {
+		return unix.Open(procPath(fd), flags|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	})
 }
 
 func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -195,7 +205,9 @@ func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 // path the user typed are followed once, here; everything beneath is
 // resolved without following any.
 func OpenRoot(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := ignoringEINTR2(func() (int, error) {
+		return unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -203,14 +215,16 @@ func OpenRoot(path string) (int, error) {
 }
 
 // Fstat stats an open object.
-func Fstat(fd int, st *unix.Stat_t) error { return unix.Fstat(fd, st) }
+func Fstat(fd int, st *unix.Stat_t) error {
+	return ignoringEINTR(func() error { return unix.Fstat(fd, st) })
+}
 
 // Lstat stats name in dir without following a symlink.
 func Lstat(dir int, name string, st *unix.Stat_t) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	return unix.Fstatat(dir, name, st, unix.AT_SYMLINK_NOFOLLOW)
+	return ignoringEINTR(func() error { return unix.Fstatat(dir, name, st, unix.AT_SYMLINK_NOFOLLOW) })
 }
 
 // Mkdir creates a directory.
@@ -218,7 +232,7 @@ func Mkdir(dir int, name string, mode uint32) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	return unix.Mkdirat(dir, name, mode)
+	return ignoringEINTR(func() error { return unix.Mkdirat(dir, name, mode) })
 }
 
 // Mknod creates a fifo or a socket; device nodes are the caller's to refuse.
@@ -226,7 +240,7 @@ func Mknod(dir int, name string, mode uint32, dev int) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	return unix.Mknodat(dir, name, mode, dev)
+	return ignoringEINTR(func() error { return unix.Mknodat(dir, name, mode, dev) })
 }
 
 // Symlink creates name in dir pointing at target. The target is the
@@ -235,14 +249,14 @@ func Symlink(target string, dir int, name string) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	return unix.Symlinkat(target, dir, name)
+	return ignoringEINTR(func() error { return unix.Symlinkat(target, dir, name) })
 }
 
 // Readlink reads the target of the symlink held by the O_PATH fd.
 func Readlink(fd int) (string, error) {
 	for size := 256; ; size *= 2 {
 		buf := make([]byte, size)
-		n, err := unix.Readlinkat(fd, "", buf)
+		n, err := ignoringEINTR2(func() (int, error) { return unix.Readlinkat(fd, "", buf) })
 		if err != nil {
 			return "", err
 		}
@@ -257,7 +271,7 @@ func Unlink(dir int, name string, flags int) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	return unix.Unlinkat(dir, name, flags)
+	return ignoringEINTR(func() error { return unix.Unlinkat(dir, name, flags) })
 }
 
 // Rename renames between two directory fds; flags as for renameat2.
@@ -268,7 +282,7 @@ func Rename(oldDir int, oldName string, newDir int, newName string, flags uint) 
 	if err := CheckName(newName); err != nil {
 		return err
 	}
-	return unix.Renameat2(oldDir, oldName, newDir, newName, flags)
+	return ignoringEINTR(func() error { return unix.Renameat2(oldDir, oldName, newDir, newName, flags) })
 }
 
 // Link makes newName in newDir a hard link to the object held by fd, an
@@ -277,11 +291,13 @@ func Link(fd int, newDir int, newName string) error {
 	if err := CheckName(newName); err != nil {
 		return err
 	}
-	err := unix.Linkat(fd, "", newDir, newName, unix.AT_EMPTY_PATH)
+	err := ignoringEINTR(func() error { return unix.Linkat(fd, "", newDir, newName, unix.AT_EMPTY_PATH) })
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) {
 		// AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc form is
 		// the unprivileged way to name the same object.
-		err = unix.Linkat(unix.AT_FDCWD, procPath(fd), newDir, newName, unix.AT_SYMLINK_FOLLOW)
+		err = ignoringEINTR(func() error {
+			return unix.Linkat(unix.AT_FDCWD, procPath(fd), newDir, newName, unix.AT_SYMLINK_FOLLOW)
+		})
 	}
 	return err
 }
@@ -296,20 +312,20 @@ var noFchmodat2 atomic.Bool
 // object fd holds, as gocryptfs and gVisor's gofer do.
 func Chmod(fd int, mode uint32) error {
 	if !noFchmodat2.Load() {
-		err := fchmodat2(fd, "", mode, unix.AT_EMPTY_PATH)
+		err := ignoringEINTR(func() error { return fchmodat2(fd, "", mode, unix.AT_EMPTY_PATH) })
 		if err != unix.ENOSYS {
 			return err
 		}
 		noFchmodat2.Store(true)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := Fstat(fd, &st); err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return unix.EOPNOTSUPP
 	}
-	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0)
+	return ignoringEINTR(func() error { return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0) })
 }
 
 // fchmodat2 is the raw system call: x/sys's Fchmodat reports its absence as
@@ -328,42 +344,47 @@ func fchmodat2(dir int, name string, mode uint32, flags int) error {
 
 // Chown changes the owner of the object held by fd; -1 keeps a value.
 func Chown(fd int, uid, gid int) error {
-	return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	return ignoringEINTR(func() error {
+		return unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	})
 }
 
 // Utimens sets the times of the object held by fd; UTIME_NOW and
 // UTIME_OMIT pass through.
 func Utimens(fd int, ts []unix.Timespec) error {
-	return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	return ignoringEINTR(func() error {
+		return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	})
 }
 
 // Statfs reports on the filesystem holding the object held by fd.
-func Statfs(fd int, st *unix.Statfs_t) error { return unix.Fstatfs(fd, st) }
+func Statfs(fd int, st *unix.Statfs_t) error { return Fstatfs(fd, st) }
 
 // Extended attributes of the object held by fd. O_PATH fds take no
 // f*xattr calls, so they go through /proc/self/fd/N, which names that object.
 
 // Getxattr reads attribute attr into dest (nil asks for the size).
 func Getxattr(fd int, attr string, dest []byte) (int, error) {
-	return unix.Getxattr(procPath(fd), attr, dest)
+	return ignoringEINTR2(func() (int, error) { return unix.Getxattr(procPath(fd), attr, dest) })
 }
 
 // Setxattr writes attribute attr.
 func Setxattr(fd int, attr string, data []byte, flags int) error {
-	return unix.Setxattr(procPath(fd), attr, data, flags)
+	return ignoringEINTR(func() error { return unix.Setxattr(procPath(fd), attr, data, flags) })
 }
 
 // Removexattr removes attribute attr.
 func Removexattr(fd int, attr string) error {
-	return unix.Removexattr(procPath(fd), attr)
+	return ignoringEINTR(func() error { return unix.Removexattr(procPath(fd), attr) })
 }
 
 // Listxattr lists attribute names into dest (nil asks for the size).
 func Listxattr(fd int, dest []byte) (int, error) {
-	return unix.Listxattr(procPath(fd), dest)
+	return ignoringEINTR2(func() (int, error) { return unix.Listxattr(procPath(fd), dest) })
 }
 
-// Close closes an fd; an error is only worth a log line.
+// Close closes an fd; an error is only worth a log line. It is never
+// tried again: the fd is gone whatever close(2) answers, EINTR included.
 func Close(fd int) error { return unix.Close(fd) }
 
 // Dup returns another descriptor of the object fd holds, close-on-exec and
@@ -388,7 +409,7 @@ func ReadDir(dir int) ([]Dirent, error) {
 	var out []Dirent
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := unix.Getdents(fd, buf)
+		n, err := ignoringEINTR2(func() (int, error) { return unix.Getdents(fd, buf) })
 		if err != nil {
 			return out, err
 		}
@@ -426,11 +447,11 @@ func parseDirents(b []byte, out []Dirent) []Dirent {
 // not its size. Both fds are open regular files the caller verified.
 func CloneOrCopy(dst, src int, size int64) error {
 	if size < 0 {
-		if err := unix.IoctlFileClone(dst, src); err == nil {
+		if err := ignoringEINTR(func() error { return unix.IoctlFileClone(dst, src) }); err == nil {
 			return nil
 		}
 		var st unix.Stat_t
-		if err := unix.Fstat(src, &st); err != nil {
+		if err := Fstat(src, &st); err != nil {
 			return err
 		}
 		size = st.Size
@@ -477,7 +498,7 @@ func SyncDir(dir int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return unix.Fsync(fd)
+	return ignoringEINTR(func() error { return unix.Fsync(fd) })
 }
 
 // Statx stats name in dir without following a symlink ("" stats dir
@@ -497,7 +518,10 @@ func Statx(dir int, name string, st *unix.Stat_t) (gen uint64, err error) {
 		return 0, err
 	}
 	var sx unix.Statx_t
-	if err := unix.Statx(dir, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME|unix.STATX_MNT_ID, &sx); err != nil {
+	err = ignoringEINTR(func() error {
+		return unix.Statx(dir, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME|unix.STATX_MNT_ID, &sx)
+	})
+	if err != nil {
 		return 0, err
 	}
 	if name != "" {
@@ -550,12 +574,12 @@ func notMountRoot(dir int, sx *unix.Statx_t) error {
 // Handle returns the identity fanotify reports for the directory held by
 // fd: its filesystem's id and its file handle, as one comparable string.
 func Handle(fd int) (string, error) {
-	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	h, err := DirHandle(fd)
 	if err != nil {
 		return "", err
 	}
 	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil {
+	if err := Fstatfs(fd, &sfs); err != nil {
 		return "", err
 	}
 	return HandleKey(sfs.Fsid.Val, h.Type(), h.Bytes()), nil
@@ -564,8 +588,10 @@ func Handle(fd int) (string, error) {
 // DirHandle returns the file handle of the directory held by fd, for
 // OpenDirByHandle once fd is closed.
 func DirHandle(fd int) (unix.FileHandle, error) {
-	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
-	return h, err
+	return ignoringEINTR2(func() (unix.FileHandle, error) {
+		h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+		return h, err
+	})
 }
 
 // OpenDirByHandle opens the directory h names as an O_PATH fd, on the
@@ -575,7 +601,9 @@ func DirHandle(fd int) (unix.FileHandle, error) {
 // directory it expects, and that it is still beneath the root (Root.Holds):
 // a handle, as an open fd, follows its directory wherever it is renamed.
 func OpenDirByHandle(mountFd int, h unix.FileHandle) (int, error) {
-	return unix.OpenByHandleAt(mountFd, h, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	return ignoringEINTR2(func() (int, error) {
+		return unix.OpenByHandleAt(mountFd, h, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	})
 }
 
 // HandleKey is Handle's string for a filesystem id, handle type and bytes.
@@ -634,7 +662,7 @@ type Root struct {
 // caller's to close; Close releases the Root's own descriptor.
 func NewRoot(fd int) (*Root, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := Fstat(fd, &st); err != nil {
 		return nil, err
 	}
 	proc, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -744,25 +772,29 @@ const maxWalk = 1 << 16
 // walkUp follows ".." from the directory held by fd until it meets the
 // root (true) or the top of the filesystem tree (false).
 func (r *Root) walkUp(fd int) (bool, error) {
-	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	cur, err := ignoringEINTR2(func() (int, error) {
+		return unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
 	if err != nil {
 		return false, err
 	}
 	defer func() { unix.Close(cur) }()
 	var st unix.Stat_t
-	if err := unix.Fstat(cur, &st); err != nil {
+	if err := Fstat(cur, &st); err != nil {
 		return false, err
 	}
 	for range maxWalk {
 		if st.Dev == r.dev && st.Ino == r.ino {
 			return true, nil
 		}
-		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		up, err := ignoringEINTR2(func() (int, error) {
+			return unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		})
 		if err != nil {
 			return false, err
 		}
 		var ust unix.Stat_t
-		if err := unix.Fstat(up, &ust); err != nil {
+		if err := Fstat(up, &ust); err != nil {
 			unix.Close(up)
 			return false, err
 		}

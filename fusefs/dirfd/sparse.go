@@ -10,7 +10,7 @@ import "golang.org/x/sys/unix"
 // meanwhile, dst keeps what there was.
 func CopySparse(dst, src int, size int64) error {
 	for off := int64(0); off < size; {
-		data, err := unix.Seek(src, off, unix.SEEK_DATA)
+		data, err := ignoringEINTR2(func() (int64, error) { return unix.Seek(src, off, unix.SEEK_DATA) })
 		if err == unix.ENXIO {
 			break // no data past off: the rest is a hole
 		}
@@ -20,7 +20,7 @@ func CopySparse(dst, src int, size int64) error {
 		if data >= size {
 			break
 		}
-		hole, err := unix.Seek(src, data, unix.SEEK_HOLE)
+		hole, err := ignoringEINTR2(func() (int64, error) { return unix.Seek(src, data, unix.SEEK_HOLE) })
 		if err != nil {
 			return err
 		}
@@ -31,14 +31,14 @@ func CopySparse(dst, src int, size int64) error {
 		off = end
 	}
 	var st, dt unix.Stat_t
-	if err := unix.Fstat(src, &st); err != nil {
+	if err := Fstat(src, &st); err != nil {
 		return err
 	}
-	if err := unix.Fstat(dst, &dt); err != nil {
+	if err := Fstat(dst, &dt); err != nil {
 		return err
 	}
 	if end := min(size, st.Size); dt.Size < end {
-		return unix.Ftruncate(dst, end)
+		return ignoringEINTR(func() error { return unix.Ftruncate(dst, end) })
 	}
 	return nil
 }
@@ -48,7 +48,9 @@ func CopySparse(dst, src int, size int64) error {
 func copyRange(dst, src int, from, to int64) error {
 	for off := from; off < to; {
 		in, out := off, off
-		n, err := unix.CopyFileRange(src, &in, dst, &out, int(min(to-off, 1<<30)), 0)
+		n, err := ignoringEINTR2(func() (int, error) {
+			return unix.CopyFileRange(src, &in, dst, &out, int(min(to-off, 1<<30)), 0)
+		})
 		if err != nil {
 			return err
 		}
