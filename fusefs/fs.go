@@ -211,6 +211,8 @@ type FS struct {
 	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
 	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
+	// writeIns: the flags of each WRITE being served (writeflags.go).
+	writeIns writeFlagNotes
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.

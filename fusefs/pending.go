@@ -145,7 +145,9 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		w.m.Truncated(wh)
 	}
-	fh = &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener, flags: flags}
+	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
+	h.flags.Store(flags)
+	fh = h
 	w.handleOn(n, +1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
@@ -241,14 +243,15 @@ func (w *pendingWrite) refresh() {
 // file (syncAppends). While the owner has a rewrite pending (a temp), its
 // appends go to the temp's end and are committed with it.
 
-// appendsInPlace reports whether an append through h goes into the file:
-// the machine's route (writeproto.Write.WriteRoute: nothing of the
-// owner's is uncommitted, and the file has no set-ID bit, which new
-// content never keeps: the temp's copy drops it, ensureTemp), and the file
-// writable by the daemon. The caller holds w.entry's lock.
-func (w *pendingWrite) appendsInPlace(h *writeHandle) bool {
+// appendsInPlace reports whether a write through h (an append, if
+// appends) goes into the file: the machine's route
+// (writeproto.Write.WriteRoute: an append, nothing of the owner's is
+// uncommitted, and the file has no set-ID bit, which new content never
+// keeps: the temp's copy drops it, ensureTemp), and the file writable by
+// the daemon. The caller holds w.entry's lock.
+func (w *pendingWrite) appendsInPlace(h *writeHandle, appends bool) bool {
 	setID := w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
-	if w.m.WriteRoute(h.wh, setID) != writeproto.RouteInPlace {
+	if w.m.WriteRoute(h.wh, appends, setID) != writeproto.RouteInPlace {
 		return false
 	}
 	w.catchUp()

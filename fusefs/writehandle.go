@@ -30,9 +30,11 @@ type writeHandle struct {
 	// wh: the handle's state in the write protocol (writeproto), guarded
 	// by the entry's lock.
 	wh *writeproto.Handle
-	// flags: the open's flags; the access mode and O_APPEND tell its
-	// descriptors from those of another open of the file (Flush).
-	flags uint32
+	// flags: the open's flags, with O_APPEND as the last WRITE through it
+	// carried it (fcntl(F_SETFL) may change it: appends); the access mode
+	// and O_APPEND tell its descriptors from those of another open of the
+	// file (Flush).
+	flags atomic.Uint32
 	// flushed: a close of one of its descriptors came (FLUSH; guarded by
 	// mu). A handle the kernel releases without a FLUSH never reached a
 	// process: its open failed after the daemon made it (see Release).
@@ -89,9 +91,10 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		h.lastWrite.Store(time.Now().UnixNano())
 		h.writes.Add(-1)
 	}()
+	appends := h.appends(ctx)
 	var n int
 	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
-		if w.appendsInPlace(h) {
+		if w.appendsInPlace(h, appends) {
 			if w.m.PlaceMoved() {
 				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
 					return errno
@@ -105,8 +108,8 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		if err := w.ensureTemp(true); err != nil {
 			return toErrno(err)
 		}
-		w.m.TempWrite(h.wh)
-		if h.wh.Appends() {
+		w.m.TempWrite(h.wh, appends)
+		if appends {
 			var st unix.Stat_t
 			if err := unix.Fstat(w.temp, &st); err != nil {
 				return toErrno(err)
@@ -123,6 +126,19 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		return toErrno(err)
 	})
 	return uint32(max(n, 0)), errno
+}
+
+// appends reports whether a WRITE through h (ctx) appends: O_APPEND as
+// the kernel sent it with the write (writeflags.go), else as h was opened.
+// h keeps it for the scans of its opener's descriptors (sameOpen), whose
+// flags in /proc show fcntl(F_SETFL)'s change too.
+func (h *writeHandle) appends(ctx context.Context) bool {
+	flags := h.flags.Load()
+	if now, ok := h.node.fsys.writeIns.of(ctx); ok {
+		flags = flags&^syscall.O_APPEND | now&syscall.O_APPEND
+		h.flags.Store(flags)
+	}
+	return flags&syscall.O_APPEND != 0
 }
 
 // Flush runs at every close(2) of a descriptor of the handle, dup2 over one
@@ -312,7 +328,7 @@ func (ww *writeWatch) out(since time.Duration, s locks.WriterSample) bool {
 // another open (the kernel's RELEASE of h does not wait for it), and must
 // not hold the commit back past close(2).
 func (h *writeHandle) sameOpen() locks.SameOpen {
-	return locks.SameOpen{Mask: sameOpenMask, Flags: h.flags}
+	return locks.SameOpen{Mask: sameOpenMask, Flags: h.flags.Load()}
 }
 
 // sameOpenMask is what a scan of a process's descriptors tells of an open:
