@@ -140,7 +140,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
 		if err := w.ensureTemp(false); err != nil {
-			w.release(e, lease, wh)
+			w.release(ctx, e, lease, wh)
 			return nil, 0, toErrno(err), false
 		}
 		w.m.Truncated(wh)
@@ -154,21 +154,21 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
 }
 
-// release drops handle h; the caller holds e's lock. The last handle
-// closes the temp and the lease.
+// release drops handle h (ctx: the request that does); the caller holds
+// e's lock. The last handle closes the temp and the lease.
 //
 // The lease goes first: the lock table keys the file by its inode number,
 // which the backing filesystem may hand to a new file as soon as the last
 // fd of this one closes. Closed first, a new file (a temp, a create) could
 // meet this stale entry under its own number and share it.
-func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
+func (w *pendingWrite) release(ctx context.Context, e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
 	last := w.m.Released(h)
 	if last {
 		e.Value = nil
 	}
 	lease.Release()
 	if last {
-		w.close()
+		w.close(ctx)
 	}
 }
 
@@ -291,24 +291,47 @@ func (w *pendingWrite) appendInPlace(h *writeHandle, data []byte) (int, syscall.
 	return max(n, 0), toErrno(err)
 }
 
-// syncAppends makes the appends in place durable (fsync), if asked.
-func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
+// syncAppends makes the appends in place durable (fsync), if asked. A
+// failure is reported (syncFailed) and returned for a caller that can
+// hear it (ctx: the request that asked).
+func (w *pendingWrite) syncAppends(ctx context.Context, durable bool) syscall.Errno {
 	if !durable || !w.m.Appended() || w.appendFd < 0 {
 		return 0
 	}
 	w.m.AppendsSynced()
-	return toErrno(unix.Fsync(w.appendFd))
+	return w.syncAppendFd(ctx)
 }
 
 // closeAppend closes the fd for appends in place; the base it was opened
-// from is about to change or go.
-func (w *pendingWrite) closeAppend() {
-	if w.appendFd >= 0 {
-		if w.m.Appended() && w.node.fsys.opts.Durability == DurabilityFull {
-			unix.Fsync(w.appendFd)
-		}
-		dirfd.Close(w.appendFd)
-		w.appendFd = -1
-		w.m.AppendsSynced()
+// from is about to change or go. With durability=full the appends not yet
+// synced are fsynced first; a failure is reported (syncFailed) and
+// returned for a caller that can hear it (ctx: the request that closes it).
+func (w *pendingWrite) closeAppend(ctx context.Context) syscall.Errno {
+	if w.appendFd < 0 {
+		return 0
 	}
+	var errno syscall.Errno
+	if w.m.Appended() && w.node.fsys.opts.Durability == DurabilityFull {
+		errno = w.syncAppendFd(ctx)
+	}
+	dirfd.Close(w.appendFd)
+	w.appendFd = -1
+	w.m.AppendsSynced()
+	return errno
+}
+
+// syncAppendFd fsyncs the appends in place. A failure is reported here,
+// whether or not a caller hears it: a commit at the last release, or an
+// fd closed because another owner's commit replaced the file, has none.
+func (w *pendingWrite) syncAppendFd(ctx context.Context) syscall.Errno {
+	f := w.node.fsys
+	err := f.failAt(StageSyncAppends)
+	if err == nil {
+		err = unix.Fsync(w.appendFd)
+	}
+	if err != nil {
+		f.syncFailed(ctx, StageSyncAppends, w.place(), err)
+		return syscall.EIO
+	}
+	return 0
 }

@@ -378,7 +378,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 		case writeproto.ReleaseCommit:
 			w.commit(ctx, false)
 		}
-		w.release(h.lease.Shared(), h.lease, h.wh)
+		w.release(ctx, h.lease.Shared(), h.lease, h.wh)
 		return 0
 	})
 	h.node.sharedGone()
