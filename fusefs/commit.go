@@ -137,6 +137,10 @@ type pendingWrite struct {
 	observed   unix.Stat_t  // the file as this owner last saw it commit
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
 	chargedTo  locks.Owner  // the owner charged pendingFds for it (fdcap.go), "" none
+	// xattrsLost names the file's extended attributes the temp does not
+	// carry (copyXattrs, or a change through the mount it could not
+	// take): the commit that renames the temp over the file says so.
+	xattrsLost error
 	// inos counts the open handles of the write by the kernel inode they
 	// were opened on: one file can be on the mount under several numbers
 	// at once (a node retired while a handle of it lives), and a close's
@@ -312,6 +316,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	}
 	if afterReplace != nil {
 		afterReplace()
+	}
+	if w.xattrsLost != nil {
+		f.xattrsNotKept(ctx, w.place(), w.xattrsLost)
+		w.xattrsLost = nil
 	}
 	return w.settle(ctx, syncDir, &st), true
 }
@@ -623,6 +631,19 @@ func (f *FS) syncFailed(ctx context.Context, stage Stage, rel string, err error)
 		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
 	}
 	f.logf("%s: fsync failed at %s: %v; the bytes are in the file, but not durable", rel, stage, err)
+}
+
+// xattrsNotKept reports a commit whose new content lacks extended
+// attributes the file had (lost names them and why): the bytes are
+// committed, and the host may need the ACL or label back. One audit line
+// (XATTR_NOT_KEPT, not a refusal: no errno) and one line in the daemon's
+// log.
+func (f *FS) xattrsNotKept(ctx context.Context, rel string, lost error) {
+	if f.opts.Audit != nil {
+		// Its text, not the errno it wraps: the line names the attributes.
+		f.opts.Audit.RecordCause(ctx, "commit", rel, errcode.XattrNotKept, 0, errors.New(lost.Error()))
+	}
+	f.logf("%s: committed without extended attributes the file had, which its new content could not take: %v", rel, lost)
 }
 
 // killed settles the write of h, whose opener a signal (sig) is killing

@@ -213,11 +213,14 @@ func (f *FS) ownWriteOf(o locks.Owner, key locks.Key) *pendingWrite {
 // ownChange tells the write in progress on n's file, if any, that this
 // mount itself just changed the file's metadata (chmod, link, an xattr):
 // the new ctime is not a conflicting change from outside. apply, if not
-// nil, makes the same change to the temp, which becomes the file.
-func (n *Node) ownChange(apply func(temp int)) {
+// nil, makes the same change to the temp, which becomes the file; one it
+// cannot make is told at the commit (pendingWrite.xattrsLost).
+func (n *Node) ownChange(apply func(temp int) error) {
 	n.fsys.eachPending(n.key(), func(w *pendingWrite) {
 		if apply != nil && w.temp >= 0 {
-			apply(w.temp)
+			if err := apply(w.temp); err != nil {
+				w.xattrsLost = errors.Join(w.xattrsLost, err)
+			}
 		}
 		w.refresh()
 	})
