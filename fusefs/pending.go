@@ -102,21 +102,11 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		return nil, 0, 0, true
 	}
 	if w == nil {
-		tempDir, err1 := dirfd.Dup(pfd)
-		fileDir, err2 := dirfd.Dup(pfd)
-		if err := errors.Join(err1, err2); err != nil {
-			dirfd.Close(tempDir)
-			dirfd.Close(fileDir)
+		var err error
+		if w, err = n.startWrite(e, owner, base, pn, pfd, name); err != nil {
 			dirfd.Close(base)
 			lease.Release()
 			return nil, 0, toErrno(err), false
-		}
-		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
-			tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: *st, seq: f.writeSeq.Add(1)}
-		e.Value = w
-		if f.fds.bounded() { // admitted with the open (openNeed)
-			w.chargedTo = owner
-			f.fds.charge(owner, pendingFds)
 		}
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
@@ -152,6 +142,41 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
+}
+
+// startWrite begins owner's write in progress on the file held by base
+// (named name in the directory pn, fd pfd), on e, whose lock the caller
+// holds; base is the write's from here on.
+//
+// The write observes the file as it is now, under e's lock, not as the
+// open found it: the owner's own last write of the file may have changed
+// it since (an append in place, which took the same lock) and ended. Its
+// change, taken for one behind the mount, made a rewrite's commit keep a
+// conflict copy and fail with EBUSY (issue 29, defect 6). Under the lock
+// every change of the owner's is before the observation or known to the
+// write; another owner's append can come before it too, and natively
+// comes before this write as well.
+func (n *Node) startWrite(e *locks.Entry, owner locks.Owner, base int, pn *Node, pfd int, name string) (*pendingWrite, error) {
+	f := n.fsys
+	var st unix.Stat_t
+	if err := dirfd.Fstat(base, &st); err != nil {
+		return nil, err
+	}
+	tempDir, err1 := dirfd.Dup(pfd)
+	fileDir, err2 := dirfd.Dup(pfd)
+	if err := errors.Join(err1, err2); err != nil {
+		dirfd.Close(tempDir)
+		dirfd.Close(fileDir)
+		return nil, err
+	}
+	w := &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
+		tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: st, seq: f.writeSeq.Add(1)}
+	e.Value = w
+	if f.fds.bounded() { // admitted with the open (openNeed)
+		w.chargedTo = owner
+		f.fds.charge(owner, pendingFds)
+	}
+	return w, nil
 }
 
 // release drops handle h (ctx: the request that does); the caller holds
