@@ -106,6 +106,9 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		if w, err = n.startWrite(e, owner, base, pn, pfd, name); err != nil {
 			dirfd.Close(base)
 			lease.Release()
+			if errors.Is(err, errMoved) {
+				return nil, 0, 0, true
+			}
 			return nil, 0, toErrno(err), false
 		}
 	} else if flags&syscall.O_CREAT != 0 {
@@ -146,7 +149,10 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 
 // startWrite begins owner's write in progress on the file held by base
 // (named name in the directory pn, fd pfd), on e, whose lock the caller
-// holds; base is the write's from here on.
+// holds; base is the write's from here on. errMoved: the name leads to
+// base no more (a rename through the mount moved the file between the
+// open's look and now, and the writes it made follow found none yet to
+// move): the caller opens the file again by the name it has now.
 //
 // The write observes the file as it is now, under e's lock, not as the
 // open found it: the owner's own last write of the file may have changed
@@ -158,9 +164,12 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 // comes before this write as well.
 func (n *Node) startWrite(e *locks.Entry, owner locks.Owner, base int, pn *Node, pfd int, name string) (*pendingWrite, error) {
 	f := n.fsys
-	var st unix.Stat_t
+	var st, at unix.Stat_t
 	if err := dirfd.Fstat(base, &st); err != nil {
 		return nil, err
+	}
+	if err := dirfd.Lstat(pfd, name, &at); err != nil || at.Dev != st.Dev || at.Ino != st.Ino {
+		return nil, errMoved
 	}
 	tempDir, err1 := dirfd.Dup(pfd)
 	fileDir, err2 := dirfd.Dup(pfd)
@@ -178,6 +187,9 @@ func (n *Node) startWrite(e *locks.Entry, owner locks.Owner, base int, pn *Node,
 	}
 	return w, nil
 }
+
+// errMoved: the file a write open found is at its name no more.
+var errMoved = errors.New("the file moved since the open found it")
 
 // release drops handle h (ctx: the request that does); the caller holds
 // e's lock. The last handle closes the temp and the lease.

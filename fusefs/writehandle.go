@@ -68,6 +68,17 @@ func (h *writeHandle) withPending(fn func(w *pendingWrite) syscall.Errno) syscal
 	return fn(h.pending)
 }
 
+// withSettled is withPending for a commit point: fn runs once no rename
+// through the mount moves the file (pendingWrite.waitMoves), so that what
+// it decides and commits meets the file under the name it has, with the
+// write following it.
+func (h *writeHandle) withSettled(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno {
+		w.waitMoves()
+		return fn(w)
+	})
+}
+
 // Read serves the owner's temp, or the file while nothing is
 // uncommitted, under the entry's lock.
 func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -209,7 +220,7 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 			}
 		}
 	}
-	return h.withPending(func(w *pendingWrite) syscall.Errno {
+	return h.withSettled(func(w *pendingWrite) syscall.Errno {
 		// A WRITE counts itself before it waits for the entry's lock.
 		facts.WriteGoesOn = facts.WriteGoesOn || h.writes.Load() > 0
 		switch w.m.Flush(h.wh, facts) {
@@ -343,7 +354,7 @@ func (h *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // commit commits the owner's write under its entry's lock; a durable
 // commit with nothing to commit still fsyncs what the owner sees.
 func (h *writeHandle) commit(ctx context.Context, durable bool) syscall.Errno {
-	return h.withPending(func(w *pendingWrite) syscall.Errno {
+	return h.withSettled(func(w *pendingWrite) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)
 		if errno == 0 && durable && !committed {
 			errno = toErrno(unix.Fsync(w.cur()))
@@ -360,7 +371,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 	if !h.release(func() { flushed = h.flushed }) {
 		return syscall.EBADF
 	}
-	h.withPending(func(w *pendingWrite) syscall.Errno {
+	h.withSettled(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last close (through a shared mmap, say) are
 		// committed with the owner's last handle. An earlier handle's
 		// release must not commit: the kernel sends it after close(2) has
