@@ -44,6 +44,12 @@ const (
 	// descriptor the daemon has from the other owners.
 	ResourceLimit Code = "RESOURCE_LIMIT"
 
+	// XattrNotKept is not a refusal either: a commit replaced a file's
+	// content, but the new content lacks extended attributes the file had
+	// (an ACL, a security label) that the daemon could not set on it. The
+	// bytes are committed; the line names what was not kept.
+	XattrNotKept Code = "XATTR_NOT_KEPT"
+
 	// PrivilegeDenied: a change through the mount that would grant a
 	// privilege on the host where BACKING lies (a set-ID bit, a file
 	// capability or another privileged xattr).

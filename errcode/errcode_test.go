@@ -26,6 +26,7 @@ func TestCatalogue(t *testing.T) {
 		{PrivilegeDenied, syscall.EPERM, ExitFailure},
 		{WriterKilledCommitted, syscall.EIO, ExitFailure},
 		{WriterKilledRecovered, syscall.EIO, ExitFailure},
+		{XattrNotKept, syscall.EIO, ExitFailure},
 		{ResourceLimit, syscall.EMFILE, ExitFailure},
 	}
 	for _, tt := range tests {

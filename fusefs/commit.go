@@ -58,6 +58,11 @@ const (
 	StageAfterWrite   Stage = "after-write"
 	StageAfterFsync   Stage = "after-fsync"
 	StageBeforeRename Stage = "before-rename"
+	// StageSyncAppends: the fsync of appends in place, which are in the
+	// file already (pending.go); StageSyncDir: that of the directory after
+	// a commit's rename. Their failures leave the bytes in place, not durable.
+	StageSyncAppends Stage = "sync-appends"
+	StageSyncDir     Stage = "sync-dir"
 )
 
 // afterReplace, for tests only, runs after a commit's rename, before it
@@ -132,6 +137,10 @@ type pendingWrite struct {
 	observed   unix.Stat_t  // the file as this owner last saw it commit
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
 	chargedTo  locks.Owner  // the owner charged pendingFds for it (fdcap.go), "" none
+	// xattrsLost names the file's extended attributes the temp does not
+	// carry (copyXattrs, or a change through the mount it could not
+	// take): the commit that renames the temp over the file says so.
+	xattrsLost error
 	// inos counts the open handles of the write by the kernel inode they
 	// were opened on: one file can be on the mount under several numbers
 	// at once (a node retired while a handle of it lives), and a close's
@@ -200,15 +209,18 @@ func (w *pendingWrite) catchUp() {
 		dirfd.Close(fd)
 		return
 	}
-	w.closeAppend()
+	// No request of the owner's asked: nobody hears a failure, which
+	// closeAppend reports.
+	w.closeAppend(context.Background())
 	dirfd.Close(w.base)
 	w.base, w.observed = fd, st
 }
 
-// close ends the write: the temp goes, and the fds it held close.
-func (w *pendingWrite) close() {
+// close ends the write: the temp goes, and the fds it held close (ctx:
+// the request that ends it).
+func (w *pendingWrite) close(ctx context.Context) {
 	w.dropTemp()
-	w.closeAppend()
+	w.closeAppend(ctx)
 	dirfd.Close(w.base)
 	dirfd.Close(w.tempDir)
 	dirfd.Close(w.fileDir)
@@ -238,7 +250,7 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty() && f.ordersRenames)
 	durable = durable || f.opts.Durability == DurabilityFull
 	if w.m.Commit() == writeproto.StartNothing {
-		return w.syncAppends(durable), false
+		return w.syncAppends(ctx, durable), false
 	}
 	if stage, err := w.seal(syncTemp); err != nil {
 		return w.fail(ctx, stage, err), false
@@ -305,7 +317,11 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if afterReplace != nil {
 		afterReplace()
 	}
-	return w.settle(syncDir, &st), true
+	if w.xattrsLost != nil {
+		f.xattrsNotKept(ctx, w.place(), w.xattrsLost)
+		w.xattrsLost = nil
+	}
+	return w.settle(ctx, syncDir, &st), true
 }
 
 // seal readies the temp for the rename: a temp that a failed write left
@@ -421,14 +437,19 @@ func (c fdCloser) Close() error { return dirfd.Close(int(c)) }
 // settle finishes a commit whose rename is done, which nothing here can
 // undo: it syncs the directory (durable) and makes the new file the base
 // the owner's next write copies (the lock moved with the rename: replace).
-// Its errno tells the caller that durability was not reached.
-func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
+// Its errno tells the caller that durability was not reached; the failure
+// is reported (syncFailed) for a commit no caller hears.
+func (w *pendingWrite) settle(ctx context.Context, durable bool, st *unix.Stat_t) syscall.Errno {
 	f := w.node.fsys
 	var errno syscall.Errno
 	if durable {
-		if err := dirfd.SyncDir(w.fileDir); err != nil {
-			errno = toErrno(err)
-			f.logf("%s: committed, but the directory could not be synced: %v", w.place(), err)
+		err := f.failAt(StageSyncDir)
+		if err == nil {
+			err = dirfd.SyncDir(w.fileDir)
+		}
+		if err != nil {
+			errno = syscall.EIO
+			f.syncFailed(ctx, StageSyncDir, w.place(), err)
 		}
 		synced("dir")
 	}
@@ -437,7 +458,12 @@ func (w *pendingWrite) settle(durable bool, st *unix.Stat_t) syscall.Errno {
 	if err := dirfd.Fstat(w.temp, st); err != nil {
 		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
-	w.closeAppend()
+	// The appends in place went into the old file before the temp was
+	// seeded from it: they are in the new file, synced with it where the
+	// commit is durable (a file appended to is no empty one, syncPlan).
+	// The old file, which no name leads to now, needs no fsync.
+	w.m.AppendsSynced()
+	w.closeAppend(ctx)
 	dirfd.Close(w.base)
 	w.base, w.temp, w.tempName, w.observed = w.temp, -1, "", *st
 	w.m.Committed()
@@ -497,7 +523,7 @@ func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.E
 		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
 	}
 	w.observed = *now
-	w.rebase(now)
+	w.rebase(ctx, now)
 	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict, RuleLockChanged)
 }
 
@@ -551,7 +577,7 @@ func sideName(name, kind string, at time.Time, n int) string {
 // whose content a later commit would otherwise bring back. If the file
 // cannot be opened as that object, the owner's next commit fails (EIO) and
 // leaves the file as it is, unless a truncating open starts afresh.
-func (w *pendingWrite) rebase(now *unix.Stat_t) {
+func (w *pendingWrite) rebase(ctx context.Context, now *unix.Stat_t) {
 	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
 	var st unix.Stat_t
 	if err == nil {
@@ -567,7 +593,7 @@ func (w *pendingWrite) rebase(now *unix.Stat_t) {
 		w.m.Fail(syscall.EIO)
 		return
 	}
-	w.closeAppend()
+	w.closeAppend(ctx) // the conflict's EBUSY is the caller's answer; a failure is reported
 	dirfd.Close(w.base)
 	w.base, w.observed = fd, st
 }
@@ -594,6 +620,32 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 	f.logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
 }
 
+// syncFailed reports an fsync that failed after the bytes were in place
+// (stage: the appends in place, or the directory after a commit's rename):
+// the file has them, but a power loss may lose them. As commitFailed: one
+// audit line (WRITE_NOT_ATOMIC, with the cause) and one line in the
+// daemon's log, since a commit at the last release, or an fd closed when
+// another owner's commit replaced the file, has no caller to tell.
+func (f *FS) syncFailed(ctx context.Context, stage Stage, rel string, err error) {
+	if f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
+	}
+	f.logf("%s: fsync failed at %s: %v; the bytes are in the file, but not durable", rel, stage, err)
+}
+
+// xattrsNotKept reports a commit whose new content lacks extended
+// attributes the file had (lost names them and why): the bytes are
+// committed, and the host may need the ACL or label back. One audit line
+// (XATTR_NOT_KEPT, not a refusal: no errno) and one line in the daemon's
+// log.
+func (f *FS) xattrsNotKept(ctx context.Context, rel string, lost error) {
+	if f.opts.Audit != nil {
+		// Its text, not the errno it wraps: the line names the attributes.
+		f.opts.Audit.RecordCause(ctx, "commit", rel, errcode.XattrNotKept, 0, errors.New(lost.Error()))
+	}
+	f.logf("%s: committed without extended attributes the file had, which its new content could not take: %v", rel, lost)
+}
+
 // killed settles the write of h, whose opener a signal (sig) is killing
 // before it closed the file (tid is the closing thread): nothing written
 // is silently lost, and nothing old is torn. writeproto.Write.Killed
@@ -611,7 +663,7 @@ func (w *pendingWrite) killed(ctx context.Context, h *writeHandle, sig int, tid 
 	case writeproto.KillInFile:
 		// Its appends went into the file as they were made: nothing to
 		// commit, nothing torn.
-		w.syncAppends(f.opts.Durability == DurabilityFull)
+		w.syncAppends(ctx, f.opts.Durability == DurabilityFull) // reports its failure
 		f.logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
 		f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
 	case writeproto.KillCommit:

@@ -186,6 +186,78 @@ func TestCommitConflict(t *testing.T) {
 	h.Release(as(1))
 }
 
+// TestAppendSyncFailureReported: an fsync of appends in place that fails
+// (injected: StageSyncAppends) is never dropped (issue 29, defect 2). A
+// caller that can hear it gets EIO (fsync(2)); where none can, the last
+// release's commit and the fd closed at a conflict (closeAppend, which
+// ignored the error before), it is one WRITE_NOT_ATOMIC audit line and a
+// line in the daemon's log. The appends stay in the file.
+func TestAppendSyncFailureReported(t *testing.T) {
+	const syncLine = "commit:sync-appends WRITE_NOT_ATOMIC EIO"
+	for _, tc := range []struct {
+		name  string
+		end   func(t *testing.T, tf *testFS, h *writeHandle) // after one append in place
+		audit []string
+		want  string
+	}{
+		{"fsync(2)", func(t *testing.T, tf *testFS, h *writeHandle) {
+			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
+				t.Errorf("fsync = %v, want EIO", errno)
+			}
+		}, []string{syncLine}, "old\nmore\n"},
+		{"last release", func(t *testing.T, tf *testFS, h *writeHandle) {}, []string{syncLine}, "old\nmore\n"},
+		{"closed at a conflict", func(t *testing.T, tf *testFS, h *writeHandle) {
+			// A change through the handle takes a temp; the file
+			// changes behind the mount; the commit keeps a conflict copy
+			// and closes the appends' fd, which syncs them.
+			if errno := tf.lookup(t, "f").Allocate(as(1), h, 0, 1, 0); errno != 0 {
+				t.Fatalf("fallocate = %v", errno)
+			}
+			tf.write(t, "f", "theirs\n")
+			if errno := h.Fsync(as(1), 0); errno != syscall.EBUSY {
+				t.Errorf("fsync = %v, want EBUSY (the conflict)", errno)
+			}
+		}, []string{syncLine, "commit LOCK_CONFLICT EBUSY"}, "theirs\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tf := newTestFS(t, func(o *Options) {
+				o.FailAt = func(s Stage) bool { return s == StageSyncAppends }
+			})
+			tf.write(t, "f", "old\n")
+			h := tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_APPEND)
+			writeAll(t, h, "more\n")
+			tf.wantContent(t, "f", "old\nmore\n", "after the append in place")
+			tc.end(t, tf, h)
+			h.Release(as(1))
+			tf.wantContent(t, "f", tc.want, "at the end")
+			tf.wantAudit(t, tc.audit...)
+			if !strings.Contains(tf.logs.String(), "f: fsync failed at sync-appends: injected failure") {
+				t.Errorf("the daemon log does not tell of the failed fsync:\n%s", tf.logs.String())
+			}
+		})
+	}
+}
+
+// TestDirSyncFailureReported: a commit whose directory fsync fails after
+// the rename (injected: StageSyncDir) has replaced the file; fsync(2)
+// gets EIO, and the failure is a WRITE_NOT_ATOMIC audit line and a line
+// in the daemon's log, as it is at a last release no caller hears.
+func TestDirSyncFailureReported(t *testing.T) {
+	tf := newTestFS(t, func(o *Options) {
+		o.FailAt = func(s Stage) bool { return s == StageSyncDir }
+	})
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
+	if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
+		t.Errorf("fsync = %v, want EIO", errno)
+	}
+	h.Release(as(1))
+	tf.wantContent(t, "f", "new", "after the commit")
+	tf.wantAudit(t, "commit:sync-dir WRITE_NOT_ATOMIC EIO")
+	if !strings.Contains(tf.logs.String(), "f: fsync failed at sync-dir: injected failure") {
+		t.Errorf("the daemon log does not tell of the failed fsync:\n%s", tf.logs.String())
+	}
+}
+
 // TestCommitHardLinks: a file with two names is committed in place, so
 // both names see the new content and it keeps its inode.
 func TestCommitHardLinks(t *testing.T) {

@@ -324,9 +324,9 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 }
 
 // Mount mounts the filesystem at dir, as fs.Mount does, with the handles
-// of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit) and the umask of each
-// request that makes an object noted (umaskFS), and returns once the mount
-// is ready.
+// of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
+// request that makes an object noted (umaskFS) and the flags of each WRITE
+// (writeFlagsFS), and returns once the mount is ready.
 //
 // Ready is when NewServer returns: on Linux it mounts and answers the
 // kernel's INIT before it does. The daemon does not call go-fuse's
@@ -338,7 +338,8 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 // never touches; another process's POLL gets ENOSYS, as it would after the
 // hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	raw := &countingFS{RawFileSystem: umaskFS{fs.NewNodeFS(f.root, opts)}, f: f}
+	bridge := writeFlagsFS{RawFileSystem: umaskFS{fs.NewNodeFS(f.root, opts)}, notes: &f.writeIns}
+	raw := &countingFS{RawFileSystem: bridge, f: f}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -429,7 +429,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
 	} else {
 		// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
-		fh, fuseFlags, errno, _ = asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+		var again bool
+		fh, fuseFlags, errno, again = asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+		if again {
+			// Renamed away before its write began: the kernel looks the
+			// name up again and opens, or makes, what is there now.
+			errno = syscall.ESTALE
+		}
 	}
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)

@@ -17,6 +17,10 @@
 //  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
 //     one file, and the handles sharing it). Two are held together only
 //     by CopyFileRange, in the order their writes began (lockPair).
+//     A rename of a file marks it as moving (FS.beginMove) before it takes
+//     nsMu, and takes each entry's lock of it alone, after the mark; a
+//     commit point that meets the mark lets its entry's lock go and waits
+//     for the mark to end holding no realm lock (pendingWrite.waitMoves).
 //  2. FS.nsMu: shared by every op that puts a name into a directory (create,
 //     mknod, mkdir, symlink, link, a rename of a file, a commit's rename
 //     in pendingWrite.commit) from its protect and credential checks
@@ -36,7 +40,8 @@
 //  5. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu (creds and
 //     protIDs), madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
-//     fdCounts.mu, dirCache.mu, umaskTable.mu; locks.Table's mu and
+//     fdCounts.mu, dirCache.mu, umaskTable.mu, FS.movesMu,
+//     writeFlagNotes.mu; locks.Table's mu and
 //     procinfo.Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
@@ -182,6 +187,11 @@ type FS struct {
 	// credential paths (ownMadeChange): each one's stat before and after.
 	madeOpMu sync.Mutex
 
+	// moves marks the files a rename through the mount is moving now
+	// (renamelock.go: beginMove), which commits of their writes wait out.
+	movesMu sync.Mutex
+	moves   map[locks.Key]*move
+
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
 	tempsMu sync.Mutex
@@ -216,6 +226,8 @@ type FS struct {
 	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
 	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
+	// writeIns: the flags of each WRITE being served (writeflags.go).
+	writeIns writeFlagNotes
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.

@@ -600,7 +600,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 	t := fh.(*writeHandle) // a write open's handle is one, or in place
 	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
-		errno = t.withPending(func(w *pendingWrite) syscall.Errno {
+		errno = t.withSettled(func(w *pendingWrite) syscall.Errno {
 			if !w.m.TruncateCommits() {
 				return 0 // the owner's open write handle commits at its close
 			}

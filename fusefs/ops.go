@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 var (
@@ -428,8 +429,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
 	}
 
-	// One look at each name serves both the lock check and the write
-	// that follows its file.
 	src, dst := f.lockOf(ofd, name), f.lockOf(nfd, newName)
 	if errno := f.heldByOther(ctx, "rename", np, newName, dst); errno != 0 {
 		return errno
@@ -439,7 +438,14 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno
 		}
 	}
-	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags}
+	// The files moved are marked from the look that finds their writes
+	// until the writes have followed: no commit of theirs meets a name
+	// half way (beginMove).
+	ls, endMove := f.beginMove(place{ofd, name}, place{nfd, newName})
+	defer endMove()
+	replaced := dst.held // by the caller's owner: another's was refused
+	src, dst = ls[0], ls[1]
+	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags, me: f.owner(ctx)}
 	if errno := f.renameJudged(ctx, &r); errno != 0 {
 		return errno
 	}
@@ -447,15 +453,15 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		f.madeRenamed(ofd, r.oldRel, name)
 	}
-	// A write in progress follows its file to the new name (renamed finds
-	// none if it ended meanwhile).
-	if src.held {
+	// A write in progress follows its file to the new name, one begun
+	// since the look too (renamed finds none if there is none).
+	if src.regular() {
 		f.renamed(src.key, np, nfd, newName)
 	}
-	if dst.held && exchange {
+	if exchange && dst.regular() {
 		f.renamed(dst.key, n, ofd, name)
 	}
-	if dst.held && !exchange && dst.key != src.key {
+	if replaced && !exchange && dst.key != src.key {
 		// The caller's owner's own write of the file replaced (another's
 		// was refused) goes with that file, as natively.
 		f.removed(dst.key, nfd, newName)
@@ -471,6 +477,7 @@ type renaming struct {
 	name, newName  string
 	flags          uint32
 	oldRel, newRel string
+	me             locks.Owner // the caller's owner
 }
 
 // renameJudged judges r's names and moves under nsMu, and renames: shared
@@ -541,10 +548,39 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	sfd, dfd := f.madeFd(r.ofd, r.name), f.madeFd(r.nfd, r.newName)
 	defer dirfd.Close(sfd)
 	defer dirfd.Close(dfd)
+	// The last look at who writes what the rename replaces and the rename
+	// are one step against a write open's look and lock (commitMu): a file
+	// another owner opened for writing since heldByOther is not renamed
+	// over, where its commit would meet another file.
+	f.commitMu.Lock()
+	if f.replacesOthers(r) {
+		f.commitMu.Unlock()
+		return f.refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, RuleLockOtherOwner), false
+	}
 	err := f.ownMadeChange([]int{sfd, dfd}, func() error {
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
 	})
+	f.commitMu.Unlock()
 	return toErrno(err), false
+}
+
+// replacesOthers reports whether r would replace a regular file an owner
+// other than r.me writes: the one at the new name, and for an exchange
+// the one at the old name too. The caller holds commitMu.
+func (f *FS) replacesOthers(r *renaming) bool {
+	places := []place{{r.nfd, r.newName}}
+	if r.flags&unix.RENAME_EXCHANGE != 0 {
+		places = append(places, place{r.ofd, r.name})
+	}
+	for _, p := range places {
+		var st unix.Stat_t
+		if dirfd.Lstat(p.dir, p.name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			if _, other := f.writeLocks.OtherHolder(keyOf(&st), r.me); other {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isDirAt reports whether name in the directory held by dir is a

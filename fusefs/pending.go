@@ -102,21 +102,14 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		return nil, 0, 0, true
 	}
 	if w == nil {
-		tempDir, err1 := dirfd.Dup(pfd)
-		fileDir, err2 := dirfd.Dup(pfd)
-		if err := errors.Join(err1, err2); err != nil {
-			dirfd.Close(tempDir)
-			dirfd.Close(fileDir)
+		var err error
+		if w, err = n.startWrite(e, owner, base, pn, pfd, name); err != nil {
 			dirfd.Close(base)
 			lease.Release()
+			if errors.Is(err, errMoved) {
+				return nil, 0, 0, true
+			}
 			return nil, 0, toErrno(err), false
-		}
-		w = &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
-			tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: *st, seq: f.writeSeq.Add(1)}
-		e.Value = w
-		if f.fds.bounded() { // admitted with the open (openNeed)
-			w.chargedTo = owner
-			f.fds.charge(owner, pendingFds)
 		}
 	} else if flags&syscall.O_CREAT != 0 {
 		// A file this call just made has no write in progress: an entry
@@ -140,33 +133,79 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
 		if err := w.ensureTemp(false); err != nil {
-			w.release(e, lease, wh)
+			w.release(ctx, e, lease, wh)
 			return nil, 0, toErrno(err), false
 		}
 		w.m.Truncated(wh)
 	}
-	fh = &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener, flags: flags}
+	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
+	h.flags.Store(flags)
+	fh = h
 	w.handleOn(n, +1)
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
 }
 
-// release drops handle h; the caller holds e's lock. The last handle
-// closes the temp and the lease.
+// startWrite begins owner's write in progress on the file held by base
+// (named name in the directory pn, fd pfd), on e, whose lock the caller
+// holds; base is the write's from here on. errMoved: the name leads to
+// base no more (a rename through the mount moved the file between the
+// open's look and now, and the writes it made follow found none yet to
+// move): the caller opens the file again by the name it has now.
+//
+// The write observes the file as it is now, under e's lock, not as the
+// open found it: the owner's own last write of the file may have changed
+// it since (an append in place, which took the same lock) and ended. Its
+// change, taken for one behind the mount, made a rewrite's commit keep a
+// conflict copy and fail with EBUSY (issue 29, defect 6). Under the lock
+// every change of the owner's is before the observation or known to the
+// write; another owner's append can come before it too, and natively
+// comes before this write as well.
+func (n *Node) startWrite(e *locks.Entry, owner locks.Owner, base int, pn *Node, pfd int, name string) (*pendingWrite, error) {
+	f := n.fsys
+	var st, at unix.Stat_t
+	if err := dirfd.Fstat(base, &st); err != nil {
+		return nil, err
+	}
+	if err := dirfd.Lstat(pfd, name, &at); err != nil || at.Dev != st.Dev || at.Ino != st.Ino {
+		return nil, errMoved
+	}
+	tempDir, err1 := dirfd.Dup(pfd)
+	fileDir, err2 := dirfd.Dup(pfd)
+	if err := errors.Join(err1, err2); err != nil {
+		dirfd.Close(tempDir)
+		dirfd.Close(fileDir)
+		return nil, err
+	}
+	w := &pendingWrite{node: n, entry: e, fileParent: pn, fileDir: fileDir, fileName: name,
+		tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: st, seq: f.writeSeq.Add(1)}
+	e.Value = w
+	if f.fds.bounded() { // admitted with the open (openNeed)
+		w.chargedTo = owner
+		f.fds.charge(owner, pendingFds)
+	}
+	return w, nil
+}
+
+// errMoved: the file a write open found is at its name no more.
+var errMoved = errors.New("the file moved since the open found it")
+
+// release drops handle h (ctx: the request that does); the caller holds
+// e's lock. The last handle closes the temp and the lease.
 //
 // The lease goes first: the lock table keys the file by its inode number,
 // which the backing filesystem may hand to a new file as soon as the last
 // fd of this one closes. Closed first, a new file (a temp, a create) could
 // meet this stale entry under its own number and share it.
-func (w *pendingWrite) release(e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
+func (w *pendingWrite) release(ctx context.Context, e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
 	last := w.m.Released(h)
 	if last {
 		e.Value = nil
 	}
 	lease.Release()
 	if last {
-		w.close()
+		w.close(ctx)
 	}
 }
 
@@ -211,11 +250,14 @@ func (f *FS) ownWriteOf(o locks.Owner, key locks.Key) *pendingWrite {
 // ownChange tells the write in progress on n's file, if any, that this
 // mount itself just changed the file's metadata (chmod, link, an xattr):
 // the new ctime is not a conflicting change from outside. apply, if not
-// nil, makes the same change to the temp, which becomes the file.
-func (n *Node) ownChange(apply func(temp int)) {
+// nil, makes the same change to the temp, which becomes the file; one it
+// cannot make is told at the commit (pendingWrite.xattrsLost).
+func (n *Node) ownChange(apply func(temp int) error) {
 	n.fsys.eachPending(n.key(), func(w *pendingWrite) {
 		if apply != nil && w.temp >= 0 {
-			apply(w.temp)
+			if err := apply(w.temp); err != nil {
+				w.xattrsLost = errors.Join(w.xattrsLost, err)
+			}
 		}
 		w.refresh()
 	})
@@ -241,14 +283,15 @@ func (w *pendingWrite) refresh() {
 // file (syncAppends). While the owner has a rewrite pending (a temp), its
 // appends go to the temp's end and are committed with it.
 
-// appendsInPlace reports whether an append through h goes into the file:
-// the machine's route (writeproto.Write.WriteRoute: nothing of the
-// owner's is uncommitted, and the file has no set-ID bit, which new
-// content never keeps: the temp's copy drops it, ensureTemp), and the file
-// writable by the daemon. The caller holds w.entry's lock.
-func (w *pendingWrite) appendsInPlace(h *writeHandle) bool {
+// appendsInPlace reports whether a write through h (an append, if
+// appends) goes into the file: the machine's route
+// (writeproto.Write.WriteRoute: an append, nothing of the owner's is
+// uncommitted, and the file has no set-ID bit, which new content never
+// keeps: the temp's copy drops it, ensureTemp), and the file writable by
+// the daemon. The caller holds w.entry's lock.
+func (w *pendingWrite) appendsInPlace(h *writeHandle, appends bool) bool {
 	setID := w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
-	if w.m.WriteRoute(h.wh, setID) != writeproto.RouteInPlace {
+	if w.m.WriteRoute(h.wh, appends, setID) != writeproto.RouteInPlace {
 		return false
 	}
 	w.catchUp()
@@ -288,24 +331,47 @@ func (w *pendingWrite) appendInPlace(h *writeHandle, data []byte) (int, syscall.
 	return max(n, 0), toErrno(err)
 }
 
-// syncAppends makes the appends in place durable (fsync), if asked.
-func (w *pendingWrite) syncAppends(durable bool) syscall.Errno {
+// syncAppends makes the appends in place durable (fsync), if asked. A
+// failure is reported (syncFailed) and returned for a caller that can
+// hear it (ctx: the request that asked).
+func (w *pendingWrite) syncAppends(ctx context.Context, durable bool) syscall.Errno {
 	if !durable || !w.m.Appended() || w.appendFd < 0 {
 		return 0
 	}
 	w.m.AppendsSynced()
-	return toErrno(unix.Fsync(w.appendFd))
+	return w.syncAppendFd(ctx)
 }
 
 // closeAppend closes the fd for appends in place; the base it was opened
-// from is about to change or go.
-func (w *pendingWrite) closeAppend() {
-	if w.appendFd >= 0 {
-		if w.m.Appended() && w.node.fsys.opts.Durability == DurabilityFull {
-			unix.Fsync(w.appendFd)
-		}
-		dirfd.Close(w.appendFd)
-		w.appendFd = -1
-		w.m.AppendsSynced()
+// from is about to change or go. With durability=full the appends not yet
+// synced are fsynced first; a failure is reported (syncFailed) and
+// returned for a caller that can hear it (ctx: the request that closes it).
+func (w *pendingWrite) closeAppend(ctx context.Context) syscall.Errno {
+	if w.appendFd < 0 {
+		return 0
 	}
+	var errno syscall.Errno
+	if w.m.Appended() && w.node.fsys.opts.Durability == DurabilityFull {
+		errno = w.syncAppendFd(ctx)
+	}
+	dirfd.Close(w.appendFd)
+	w.appendFd = -1
+	w.m.AppendsSynced()
+	return errno
+}
+
+// syncAppendFd fsyncs the appends in place. A failure is reported here,
+// whether or not a caller hears it: a commit at the last release, or an
+// fd closed because another owner's commit replaced the file, has none.
+func (w *pendingWrite) syncAppendFd(ctx context.Context) syscall.Errno {
+	f := w.node.fsys
+	err := f.failAt(StageSyncAppends)
+	if err == nil {
+		err = unix.Fsync(w.appendFd)
+	}
+	if err != nil {
+		f.syncFailed(ctx, StageSyncAppends, w.place(), err)
+		return syscall.EIO
+	}
+	return 0
 }

@@ -31,9 +31,11 @@ type writeHandle struct {
 	// wh: the handle's state in the write protocol (writeproto), guarded
 	// by the entry's lock.
 	wh *writeproto.Handle
-	// flags: the open's flags; the access mode and O_APPEND tell its
-	// descriptors from those of another open of the file (Flush).
-	flags uint32
+	// flags: the open's flags, with O_APPEND as the last WRITE through it
+	// carried it (fcntl(F_SETFL) may change it: appends); the access mode
+	// and O_APPEND tell its descriptors from those of another open of the
+	// file (Flush).
+	flags atomic.Uint32
 	// flushed: a close of one of its descriptors came (FLUSH; guarded by
 	// mu). A handle the kernel releases without a FLUSH never reached a
 	// process: its open failed after the daemon made it (see Release).
@@ -67,6 +69,17 @@ func (h *writeHandle) withPending(fn func(w *pendingWrite) syscall.Errno) syscal
 	return fn(h.pending)
 }
 
+// withSettled is withPending for a commit point: fn runs once no rename
+// through the mount moves the file (pendingWrite.waitMoves), so that what
+// it decides and commits meets the file under the name it has, with the
+// write following it.
+func (h *writeHandle) withSettled(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
+	return h.withPending(func(w *pendingWrite) syscall.Errno {
+		w.waitMoves()
+		return fn(w)
+	})
+}
+
 // Read serves the owner's temp, or the file while nothing is
 // uncommitted, under the entry's lock.
 func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -90,9 +103,10 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		h.lastWrite.Store(time.Now().UnixNano())
 		h.writes.Add(-1)
 	}()
+	appends := h.appends(ctx)
 	var n int
 	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
-		if w.appendsInPlace(h) {
+		if w.appendsInPlace(h, appends) {
 			if w.m.PlaceMoved() {
 				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
 					return errno
@@ -106,8 +120,8 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		if err := w.ensureTemp(true); err != nil {
 			return toErrno(err)
 		}
-		w.m.TempWrite(h.wh)
-		if h.wh.Appends() {
+		w.m.TempWrite(h.wh, appends)
+		if appends {
 			var st unix.Stat_t
 			if err := unix.Fstat(w.temp, &st); err != nil {
 				return toErrno(err)
@@ -124,6 +138,19 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 		return toErrno(err)
 	})
 	return uint32(max(n, 0)), errno
+}
+
+// appends reports whether a WRITE through h (ctx) appends: O_APPEND as
+// the kernel sent it with the write (writeflags.go), else as h was opened.
+// h keeps it for the scans of its opener's descriptors (sameOpen), whose
+// flags in /proc show fcntl(F_SETFL)'s change too.
+func (h *writeHandle) appends(ctx context.Context) bool {
+	flags := h.flags.Load()
+	if now, ok := h.node.fsys.writeIns.of(ctx); ok {
+		flags = flags&^syscall.O_APPEND | now&syscall.O_APPEND
+		h.flags.Store(flags)
+	}
+	return flags&syscall.O_APPEND != 0
 }
 
 // Flush runs at every close(2) of a descriptor of the handle, dup2 over one
@@ -194,7 +221,7 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 			}
 		}
 	}
-	return h.withPending(func(w *pendingWrite) syscall.Errno {
+	return h.withSettled(func(w *pendingWrite) syscall.Errno {
 		// A WRITE counts itself before it waits for the entry's lock.
 		facts.WriteGoesOn = facts.WriteGoesOn || h.writes.Load() > 0
 		switch w.m.Flush(h.wh, facts) {
@@ -313,7 +340,7 @@ func (ww *writeWatch) out(since time.Duration, s procinfo.WriterSample) bool {
 // another open (the kernel's RELEASE of h does not wait for it), and must
 // not hold the commit back past close(2).
 func (h *writeHandle) sameOpen() procinfo.SameOpen {
-	return procinfo.SameOpen{Mask: sameOpenMask, Flags: h.flags}
+	return procinfo.SameOpen{Mask: sameOpenMask, Flags: h.flags.Load()}
 }
 
 // sameOpenMask is what a scan of a process's descriptors tells of an open:
@@ -328,7 +355,7 @@ func (h *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // commit commits the owner's write under its entry's lock; a durable
 // commit with nothing to commit still fsyncs what the owner sees.
 func (h *writeHandle) commit(ctx context.Context, durable bool) syscall.Errno {
-	return h.withPending(func(w *pendingWrite) syscall.Errno {
+	return h.withSettled(func(w *pendingWrite) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)
 		if errno == 0 && durable && !committed {
 			errno = toErrno(unix.Fsync(w.cur()))
@@ -345,7 +372,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 	if !h.release(func() { flushed = h.flushed }) {
 		return syscall.EBADF
 	}
-	h.withPending(func(w *pendingWrite) syscall.Errno {
+	h.withSettled(func(w *pendingWrite) syscall.Errno {
 		// Writes after the last close (through a shared mmap, say) are
 		// committed with the owner's last handle. An earlier handle's
 		// release must not commit: the kernel sends it after close(2) has
@@ -363,7 +390,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 		case writeproto.ReleaseCommit:
 			w.commit(ctx, false)
 		}
-		w.release(h.lease.Shared(), h.lease, h.wh)
+		w.release(ctx, h.lease.Shared(), h.lease, h.wh)
 		return 0
 	})
 	h.node.sharedGone()

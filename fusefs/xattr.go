@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 
@@ -88,7 +90,12 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
 		return toErrno(err)
 	}
-	n.ownChange(func(temp int) { dirfd.Setxattr(temp, attr, data, int(flags)) })
+	n.ownChange(func(temp int) error {
+		if err := dirfd.Setxattr(temp, attr, data, int(flags)); err != nil {
+			return fmt.Errorf("%s: %w", attr, err)
+		}
+		return nil
+	})
 	return 0
 }
 
@@ -107,7 +114,12 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Removexattr(fd, attr) }); err != nil {
 		return toErrno(err)
 	}
-	n.ownChange(func(temp int) { dirfd.Removexattr(temp, attr) })
+	n.ownChange(func(temp int) error {
+		if err := dirfd.Removexattr(temp, attr); err != nil && !errors.Is(err, unix.ENODATA) {
+			return fmt.Errorf("%s: not removed: %w", attr, err)
+		}
+		return nil
+	})
 	return 0
 }
 

@@ -116,9 +116,6 @@ func (h *Handle) active() {
 	}
 }
 
-// Appends reports whether h was opened O_APPEND.
-func (h *Handle) Appends() bool { return h.open.Append }
-
 // Truncates reports whether h was opened O_TRUNC for writing.
 func (h *Handle) Truncates() bool { return h.open.Truncate }
 
@@ -270,13 +267,16 @@ const (
 )
 
 // WriteRoute: a write(2) through h (event WRITE) goes into the file in
-// place when h appends without truncating, the owner has no temp and no
+// place when it appends (appends: O_APPEND as the kernel sent it with
+// this write, which fcntl(F_SETFL) may have set or cleared since the
+// open) through a handle not opened O_TRUNC, the owner has no temp and no
 // failed write, and the file has no set-id bit (setID), which new content
-// never keeps, whoever writes: the temp's copy drops it. The caller may still take the temp's route (the file not
-// writable by the daemon). Before an append in place lands, the caller
-// checks the file's place if PlaceMoved.
-func (w *Write) WriteRoute(h *Handle, setID bool) Route {
-	if !h.open.Append || h.open.Truncate || w.temp || w.failed != 0 || setID {
+// never keeps, whoever writes: the temp's copy drops it. The caller may
+// still take the temp's route (the file not writable by the daemon).
+// Before an append in place lands, the caller checks the file's place if
+// PlaceMoved.
+func (w *Write) WriteRoute(h *Handle, appends, setID bool) Route {
+	if !appends || h.open.Truncate || w.temp || w.failed != 0 || setID {
 		return RouteTemp
 	}
 	return RouteInPlace
@@ -316,9 +316,10 @@ func (w *Write) TempGone() {
 	w.temp, w.dirty, w.failed = false, false, 0
 }
 
-// TempWrite: a write(2) through h is about to go into the temp (made).
-func (w *Write) TempWrite(h *Handle) {
-	w.overwrites = w.overwrites || !h.open.Append
+// TempWrite: a write(2) through h is about to go into the temp (made),
+// at its end if it appends.
+func (w *Write) TempWrite(h *Handle, appends bool) {
+	w.overwrites = w.overwrites || !appends
 	w.join(h)
 }
 

@@ -67,16 +67,23 @@ func (p *proc) open(o Open) *Handle {
 	return h
 }
 
-// write writes n bytes through h (failed: the write failed).
+// write writes n bytes through h, with O_APPEND as opened (failed: the
+// write failed).
 func (p *proc) write(h *Handle, n int, failed syscall.Errno) Route {
-	if p.w.WriteRoute(h, false) == RouteInPlace {
+	return p.writeAs(h, n, h.open.Append, failed)
+}
+
+// writeAs is write with O_APPEND as the kernel sent it (appends): fcntl's
+// F_SETFL may have changed it since the open.
+func (p *proc) writeAs(h *Handle, n int, appends bool, failed syscall.Errno) Route {
+	if p.w.WriteRoute(h, appends, false) == RouteInPlace {
 		p.w.AppendedInPlace(h, n)
 		return RouteInPlace
 	}
 	if !p.w.HasTemp() {
 		p.w.TempMade()
 	}
-	p.w.TempWrite(h)
+	p.w.TempWrite(h, appends)
 	p.w.TempWritten(n, failed)
 	return RouteTemp
 }
@@ -356,6 +363,7 @@ func TestKilledTable(t *testing.T) {
 			p.write(h, 5, 0)
 		}, false, KillCommit},
 		{"an append after a truncate", appends, func(p *proc, h *Handle) { p.truncate(h, 0); p.write(h, 5, 0) }, false, KillRecover},
+		{"O_APPEND cleared, a write at an offset", appends, func(p *proc, h *Handle) { p.writeAs(h, 5, false, 0) }, false, KillRecover},
 		{"a failed write to a new file", Open{Write: true, Fresh: true}, func(p *proc, h *Handle) { p.write(h, 5, syscall.EIO) }, false, KillRecover},
 		{"beside another write handle", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, true, KillNothing},
 		{"beside a reader of the owner", inPlace, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillRecover},
@@ -416,19 +424,23 @@ func TestJudgeTable(t *testing.T) {
 
 func TestWriteRouteTable(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		open   Open
-		temp   bool
-		failed bool
-		setID  bool
-		want   Route
+		name    string
+		open    Open
+		appends bool // the write's O_APPEND, as the kernel sent it
+		temp    bool
+		failed  bool
+		setID   bool
+		want    Route
 	}{
-		{"append", appends, false, false, false, RouteInPlace},
-		{"append, a rewrite pending", appends, true, false, false, RouteTemp},
-		{"append after a failed write", appends, false, true, false, RouteTemp},
-		{"append to a set-id file", appends, false, false, true, RouteTemp},
-		{"O_APPEND|O_TRUNC", Open{Write: true, Append: true, Truncate: true}, false, false, false, RouteTemp},
-		{"in place", inPlace, false, false, false, RouteTemp},
+		{"append", appends, true, false, false, false, RouteInPlace},
+		{"append, a rewrite pending", appends, true, true, false, false, RouteTemp},
+		{"append after a failed write", appends, true, false, true, false, RouteTemp},
+		{"append to a set-id file", appends, true, false, false, true, RouteTemp},
+		{"O_APPEND|O_TRUNC", Open{Write: true, Append: true, Truncate: true}, true, false, false, false, RouteTemp},
+		{"in place", inPlace, false, false, false, false, RouteTemp},
+		// fcntl(F_SETFL) changes O_APPEND after the open: the write's flag rules.
+		{"O_APPEND cleared", appends, false, false, false, false, RouteTemp},
+		{"O_APPEND set", inPlace, true, false, false, false, RouteInPlace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w Write
@@ -439,7 +451,7 @@ func TestWriteRouteTable(t *testing.T) {
 			if tc.failed {
 				w.Fail(syscall.EIO)
 			}
-			if r := w.WriteRoute(h, tc.setID); r != tc.want {
+			if r := w.WriteRoute(h, tc.appends, tc.setID); r != tc.want {
 				t.Fatalf("route = %v, want %v", r, tc.want)
 			}
 		})
@@ -540,9 +552,11 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 			if rng.Intn(20) == 0 {
 				failed = syscall.ENOSPC
 			}
-			r := p.write(l.h, 1+rng.Intn(3), failed)
+			// Now and then fcntl(F_SETFL) has flipped O_APPEND.
+			appends := l.open.Append != (rng.Intn(8) == 0)
+			r := p.writeAs(l.h, 1+rng.Intn(3), appends, failed)
 			l.wrote = true
-			trace = append(trace, fmt.Sprintf("write h%d (%v, failed %v) -> %v", i, r, failed, p.w.State()))
+			trace = append(trace, fmt.Sprintf("write h%d (append %v: %v, failed %v) -> %v", i, appends, r, failed, p.w.State()))
 			if r == RouteTemp && p.w.State() != Pending && p.w.State() != Failed && p.w.State() != Gone {
 				fail("a write into the temp leaves state %v", p.w.State())
 			}
