@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -457,37 +456,6 @@ func CloneOrCopy(dst, src int, size int64) error {
 		size = st.Size
 	}
 	return CopySparse(dst, src, size)
-}
-
-// CopyXattrs copies the extended attributes of the object held by src onto
-// the object held by dst, so a file replaced by its temp keeps its
-// capabilities, ACLs and user attributes. Attributes the filesystem refuses
-// are skipped: the copy is best effort, the data is not.
-//
-// Names in skip are not copied.
-func CopyXattrs(dst, src int, skip ...string) {
-	size, err := Listxattr(src, nil)
-	if err != nil || size <= 0 {
-		return
-	}
-	names := make([]byte, size)
-	size, err = Listxattr(src, names)
-	if err != nil {
-		return
-	}
-	for _, name := range strings.Split(string(names[:size]), "\x00") {
-		if name == "" || slices.Contains(skip, name) {
-			continue
-		}
-		vsize, err := Getxattr(src, name, nil)
-		if err != nil || vsize < 0 {
-			continue
-		}
-		val := make([]byte, vsize)
-		if vsize, err = Getxattr(src, name, val); err == nil {
-			Setxattr(dst, name, val[:vsize], 0)
-		}
-	}
 }
 
 // SyncDir makes the entries of the directory held by the O_PATH fd dir
