@@ -65,13 +65,6 @@ const (
 	StageSyncDir     Stage = "sync-dir"
 )
 
-// afterReplace, for tests only, runs after a commit's rename, before it
-// settles.
-var afterReplace func()
-
-// onSync, for tests only, hears each fsync a commit makes: "temp" or "dir".
-var onSync func(what string)
-
 // syncPlan says which fsyncs a commit makes: of the temp before the rename
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
 // the mount's durability. With DurabilityFull a commit makes both, but for
@@ -103,14 +96,14 @@ func (w *pendingWrite) syncTemp() error {
 	if err := unix.Fsync(w.temp); err != nil {
 		return err
 	}
-	synced("temp")
+	w.node.fsys.synced("temp")
 	return nil
 }
 
-// synced tells the test hook of an fsync made.
-func synced(what string) {
-	if onSync != nil {
-		onSync(what)
+// synced tells the test hook of an fsync made (Options.onSync).
+func (f *FS) synced(what string) {
+	if f.opts.onSync != nil {
+		f.opts.onSync(what)
 	}
 }
 
@@ -314,8 +307,8 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
-	if afterReplace != nil {
-		afterReplace()
+	if hook := w.node.fsys.opts.afterReplace; hook != nil {
+		hook()
 	}
 	if w.xattrsLost != nil {
 		f.xattrsNotKept(ctx, w.place(), w.xattrsLost)
@@ -451,7 +444,7 @@ func (w *pendingWrite) settle(ctx context.Context, durable bool, st *unix.Stat_t
 			errno = syscall.EIO
 			f.syncFailed(ctx, StageSyncDir, w.place(), err)
 		}
-		synced("dir")
+		f.synced("dir")
 	}
 	// Again: the rename changed its ctime. Should this fail, the next
 	// commit sees a changed file and keeps its bytes as a conflict copy.

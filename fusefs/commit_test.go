@@ -635,11 +635,12 @@ func TestCommitSyncs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tf := newTestFS(t, func(o *Options) { o.Durability = tt.durability })
-			tf.ordersRenames = !tt.unordered
 			var got []string
-			onSync = func(what string) { got = append(got, what) }
-			defer func() { onSync = nil }()
+			tf := newTestFS(t, func(o *Options) {
+				o.Durability = tt.durability
+				o.onSync = func(what string) { got = append(got, what) }
+			})
+			tf.ordersRenames = !tt.unordered
 			h := tf.writing(t, tt.old, syscall.O_WRONLY|syscall.O_TRUNC, "new")
 			want := "new"
 			if tt.theirs != "" {

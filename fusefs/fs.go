@@ -147,6 +147,12 @@ type Options struct {
 	// lock where a commit might hold a realm lock: a test checks there that
 	// commitMu is free (the lock order at the top of this file).
 	beforeGoFuseLock func(f *FS)
+	// afterReplace, for tests only, runs after a commit's rename, before
+	// it settles the lock and the nodes on the new file.
+	afterReplace func()
+	// onSync, for tests only, hears each fsync a commit makes: "temp" or
+	// "dir".
+	onSync func(what string)
 }
 
 // FS is one guarded mount's shared state.

@@ -66,8 +66,9 @@ func (w *pendingWrite) commitLocked(t *testing.T, between func()) (syscall.Errno
 	t.Helper()
 	w.entry.Lock()
 	defer w.entry.Unlock()
-	afterReplace = between
-	defer func() { afterReplace = nil }()
+	f := w.node.fsys
+	f.opts.afterReplace = between
+	defer func() { f.opts.afterReplace = nil }()
 	return w.commit(as(1), false)
 }
 
