@@ -325,8 +325,8 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 
 // Mount mounts the filesystem at dir, as fs.Mount does, with the handles
 // of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
-// request that makes an object noted (umaskFS) and the flags of each WRITE
-// (writeFlagsFS), and returns once the mount is ready.
+// request that makes an object and the flags of each WRITE noted
+// (notingFS), and returns once the mount is ready.
 //
 // Ready is when NewServer returns: on Linux it mounts and answers the
 // kernel's INIT before it does. The daemon does not call go-fuse's
@@ -338,7 +338,7 @@ func (c *countingFS) ReleaseDir(in *fuse.ReleaseIn) {
 // never touches; another process's POLL gets ENOSYS, as it would after the
 // hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	bridge := writeFlagsFS{RawFileSystem: umaskFS{fs.NewNodeFS(f.root, opts)}, notes: &f.writeIns}
+	bridge := notingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}
 	raw := &countingFS{RawFileSystem: bridge, f: f}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {

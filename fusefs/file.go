@@ -380,7 +380,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		done()
 		return -1, -1, 0, noUnpin, errno
 	}
-	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, newMode(ctx, pfd, mode))
+	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
 		return fail(toErrno(err))

@@ -40,8 +40,7 @@
 //  5. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
 //     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu (creds and
 //     protIDs), madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
-//     fdCounts.mu, dirCache.mu, umaskTable.mu, FS.movesMu,
-//     writeFlagNotes.mu; locks.Table's mu and
+//     fdCounts.mu, dirCache.mu, FS.movesMu, requestNotes.mu; locks.Table's mu and
 //     procinfo.Resolver's.
 //
 // go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
@@ -232,8 +231,9 @@ type FS struct {
 	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
 	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
-	// writeIns: the flags of each WRITE being served (writeflags.go).
-	writeIns writeFlagNotes
+	// umasks, writeIns: the caller's umask of each CREATE, MKDIR and
+	// MKNOD, the flags of each WRITE, being served (requestnotes.go).
+	umasks, writeIns requestNotes
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.

@@ -84,7 +84,7 @@ var nameCallsAllowed = map[string]string{
 	"ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
 	"ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
-	"umask.go callerUmask os.ReadFile": "reads /proc/PID/status",
+	"umask.go (*FS).callerUmask os.ReadFile": "reads /proc/PID/status",
 }
 
 // panicsAllowed are the panics of documented unreachable cases, keyed

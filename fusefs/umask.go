@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -27,14 +26,12 @@ import (
 //
 // The kernel sends the caller's umask with every CREATE, MKDIR and MKNOD
 // (current_umask(), whatever DONT_MASK says), but go-fuse's node API does
-// not pass it on. The mount's raw filesystem (umaskFS) notes it, by the
-// thread that made the request, before the node sees the request: that
-// thread is blocked in it until the answer, so while the request is
-// answered its thread id names it alone. Where the note is missing (a
-// request that did not come through the mount's raw filesystem) or
-// ambiguous, the caller's umask is read from /proc/PID/status, which is the
-// same umask: the thread is blocked in the system call it runs under. The
-// note spares a create the twelve system calls of reading that file.
+// not pass it on: the mount's raw filesystem notes it for the request
+// (requestnotes.go). Where the note is missing (a request that did not
+// come through the mount's raw filesystem) the caller's umask is read from
+// /proc/PID/status, which is the same umask: the thread is blocked in the
+// system call it runs under. The note spares a create the twelve system
+// calls of reading that file.
 
 // umaskUnknown is the umask assumed when the caller's cannot be read (a
 // caller outside the daemon's pid namespace, which the kernel names pid 0,
@@ -48,17 +45,17 @@ const umaskUnknown = 0o077
 // gives the native result: under a default ACL the backing filesystem's
 // own masking of it changes nothing, and the named entries it copies from
 // the default ACL are not masked by the mode.
-func newMode(ctx context.Context, pfd int, mode uint32) uint32 {
+func (f *FS) newMode(ctx context.Context, pfd int, mode uint32) uint32 {
 	mode &= 07777
 	if perm, ok := defaultACLPerm(pfd); ok {
 		return mode&^0777 | mode&perm
 	}
-	return mode &^ callerUmask(ctx)
+	return mode &^ f.callerUmask(ctx)
 }
 
 // callerUmask is the umask of the process that made the request in ctx; 0
 // for a request that did not come from the kernel (the unit tests).
-func callerUmask(ctx context.Context) uint32 {
+func (f *FS) callerUmask(ctx context.Context) uint32 {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || c == nil {
 		return 0
@@ -66,7 +63,7 @@ func callerUmask(ctx context.Context) uint32 {
 	if c.Pid == 0 {
 		return umaskUnknown
 	}
-	if u, ok := requestUmasks.get(c.Pid); ok {
+	if u, ok := f.umasks.of(ctx); ok {
 		return u
 	}
 	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
@@ -74,77 +71,6 @@ func callerUmask(ctx context.Context) uint32 {
 		return umaskUnknown
 	}
 	return parseUmask(b)
-}
-
-// umaskTable holds the umask of each request in progress that carries one,
-// by the id of the thread that made it. Thread ids are the system's, so
-// one table serves every mount of the process.
-type umaskTable struct {
-	mu sync.Mutex
-	m  map[uint32]umaskNote
-}
-
-// umaskNote is a thread's umask; n > 1 if more than one request of the
-// thread is in progress (one the kernel gave up on, a reused id), when
-// the note says nothing.
-type umaskNote struct {
-	umask uint32
-	n     int
-}
-
-var requestUmasks = umaskTable{m: make(map[uint32]umaskNote)}
-
-// hold notes the umask of a request by thread tid in progress until the
-// returned func is called. Pid 0 (a caller outside the daemon's pid
-// namespace) names no thread and is not noted.
-func (t *umaskTable) hold(tid, umask uint32) func() {
-	if tid == 0 {
-		return func() {}
-	}
-	t.mu.Lock()
-	e := t.m[tid]
-	t.m[tid] = umaskNote{umask: umask & 0o777, n: e.n + 1}
-	t.mu.Unlock()
-	return func() {
-		t.mu.Lock()
-		if e := t.m[tid]; e.n <= 1 {
-			delete(t.m, tid)
-		} else {
-			e.n--
-			t.m[tid] = e
-		}
-		t.mu.Unlock()
-	}
-}
-
-// get returns the umask of thread tid's request in progress, if one alone
-// is noted.
-func (t *umaskTable) get(tid uint32) (uint32, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.m[tid]
-	return e.umask, ok && e.n == 1
-}
-
-// umaskFS notes the umask of each CREATE, MKDIR and MKNOD for callerUmask
-// while the node bridge beneath answers it.
-type umaskFS struct {
-	fuse.RawFileSystem
-}
-
-func (u umaskFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	defer requestUmasks.hold(in.Caller.Pid, in.Umask)()
-	return u.RawFileSystem.Create(cancel, in, name, out)
-}
-
-func (u umaskFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	defer requestUmasks.hold(in.Caller.Pid, in.Umask)()
-	return u.RawFileSystem.Mkdir(cancel, in, name, out)
-}
-
-func (u umaskFS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	defer requestUmasks.hold(in.Caller.Pid, in.Umask)()
-	return u.RawFileSystem.Mknod(cancel, in, name, out)
 }
 
 // parseUmask finds the Umask: line of a /proc/PID/status (Linux 4.7 on);

@@ -1,8 +1,11 @@
 package fusefs
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 func TestParseUmask(t *testing.T) {
@@ -56,29 +59,37 @@ func TestACLPerm(t *testing.T) {
 	}
 }
 
-func TestUmaskTable(t *testing.T) {
-	var u umaskTable
-	u.m = make(map[uint32]umaskNote)
-	if _, ok := u.get(7); ok {
-		t.Fatal("a thread with no request in progress has a umask")
+// TestRequestNotes: a value is noted for a request while it is served,
+// by its cancel channel, and for no other; none is left once it is
+// answered; a request without a cancel channel (not from the kernel) is
+// not noted.
+func TestRequestNotes(t *testing.T) {
+	var u requestNotes
+	one, two := make(chan struct{}), make(chan struct{})
+	ctxOf := func(c chan struct{}) context.Context { return &fuse.Context{Cancel: c} }
+	if _, ok := u.of(ctxOf(one)); ok {
+		t.Fatal("a request not in progress has a note")
 	}
-	done := u.hold(7, 0o027)
-	if got, ok := u.get(7); !ok || got != 0o027 {
-		t.Fatalf("get(7) = %o, %v; want 027, true", got, ok)
+	done := u.hold(one, 0o027)
+	if got, ok := u.of(ctxOf(one)); !ok || got != 0o027 {
+		t.Fatalf("of(one) = %o, %v; want 027, true", got, ok)
 	}
-	// A second request noted for the same thread makes the note ambiguous:
-	// callerUmask then reads /proc.
-	again := u.hold(7, 0o022)
-	if _, ok := u.get(7); ok {
-		t.Fatal("two requests of one thread: the note should say nothing")
+	// Two requests in progress at once (of one thread: one the kernel
+	// gave up on) each have their own.
+	again := u.hold(two, 0o022)
+	if got, ok := u.of(ctxOf(one)); !ok || got != 0o027 {
+		t.Fatalf("of(one) beside another request = %o, %v; want 027, true", got, ok)
+	}
+	if got, ok := u.of(ctxOf(two)); !ok || got != 0o022 {
+		t.Fatalf("of(two) = %o, %v; want 022, true", got, ok)
 	}
 	again()
 	done()
-	if _, ok := u.get(7); ok || len(u.m) != 0 {
+	if _, ok := u.of(ctxOf(one)); ok || len(u.m) != 0 {
 		t.Fatalf("notes left after every request was answered: %v", u.m)
 	}
-	u.hold(0, 0o022)() // pid 0 names no thread
-	if _, ok := u.get(0); ok {
-		t.Fatal("pid 0 was noted")
+	u.hold(nil, 0o022)() // no cancel channel: nothing to name the request by
+	if _, ok := u.of(context.Background()); ok || len(u.m) != 0 {
+		t.Fatal("a request without a cancel channel was noted")
 	}
 }

@@ -141,7 +141,7 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 }
 
 // appends reports whether a WRITE through h (ctx) appends: O_APPEND as
-// the kernel sent it with the write (writeflags.go), else as h was opened.
+// the kernel sent it with the write (requestnotes.go), else as h was opened.
 // h keeps it for the scans of its opener's descriptors (sameOpen), whose
 // flags in /proc show fcntl(F_SETFL)'s change too.
 func (h *writeHandle) appends(ctx context.Context) bool {
