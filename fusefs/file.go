@@ -183,7 +183,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	if write {
 		owner = f.owner(ctx) // before commitMu: it may read /proc
 	}
-	coordinated := f.coordinatedPath(f.relPath(pn, name)) // go-fuse's locks: before commitMu
+	coordinated := f.coordinated(pn, name) // before commitMu: it may take go-fuse's locks
 	f.commitMu.RLock()
 	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
 	if err != nil {
@@ -424,7 +424,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	child := n.newChild(ctx, &st, gen)
 	var fh fs.FileHandle
 	var fuseFlags uint32
-	if f.coordinatedPath(f.relPath(n, name)) {
+	if f.coordinated(n, name) {
 		// A new file has no set-ID bit (hostmode.go).
 		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
 	} else {

@@ -74,9 +74,16 @@ var (
 	_ = (openFile)((*inPlaceHandle)(nil))
 )
 
-// coordinatedPath reports whether rel is in the policy's coordinated set.
-func (f *FS) coordinatedPath(rel string) bool {
-	return f.opts.Credentials.Coordinated(rel)
+// coordinated reports whether name in dir is in the policy's coordinated
+// set, by the name alone where the set allows (every open asks): the
+// path is built only for a set that looks at directories. It takes
+// go-fuse's tree locks: never under commitMu.
+func (f *FS) coordinated(dir *Node, name string) bool {
+	m := f.opts.Credentials
+	if m.CoordinatedByName() {
+		return m.Coordinated(name)
+	}
+	return m.Coordinated(f.relPath(dir, name))
 }
 
 // inPlaceFile reports whether the file with stat st, at a coordinated

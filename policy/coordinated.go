@@ -1,5 +1,7 @@
 package policy
 
+import "strings"
+
 // Coordinated paths. A program that shares a file between its processes
 // through POSIX record locks and a shared mapping (SQLite's database, its
 // -wal, -shm and -journal files) orders its own writers: it reads and
@@ -41,16 +43,33 @@ func (m *Matcher) Coordinated(rel string) bool {
 	return rel != "" && m.coordinated.match(rel)
 }
 
+// CoordinatedByName reports whether every coordinated glob is **/ and a
+// pattern of one segment (the built-in set is), so that Coordinated of a
+// path's last segment answers for the path: a caller on a hot path (every
+// open) need not build the path.
+func (m *Matcher) CoordinatedByName() bool {
+	if m == nil {
+		m = defaultMatcher()
+	}
+	return !m.coordinatedNeedsPath
+}
+
 // addCoordinated compiles p's coordinated globs into m; an invalid one
 // (a hand-built Policy not validated) adds nothing: the path keeps the
 // mount's atomic writes.
 func (m *Matcher) addCoordinated(p *Policy) {
+	add := func(g string) {
+		m.coordinated.add(g)
+		if base, ok := strings.CutPrefix(g, "**/"); !ok || strings.Contains(base, "/") || strings.Contains(base, "**") {
+			m.coordinatedNeedsPath = true
+		}
+	}
 	if p.Coordinated.Defaults {
 		for _, g := range DefaultCoordinatedGlobs {
-			m.coordinated.add(g.Pattern)
+			add(g.Pattern)
 		}
 	}
 	for _, g := range p.Coordinated.Paths {
-		m.coordinated.add(g)
+		add(g)
 	}
 }

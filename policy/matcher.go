@@ -31,8 +31,11 @@ type Matcher struct {
 	rules []denyRule
 	// protect is the write-refused set (protect.go).
 	protect protectSet
-	// coordinated is the set written in place, shared (coordinated.go).
-	coordinated globSet
+	// coordinated is the set written in place, shared (coordinated.go);
+	// coordinatedNeedsPath: a glob of it looks at more than the last
+	// segment.
+	coordinated          globSet
+	coordinatedNeedsPath bool
 }
 
 // Rule is the deny glob that makes a path a credential, and where it comes
