@@ -131,7 +131,7 @@ type pendingWrite struct {
 	seq        uint64       // when it began, among the mount's writes: orders lockPair
 	chargedTo  locks.Owner  // the owner charged pendingFds for it (fdcap.go), "" none
 	// xattrsLost names the file's extended attributes the temp does not
-	// carry (copyXattrs, or a change through the mount it could not
+	// carry (dirfd.CopyXattrs, or a change through the mount it could not
 	// take): the commit that renames the temp over the file says so.
 	xattrsLost error
 	// inos counts the open handles of the write by the kernel inode they

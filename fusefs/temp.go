@@ -3,9 +3,6 @@ package fusefs
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -76,56 +73,12 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
-	w.xattrsLost = copyXattrs(fd, w.base)
+	// New content never keeps a privilege; every other attribute it
+	// cannot keep (a label a daemon that is not root may not set) is named
+	// by the commit that makes the temp the file (pendingWrite.xattrsLost).
+	w.xattrsLost = dirfd.CopyXattrs(fd, w.base, "security.capability")
 	w.temp, w.tempName, w.mode, w.tempQuiet = fd, name, mode, quiet
 	w.m.TempMade()
-	return nil
-}
-
-// copyXattrs gives the temp dst the extended attributes of the file src
-// but security.capability (new content never keeps a privilege:
-// ensureTemp). An attribute the daemon may not set (a security label,
-// for a daemon that is not root) or that fails to copy is left out, and
-// named in the error returned, which the commit that makes the temp the
-// file reports (pendingWrite.xattrsLost): a file's ACLs and labels are
-// never dropped without a word.
-func copyXattrs(dst, src int) error {
-	size, err := dirfd.Listxattr(src, nil)
-	if err == nil && size > 0 {
-		buf := make([]byte, size)
-		size, err = dirfd.Listxattr(src, buf)
-		buf = buf[:max(size, 0)]
-		if err == nil {
-			var errs []error
-			for _, name := range strings.Split(string(buf), "\x00") {
-				if name != "" && name != "security.capability" {
-					errs = append(errs, copyXattr(dst, src, name))
-				}
-			}
-			return errors.Join(errs...)
-		}
-	}
-	if err != nil && !errors.Is(err, unix.ENOTSUP) {
-		return fmt.Errorf("listing them: %w", err)
-	}
-	return nil
-}
-
-// copyXattr copies the attribute name of src to dst.
-func copyXattr(dst, src int, name string) error {
-	size, err := dirfd.Getxattr(src, name, nil)
-	if errors.Is(err, unix.ENODATA) {
-		return nil // removed meanwhile
-	}
-	if err == nil {
-		val := make([]byte, size)
-		if size, err = dirfd.Getxattr(src, name, val); err == nil {
-			err = dirfd.Setxattr(dst, name, val[:size], 0)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
 	return nil
 }
 

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -380,6 +381,51 @@ func Removexattr(fd int, attr string) error {
 // Listxattr lists attribute names into dest (nil asks for the size).
 func Listxattr(fd int, dest []byte) (int, error) {
 	return ignoringEINTR2(func() (int, error) { return unix.Listxattr(procPath(fd), dest) })
+}
+
+// CopyXattrs gives the object held by dst the extended attributes of the
+// object held by src, but the names in skip. An attribute that cannot be
+// copied (a security label a daemon that is not root may not set) is left
+// out and named in the error returned, so that the caller can say which
+// ones a file lost; the others are copied all the same.
+func CopyXattrs(dst, src int, skip ...string) error {
+	size, err := Listxattr(src, nil)
+	if err == nil && size > 0 {
+		buf := make([]byte, size)
+		size, err = Listxattr(src, buf)
+		if err == nil {
+			var errs []error
+			for _, name := range strings.Split(string(buf[:size]), "\x00") {
+				if name != "" && !slices.Contains(skip, name) {
+					errs = append(errs, copyXattr(dst, src, name))
+				}
+			}
+			return errors.Join(errs...)
+		}
+	}
+	if err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return fmt.Errorf("listing them: %w", err)
+	}
+	return nil
+}
+
+// copyXattr copies the attribute name of src to dst; one removed
+// meanwhile is no loss.
+func copyXattr(dst, src int, name string) error {
+	size, err := Getxattr(src, name, nil)
+	if errors.Is(err, unix.ENODATA) {
+		return nil
+	}
+	if err == nil {
+		val := make([]byte, size)
+		if size, err = Getxattr(src, name, val); err == nil {
+			err = Setxattr(dst, name, val[:size], 0)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // Close closes an fd; an error is only worth a log line. It is never
