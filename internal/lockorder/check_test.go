@@ -1,0 +1,253 @@
+//go:build lockdep
+
+package lockorder
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(RunTests(m)) }
+
+// Classes of the tests' own, beside the table's.
+var (
+	outerClass = class{name: "outer", rank: 10}
+	innerClass = class{name: "inner", rank: 20}
+	leafClass  = class{name: "leafy", rank: leaf}
+	seqClass   = class{name: "seq", rank: 30, ordered: "seq"}
+	pinnedCls  = class{name: "pinned", rank: 40, noGoFuse: true}
+)
+
+type (
+	outer  struct{}
+	inner  struct{}
+	leafy  struct{}
+	seq    struct{}
+	pinned struct{}
+)
+
+func (outer) class() *class  { return &outerClass }
+func (inner) class() *class  { return &innerClass }
+func (leafy) class() *class  { return &leafClass }
+func (seq) class() *class    { return &seqClass }
+func (pinned) class() *class { return &pinnedCls }
+
+func takeOuter(m *Mutex[outer]) { m.Lock() }
+func takeInner(m *Mutex[inner]) { m.Lock() }
+
+func TestInOrderPasses(t *testing.T) {
+	var o Mutex[outer]
+	var i Mutex[inner]
+	var l RWMutex[leafy]
+	if vs := Catch(func() {
+		takeOuter(&o)
+		takeInner(&i)
+		l.RLock()
+		l.RUnlock()
+		i.Unlock()
+		o.Unlock()
+	}); len(vs) != 0 {
+		t.Fatalf("in order: %v", vs)
+	}
+}
+
+// TestOutOfOrderReportsBothStacks: the report names both classes and
+// shows where each lock was taken.
+func TestOutOfOrderReportsBothStacks(t *testing.T) {
+	var o Mutex[outer]
+	var i Mutex[inner]
+	vs := Catch(func() {
+		takeInner(&i)
+		takeOuter(&o)
+		o.Unlock()
+		i.Unlock()
+	})
+	if len(vs) != 1 {
+		t.Fatalf("got %d violations, want 1: %v", len(vs), vs)
+	}
+	v := vs[0]
+	if !strings.HasPrefix(v.Taking, "outer (rank 10") || !strings.HasPrefix(v.Held, "inner (rank 20") {
+		t.Errorf("taking %q holding %q", v.Taking, v.Held)
+	}
+	if !strings.Contains(v.TakingStack, "lockorder.takeOuter") || !strings.Contains(v.TakingStack, "TestOutOfOrderReportsBothStacks") {
+		t.Errorf("the stack taking outer:\n%s", v.TakingStack)
+	}
+	if !strings.Contains(v.HeldStack, "lockorder.takeInner") || strings.Contains(v.HeldStack, "takeOuter") {
+		t.Errorf("the stack that took inner:\n%s", v.HeldStack)
+	}
+	if first, _, _ := strings.Cut(v.TakingStack, "\n"); !strings.HasSuffix(first, "lockorder.takeOuter") {
+		t.Errorf("the stack starts in the checker's own frames:\n%s", v.TakingStack)
+	}
+	s := v.String()
+	for _, want := range []string{Marker, "takeOuter", "takeInner"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// TestLeavesTakeNothing: two leaves of different classes are not nested.
+func TestLeavesTakeNothing(t *testing.T) {
+	var l Mutex[leafy]
+	var n Mutex[NodeMu]
+	vs := Catch(func() {
+		l.Lock()
+		n.Lock()
+		n.Unlock()
+		l.Unlock()
+	})
+	if len(vs) != 1 {
+		t.Fatalf("leaf under leaf: %d violations, want 1", len(vs))
+	}
+}
+
+// TestSameClassInDeclaredOrder: two locks of an ordered class pass in
+// ascending key order and fail reversed, or taken plainly.
+func TestSameClassInDeclaredOrder(t *testing.T) {
+	var a, b Mutex[seq]
+	pair := func(first, second uint64) []Violation {
+		return Catch(func() {
+			a.LockOrdered(first)
+			b.LockOrdered(second)
+			b.Unlock()
+			a.Unlock()
+		})
+	}
+	if vs := pair(1, 2); len(vs) != 0 {
+		t.Errorf("ascending: %v", vs)
+	}
+	if vs := pair(2, 1); len(vs) != 1 || !strings.Contains(vs[0].Taking, "seq 1") || !strings.Contains(vs[0].Held, "seq 2") {
+		t.Errorf("descending: %v", vs)
+	}
+	if vs := Catch(func() { a.Lock(); b.Lock(); b.Unlock(); a.Unlock() }); len(vs) != 1 {
+		t.Errorf("two plain Locks of one class: %d violations, want 1", len(vs))
+	}
+	var o, p Mutex[outer]
+	if vs := Catch(func() { o.LockOrdered(1); p.LockOrdered(2); p.Unlock(); o.Unlock() }); len(vs) != 1 {
+		t.Errorf("a class with no ordered key: %d violations, want 1", len(vs))
+	}
+}
+
+// TestReadLockAgain: a goroutine's second RLock of one lock waits behind
+// a writer that waits for its first.
+func TestReadLockAgain(t *testing.T) {
+	var l RWMutex[leafy]
+	vs := Catch(func() {
+		l.RLock()
+		l.RLock()
+		l.RUnlock()
+		l.RUnlock()
+	})
+	if len(vs) != 1 {
+		t.Fatalf("RLock twice: %d violations, want 1", len(vs))
+	}
+}
+
+// TestUnlockedElsewhere: a lock another goroutine unlocks is no longer
+// held by the one that took it.
+func TestUnlockedElsewhere(t *testing.T) {
+	var i Mutex[inner]
+	var o Mutex[outer]
+	vs := Catch(func() {
+		i.Lock()
+		var wg sync.WaitGroup
+		wg.Go(i.Unlock)
+		wg.Wait()
+		o.Lock()
+		o.Unlock()
+	})
+	if len(vs) != 0 {
+		t.Fatalf("after another goroutine's unlock: %v", vs)
+	}
+}
+
+// TestOtherGoroutinesApart: what one goroutine holds does not order
+// another's.
+func TestOtherGoroutinesApart(t *testing.T) {
+	var i Mutex[inner]
+	var o Mutex[outer]
+	i.Lock()
+	defer i.Unlock()
+	done := make(chan []Violation)
+	go func() { done <- Catch(func() { o.Lock(); o.Unlock() }) }()
+	if vs := <-done; len(vs) != 0 {
+		t.Fatalf("another goroutine's lock counted: %v", vs)
+	}
+}
+
+func TestAssertions(t *testing.T) {
+	var p Mutex[pinned]
+	var l Mutex[leafy]
+	if vs := Catch(func() { AssertNoneHeld("a notification"); GoFuse("GetChild") }); len(vs) != 0 {
+		t.Errorf("none held: %v", vs)
+	}
+	vs := Catch(func() {
+		l.Lock()
+		defer l.Unlock()
+		GoFuse("GetChild")        // a leaf may be held into go-fuse
+		AssertNotHeld[pinned]("") // and is not pinned
+		AssertNoneHeld("a notification")
+	})
+	if len(vs) != 1 || vs[0].Taking != "a notification" || !strings.HasPrefix(vs[0].Held, "leafy") {
+		t.Errorf("a leaf held: %v", vs)
+	}
+	vs = Catch(func() {
+		p.Lock()
+		defer p.Unlock()
+		GoFuse("GetChild")
+		AssertNotHeld[pinned]("replace")
+	})
+	if len(vs) != 2 || vs[0].Taking != "go-fuse's tree locks (GetChild)" || vs[1].Taking != "replace" {
+		t.Errorf("a noGoFuse class held: %v", vs)
+	}
+	if !strings.Contains(vs[0].TakingStack, "TestAssertions") || !strings.Contains(vs[0].HeldStack, "TestAssertions") {
+		t.Errorf("stacks:\n%s\n%s", vs[0].TakingStack, vs[0].HeldStack)
+	}
+}
+
+// TestReported: a violation outside Catch is kept (it fails the tests),
+// goes to the reporter and to LOCKDEP_LOG, once; a repeat is counted.
+func TestReported(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LOCKDEP_LOG", filepath.Join(dir, "lockdep"))
+	var got []string
+	SetReporter(func(r string) { got = append(got, r) })
+	defer SetReporter(nil)
+	before := len(Violations())
+	defer forget(before)
+	var i Mutex[inner]
+	var o Mutex[outer]
+	for range 3 {
+		i.Lock()
+		o.Lock()
+		o.Unlock()
+		i.Unlock()
+	}
+	vs := Violations()[before:]
+	if len(vs) != 1 || vs[0].Repeats != 2 {
+		t.Fatalf("violations %v, want one seen twice more", vs)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], Marker) {
+		t.Errorf("reported %q", got)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "lockdep."+strconv.Itoa(os.Getpid())))
+	if err != nil || strings.Count(string(b), Marker) != 1 {
+		t.Errorf("LOCKDEP_LOG: %v %q", err, b)
+	}
+}
+
+// forget drops the violations since the first n: they were the test's.
+func forget(n int) {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	state.violations = state.violations[:n]
+	for k, i := range state.seen {
+		if i >= n {
+			delete(state.seen, k)
+		}
+	}
+}
