@@ -67,6 +67,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -165,7 +166,7 @@ type FS struct {
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
 	// sees either the old file and the old identity, or the new and new.
-	commitMu sync.RWMutex
+	commitMu lockorder.RWMutex[lockorder.CommitMu]
 	// nsMu makes a name's judgement and the call that puts the name in
 	// place one step against a directory rename's: every operation that
 	// puts a name into a directory (create, mknod, mkdir, symlink, link,
@@ -173,14 +174,14 @@ type FS struct {
 	// credential checks through its system call; a rename of a directory
 	// (judged by what it holds: denyDirRename) holds it exclusively from
 	// its scan through renameat2. No lock-table wait is made under it.
-	nsMu sync.RWMutex
+	nsMu lockorder.RWMutex[lockorder.NsMu]
 	// madeOpMu serializes the mount's own changes of files it made at
 	// credential paths (ownMadeChange): each one's stat before and after.
-	madeOpMu sync.Mutex
+	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
 
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
-	tempsMu sync.Mutex
+	tempsMu lockorder.Mutex[lockorder.TempsMu]
 	temps   map[string]bool
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
@@ -194,7 +195,7 @@ type FS struct {
 	// up (FS.madeUp), so that it keeps that number. Entries go when the
 	// node is forgotten or retired. rekeyedMu
 	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
-	rekeyedMu sync.Mutex
+	rekeyedMu lockorder.Mutex[lockorder.RekeyedMu]
 	rekeyed   map[fileID]*Node
 	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
 	// borrowed holds the inode numbers those nodes answer to, which the

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"container/list"
 	"context"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -26,7 +26,7 @@ type Node struct {
 
 	fsys *FS
 
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.NodeMu]
 	dev uint64 // the backing object's identity; changes only when an atomic
 	ino uint64 // write of this mount replaces the file (see commit)
 	gen uint64 // and its generation (dirfd.Statx), which tells reused numbers apart

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Modes of new objects. The mount negotiates FUSE_DONT_MASK (MountOptions):
@@ -80,7 +80,7 @@ func callerUmask(ctx context.Context) uint32 {
 // by the id of the thread that made it. Thread ids are the system's, so
 // one table serves every mount of the process.
 type umaskTable struct {
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.UmaskTableMu]
 	m  map[uint32]umaskNote
 }
 

@@ -71,21 +71,21 @@ func (a *acq) after(h *acq) bool {
 	switch {
 	case a.lock == h.lock:
 		return false // again: a Mutex deadlocks, an RLock may behind a writer
-	case a.c.rank > h.c.rank:
+	case a.c.below(h.c):
 		return true
 	}
 	return a.c == h.c && a.c.ordered != "" && a.ordered && h.ordered && a.key > h.key
 }
 
 func (a *acq) String() string {
-	s := a.c.name + " (rank " + strconv.Itoa(a.c.rank)
+	s := a.c.name
 	if a.read {
-		s += ", read"
+		s += " (read)"
 	}
 	if a.ordered {
-		s += ", " + a.c.ordered + " " + strconv.FormatUint(a.key, 10)
+		s += " (" + a.c.ordered + " " + strconv.FormatUint(a.key, 10) + ")"
 	}
-	return s + ")"
+	return s
 }
 
 // hold records a as held, once taken.

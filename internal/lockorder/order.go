@@ -12,30 +12,40 @@
 //
 // # The order
 //
-// A goroutine holding a lock takes only locks of a greater rank; leaves take
-// none. Outermost first:
+// A goroutine holding a lock takes only locks below it in this tree, and
+// two locks of one class only where the class says in what order
+// (LockOrdered). The tree is the table below, drawn:
 //
-//	locks.Entry                 10  one owner's write of one file (its pendingWrite)
-//	│                               and the handles sharing it; two at once only
-//	│                               in pendingWrite.seq order (fusefs lockPair)
-//	└─ FS.nsMu                  20  a name's judgement and the call that puts it in place
-//	   └─ FS.commitMu           30  a commit's rename and the lock's move; never
-//	      │                         held into go-fuse's tree (issue 18)
-//	      └─ FS.madeOpMu        40  the mount's own change of a made credential-path file
-//	         └─ leaves         100  held only for a map or a counter: below
-//
-// Leaves: Node.mu, handle.mu, lockFds.mu, FS.rekeyedMu, FS.tempsMu,
-// credInodes.mu, madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
-// fdCounts.mu, dirCache.mu, umaskTable.mu, locks.Table.mu,
-// procinfo.Resolver.fdMu, procinfo.Resolver.mu, procinfo.Resolver.tablesMu.
+//	locks.Entry
+//	└─ FS.nsMu
+//	   └─ FS.commitMu
+//	      └─ FS.madeOpMu
+//	         ├─ Node.mu
+//	         │  └─ FS.rekeyedMu
+//	         ├─ handle.mu
+//	         ├─ lockFds.mu
+//	         ├─ FS.tempsMu
+//	         ├─ credInodes.mu
+//	         ├─ madeSet.mu
+//	         ├─ watcher.mu
+//	         ├─ notifier.mu
+//	         ├─ Auditor.mu
+//	         ├─ fdCounts.mu
+//	         ├─ dirCache.mu
+//	         ├─ umaskTable.mu
+//	         ├─ locks.Table.mu
+//	         ├─ procinfo.Resolver.fdMu
+//	         ├─ procinfo.Resolver.mu
+//	         └─ procinfo.Resolver.tablesMu
 //
 // Besides: no realm lock is held while a notification goes to the kernel
-// (AssertNoneHeld in fusefs/notify.go), while credInodes.has waits for the
-// mount-time scan, nor while Flush waits out another thread's write; nsMu
-// is not held across a lock-table wait. go-fuse's tree locks (Inode.Path,
-// Parent, GetChild, NewInode, Children) are taken under any class but
-// those marked noGoFuse (GoFuse); go-fuse calls the node (OnForget) holding
-// none of realm's.
+// (AssertNoneHeld in fusefs/notify.go), nor while credInodes.has waits for
+// the mount-time scan (fusefs/guard.go), nor while Flush waits out another
+// thread's write (writeHandle.writeGoesOn); nsMu is not held across a
+// lock-table wait (locks.Table.AcquireWait, WaitConflict, WaitOthers).
+// go-fuse's tree locks (Inode.Path, Parent, GetChild, Children, NewInode)
+// are taken under any class but those marked noGoFuse (GoFuse); go-fuse
+// calls the node (OnForget) holding none of realm's.
 package lockorder
 
 // Class is a lock class of the order: one of the types declared here, as
@@ -45,7 +55,10 @@ type Class interface{ class() *class }
 // class is a row of the order.
 type class struct {
 	name string
-	rank int
+	// under is the class next above in the tree: a lock of this class may
+	// be taken while holding one of it or of a class above it. nil: the
+	// root.
+	under *class
 	// ordered names the key by which several locks of the class are taken
 	// together, in ascending order (LockOrdered); "" if never two at once.
 	ordered string
@@ -53,33 +66,67 @@ type class struct {
 	noGoFuse bool
 }
 
-const leaf = 100
-
-// The table. Ranks are spaced so that a lock can be placed between two.
+// The table: each lock, what it is held for, and the class it is taken
+// under.
 var (
-	entry    = class{name: "locks.Entry", rank: 10, ordered: "pendingWrite.seq"}
-	nsMu     = class{name: "FS.nsMu", rank: 20}
-	commitMu = class{name: "FS.commitMu", rank: 30, noGoFuse: true}
-	madeOpMu = class{name: "FS.madeOpMu", rank: 40}
+	// One owner's write of one file (its pendingWrite) and the handles
+	// sharing it. Two are held together only by CopyFileRange, in the
+	// order their writes began (fusefs lockPair).
+	entry = class{name: "locks.Entry", ordered: "pendingWrite.seq"}
+	// Shared by every op that puts a name into a directory (create, mknod,
+	// mkdir, symlink, link, a rename of a file, a commit's rename) from
+	// its protect and credential checks through its system call; exclusive
+	// by a rename that scans a directory (renameJudged), from the scan
+	// through renameat2. Never held across a lock-table wait (a rename's
+	// heldByOther comes before it) nor while credInodes.has waits for the
+	// mount-time scan (Link waits for the scan before it takes nsMu).
+	nsMu = class{name: "FS.nsMu", under: &entry}
+	// Written by a commit's rename together with the move of the file's
+	// lock to the new file (pendingWrite.replace), read by the opens and
+	// stats that verify a node's identity by name, by a write open's
+	// Acquire (Node.openOnce) and a rename's lock look (FS.lockOf), so
+	// that no one sees the new file unlocked. A commit holding it while
+	// it waited in go-fuse's GetChild deadlocked with requests waiting
+	// for it (issue 18): replace looks the node up before it takes it.
+	commitMu = class{name: "FS.commitMu", under: &nsMu, noGoFuse: true}
+	// Held by ownMadeChange around the mount's own change of a file it
+	// made at a credential path: its stat before, the system call, its
+	// stat after.
+	madeOpMu = class{name: "FS.madeOpMu", under: &commitMu}
 
-	nodeMu        = class{name: "Node.mu", rank: leaf}
-	handleMu      = class{name: "handle.mu", rank: leaf}
-	lockFdsMu     = class{name: "lockFds.mu", rank: leaf}
-	rekeyedMu     = class{name: "FS.rekeyedMu", rank: leaf}
-	tempsMu       = class{name: "FS.tempsMu", rank: leaf}
-	credInodesMu  = class{name: "credInodes.mu", rank: leaf}
-	madeSetMu     = class{name: "madeSet.mu", rank: leaf}
-	watcherMu     = class{name: "watcher.mu", rank: leaf}
-	notifierMu    = class{name: "notifier.mu", rank: leaf}
-	auditorMu     = class{name: "Auditor.mu", rank: leaf}
-	fdCountsMu    = class{name: "fdCounts.mu", rank: leaf}
-	dirCacheMu    = class{name: "dirCache.mu", rank: leaf}
-	umaskTableMu  = class{name: "umaskTable.mu", rank: leaf}
-	tableMu       = class{name: "locks.Table.mu", rank: leaf}
-	resolverFdMu  = class{name: "procinfo.Resolver.fdMu", rank: leaf}
-	resolverMu    = class{name: "procinfo.Resolver.mu", rank: leaf}
-	resolverTabMu = class{name: "procinfo.Resolver.tablesMu", rank: leaf}
+	// The rest are held for a map, a counter or a field or two.
+	// Node.mu: a node's identity, its lock set (made under it, from
+	// FS.rekeyedMu: Node.lockSet), its readers.
+	nodeMu = class{name: "Node.mu", under: &madeOpMu}
+	// FS.rekeyedMu: rekeyed, borrowed, holds, heirs, successors and
+	// lockFds.nodes.
+	rekeyedMu     = class{name: "FS.rekeyedMu", under: &nodeMu}
+	handleMu      = class{name: "handle.mu", under: &madeOpMu}
+	lockFdsMu     = class{name: "lockFds.mu", under: &madeOpMu}
+	tempsMu       = class{name: "FS.tempsMu", under: &madeOpMu}
+	credInodesMu  = class{name: "credInodes.mu", under: &madeOpMu} // creds, protIDs, madeDirs
+	madeSetMu     = class{name: "madeSet.mu", under: &madeOpMu}
+	watcherMu     = class{name: "watcher.mu", under: &madeOpMu}
+	notifierMu    = class{name: "notifier.mu", under: &madeOpMu}
+	auditorMu     = class{name: "Auditor.mu", under: &madeOpMu}
+	fdCountsMu    = class{name: "fdCounts.mu", under: &madeOpMu}
+	dirCacheMu    = class{name: "dirCache.mu", under: &madeOpMu} // no system call under it
+	umaskTableMu  = class{name: "umaskTable.mu", under: &madeOpMu}
+	tableMu       = class{name: "locks.Table.mu", under: &madeOpMu} // never an Entry's under it
+	resolverFdMu  = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}
+	resolverMu    = class{name: "procinfo.Resolver.mu", under: &madeOpMu}
+	resolverTabMu = class{name: "procinfo.Resolver.tablesMu", under: &madeOpMu}
 )
+
+// below reports whether c is below h in the tree.
+func (c *class) below(h *class) bool {
+	for u := c.under; u != nil; u = u.under {
+		if u == h {
+			return true
+		}
+	}
+	return false
+}
 
 // The classes, one type each, named for the lock.
 type (

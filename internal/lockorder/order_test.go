@@ -4,8 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"regexp"
-	"slices"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,67 +22,88 @@ func TestNoExtraFields(t *testing.T) {
 	}
 }
 
-// TestDocDrawsTheTable: the package doc's drawing of the order is the
+// TestDocDrawsTheTable: the package doc's drawing of the tree is the
 // table's, row for row, so that the two never say different things.
 func TestDocDrawsTheTable(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "order.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := f.Doc.Text()
-	_, leavesPara, _ := strings.Cut(doc, "Leaves: ")
-	leavesPara, _, _ = strings.Cut(leavesPara, "\n\n")
-	docLeaves := strings.Split(strings.TrimSuffix(strings.Join(strings.Fields(leavesPara), " "), "."), ", ")
-	var leaves []string
-	rows := 0
+	drawn := drawing(f.Doc.Text())
+	table := tableOf(f)
+	if len(table) < 20 {
+		t.Fatalf("found %d rows of the table: the test reads it wrong", len(table))
+	}
+	if !maps.Equal(drawn, table) {
+		t.Errorf("the drawing (class: the class above it)\n%v\nis not the table\n%v", drawn, table)
+	}
+}
+
+// drawing reads the tree drawn in doc: each class's name, and the name of
+// the class above it ("" for the root).
+func drawing(doc string) map[string]string {
+	tree := make(map[string]string)
+	var path []string // the last row drawn at each depth
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "\t") {
+			continue
+		}
+		runes := []rune(line[1:])
+		i := 0
+		for i < len(runes) && strings.ContainsRune("│├└─ ", runes[i]) {
+			i++
+		}
+		depth := i / 3
+		if i == len(runes) || depth > len(path) {
+			continue
+		}
+		name := strings.Fields(string(runes[i:]))[0]
+		path = append(path[:depth], name)
+		tree[name] = ""
+		if depth > 0 {
+			tree[name] = path[depth-1]
+		}
+	}
+	return tree
+}
+
+// tableOf reads the class literals of f: each one's name and the name of
+// the class it is under.
+func tableOf(f *ast.File) map[string]string {
+	byVar := make(map[string]string) // variable: class name
+	under := make(map[string]string) // variable: the variable it is under
 	ast.Inspect(f, func(n ast.Node) bool {
-		lit, ok := n.(*ast.CompositeLit)
-		if !ok || !isIdent(lit.Type, "class") {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok {
 			return true
 		}
-		rows++
-		name, rank := fieldOf(lit, "name"), fieldOf(lit, "rank")
-		name, _ = strconv.Unquote(name)
-		if rank == "leaf" {
-			leaves = append(leaves, name)
-			return true
-		}
-		line := regexp.MustCompile(`(?m)^\s*[─│└ ]*` + regexp.QuoteMeta(name) + `\s+` + rank + `\s`)
-		if !line.MatchString(doc) {
-			t.Errorf("the drawing has no row %q of rank %s", name, rank)
+		for i, v := range spec.Values {
+			lit, ok := v.(*ast.CompositeLit)
+			if !ok || !isIdent(lit.Type, "class") {
+				continue
+			}
+			for _, e := range lit.Elts {
+				kv := e.(*ast.KeyValueExpr)
+				switch key := kv.Key.(*ast.Ident).Name; {
+				case key == "name":
+					byVar[spec.Names[i].Name], _ = strconv.Unquote(kv.Value.(*ast.BasicLit).Value)
+				case key == "under":
+					under[spec.Names[i].Name] = kv.Value.(*ast.UnaryExpr).X.(*ast.Ident).Name
+				}
+			}
 		}
 		return true
 	})
-	slices.Sort(leaves)
-	slices.Sort(docLeaves)
-	if !slices.Equal(leaves, docLeaves) {
-		t.Errorf("the doc's leaves %q, the table's %q", docLeaves, leaves)
+	table := make(map[string]string)
+	for v, name := range byVar {
+		table[name] = byVar[under[v]]
 	}
-	if rows < 20 {
-		t.Errorf("found %d rows of the table: the test reads it wrong", rows)
-	}
+	return table
 }
 
 func isIdent(e ast.Expr, name string) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == name
-}
-
-// fieldOf is the source of a keyed field's value in lit, "" if absent.
-func fieldOf(lit *ast.CompositeLit, key string) string {
-	for _, e := range lit.Elts {
-		kv, ok := e.(*ast.KeyValueExpr)
-		if !ok || !isIdent(kv.Key, key) {
-			continue
-		}
-		switch v := kv.Value.(type) {
-		case *ast.BasicLit:
-			return v.Value
-		case *ast.Ident:
-			return v.Name
-		}
-	}
-	return ""
 }
 
 // TestAMutex: the types lock as sync's do.
