@@ -255,6 +255,7 @@ func (n *Node) reopenDir(ctx context.Context) (fd int, byHandle bool, errno sysc
 // openDirByName opens n's directory by its name in its parent's fd, and
 // verifies it is the directory n was looked up as.
 func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
+	lockorder.GoFuse("Inode.Parent")
 	name, parent := n.Parent()
 	pn := asNode(parent)
 	if pn == nil {

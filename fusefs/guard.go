@@ -351,7 +351,7 @@ func (c *credInodes) add(id fileID) {
 // bind mount shows one file, with one link, under two names).
 func (c *credInodes) has(id fileID) bool {
 	if c.scanned != nil {
-		<-c.scanned
+		awaitScan(c.scanned)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -372,7 +372,18 @@ func (c *credInodes) knows(id fileID) bool {
 // policy): for an op that asks credInodes.has under nsMu.
 func (f *FS) waitScan() {
 	if f.opts.Credentials != nil && f.creds.scanned != nil {
-		<-f.creds.scanned
+		awaitScan(f.creds.scanned)
+	}
+}
+
+// awaitScan waits for scanned to be closed, holding no realm lock if it
+// has to wait: the scan may take minutes.
+func awaitScan(scanned chan struct{}) {
+	select {
+	case <-scanned:
+	default:
+		lockorder.AssertNoneHeld("a wait for the mount-time scan")
+		<-scanned
 	}
 }
 

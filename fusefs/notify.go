@@ -204,6 +204,7 @@ func (q *notifier) busy(dir *fs.Inode) bool {
 // send runs f, which writes notifications, on the device thread if there
 // is one.
 func (q *notifier) send(f func()) {
+	lockorder.AssertNoneHeld("a kernel notification")
 	q.mu.Lock()
 	dev := q.dev
 	q.mu.Unlock()

@@ -375,6 +375,7 @@ func (w *watcher) changed(dir *Node, name string, names, content bool) {
 		w.q.entry(in, name)
 	}
 	if content {
+		lockorder.GoFuse("Inode.GetChild")
 		if child := in.GetChild(name); child != nil {
 			w.q.inode(child)
 		}

@@ -37,6 +37,7 @@ var state struct {
 	catching   map[uint64]*[]Violation
 	violations []Violation
 	seen       map[string]int // a breach's classes and places: its index in violations
+	known      []int          // how often each known breach was seen
 	report     func(string)
 }
 
@@ -44,6 +45,7 @@ func init() {
 	state.held = make(map[uint64][]*acq)
 	state.catching = make(map[uint64]*[]Violation)
 	state.seen = make(map[string]int)
+	state.known = make([]int, len(known))
 }
 
 func newAcq(c *class, lock unsafe.Pointer, read bool, key uint64, ordered bool) *acq {
@@ -54,15 +56,15 @@ func newAcq(c *class, lock unsafe.Pointer, read bool, key uint64, ordered bool) 
 // locks.
 func before(c *class, lock unsafe.Pointer, read bool, key uint64, ordered bool) *acq {
 	a := newAcq(c, lock, read, key, ordered)
-	var vs []Violation
+	var vs []found
 	state.mu.Lock()
 	for _, h := range state.held[a.g] {
 		if !a.after(h) {
-			vs = append(vs, Violation{Taking: a.String(), Held: h.String(), TakingStack: stack(a.pcs), HeldStack: stack(h.pcs)})
+			vs = append(vs, found{Violation{Taking: a.String(), Held: h.String(), TakingStack: stack(a.pcs), HeldStack: stack(h.pcs)}, h.c})
 		}
 	}
 	state.mu.Unlock()
-	record(a.g, a.pcs, vs)
+	record(a.g, vs)
 	return a
 }
 
@@ -134,34 +136,41 @@ func drop(g uint64, lock unsafe.Pointer, read bool) bool {
 func assert(what string, banned func(*class) bool) {
 	g := goid()
 	var pcs []uintptr
-	var vs []Violation
+	var vs []found
 	state.mu.Lock()
 	for _, h := range state.held[g] {
 		if banned(h.c) {
 			if pcs == nil {
 				pcs = callers()
 			}
-			vs = append(vs, Violation{Taking: what, Held: h.String(), TakingStack: stack(pcs), HeldStack: stack(h.pcs)})
+			vs = append(vs, found{Violation{Taking: what, Held: h.String(), TakingStack: stack(pcs), HeldStack: stack(h.pcs)}, h.c})
 		}
 	}
 	state.mu.Unlock()
-	record(g, pcs, vs)
+	record(g, vs)
 }
 
 // record keeps the violations of goroutine g: caught, if g is in Catch;
 // else each new one is kept and reported, a repeat counted.
-func record(g uint64, pcs []uintptr, vs []Violation) {
+func record(g uint64, vs []found) {
 	if len(vs) == 0 {
 		return
 	}
 	var reports []string
 	state.mu.Lock()
 	if caught := state.catching[g]; caught != nil {
-		*caught = append(*caught, vs...)
+		for _, f := range vs {
+			*caught = append(*caught, f.Violation)
+		}
 		state.mu.Unlock()
 		return
 	}
-	for _, v := range vs {
+	for _, f := range vs {
+		if i := f.known(); i >= 0 {
+			state.known[i]++
+			continue
+		}
+		v := f.Violation
 		// One breach, by the same path, may come thousands of times.
 		key := v.Taking + "\x00" + v.Held + "\x00" + v.HeldStack + "\x00" + v.TakingStack
 		if i, ok := state.seen[key]; ok {
@@ -177,6 +186,28 @@ func record(g uint64, pcs []uintptr, vs []Violation) {
 	for _, r := range reports {
 		deliver(r, report)
 	}
+}
+
+// found is a violation and the class of the lock held.
+type found struct {
+	Violation
+	held *class
+}
+
+// known is the index of f among the known breaches, -1 if it is none.
+func (f *found) known() int {
+	for i, b := range known {
+		if f.held == b.held && f.Taking == b.taking && strings.Contains(f.TakingStack, "/"+b.via+"\n") {
+			return i
+		}
+	}
+	return -1
+}
+
+func knownSeen() []int {
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	return append([]int(nil), state.known...)
 }
 
 // deliver writes a new violation's report to report (else stderr), and to

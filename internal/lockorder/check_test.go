@@ -253,3 +253,30 @@ func forget(n int) {
 		}
 	}
 }
+
+// TestKnownBreach: a breach on the known list is counted, not kept; the
+// same classes by another path are not it.
+func TestKnownBreach(t *testing.T) {
+	saved, savedSeen := known, state.known
+	known = []breach{{held: &innerClass, taking: "outer", via: "lockorder.takeOuter"}}
+	state.known = make([]int, 1)
+	defer func() { known, state.known = saved, savedSeen }()
+	before := len(Violations())
+	defer forget(before)
+	SetReporter(func(string) {})
+	defer SetReporter(nil)
+	var i Mutex[inner]
+	var o Mutex[outer]
+	i.Lock()
+	takeOuter(&o)
+	o.Unlock()
+	if n := len(Violations()) - before; n != 0 || knownSeen()[0] != 1 {
+		t.Errorf("known: %d kept, seen %v", n, knownSeen())
+	}
+	o.Lock() // not through takeOuter
+	o.Unlock()
+	i.Unlock()
+	if n := len(Violations()) - before; n != 1 {
+		t.Errorf("another path: %d kept, want 1", n)
+	}
+}

@@ -38,14 +38,14 @@
 //	         ├─ procinfo.Resolver.mu
 //	         └─ procinfo.Resolver.tablesMu
 //
-// Besides: no realm lock is held while a notification goes to the kernel
-// (AssertNoneHeld in fusefs/notify.go), nor while credInodes.has waits for
-// the mount-time scan (fusefs/guard.go), nor while Flush waits out another
-// thread's write (writeHandle.writeGoesOn); nsMu is not held across a
-// lock-table wait (locks.Table.AcquireWait, WaitConflict, WaitOthers).
-// go-fuse's tree locks (Inode.Path, Parent, GetChild, Children, NewInode)
-// are taken under any class but those marked noGoFuse (GoFuse); go-fuse
-// calls the node (OnForget) holding none of realm's.
+// Besides, no realm lock is held (AssertNoneHeld) while a notification
+// goes to the kernel (fusefs/notify.go), while the mount-time scan is
+// waited for (fusefs awaitScan), nor across a wait in the lock table
+// (locks.Table.wait); nor, unchecked, while Flush waits out another
+// thread's write (writeHandle.writeGoesOn). go-fuse's tree locks
+// (Inode.Path, Parent, GetChild, NewInode) are taken under any class but
+// those marked noGoFuse (GoFuse before each call); go-fuse calls into
+// realm (OnForget too) holding none of them.
 package lockorder
 
 // Class is a lock class of the order: one of the types declared here, as
@@ -117,6 +117,23 @@ var (
 	resolverMu    = class{name: "procinfo.Resolver.mu", under: &madeOpMu}
 	resolverTabMu = class{name: "procinfo.Resolver.tablesMu", under: &madeOpMu}
 )
+
+// known are breaches of the order found in the code and not fixed yet,
+// each by the class held, what is taken (as a Violation's Taking says) and
+// a function on the taking stack. They are counted (RunTests says how
+// often) but fail nothing; take one out once fixed, and its return fails.
+var known = []breach{
+	// Node.verify refuses an object swapped under a node's name (refuse:
+	// relPath walks go-fuse's tree; the audit line reads /proc) while its
+	// callers (openPath, openOnce, statByName) hold commitMu for reading.
+	{held: &commitMu, taking: "go-fuse's tree locks (Inode.Path)", via: "fusefs.(*Node).verify"},
+}
+
+type breach struct {
+	held   *class
+	taking string
+	via    string
+}
 
 // below reports whether c is below h in the tree.
 func (c *class) below(h *class) bool {

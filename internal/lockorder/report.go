@@ -43,5 +43,11 @@ func RunTests(m interface{ Run() int }) int {
 			code = 1
 		}
 	}
+	for i, n := range knownSeen() {
+		if n > 0 {
+			b := known[i]
+			fmt.Fprintf(os.Stderr, "lockorder: a known breach, %s while holding %s in %s, seen %d times\n", b.taking, b.held.name, b.via, n)
+		}
+	}
 	return code
 }
