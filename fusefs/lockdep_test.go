@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -84,6 +86,26 @@ func TestCopyBetweenTwoWritesInOrder(t *testing.T) {
 	})
 	if len(vs) != 1 || !strings.HasPrefix(vs[0].Taking, "locks.Entry (pendingWrite.seq") {
 		t.Errorf("two entries against their writes' order: %v", vs)
+	}
+}
+
+// TestLinkOfAFileBeingWritten: a hard link to a file an owner is writing
+// tells that write of its new ctime with no nsMu held: a commit holds the
+// write's entry into nsMu, and Link held nsMu into the entry (with a
+// directory rename waiting for nsMu between them, a deadlock).
+func TestLinkOfAFileBeingWritten(t *testing.T) {
+	tf := newTestFS(t, nil)
+	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
+	defer h.Release(as(1))
+	f := tf.lookup(t, "f")
+	var out fuse.EntryOut
+	var errno syscall.Errno
+	vs := lockorder.Catch(func() { _, errno = tf.root.Link(as(1), f, "g", &out) })
+	if errno != 0 {
+		t.Fatalf("link = %v", errno)
+	}
+	if len(vs) != 0 {
+		t.Errorf("link of a file being written: %v", vs)
 	}
 }
 

@@ -295,44 +295,55 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	// The source's checks wait for the mount-time scan (credInodes.has):
 	// not under nsMu.
 	n.fsys.waitScan()
+	in, linked, errno := n.link(ctx, target, name, out)
+	if linked != nil {
+		// Not under nsMu either: a write's entry lock is taken above it
+		// (a commit holds its entry into nsMu).
+		linked.ownChange(nil)
+	}
+	return in, errno
+}
+
+// link is Link's step under nsMu: the checks and the link. linked is the
+// node linked, once the link is made.
+func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, linked *Node, errno syscall.Errno) {
 	defer n.fsys.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "link", name, makes)
 	defer done()
 	if errno != 0 {
-		return nil, errno
+		return nil, nil, errno
 	}
 	tn, ok := target.(*Node)
 	if !ok {
-		return nil, syscall.EXDEV
+		return nil, nil, syscall.EXDEV
 	}
 	fd, errno := tn.openPath(ctx, "link")
 	if errno != 0 {
-		return nil, errno
+		return nil, nil, errno
 	}
 	defer dirfd.Close(fd)
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, toErrno(err)
+		return nil, nil, toErrno(err)
 	}
 	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
-		return nil, errno
+		return nil, nil, errno
 	}
 	// Another name of a protected file would be one to write it by.
 	if errno := n.fsys.denyProtect(ctx, "link", tn, ""); errno != 0 {
-		return nil, errno
+		return nil, nil, errno
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		// The link's target resolves from its new directory too.
 		if errno := n.fsys.denyLinkTarget(ctx, "link", n, name, fd, pathDepth(dir)); errno != 0 {
-			return nil, errno
+			return nil, nil, errno
 		}
 	}
 	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
-		return nil, toErrno(err)
+		return nil, nil, toErrno(err)
 	}
-	tn.ownChange(nil)
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, toErrno(err)
+		return nil, tn, toErrno(err)
 	}
 	// A file the mount may read, linked onto a credential name, holds what
 	// the caller could read already: made through the mount.
@@ -341,7 +352,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
 	out.SetAttrTimeout(tn.attrValid())
-	return tn.EmbeddedInode(), 0
+	return tn.EmbeddedInode(), tn, 0
 }
 
 // Unlink removes a name from n (unlinkat on n's verified fd); a file
