@@ -3,7 +3,6 @@
 package lockorder
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,20 +30,22 @@ type acq struct {
 }
 
 var state struct {
-	mu   sync.Mutex
-	held map[uint64][]*acq // by goroutine
+	mu     sync.Mutex
+	held   map[uint64][]*acq         // by goroutine
+	writer map[unsafe.Pointer]uint64 // the goroutine holding each lock held for writing
 	// catching: the goroutines in Catch, and what they caught.
 	catching   map[uint64]*[]Violation
 	violations []Violation
-	seen       map[string]int // a breach's classes and places: its index in violations
-	known      []int          // how often each known breach was seen
+	seen       map[string]sighting // by a breach's classes and places
+	known      []int               // how often each known breach was seen
 	report     func(string)
 }
 
 func init() {
 	state.held = make(map[uint64][]*acq)
+	state.writer = make(map[unsafe.Pointer]uint64)
 	state.catching = make(map[uint64]*[]Violation)
-	state.seen = make(map[string]int)
+	state.seen = make(map[string]sighting)
 	state.known = make([]int, len(known))
 }
 
@@ -60,7 +61,7 @@ func before(c *class, lock unsafe.Pointer, read bool, key uint64, ordered bool) 
 	state.mu.Lock()
 	for _, h := range state.held[a.g] {
 		if !a.after(h) {
-			vs = append(vs, found{Violation{Taking: a.String(), Held: h.String(), TakingStack: stack(a.pcs), HeldStack: stack(h.pcs)}, h.c})
+			vs = append(vs, found{what: a.c.name, taking: a.String(), held: h, pcs: a.pcs})
 		}
 	}
 	state.mu.Unlock()
@@ -79,6 +80,16 @@ func (a *acq) after(h *acq) bool {
 	return a.c == h.c && a.c.ordered != "" && a.ordered && h.ordered && a.key > h.key
 }
 
+// below reports whether c is below h in the tree.
+func (c *class) below(h *class) bool {
+	for u := c.under; u != nil; u = u.under {
+		if u == h {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *acq) String() string {
 	s := a.c.name
 	if a.read {
@@ -94,21 +105,34 @@ func (a *acq) String() string {
 func (a *acq) hold() {
 	state.mu.Lock()
 	state.held[a.g] = append(state.held[a.g], a)
+	if !a.read {
+		state.writer[a.lock] = a.g
+	}
 	state.mu.Unlock()
 }
 
-// release forgets the acquisition of lock (a read one: read), by the
-// calling goroutine if it has one, else by the one that does: a lock may
-// be unlocked by another goroutine than took it.
+// release forgets the acquisition of lock (a read one: read): by the
+// goroutine that holds it for writing, which need not be the caller (a
+// lock may be unlocked by another goroutine than took it), and for
+// reading by the caller if it holds it, else by one that does.
 func release(lock unsafe.Pointer, read bool) {
+	if !read {
+		state.mu.Lock()
+		defer state.mu.Unlock()
+		if g, ok := state.writer[lock]; ok {
+			delete(state.writer, lock)
+			drop(g, lock, false)
+		}
+		return
+	}
 	g := goid()
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	if drop(g, lock, read) {
+	if drop(g, lock, true) {
 		return
 	}
 	for other := range state.held {
-		if drop(other, lock, read) {
+		if drop(other, lock, true) {
 			return
 		}
 	}
@@ -143,7 +167,7 @@ func assert(what string, banned func(*class) bool) {
 			if pcs == nil {
 				pcs = callers()
 			}
-			vs = append(vs, found{Violation{Taking: what, Held: h.String(), TakingStack: stack(pcs), HeldStack: stack(h.pcs)}, h.c})
+			vs = append(vs, found{what: what, taking: what, held: h, pcs: pcs})
 		}
 	}
 	state.mu.Unlock()
@@ -160,26 +184,15 @@ func record(g uint64, vs []found) {
 	state.mu.Lock()
 	if caught := state.catching[g]; caught != nil {
 		for _, f := range vs {
-			*caught = append(*caught, f.Violation)
+			*caught = append(*caught, f.violation())
 		}
 		state.mu.Unlock()
 		return
 	}
 	for _, f := range vs {
-		if i := f.known(); i >= 0 {
-			state.known[i]++
-			continue
+		if r, ok := note(&f); ok {
+			reports = append(reports, r)
 		}
-		v := f.Violation
-		// One breach, by the same path, may come thousands of times.
-		key := v.Taking + "\x00" + v.Held + "\x00" + v.HeldStack + "\x00" + v.TakingStack
-		if i, ok := state.seen[key]; ok {
-			state.violations[i].Repeats++
-			continue
-		}
-		state.seen[key] = len(state.violations)
-		state.violations = append(state.violations, v)
-		reports = append(reports, v.String())
 	}
 	report := state.report
 	state.mu.Unlock()
@@ -188,20 +201,87 @@ func record(g uint64, vs []found) {
 	}
 }
 
-// found is a violation and the class of the lock held.
+// sighting is where a breach by one path went: a kept violation's index,
+// or a known breach's.
+type sighting struct {
+	known bool
+	i     int
+}
+
+// note counts f, a repeat or a known breach, or keeps it, new: then ok,
+// with its report. state.mu is held.
+func note(f *found) (report string, ok bool) {
+	// One breach, by the same path, may come thousands of times: only
+	// the first is looked at closely.
+	key := f.key()
+	s, seen := state.seen[key]
+	if !seen {
+		if k := f.known(); k >= 0 {
+			s = sighting{known: true, i: k}
+		} else {
+			s = sighting{i: len(state.violations)}
+			v := f.violation()
+			state.violations = append(state.violations, v)
+			report, ok = v.String(), true
+		}
+		state.seen[key] = s
+	}
+	switch {
+	case s.known:
+		state.known[s.i]++
+	case seen:
+		state.violations[s.i].Repeats++
+	}
+	return report, ok
+}
+
+// found is a violation as met: taking (a lock, or an assertion's what:
+// what) with the stack pcs while held was held. Stacks are formatted only
+// for a new one.
 type found struct {
-	Violation
-	held *class
+	what, taking string
+	held         *acq
+	pcs          []uintptr
+}
+
+func (f *found) violation() Violation {
+	return Violation{Taking: f.taking, Held: f.held.String(), TakingStack: stack(f.pcs), HeldStack: stack(f.held.pcs)}
+}
+
+// key tells one breach by one path from another: the classes (not the
+// keys of ordered locks, which differ every time) and both stacks.
+func (f *found) key() string {
+	return f.what + "\x00" + f.held.c.name + "\x00" + pcsKey(f.pcs) + "\x00" + pcsKey(f.held.pcs)
+}
+
+// pcsKey is pcs's bytes, as a string.
+func pcsKey(pcs []uintptr) string {
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(pcs))), len(pcs)*int(unsafe.Sizeof(uintptr(0)))))
 }
 
 // known is the index of f among the known breaches, -1 if it is none.
 func (f *found) known() int {
 	for i, b := range known {
-		if f.held == b.held && f.Taking == b.taking && strings.Contains(f.TakingStack, "/"+b.via+"\n") {
+		if f.held.c == b.held && f.taking == b.taking && passes(f.pcs, b.via) {
 			return i
 		}
 	}
 	return -1
+}
+
+// passes reports whether the stack pcs passes through the function named
+// (as a frame names it) with the suffix fn.
+func passes(pcs []uintptr, fn string) bool {
+	frames := runtime.CallersFrames(pcs)
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/"+fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func knownSeen() []int {
@@ -261,26 +341,10 @@ func Catch(f func()) []Violation {
 	return caught
 }
 
-// goid is the calling goroutine's id, from the first line of its stack:
-// "goroutine 18 [running]:".
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	id, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
-		panic("lockorder: no goroutine id in " + strconv.Quote(string(buf[:])))
-	}
-	return id
-}
-
 // callers is the calling goroutine's stack; stack leaves out its frames in
 // this package.
 func callers() []uintptr {
-	pcs := make([]uintptr, 40)
+	pcs := make([]uintptr, 16)
 	n := runtime.Callers(3, pcs)
 	return pcs[:n]
 }

@@ -247,8 +247,8 @@ func forget(n int) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
 	state.violations = state.violations[:n]
-	for k, i := range state.seen {
-		if i >= n {
+	for k, s := range state.seen {
+		if !s.known && s.i >= n {
 			delete(state.seen, k)
 		}
 	}
@@ -278,5 +278,49 @@ func TestKnownBreach(t *testing.T) {
 	i.Unlock()
 	if n := len(Violations()) - before; n != 1 {
 		t.Errorf("another path: %d kept, want 1", n)
+	}
+}
+
+// TestOneGoroutineAcrossStackGrowth: a goroutine whose stack grew (and
+// moved) since it took a lock is still the one that holds it.
+func TestOneGoroutineAcrossStackGrowth(t *testing.T) {
+	var i Mutex[inner]
+	var o Mutex[outer]
+	vs := Catch(func() {
+		i.Lock()
+		deep(10000, func() { o.Lock(); o.Unlock() })
+		i.Unlock()
+	})
+	if len(vs) != 1 {
+		t.Fatalf("outer under inner, deep in the stack: %d violations, want 1", len(vs))
+	}
+}
+
+func deep(n int, f func()) {
+	var pad [64]byte
+	if n == 0 {
+		f()
+		return
+	}
+	deep(n-1, f)
+	_ = pad
+}
+
+// TestRepeatsOfAnOrderedPair: a reversed pair by one path is one
+// violation, whatever its keys.
+func TestRepeatsOfAnOrderedPair(t *testing.T) {
+	SetReporter(func(string) {})
+	defer SetReporter(nil)
+	before := len(Violations())
+	defer forget(before)
+	var a, b Mutex[seq]
+	for k := range uint64(3) {
+		a.LockOrdered(10 + k)
+		b.LockOrdered(k)
+		b.Unlock()
+		a.Unlock()
+	}
+	if vs := Violations()[before:]; len(vs) != 1 || vs[0].Repeats != 2 {
+		t.Errorf("violations %v, want one seen twice more", vs)
 	}
 }

@@ -135,16 +135,6 @@ type breach struct {
 	via    string
 }
 
-// below reports whether c is below h in the tree.
-func (c *class) below(h *class) bool {
-	for u := c.under; u != nil; u = u.under {
-		if u == h {
-			return true
-		}
-	}
-	return false
-}
-
 // The classes, one type each, named for the lock.
 type (
 	Entry         struct{}
