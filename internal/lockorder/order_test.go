@@ -115,10 +115,10 @@ func TestAMutex(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 1000 {
+				rw.RLock()
 				m.Lock()
 				n++
 				m.Unlock()
-				rw.RLock()
 				rw.RUnlock()
 			}
 		})
