@@ -24,7 +24,7 @@ MANDIR    := $(DESTDIR)$(PREFIX)/share/man
 SHAREDIR  := $(DESTDIR)$(PREFIX)/share
 UNITDIR   ?= $(DESTDIR)$(PREFIX)/lib/systemd/system
 
-.PHONY: all build run test unit e2e bench lint deps fuzz clean install check-install
+.PHONY: all build run test unit unit-lockdep e2e bench lint deps fuzz clean install check-install
 
 all: build
 
@@ -87,12 +87,19 @@ $(STATICCHECK):
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags=$(TAGS),lockdep ./internal/lockorder/ ./fusefs/...
 	$(STATICCHECK) ./...
 	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing (make deps installs it)"; exit 1; }
 	shellcheck scripts/*.sh
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+# unit-lockdep runs the tests of the packages whose mutexes are of the lock
+# order (internal/lockorder) built with the tag lockdep: a lock taken out
+# of order, or held into go-fuse's tree or a kernel notification, fails them.
+unit-lockdep:
+	$(GO) test -race -count=1 -tags=$(TAGS),lockdep ./internal/lockorder/ ./locks/ ./procinfo/ ./fusefs/...
 
 fuzz:
 	scripts/fuzz.sh 100000x
@@ -102,9 +109,9 @@ fuzz:
 e2e: build
 	scripts/run-e2e.sh
 
-# test is what CI runs: set-up, lint, unit tests with -race, short fuzz
-# runs, and the end-to-end suite.
-test: deps lint unit fuzz check-install e2e
+# test is what CI runs: set-up, lint, unit tests with -race (and with the
+# lock order checked), short fuzz runs, and the end-to-end suite.
+test: deps lint unit unit-lockdep fuzz check-install e2e
 
 bench: deps build
 	scripts/bench.sh

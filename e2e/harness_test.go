@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Timeouts of the harness. They bound waiting for something that should
@@ -155,8 +157,28 @@ func raceFlags() []string {
 	return nil
 }
 
+// lockdepBuild reports whether the daemons under test are built with the
+// tag lockdep (REALM_E2E_LOCKDEP=1): a lock taken out of the order of
+// internal/lockorder is reported, and each mount's cleanup fails the test
+// on a report of its daemon.
+func lockdepBuild() bool { return os.Getenv("REALM_E2E_LOCKDEP") == "1" }
+
+// daemonFlags are the go build flags of a daemon under test with the
+// build tags tags: with the race detector and lockdep as asked. The tags
+// replace GOFLAGS' (the podman bindings' are realmctl's, not realmfs's).
+func daemonFlags(tags ...string) []string {
+	flags := raceFlags()
+	if lockdepBuild() {
+		tags = append(tags, "lockdep")
+	}
+	if len(tags) > 0 {
+		flags = append(flags, "-tags", strings.Join(tags, ","))
+	}
+	return flags
+}
+
 func buildRealmfs() (string, error) {
-	return goBuild("realmfs", "./cmd/realmfs", "REALMFS_BIN", raceFlags()...)
+	return goBuild("realmfs", "./cmd/realmfs", "REALMFS_BIN", daemonFlags()...)
 }
 
 var (
@@ -170,7 +192,7 @@ var (
 func realmtestBinary(tb testing.TB) string {
 	tb.Helper()
 	realmtestOnce.Do(func() {
-		realmtestPath, realmtestErr = goBuild("realmfs-realmtest", "./cmd/realmfs", "", append(raceFlags(), "-tags", "realmtest")...)
+		realmtestPath, realmtestErr = goBuild("realmfs-realmtest", "./cmd/realmfs", "", daemonFlags("realmtest")...)
 	})
 	if realmtestErr != nil {
 		tb.Fatalf("building realmfs with -tags realmtest: %v", realmtestErr)
@@ -450,6 +472,13 @@ func (m *Mount) start() {
 			cmd.Env = os.Environ()
 		}
 		cmd.Env = append(cmd.Env, "GORACE=log_path="+m.racePrefix(tb))
+	}
+	if lockdepBuild() {
+		// As the race reports: files beside the log (lockdep.PID).
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, "LOCKDEP_LOG="+m.lockdepPrefix(tb))
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = m.Root
@@ -929,6 +958,7 @@ func (m *Mount) cleanup() {
 		m.tb.Errorf("realmfs %s: %v (want a clean exit 0)", m.Dir, err)
 	}
 	m.checkRaces()
+	m.checkLockOrder()
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
 		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {
@@ -964,6 +994,37 @@ func (m *Mount) checkRaces() {
 				m.Dir, n, name, b[i:min(len(b), i+8000)])
 		}
 	}
+}
+
+// checkLockOrder fails the test when a daemon of this mount reported a
+// lock taken out of order (lockdepBuild), in LogFile or in a report file
+// of lockdepPrefix: as checkRaces, for the same reasons.
+func (m *Mount) checkLockOrder() {
+	var reports []string
+	if m.raceLog != "" {
+		reports, _ = filepath.Glob(m.lockdepPrefix(m.tb) + ".*")
+	}
+	if len(reports) == 0 {
+		// The daemon's log has each report too (at ERROR), in one line.
+		reports = []string{m.LogFile}
+	}
+	for _, name := range reports {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		if n := bytes.Count(b, []byte(lockorder.Marker)); n > 0 {
+			i := bytes.Index(b, []byte(lockorder.Marker))
+			m.tb.Errorf("realmfs %s: the lock order checker reported %d violation(s) in %s; the first:\n%s",
+				m.Dir, n, name, b[i:min(len(b), i+8000)])
+		}
+	}
+}
+
+// lockdepPrefix is the LOCKDEP_LOG of this mount's daemons (the checker
+// appends ".PID"), in the directory of racePrefix.
+func (m *Mount) lockdepPrefix(tb testing.TB) string {
+	return filepath.Join(filepath.Dir(m.racePrefix(tb)), "lockdep")
 }
 
 // raceDirs numbers the mounts' race report directories.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Event is one audit line: why a process on the mount was refused.
@@ -114,7 +114,7 @@ const (
 // when a different refusal comes, when the window has passed (at the next
 // refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
 type Auditor struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.AuditorMu]
 	w      io.Writer
 	failed int
 	now    func() time.Time

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"container/list"
 	"context"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Directory fds. Every directory node holds an O_PATH fd of its directory
@@ -37,7 +37,7 @@ import (
 // in the idle list, handle and forgotten mark; no system call is made
 // under it.
 type dirCache struct {
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.DirCacheMu]
 	bound int
 	idle  list.List // of *Node, the most recently used first
 	// noHandles: open_by_handle_at is refused (EPERM), or mountFd could
@@ -248,6 +248,7 @@ func (n *Node) reopenDir(ctx context.Context) (fd int, byHandle bool, errno sysc
 // openDirByName opens n's directory by its name in its parent's fd, and
 // verifies it is the directory n was looked up as.
 func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
+	lockorder.GoFuse("Inode.Parent")
 	name, parent := n.Parent()
 	pn := asNode(parent)
 	if pn == nil {

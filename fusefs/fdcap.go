@@ -2,13 +2,13 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
@@ -111,7 +111,7 @@ func fdAdmit(held, total, need, perOwner, pool int) string {
 
 // fdCounts is the descriptors charged per owner.
 type fdCounts struct {
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.FdCountsMu]
 	// perOwner and pool are the bounds (fdAdmit); set at New.
 	perOwner, pool int
 	held           map[locks.Owner]int

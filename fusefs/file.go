@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -23,7 +23,7 @@ type handle struct {
 	node *Node
 
 	// mu guards released and lockers, and a write handle's flushed.
-	mu       sync.Mutex
+	mu       lockorder.Mutex[lockorder.HandleMu]
 	released bool
 	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
 }
@@ -530,14 +530,14 @@ func lockPair(a, b *pendingWrite) func() {
 		b.entry.Lock()
 		return b.entry.Unlock
 	}
-	first, second := a.entry, b.entry
+	first, second := a, b
 	if b.seq < a.seq {
-		first, second = second, first
+		first, second = b, a
 	}
-	first.Lock()
-	second.Lock()
+	first.entry.LockOrdered(first.seq)
+	second.entry.LockOrdered(second.seq)
 	return func() {
-		second.Unlock()
-		first.Unlock()
+		second.entry.Unlock()
+		first.entry.Unlock()
 	}
 }

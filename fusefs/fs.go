@@ -11,47 +11,11 @@
 // operation out of the root, and a path longer than PATH_MAX through the
 // mount works as it does on the backing filesystem.
 //
-// Lock order. This is the one list; a holder takes only locks further
-// down it:
-//
-//  1. a lock-table entry's lock (locks.Entry: one owner's pendingWrite on
-//     one file, and the handles sharing it). Two are held together only
-//     by CopyFileRange, in the order their writes began (lockPair).
-//     A rename of a file marks it as moving (FS.beginMove) before it takes
-//     nsMu, and takes each entry's lock of it alone, after the mark; a
-//     commit point that meets the mark lets its entry's lock go and waits
-//     for the mark to end holding no realm lock (pendingWrite.waitMoves).
-//  2. FS.nsMu: shared by every op that puts a name into a directory (create,
-//     mknod, mkdir, symlink, link, a rename of a file, a commit's rename
-//     in pendingWrite.commit) from its protect and credential checks
-//     through its system call; exclusive by a rename that scans a
-//     directory (Node.Rename: renameJudged), from the scan through
-//     renameat2. Never held across a lock-table wait (a rename's
-//     heldByOther comes before it) nor while credInodes.has waits for the
-//     mount-time scan (Link waits for the scan before it takes nsMu).
-//  3. FS.commitMu: written by a commit's rename together with the move of
-//     the file's lock to the new file (pendingWrite.replace), read by the
-//     opens and stats that verify a node's identity by name and by a
-//     write open's Acquire (Node.openOnce) and a rename's lock look
-//     (FS.lockOf), so that no one sees the new file unlocked.
-//  4. FS.madeOpMu: held by ownMadeChange around the mount's own change of
-//     a file it made at a credential path (its stat before, the system
-//     call, its stat after); takes only leaves.
-//  5. Leaves, none held while taking another realm lock: Node.mu, handle.mu,
-//     lockFds.mu, FS.rekeyedMu, FS.tempsMu, credInodes.mu (creds and
-//     protIDs), madeSet.mu, watcher.mu, notifier.mu, Auditor.mu,
-//     fdCounts.mu, dirCache.mu, FS.movesMu, requestNotes.mu; locks.Table's mu and
-//     procinfo.Resolver's.
-//
-// go-fuse's own locks (Inode.Path, Parent, GetChild, NewInode) are taken
-// under an entry's lock, nsMu or a leaf, never under commitMu: a commit holding
-// commitMu while it waited in GetChild deadlocked with requests that
-// wait for commitMu (issue 18), so replace looks the node up before it
-// takes commitMu (TestCommitTakesNoGoFuseLockUnderCommitMu checks it).
-// go-fuse calls the node (OnForget) holding none of realm's. No realm
-// lock is held while a notification goes to the kernel (notify.go), nor
-// while credInodes.has waits for the mount-time scan, nor while Flush
-// waits out another thread's write (writeHandle.writeGoesOn).
+// Lock order: internal/lockorder has it, as a tree of the classes of
+// every mutex here and in locks and procinfo, with where no realm lock may
+// be held (a kernel notification, the scan's wait, a lock-table wait) and
+// which may not be held into go-fuse's tree (commitMu). make unit-lockdep
+// checks it.
 package fusefs
 
 import (
@@ -71,6 +35,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -179,7 +144,7 @@ type FS struct {
 	// commitMu orders a commit's rename and the nodes' new identity before
 	// any name-based open or stat that verifies identity: such a lookup
 	// sees either the old file and the old identity, or the new and new.
-	commitMu sync.RWMutex
+	commitMu lockorder.RWMutex[lockorder.CommitMu]
 	// nsMu makes a name's judgement and the call that puts the name in
 	// place one step against a directory rename's: every operation that
 	// puts a name into a directory (create, mknod, mkdir, symlink, link,
@@ -187,19 +152,19 @@ type FS struct {
 	// credential checks through its system call; a rename of a directory
 	// (judged by what it holds: denyDirRename) holds it exclusively from
 	// its scan through renameat2. No lock-table wait is made under it.
-	nsMu sync.RWMutex
+	nsMu lockorder.RWMutex[lockorder.NsMu]
 	// madeOpMu serializes the mount's own changes of files it made at
 	// credential paths (ownMadeChange): each one's stat before and after.
-	madeOpMu sync.Mutex
+	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
 
 	// moves marks the files a rename through the mount is moving now
 	// (renamelock.go: beginMove), which commits of their writes wait out.
-	movesMu sync.Mutex
+	movesMu lockorder.Mutex[lockorder.MovesMu]
 	moves   map[locks.Key]*move
 
 	// temps are the names of the temp files this mount has made and not yet
 	// renamed or removed; the mount-time sweep removes only the others.
-	tempsMu sync.Mutex
+	tempsMu lockorder.Mutex[lockorder.TempsMu]
 	temps   map[string]bool
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
@@ -213,7 +178,7 @@ type FS struct {
 	// up (FS.madeUp), so that it keeps that number. Entries go when the
 	// node is forgotten or retired. rekeyedMu
 	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
-	rekeyedMu sync.Mutex
+	rekeyedMu lockorder.Mutex[lockorder.RekeyedMu]
 	rekeyed   map[fileID]*Node
 	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
 	// borrowed holds the inode numbers those nodes answer to, which the
@@ -517,6 +482,7 @@ func (f *FS) auditCredential(ctx context.Context, op, rel, matched string, errno
 func (f *FS) relPath(n *Node, name string) string {
 	p := ""
 	if n != nil {
+		lockorder.GoFuse("Inode.Path")
 		p = n.Path(f.root.EmbeddedInode())
 	}
 	return joinRel(p, name)

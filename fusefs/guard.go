@@ -3,13 +3,13 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -130,7 +130,7 @@ func (f *FS) madeNew(rel string, st *unix.Stat_t, gen uint64) {
 // nothing in BACKING could be trusted to say a file was made, since a
 // process on the mount writes BACKING's files and their xattrs.
 type madeSet struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.MadeSetMu]
 	set map[locks.Key]madeStamp
 }
 
@@ -331,7 +331,7 @@ func (f *FS) hiding() bool {
 // and a new file with a recycled number is refused (closed, not open).
 // Entries are never dropped: a credential's identity cannot stop being one.
 type credInodes struct {
-	mu      sync.RWMutex
+	mu      lockorder.RWMutex[lockorder.CredInodesMu]
 	set     map[fileID]struct{}
 	scanned chan struct{} // closed when the mount-time scan has finished
 }
@@ -351,7 +351,7 @@ func (c *credInodes) add(id fileID) {
 // bind mount shows one file, with one link, under two names).
 func (c *credInodes) has(id fileID) bool {
 	if c.scanned != nil {
-		<-c.scanned
+		awaitScan(c.scanned)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -372,7 +372,18 @@ func (c *credInodes) knows(id fileID) bool {
 // policy): for an op that asks credInodes.has under nsMu.
 func (f *FS) waitScan() {
 	if f.opts.Credentials != nil && f.creds.scanned != nil {
-		<-f.creds.scanned
+		awaitScan(f.creds.scanned)
+	}
+}
+
+// awaitScan waits for scanned to be closed, holding no realm lock if it
+// has to wait: the scan may take minutes.
+func awaitScan(scanned chan struct{}) {
+	select {
+	case <-scanned:
+	default:
+		lockorder.AssertNoneHeld("a wait for the mount-time scan")
+		<-scanned
 	}
 }
 

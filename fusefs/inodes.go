@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -47,6 +48,7 @@ func (n *Node) childInode(name string) *fs.Inode {
 	if hook := n.fsys.opts.beforeGoFuseLock; hook != nil {
 		hook(n.fsys)
 	}
+	lockorder.GoFuse("Inode.GetChild")
 	return n.GetChild(name)
 }
 

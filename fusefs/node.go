@@ -3,7 +3,6 @@ package fusefs
 import (
 	"container/list"
 	"context"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -26,7 +26,7 @@ type Node struct {
 
 	fsys *FS
 
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.NodeMu]
 	dev uint64 // the backing object's identity; changes only when an atomic
 	ino uint64 // write of this mount replaces the file (see commit)
 	gen uint64 // and its generation (dirfd.Statx), which tells reused numbers apart
@@ -116,6 +116,7 @@ func (n *Node) retire() syscall.Errno {
 	n.fsys.bequeath(n, key)
 	// The kernel's entry for the name still leads to n: have it look the
 	// name up again for a stat too, not only for an open.
+	lockorder.GoFuse("Inode.Parent")
 	if name, parent := n.Parent(); parent != nil {
 		n.fsys.notify.entry(parent, name)
 	}
@@ -159,10 +160,12 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
 	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
 		attr.Ino = ino
+		lockorder.GoFuse("Inode.NewInode") // under FS.rekeyedMu
 		return n.NewInode(ctx, child, attr)
 	}); in != nil {
 		return in
 	}
+	lockorder.GoFuse("Inode.NewInode")
 	return n.NewInode(ctx, child, attr)
 }
 
@@ -204,6 +207,7 @@ func (n *Node) OnForget() {
 // there, and natively such a call never misses it). The parent's fd is
 // pinned until the caller calls done (always, also on error).
 func (n *Node) parentFd(ctx context.Context) (pfd int, name string, pn *Node, done func(), errno syscall.Errno) {
+	lockorder.GoFuse("Inode.Parent")
 	name, parent := n.Parent()
 	pn = asNode(parent)
 	if pn == nil {
@@ -636,6 +640,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
+	lockorder.GoFuse("Inode.Parent")
 	_, parent := n.Parent()
 	if !staysInside(n.fsys.depth(asNode(parent)), target) {
 		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape, RuleEscapeSymlinkTarget)
@@ -646,6 +651,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // depth counts the directories between the root and n.
 func (f *FS) depth(n *Node) int {
 	d := 0
+	lockorder.GoFuse("Inode.Parent")
 	for in := n.EmbeddedInode(); in != nil && in != f.root.EmbeddedInode(); d++ {
 		_, in = in.Parent()
 		if in == nil {

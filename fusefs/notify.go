@@ -1,12 +1,12 @@
 package fusefs
 
 import (
-	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/realm-dev/realm/internal/devthread"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // The notifier tells the kernel to forget what it cached about names and
@@ -40,7 +40,7 @@ type entryInval struct {
 type notifier struct {
 	root *fs.Inode
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.NotifierMu]
 	entries map[entryInval]struct{}
 	inodes  map[*fs.Inode]struct{}
 	all     bool
@@ -204,6 +204,7 @@ func (q *notifier) busy(dir *fs.Inode) bool {
 // send runs f, which writes notifications, on the device thread if there
 // is one.
 func (q *notifier) send(f func()) {
+	lockorder.AssertNoneHeld("a kernel notification")
 	q.mu.Lock()
 	dev := q.dev
 	q.mu.Unlock()

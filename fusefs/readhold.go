@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -10,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // A handle's fd outlives every read go-fuse still makes from it. Read
@@ -31,7 +32,7 @@ import (
 // readHolds counts the reads of a handle's fd that go-fuse has not done
 // with yet.
 type readHolds struct {
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.ReadHoldsMu]
 	n       int           // holds taken and not let go
 	closing bool          // Release came: no new hold
 	idle    chan struct{} // closed when the last hold goes, once Release waits

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -34,7 +34,7 @@ import (
 // and the anchor to the owner whose lock made it (fdcap.go); closed, they
 // are released.
 type lockFds struct {
-	mu          sync.Mutex
+	mu          lockorder.Mutex[lockorder.LockFdsMu]
 	anchor      int // 0 when none (fd 0 is never an anchor: dups start at 3)
 	anchorOwner locks.Owner
 	byLocker    map[uint64]int

@@ -2,9 +2,10 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // What the kernel sends with a request that go-fuse's node API does not
@@ -28,7 +29,7 @@ import (
 // requestNotes holds a value for each request in progress that carries
 // one, by the request's cancel channel.
 type requestNotes struct {
-	mu sync.Mutex
+	mu lockorder.Mutex[lockorder.RequestNotesMu]
 	m  map[<-chan struct{}]uint32
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -120,6 +121,7 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 // lookup of name just made: go-fuse keeps the node it knows under the same
 // identity and drops the new one, whose counts are all zero.
 func (n *Node) known(name string, child *fs.Inode) *Node {
+	lockorder.GoFuse("Inode.GetChild")
 	if old := n.GetChild(name); old != nil && old.StableAttr() == child.StableAttr() {
 		return asNode(old)
 	}

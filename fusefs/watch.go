@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // The watcher sees changes made in BACKING behind the mount's back (by the
@@ -65,7 +65,7 @@ type watcher struct {
 	stopFd int // eventfd that ends run
 	self   int32
 
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.WatcherMu]
 	dirs  map[string]*Node // fanotify: directory handle → node
 	wds   map[int]*Node    // inotify: watch descriptor → node
 	watch map[*Node]watchID
@@ -375,6 +375,7 @@ func (w *watcher) changed(dir *Node, name string, names, content bool) {
 		w.q.entry(in, name)
 	}
 	if content {
+		lockorder.GoFuse("Inode.GetChild")
 		if child := in.GetChild(name); child != nil {
 			w.q.inode(child)
 		}

@@ -17,10 +17,10 @@ package locks
 
 import (
 	"io"
-	"sync"
 	"sync/atomic"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Key is a file's identity: two names of one file have one Key.
@@ -46,7 +46,7 @@ const (
 // Table is the lock table. The zero value is not usable; call NewTable.
 // A Table is safe for concurrent use.
 type Table struct {
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.TableMu]
 	entries map[Key][]*Entry // one per owner; more than one only if none writes
 	// changed is closed (and replaced) at every change while waiters > 0:
 	// what AcquireWait and WaitOthers sleep on (wait.go).
@@ -70,7 +70,7 @@ func NewTable() *Table {
 // The table never takes an entry's lock, so its methods may be called with
 // the lock held.
 type Entry struct {
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.Entry]
 	Value any // guarded by Lock/Unlock
 
 	owner   Owner // immutable
@@ -85,6 +85,11 @@ func (e *Entry) Lock() { e.mu.Lock() }
 
 // Unlock unlocks the entry's Value.
 func (e *Entry) Unlock() { e.mu.Unlock() }
+
+// LockOrdered is Lock for a caller that holds several entries at once:
+// each is taken in ascending key, the one order of internal/lockorder's
+// class locks.Entry.
+func (e *Entry) LockOrdered(key uint64) { e.mu.LockOrdered(key) }
 
 // Owner returns the owner that holds the entry.
 func (e *Entry) Owner() Owner { return e.owner }

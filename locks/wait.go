@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // Waiting for a release on its way.
@@ -115,6 +117,7 @@ func (t *Table) wait(ctx context.Context, key Key, p Patience, conflicts func(*E
 	if !found {
 		return true
 	}
+	lockorder.AssertNoneHeld("a wait in the lock table")
 	deadline := p.Grace
 	if draining {
 		deadline = p.Closing

@@ -8,10 +8,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/internal/lockorder"
 )
 
 // OwnerMode chooses what makes two callers one owner.
@@ -93,7 +94,7 @@ type Resolver struct {
 	pidfd pidfdSupport
 	// fdMu guards the descriptors in live: they are polled under RLock and
 	// closed only under Lock, so a poll never meets a closed and reused fd.
-	fdMu   sync.RWMutex
+	fdMu   lockorder.RWMutex[lockorder.ResolverFdMu]
 	live   map[uint32]*liveProc // guarded by fdMu
 	closed bool                 // guarded by fdMu
 	// misses counts lookups that opened a pidfd and read /proc; tests read
@@ -103,12 +104,12 @@ type Resolver struct {
 	// of the pidfd; tests use it to kill the process in between.
 	afterRead func(pid uint32)
 
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.ResolverMu]
 	cache map[procID]Owner // guarded by mu; the stat path's cache
 
 	// tables are the fdinfo tables of the threads Descriptors read
 	// last, least recently used first (closing.go).
-	tablesMu     sync.Mutex
+	tablesMu     lockorder.Mutex[lockorder.ResolverTabMu]
 	tables       []*fdTable // guarded by tablesMu
 	tablesClosed bool       // guarded by tablesMu
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
 )
@@ -301,6 +302,8 @@ func serve(cfg config, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// Built with -tags lockdep, a lock taken out of order is an error here.
+	lockorder.SetReporter(func(report string) { logger.Error("lock order violated", "report", report) })
 	audit, reopen := logs.audit, logs.files
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {

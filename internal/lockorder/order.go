@@ -1,0 +1,191 @@
+// Package lockorder is realm's lock order, written once, and the mutex
+// types that carry it.
+//
+// Every mutex of fusefs, locks and procinfo is a Mutex[C] or RWMutex[C],
+// whose type argument C names its class in the table below. In an ordinary
+// build they are sync.Mutex and sync.RWMutex and cost nothing more. Built
+// with the tag lockdep (make unit-lockdep, and the e2e daemon under
+// REALM_E2E_LOCKDEP=1) each goroutine's held locks are recorded, and
+// taking a lock out of order, or holding one where none may be held (a
+// kernel notification, a call into go-fuse's tree), is reported with the
+// stacks of both acquisitions: the tests fail on it (RunTests).
+//
+// # The order
+//
+// A goroutine holding a lock takes only locks below it in this tree, and
+// two locks of one class only where the class says in what order
+// (LockOrdered). The tree is the table below, drawn:
+//
+//	locks.Entry
+//	└─ FS.nsMu
+//	   └─ FS.commitMu
+//	      └─ FS.madeOpMu
+//	         ├─ Node.mu
+//	         │  └─ FS.rekeyedMu
+//	         ├─ handle.mu
+//	         ├─ lockFds.mu
+//	         ├─ FS.tempsMu
+//	         ├─ credInodes.mu
+//	         ├─ madeSet.mu
+//	         ├─ watcher.mu
+//	         ├─ notifier.mu
+//	         ├─ Auditor.mu
+//	         ├─ fdCounts.mu
+//	         ├─ dirCache.mu
+//	         ├─ requestNotes.mu
+//	         ├─ FS.movesMu
+//	         ├─ readHolds.mu
+//	         ├─ locks.Table.mu
+//	         ├─ procinfo.Resolver.fdMu
+//	         ├─ procinfo.Resolver.mu
+//	         └─ procinfo.Resolver.tablesMu
+//
+// Besides, no realm lock is held (AssertNoneHeld) while a notification
+// goes to the kernel (fusefs/notify.go), while the mount-time scan is
+// waited for (fusefs awaitScan), nor across a wait in the lock table
+// (locks.Table.wait); nor, unchecked, while Flush waits out another
+// thread's write (writeHandle.writeGoesOn). go-fuse's tree locks
+// (Inode.Path, Parent, GetChild, NewInode) are taken under any class but
+// those marked noGoFuse (GoFuse before each call); go-fuse calls into
+// realm (OnForget too) holding none of them.
+package lockorder
+
+// Class is a lock class of the order: one of the types declared here, as
+// the type argument of Mutex and RWMutex.
+type Class interface{ class() *class }
+
+// class is a row of the order.
+type class struct {
+	name string
+	// under is the class next above in the tree: a lock of this class may
+	// be taken while holding one of it or of a class above it. nil: the
+	// root.
+	under *class
+	// ordered names the key by which several locks of the class are taken
+	// together, in ascending order (LockOrdered); "" if never two at once.
+	ordered string
+	// noGoFuse: go-fuse's tree locks are not taken while it is held.
+	noGoFuse bool
+}
+
+// The table: each lock, what it is held for, and the class it is taken
+// under.
+var (
+	// One owner's write of one file (its pendingWrite) and the handles
+	// sharing it. Two are held together only by CopyFileRange, in the
+	// order their writes began (fusefs lockPair).
+	entry = class{name: "locks.Entry", ordered: "pendingWrite.seq"}
+	// Shared by every op that puts a name into a directory (create, mknod,
+	// mkdir, symlink, link, a rename of a file, a commit's rename) from
+	// its protect and credential checks through its system call; exclusive
+	// by a rename that scans a directory (renameJudged), from the scan
+	// through renameat2. Never held across a lock-table wait (a rename's
+	// heldByOther comes before it) nor while credInodes.has waits for the
+	// mount-time scan (Link waits for the scan before it takes nsMu).
+	nsMu = class{name: "FS.nsMu", under: &entry}
+	// Written by a commit's rename together with the move of the file's
+	// lock to the new file (pendingWrite.replace), read by the opens and
+	// stats that verify a node's identity by name, by a write open's
+	// Acquire (Node.openOnce) and a rename's lock look (FS.lockOf), so
+	// that no one sees the new file unlocked. A commit holding it while
+	// it waited in go-fuse's GetChild deadlocked with requests waiting
+	// for it (issue 18): replace looks the node up before it takes it.
+	commitMu = class{name: "FS.commitMu", under: &nsMu, noGoFuse: true}
+	// Held by ownMadeChange around the mount's own change of a file it
+	// made at a credential path: its stat before, the system call, its
+	// stat after.
+	madeOpMu = class{name: "FS.madeOpMu", under: &commitMu}
+
+	// The rest are held for a map, a counter or a field or two.
+	// Node.mu: a node's identity, its lock set (made under it, from
+	// FS.rekeyedMu: Node.lockSet), its readers.
+	nodeMu = class{name: "Node.mu", under: &madeOpMu}
+	// FS.rekeyedMu: rekeyed, borrowed, holds, heirs, successors and
+	// lockFds.nodes.
+	rekeyedMu      = class{name: "FS.rekeyedMu", under: &nodeMu}
+	handleMu       = class{name: "handle.mu", under: &madeOpMu}
+	lockFdsMu      = class{name: "lockFds.mu", under: &madeOpMu}
+	tempsMu        = class{name: "FS.tempsMu", under: &madeOpMu}
+	credInodesMu   = class{name: "credInodes.mu", under: &madeOpMu} // creds, protIDs, madeDirs
+	madeSetMu      = class{name: "madeSet.mu", under: &madeOpMu}
+	watcherMu      = class{name: "watcher.mu", under: &madeOpMu}
+	notifierMu     = class{name: "notifier.mu", under: &madeOpMu}
+	auditorMu      = class{name: "Auditor.mu", under: &madeOpMu}
+	fdCountsMu     = class{name: "fdCounts.mu", under: &madeOpMu}
+	dirCacheMu     = class{name: "dirCache.mu", under: &madeOpMu} // no system call under it
+	requestNotesMu = class{name: "requestNotes.mu", under: &madeOpMu}
+	movesMu        = class{name: "FS.movesMu", under: &madeOpMu} // marks of files a rename moves (beginMove)
+	readHoldsMu    = class{name: "readHolds.mu", under: &madeOpMu}
+	tableMu        = class{name: "locks.Table.mu", under: &madeOpMu} // never an Entry's under it
+	resolverFdMu   = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}
+	resolverMu     = class{name: "procinfo.Resolver.mu", under: &madeOpMu}
+	resolverTabMu  = class{name: "procinfo.Resolver.tablesMu", under: &madeOpMu}
+)
+
+// known are breaches of the order found in the code and not fixed yet,
+// each by the class held, what is taken (as a Violation's Taking says) and
+// a function on the taking stack. They are counted (RunTests says how
+// often) but fail nothing; take one out once fixed, and its return fails.
+var known = []breach{
+	// Node.verify refuses an object swapped under a node's name (refuse:
+	// relPath walks go-fuse's tree; the audit line reads /proc) while its
+	// callers (openPath, openOnce, statByName) hold commitMu for reading.
+	{held: &commitMu, taking: "go-fuse's tree locks (Inode.Path)", via: "fusefs.(*Node).verify"},
+}
+
+type breach struct {
+	held   *class
+	taking string
+	via    string
+}
+
+// The classes, one type each, named for the lock.
+type (
+	Entry          struct{}
+	NsMu           struct{}
+	CommitMu       struct{}
+	MadeOpMu       struct{}
+	NodeMu         struct{}
+	HandleMu       struct{}
+	LockFdsMu      struct{}
+	RekeyedMu      struct{}
+	TempsMu        struct{}
+	CredInodesMu   struct{}
+	MadeSetMu      struct{}
+	WatcherMu      struct{}
+	NotifierMu     struct{}
+	AuditorMu      struct{}
+	FdCountsMu     struct{}
+	DirCacheMu     struct{}
+	RequestNotesMu struct{}
+	MovesMu        struct{}
+	ReadHoldsMu    struct{}
+	TableMu        struct{}
+	ResolverFdMu   struct{}
+	ResolverMu     struct{}
+	ResolverTabMu  struct{}
+)
+
+func (Entry) class() *class          { return &entry }
+func (NsMu) class() *class           { return &nsMu }
+func (CommitMu) class() *class       { return &commitMu }
+func (MadeOpMu) class() *class       { return &madeOpMu }
+func (NodeMu) class() *class         { return &nodeMu }
+func (HandleMu) class() *class       { return &handleMu }
+func (LockFdsMu) class() *class      { return &lockFdsMu }
+func (RekeyedMu) class() *class      { return &rekeyedMu }
+func (TempsMu) class() *class        { return &tempsMu }
+func (CredInodesMu) class() *class   { return &credInodesMu }
+func (MadeSetMu) class() *class      { return &madeSetMu }
+func (WatcherMu) class() *class      { return &watcherMu }
+func (NotifierMu) class() *class     { return &notifierMu }
+func (AuditorMu) class() *class      { return &auditorMu }
+func (FdCountsMu) class() *class     { return &fdCountsMu }
+func (DirCacheMu) class() *class     { return &dirCacheMu }
+func (RequestNotesMu) class() *class { return &requestNotesMu }
+func (MovesMu) class() *class        { return &movesMu }
+func (ReadHoldsMu) class() *class    { return &readHoldsMu }
+func (TableMu) class() *class        { return &tableMu }
+func (ResolverFdMu) class() *class   { return &resolverFdMu }
+func (ResolverMu) class() *class     { return &resolverMu }
+func (ResolverTabMu) class() *class  { return &resolverTabMu }
