@@ -27,20 +27,24 @@ var modelNames = []string{"f0", "f1", "f2"}
 
 // mop is one step: Proc does Kind.
 type mop struct {
-	Kind  string   // open dup fork write trunc read close fsync kill rename crash
+	Kind  string   // open dup fork write pwrite setfl trunc read close fsync kill rename crash
 	Proc  string   // the process doing it (kill: the one killed)
 	Slot  string   // its descriptor (open, dup: the new one)
 	Slot2 string   // dup: the descriptor duplicated
 	Name  string   // open, rename: the file; rename: from
 	Name2 string   // rename: to
 	Mode  string   // open: RDONLY TRUNC RDWR APPEND EXCL
-	Data  string   // write
-	Size  int      // trunc
+	Data  string   // write, pwrite
+	Size  int      // trunc; pwrite: the offset
+	On    bool     // setfl: O_APPEND set (true) or cleared
 	Child string   // fork: the new process
 	Slots []string // fork: the descriptors it inherits
-	// race: Proc's write open (Slot, Name, Mode) sent, and before its
-	// answer, Other (another owner's write, fsync or close of the file).
-	Other *mop
+	// race: Proc's write open (Slot, Name, Mode), or First, sent, and
+	// before its answer, Other (a write, fsync or close of the file by
+	// another process, of either owner). First: another process's rename
+	// of the file, or its write, ftruncate, fsync or close through
+	// another open of it (modelGen.raceFirst).
+	First, Other *mop
 	// order: the order a race's two calls took in the daemon (0: Other
 	// first, 1: the open first); the runner finds it from the answers.
 	// ambiguous: both orders gave those answers.
@@ -58,6 +62,10 @@ func (o mop) String() string {
 		return fmt.Sprintf("%s fork %s inheriting [%s]", o.Proc, o.Child, strings.Join(o.Slots, " "))
 	case "write":
 		return fmt.Sprintf("%s write %s %q", o.Proc, o.Slot, o.Data)
+	case "pwrite":
+		return fmt.Sprintf("%s pwrite %s %d %q", o.Proc, o.Slot, o.Size, o.Data)
+	case "setfl":
+		return fmt.Sprintf("%s fcntl %s F_SETFL append=%v", o.Proc, o.Slot, o.On)
 	case "trunc":
 		return fmt.Sprintf("%s ftruncate %s %d", o.Proc, o.Slot, o.Size)
 	case "read", "close", "fsync":
@@ -69,9 +77,7 @@ func (o mop) String() string {
 	case "crash":
 		return "kill -9 realmfs; restart"
 	case "race":
-		open := o
-		open.Kind, open.Other = "open", nil
-		return fmt.Sprintf("race { %s | %s }", open, o.Other)
+		return fmt.Sprintf("race { %s | %s }", o.raceOpen(), o.Other)
 	}
 	return o.Kind
 }
@@ -87,8 +93,11 @@ func (m *model) applyRace(o mop) (other, open string) {
 	return other, m.apply(o.raceOpen())
 }
 
-// raceOpen is the open half of a race op.
+// raceOpen is the first half of a race op: its open, or First.
 func (o mop) raceOpen() mop {
+	if o.First != nil {
+		return *o.First
+	}
 	open := o
 	open.Kind, open.Other = "open", nil
 	return open
@@ -167,9 +176,18 @@ type mhandle struct {
 	w                *mwrite // the owner's write it shares; nil: a plain reader
 	ver              *mver   // plain readers: the backing file opened
 	off              int
-	// flags: the open's access mode and O_APPEND, which tell at FLUSH
-	// its descriptors from another open's (File.sameOpen).
-	flags string
+	// flags: the open's access mode and O_APPEND as opened, its kind
+	// (writeproto.Open.Kind). cur: as they are now (fcntl F_SETFL changes
+	// O_APPEND), what /proc/PID/fdinfo shows of its descriptors. heard: as
+	// the daemon last heard them, with the last WRITE through it
+	// (writeHandle.appends), which a close's scan compares with cur
+	// (File.sameOpen).
+	flags, cur, heard string
+	// openAppends: opened O_APPEND (the kill rule asks this, not appends).
+	// setfl: F_SETFL changed O_APPEND since the open, so the kernel's file
+	// position after an append is the kernel's, which the model does not
+	// know: the generator writes through it at explicit offsets only.
+	openAppends, setfl bool
 	// lock: the lease's mode, "A" (locks.Append) or "W" (locks.Write).
 	lock string
 	// writing: a change (write, ftruncate, O_TRUNC) came through it since
@@ -338,7 +356,7 @@ func (m *model) valid(o mop) bool {
 			}
 		}
 		return true
-	case "write", "trunc":
+	case "write", "pwrite", "setfl", "trunc":
 		return h != nil && h.write
 	case "read":
 		return h != nil && h.read
@@ -349,7 +367,10 @@ func (m *model) valid(o mop) bool {
 	case "rename":
 		return o.Name != o.Name2
 	case "race":
-		return h == nil && o.Other != nil && m.valid(*o.Other)
+		if o.Other == nil || o.First != nil && (o.First.Proc == o.Other.Proc || !m.valid(*o.First)) {
+			return false
+		}
+		return (o.First != nil || h == nil) && m.valid(*o.Other)
 	}
 	return false
 }
@@ -373,10 +394,30 @@ func (m *model) apply(o mop) string {
 			c.slots[s] = h
 		}
 		m.procs[c.id] = c
+		// The worker passes each slot as a dup, which it closes once the
+		// child has started (worker.fork): a close by p while it holds
+		// the slot, whose answer no one hears.
+		for _, s := range o.Slots {
+			m.flush(p, p.slots[s])
+		}
 		return "ok"
 	case "write":
-		m.write(p.slots[o.Slot], o.Data)
+		h := p.slots[o.Slot]
+		h.off = m.write(h, o.Data, h.off)
 		return fmt.Sprintf("ok %d", len(o.Data))
+	case "pwrite":
+		// pwrite(2) moves no file position, and on a descriptor with
+		// O_APPEND appends whatever offset it is given (as Linux does).
+		m.write(p.slots[o.Slot], o.Data, o.Size)
+		return fmt.Sprintf("ok %d", len(o.Data))
+	case "setfl":
+		h := p.slots[o.Slot]
+		h.appends, h.setfl = o.On, true
+		h.cur = strings.TrimSuffix(h.cur, "a")
+		if o.On {
+			h.cur += "a"
+		}
+		return "ok"
 	case "trunc":
 		m.truncate(p.slots[o.Slot], o.Size)
 		return "ok"
@@ -441,7 +482,8 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 		return "err ENOENT"
 	}
 	m.nextID++
-	h := &mhandle{id: m.nextID, obj: obj, owner: p.owner, opener: p.id, descs: 1, flags: modeFlags(mode), lock: lockModeOf(mode)}
+	f := modeFlags(mode)
+	h := &mhandle{id: m.nextID, obj: obj, owner: p.owner, opener: p.id, descs: 1, flags: f, cur: f, heard: f, lock: lockModeOf(mode)}
 	w := m.writes[wkey{obj, p.owner}]
 	if mode == "RDONLY" {
 		h.read = true
@@ -464,6 +506,7 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 	h.w, h.write = w, true
 	h.read = mode == "RDWR"
 	h.appends = mode == "APPEND"
+	h.openAppends = h.appends
 	h.fresh = m.view(obj, p.owner) == ""
 	w.hs[h] = true
 	if mode == "TRUNC" {
@@ -494,22 +537,25 @@ func (w *mwrite) ensureTemp() bool {
 // write goes into the owner's temp: at the handle's offset, or for
 // O_APPEND at the end of the owner's bytes ("an O_APPEND write goes to
 // the end of the writer's bytes whatever size the kernel last heard of").
-func (m *model) write(h *mhandle, data string) {
+// O_APPEND is the descriptor's as it is at the write (F_SETFL changes
+// it), which the daemon hears with the write. It returns the file
+// position after the write.
+func (m *model) write(h *mhandle, data string, off int) int {
 	w := h.w
 	h.writing = true // File.joinWriting, both ways
+	h.heard = h.cur
 	if h.appends && !h.truncates && w.temp == nil {
 		w.catchUp()
 		w.obj.ver.content += data
 		w.obj.stamp++
 		w.observed = w.obj.stamp // appendInPlace: the owner's own change
-		return
+		return len(w.obj.ver.content)
 	}
 	if w.ensureTemp() {
 		w.overwrites = false
 	}
 	w.overwrites = w.overwrites || !h.appends
 	b := []byte(*w.temp)
-	off := h.off
 	if h.appends {
 		off = len(b)
 	}
@@ -523,7 +569,7 @@ func (m *model) write(h *mhandle, data string) {
 	copy(b[off:], data)
 	s := string(b)
 	w.temp = &s
-	h.off = end
+	return end
 }
 
 func (m *model) truncate(h *mhandle, size int) {
@@ -577,10 +623,26 @@ func (m *model) commit(w *mwrite) string {
 // read descriptor held beside the rewrite … holds nothing back; a second
 // write open of the file with the same flags in the same process defers
 // the commit to the last of them"; File.sameOpen, procinfo.SameOpen). A dup
-// of h is one (`cmd > f 2>&1`).
+// of h is one (`cmd > f 2>&1`). The scan reads each descriptor's flags as
+// they are now and compares them with h's as the daemon last heard them:
+// after an F_SETFL with no WRITE since, a dup of h is not told as one.
+// With no other open of the opener that the descriptor may be (one
+// opened with h's access mode and the other O_APPEND), the scan counts any
+// descriptor of h's access mode (writeHandle.sameOpen).
 func (m *model) holdsOther(p *mproc, h *mhandle) bool {
+	mode := strings.TrimSuffix(h.heard, "a")
+	other := mode
+	if other == h.heard {
+		other += "a"
+	}
+	strict := false
+	for x := range h.w.hs {
+		if x != h && x.opener == h.opener && x.flags == other {
+			strict = true
+		}
+	}
 	for _, x := range p.slots {
-		if x.obj == h.obj && x.flags == h.flags {
+		if x.obj == h.obj && (x.cur == h.heard || !strict && strings.TrimSuffix(x.cur, "a") == mode) {
 			return true
 		}
 	}
@@ -612,6 +674,15 @@ func (m *model) close(p *mproc, slot string) string {
 	h := p.slots[slot]
 	delete(p.slots, slot)
 	h.descs--
+	ans := m.flush(p, h)
+	if h.descs == 0 {
+		m.release(h)
+	}
+	return ans
+}
+
+// flush is what p's close of a descriptor of h does before any release.
+func (m *model) flush(p *mproc, h *mhandle) string {
 	ans := "ok"
 	if h.w != nil && h.write && p.id == h.opener && !m.holdsOther(p, h) {
 		// The scan finds no descriptor of this kind left in the opener,
@@ -627,9 +698,6 @@ func (m *model) close(p *mproc, slot string) string {
 		if !m.othersWriting(h.w, h) {
 			ans = m.commit(h.w)
 		}
-	}
-	if h.descs == 0 {
-		m.release(h)
 	}
 	return ans
 }
@@ -697,7 +765,7 @@ func (m *model) kill(p *mproc) {
 		}
 		if len(opened) == 1 && w.writeHandles() == 1 && w.temp != nil {
 			x := opened[0]
-			if x.fresh || x.appends && !x.truncates && !w.overwrites {
+			if x.fresh || x.openAppends && !x.truncates && !w.overwrites {
 				m.commit(w)
 			} else {
 				name := w.obj.name

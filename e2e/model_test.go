@@ -1,14 +1,20 @@
 package e2e
 
 // TestModel drives random sequences of opens (every mode), dup, fork,
-// writes, ftruncates, reads, closes, fsyncs, SIGKILLs of worker processes,
-// renames and kill -9 of realmfs, from processes of two lock owners (two
-// Unix sessions, lockowner=session), against a real mount and against the
-// reference model of the README's promise (model_state_test.go). A race
-// step sends one owner's write open and, before its answer, the other
-// owner's next write, fsync or close of that file: the daemon may serve
-// them in either order (a conflicting open waits for a release only
-// once the holder has closed the file), and the model allows both (modelRunner.race). After
+// writes, pwrites, fcntl(F_SETFL) setting or clearing O_APPEND, ftruncates,
+// reads, closes, fsyncs, SIGKILLs of worker processes, renames and kill -9
+// of realmfs, from processes of two lock owners (two Unix sessions,
+// lockowner=session), against a real mount and against the reference
+// model of the README's promise (model_state_test.go). A race step sends
+// one process's write open and, before its answer, another process's
+// next write, fsync or close of that file, of the other owner or the
+// same: the daemon may serve them in either order (a conflicting open
+// waits for a release only once the holder has closed the file; the
+// owner's own open joins its write), and the model allows both
+// (modelRunner.race). Renames by either owner of a file one writes,
+// same-owner appends beside rewrites (a race of an APPEND open with a
+// TRUNC writer's close and back) and F_SETFL are the events of issue 29's
+// defects 6 to 8. After
 // every step it checks what each owner sees of every file through a fresh
 // open (content, fstat and stat size), what a third owner sees (the test
 // process), and what BACKING holds: each file's committed content, and
@@ -47,7 +53,8 @@ var modelOpWeights = []struct {
 	weight int
 }{
 	{"open", 24}, {"write", 20}, {"close", 20}, {"read", 5}, {"dup", 4}, {"fork", 4},
-	{"trunc", 4}, {"fsync", 5}, {"rename", 6}, {"kill", 3}, {"crash", 1}, {"race", 2},
+	{"trunc", 4}, {"fsync", 5}, {"rename", 6}, {"kill", 3}, {"crash", 1}, {"race", 3},
+	{"setfl", 2}, {"pwrite", 3},
 }
 
 const (
@@ -80,7 +87,7 @@ func modelKinds(t *testing.T) map[string]bool {
 		}
 		k, ok := strings.CutPrefix(f, "-")
 		if !ok || !kinds[k] {
-			t.Fatalf("REALM_MODEL_OPS: %q: want -KIND, KIND one of open write close read dup fork trunc fsync rename kill crash race", f)
+			t.Fatalf("REALM_MODEL_OPS: %q: want -KIND, KIND one of open write pwrite setfl close read dup fork trunc fsync rename kill crash race", f)
 		}
 		delete(kinds, k)
 	}
@@ -257,13 +264,24 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 			mode = "EXCL"
 		}
 		return mop{Kind: "open", Proc: p.id, Slot: g.newSlot(), Name: name, Mode: mode}, true
-	case "write", "trunc":
+	case "write", "pwrite", "setfl", "trunc":
 		p, s, ok := g.slot(func(h *mhandle) bool { return h.write })
 		if !ok {
 			return mop{}, false
 		}
-		if kind == "write" {
-			return mop{Kind: "write", Proc: p.id, Slot: s, Data: fmt.Sprintf("%s%d|", strings.ToLower(p.owner), step)}, true
+		h := p.slots[s]
+		data := fmt.Sprintf("%s%d|", strings.ToLower(p.owner), step)
+		if kind == "write" && h.setfl {
+			kind = "pwrite" // the file position is the kernel's: see mhandle.setfl
+		}
+		switch kind {
+		case "write":
+			return mop{Kind: "write", Proc: p.id, Slot: s, Data: data}, true
+		case "pwrite":
+			off := g.pick(len(g.m.view(h.obj, p.owner)) + 1)
+			return mop{Kind: "pwrite", Proc: p.id, Slot: s, Size: off, Data: data}, true
+		case "setfl":
+			return mop{Kind: "setfl", Proc: p.id, Slot: s, On: !h.appends}, true
 		}
 		size := 0
 		if g.pick(2) == 0 {
@@ -327,10 +345,11 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 	case "crash":
 		return mop{Kind: "crash"}, true
 	case "race":
-		// Another owner's write open of a file an owner writes, sent just
-		// before that owner's next write, fsync or close of it: the open
-		// fails at once, or waits for the release of a close that came
-		// first.
+		// A write open of a file a process writes, by another process of
+		// the other owner or the same, sent just before the writer's next
+		// write, fsync or close of it: another owner's open fails at
+		// once, or waits for the release of a close that came first; the
+		// same owner's joins its write before or after.
 		x, s, ok := g.slot(func(h *mhandle) bool { return h.write && h.obj.name != "" })
 		if !ok {
 			return mop{}, false
@@ -338,7 +357,7 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 		h := x.slots[s]
 		var ys []string
 		for _, id := range g.m.procIDs() {
-			if p := g.m.procs[id]; p.owner != x.owner && len(p.slots) < modelMaxSlots {
+			if p := g.m.procs[id]; p.id != x.id && len(p.slots) < modelMaxSlots {
 				ys = append(ys, id)
 			}
 		}
@@ -348,11 +367,67 @@ func (g *modelGen) draw(kind string, step int) (mop, bool) {
 		other := &mop{Kind: []string{"fsync", "write", "close", "close"}[g.pick(4)], Proc: x.id, Slot: s}
 		if other.Kind == "write" {
 			other.Data = fmt.Sprintf("%s%d|", strings.ToLower(x.owner), step)
+			if h.setfl {
+				other.Kind, other.Size = "pwrite", g.pick(len(g.m.view(h.obj, x.owner))+1)
+			}
+		}
+		if g.pick(2) == 0 {
+			if first, ok := g.raceFirst(x, h, step); ok {
+				return mop{Kind: "race", Proc: first.Proc, First: first, Other: other}, true
+			}
 		}
 		modes := []string{"TRUNC", "RDWR", "APPEND"}
 		return mop{Kind: "race", Proc: ys[g.pick(len(ys))], Slot: g.newSlot(), Name: h.obj.name, Mode: modes[g.pick(3)], Other: other}, true
 	}
 	return mop{}, false
+}
+
+// raceFirst draws the first half of a race other than an open, against
+// x's next call on its handle h of a file: another process's rename of
+// the file (issue 29, defect 7: the write follows it), or its write,
+// pwrite, ftruncate, fsync or close through another open of the file
+// (defect 6: one owner's appends beside its rewrites serialise). Another
+// open, never h itself: two threads in one open make rule 3's third
+// outcome (a close that waits out a write in flight).
+func (g *modelGen) raceFirst(x *mproc, h *mhandle, step int) (*mop, bool) {
+	if g.pick(3) == 0 {
+		ids := g.m.procIDs()
+		y := g.m.procs[ids[g.pick(len(ids))]]
+		to := modelNames[g.pick(len(modelNames))]
+		if y.id == x.id || to == h.obj.name {
+			return nil, false
+		}
+		return &mop{Kind: "rename", Proc: y.id, Name: h.obj.name, Name2: to}, true
+	}
+	type ps struct {
+		p    *mproc
+		slot string
+	}
+	var all []ps
+	for _, id := range g.m.procIDs() {
+		p := g.m.procs[id]
+		for _, sl := range p.slotIDs() {
+			if hy := p.slots[sl]; p.id != x.id && hy != h && hy.obj == h.obj && hy.write {
+				all = append(all, ps{p, sl})
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil, false
+	}
+	c := all[g.pick(len(all))]
+	hy := c.p.slots[c.slot]
+	o := &mop{Kind: []string{"write", "close", "fsync", "trunc", "write"}[g.pick(5)], Proc: c.p.id, Slot: c.slot}
+	switch o.Kind {
+	case "write":
+		o.Data = fmt.Sprintf("%s%d+|", strings.ToLower(c.p.owner), step)
+		if hy.setfl {
+			o.Kind, o.Size = "pwrite", g.pick(len(g.m.view(h.obj, c.p.owner))+1)
+		}
+	case "trunc":
+		o.Size = len(g.m.view(h.obj, c.p.owner)) / 2
+	}
+	return o, true
 }
 
 // modelWorker is the test's end of a worker process.
@@ -451,7 +526,11 @@ func runModel(t *testing.T, seed uint64, ops []mop) (ran []mop, step int, msg st
 		}
 		hist = append(hist, o)
 		if msg := r.check(mdl); msg != "" {
-			return ran, step, fmt.Sprintf("after %s: %s", o, msg)
+			alt, altMdl := r.checkOtherOrders(hist)
+			if alt == nil {
+				return ran, step, fmt.Sprintf("after %s: %s", o, msg)
+			}
+			mdl, hist = altMdl, alt
 		}
 	}
 	return ran, -1, ""
@@ -499,7 +578,7 @@ func (r *modelRunner) exec(o mop) string {
 	t := r.t
 	w := r.workers[o.Proc]
 	switch o.Kind {
-	case "open", "dup", "write", "trunc", "read", "close", "fsync", "rename":
+	case "open", "dup", "write", "pwrite", "setfl", "trunc", "read", "close", "fsync", "rename":
 		return w.send(t, r.command(o))
 	case "fork":
 		return r.fork(w, o)
@@ -528,7 +607,7 @@ func (r *modelRunner) race(hist []mop, o mop) (*model, []mop, mop, string) {
 	t := r.t
 	y, x := r.workers[o.Proc], r.workers[o.Other.Proc]
 	open := o.raceOpen()
-	y.sendOnly(t, fmt.Sprintf("open %s %s %s", open.Slot, r.path(open.Name), open.Mode))
+	y.sendOnly(t, r.command(open))
 	x.sendOnly(t, r.command(*o.Other))
 	gotX := x.answer(t, o.Other.String())
 	gotY := y.answer(t, open.String())
@@ -589,6 +668,26 @@ func otherOrders(hist []mop, o mop, got string) []mop {
 	return nil
 }
 
+// checkOtherOrders looks for an earlier race (or the last step's) whose
+// two orders both gave the answers the mount gave and whose other order
+// makes what every owner sees now right: two calls that each answer "ok"
+// in either order tell their order only by what they leave. It returns
+// that history and its model, or nil.
+func (r *modelRunner) checkOtherOrders(hist []mop) ([]mop, *model) {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Kind != "race" || !hist[i].ambiguous {
+			continue
+		}
+		alt := slices.Clone(hist)
+		alt[i].order = 1 - alt[i].order
+		mdl := replayModel(alt)
+		if r.check(mdl) == "" {
+			return alt, mdl
+		}
+	}
+	return nil, nil
+}
+
 // replayModel is the model after hist, each step followed by both
 // owners' checks, as runModel runs them.
 func replayModel(hist []mop) *model {
@@ -615,6 +714,10 @@ func (r *modelRunner) command(o mop) string {
 		return fmt.Sprintf("dup %s %s", o.Slot2, o.Slot)
 	case "write":
 		return fmt.Sprintf("write %s %s", o.Slot, o.Data)
+	case "pwrite":
+		return fmt.Sprintf("pwrite %s %d %s", o.Slot, o.Size, o.Data)
+	case "setfl":
+		return fmt.Sprintf("setfl %s %v", o.Slot, o.On)
 	case "trunc":
 		return fmt.Sprintf("trunc %s %d", o.Slot, o.Size)
 	case "read", "close", "fsync":
@@ -930,6 +1033,21 @@ func TestModelTraces(t *testing.T) {
 			{Kind: "kill", Proc: "B9"},
 			{Kind: "write", Proc: "B0", Slot: "s1", Data: "b4|"},
 			{Kind: "close", Proc: "B0", Slot: "s1"},
+		},
+	}, {
+		// The opener sets O_APPEND on its rewrite with F_SETFL and
+		// truncates, with no WRITE since; then it closes a dup of the
+		// descriptor (the fork passes one). The close's scan compared the
+		// descriptor's flags in /proc (O_APPEND now) with the open's as
+		// last heard (none), found no descriptor of the open left and
+		// committed the half-done rewrite (seed 361985221000).
+		name: "setfl-then-close-of-a-dup",
+		ops: []mop{
+			{Kind: "open", Proc: "A0", Slot: "s1", Name: "f0", Mode: "RDWR"},
+			{Kind: "setfl", Proc: "A0", Slot: "s1", On: true},
+			{Kind: "trunc", Proc: "A0", Slot: "s1", Size: 2},
+			{Kind: "fork", Proc: "A0", Child: "A1", Slots: []string{"s1"}},
+			{Kind: "close", Proc: "A1", Slot: "s1"},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -108,6 +108,8 @@ func errAnswer(err error) string {
 //	open SLOT PATH MODE   ok | err E
 //	dup SLOT NEW          ok
 //	write SLOT DATA       ok N
+//	pwrite SLOT OFF DATA  ok N
+//	setfl SLOT BOOL       ok (fcntl F_SETFL: O_APPEND set or cleared)
 //	trunc SLOT SIZE       ok (ftruncate)
 //	read SLOT             ok "CONTENT" (pread from 0)
 //	fsync SLOT, close SLOT
@@ -152,6 +154,32 @@ func (w *worker) do(args []string) string {
 			return errAnswer(err)
 		}
 		return fmt.Sprintf("ok %d", n)
+	case "pwrite":
+		if !needSlot() {
+			return "err noslot"
+		}
+		off, _ := strconv.ParseInt(args[2], 10, 64)
+		n, err := unix.Pwrite(fd, []byte(args[3]), off)
+		if err != nil {
+			return errAnswer(err)
+		}
+		return fmt.Sprintf("ok %d", n)
+	case "setfl":
+		if !needSlot() {
+			return "err noslot"
+		}
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err == nil {
+			fl &^= unix.O_APPEND
+			if args[2] == "true" {
+				fl |= unix.O_APPEND
+			}
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl)
+		}
+		if err != nil {
+			return errAnswer(err)
+		}
+		return "ok"
 	case "trunc":
 		if !needSlot() {
 			return "err noslot"

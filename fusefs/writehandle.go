@@ -194,9 +194,11 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	}
 	var may bool
 	var inos []uint64
+	var like procinfo.SameOpen
 	h.withPending(func(w *pendingWrite) syscall.Errno {
 		if may = w.m.FlushStart(h.wh); may {
 			inos = w.kernelInos()
+			like = h.sameOpen(w)
 		}
 		return 0
 	})
@@ -204,7 +206,7 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	var facts writeproto.FlushFacts
-	c, err := f.processes.Descriptors(tid, inos, f.mountDev.Load(), h.sameOpen())
+	c, err := f.processes.Descriptors(tid, inos, f.mountDev.Load(), like)
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
@@ -335,12 +337,21 @@ func (ww *writeWatch) out(since time.Duration, s procinfo.WriterSample) bool {
 }
 
 // sameOpen says which of the closing process's descriptors of the file
-// may be descriptors of h's open: those opened with its access mode and
-// O_APPEND. A read descriptor the opener holds beside its rewrite is
-// another open (the kernel's RELEASE of h does not wait for it), and must
-// not hold the commit back past close(2).
-func (h *writeHandle) sameOpen() procinfo.SameOpen {
-	return procinfo.SameOpen{Mask: sameOpenMask, Flags: h.flags.Load()}
+// may be descriptors of h's open: those with its access mode and O_APPEND.
+// A read descriptor the opener holds beside its rewrite is another open
+// (the kernel's RELEASE of h does not wait for it), and must not hold the
+// commit back past close(2). O_APPEND is h's as the last WRITE brought it:
+// an fcntl(F_SETFL) since then shows in /proc and not here. So it tells
+// the open apart only from another open of the opener with the other
+// O_APPEND, which the descriptor may be; with none such, any descriptor of
+// the access mode may be h's (counting one too many only defers the
+// commit). The caller holds w.entry's lock.
+func (h *writeHandle) sameOpen(w *pendingWrite) procinfo.SameOpen {
+	flags := h.flags.Load()
+	if w.m.OpenedAs(h.wh, (flags^syscall.O_APPEND)&sameOpenMask) {
+		return procinfo.SameOpen{Mask: sameOpenMask, Flags: flags}
+	}
+	return procinfo.SameOpen{Mask: syscall.O_ACCMODE, Flags: flags}
 }
 
 // sameOpenMask is what a scan of a process's descriptors tells of an open:
