@@ -24,7 +24,7 @@ MANDIR    := $(DESTDIR)$(PREFIX)/share/man
 SHAREDIR  := $(DESTDIR)$(PREFIX)/share
 UNITDIR   ?= $(DESTDIR)$(PREFIX)/lib/systemd/system
 
-.PHONY: all build run test unit unit-lockdep e2e bench lint deps fuzz clean install check-install
+.PHONY: all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install check-install
 
 all: build
 
@@ -109,9 +109,17 @@ fuzz:
 e2e: build
 	scripts/run-e2e.sh
 
-# test is what CI runs: set-up, lint, unit tests with -race (and with the
-# lock order checked), short fuzz runs, and the end-to-end suite.
+# test is the suite with bounded budgets for its randomized runs (under 8
+# minutes on a quiet 2-vCPU machine): set-up, lint, unit tests with -race
+# (and with the lock order checked), short fuzz runs, and the end-to-end
+# suite. soak runs the randomized ones longer: TestModel 10,000 steps
+# (25 sequences), fsx 50,000 operations, the adversaries, and every fuzz
+# target a million executions. CI runs both (.ci/run).
 test: deps lint unit unit-lockdep fuzz check-install e2e
+
+soak: deps build
+	REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 scripts/run-e2e.sh -run '^(TestModel|TestFsx|TestAdversary.*|TestCommitStress|TestIdentityPlantRace)$$'
+	scripts/fuzz.sh 1000000x
 
 bench: deps build
 	scripts/bench.sh

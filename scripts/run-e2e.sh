@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-e2e.sh runs the end-to-end suite: real realmfs mounts, real programs,
+# run-e2e.sh [go test flags] runs the end-to-end suite: real realmfs mounts, real programs,
 # and the realmctl tests against a real podman service that it starts here
 # (scripts/podman-setup.sh) and stops on exit. The daemon under test is
 # built with the race detector (REALM_E2E_RACE=1; set it to 0 to skip) and
@@ -10,9 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export REALM_E2E_RACE=${REALM_E2E_RACE:-1}
 export REALM_E2E_LOCKDEP=${REALM_E2E_LOCKDEP:-1}
+# The randomized tests' budgets in make test (make soak runs them longer):
+# TestModel 8 sequences of 400 steps, fsx 10,000 operations. A failure
+# prints its seed either way.
+export REALM_MODEL_SEQS=${REALM_MODEL_SEQS:-8}
+export REALM_FSX_OPS=${REALM_FSX_OPS:-10000}
 eval "$(bash scripts/podman-setup.sh)"
 trap 'bash scripts/podman-setup.sh stop' EXIT
-go test -count=1 -timeout 40m -v ./e2e/ 2>&1 | tee .e2e.log | grep -vE '^\s+(=== (PAUSE|CONT))' || true
+go test -count=1 -timeout 40m -v "$@" ./e2e/ 2>&1 | tee .e2e.log | grep -vE '^\s+(=== (PAUSE|CONT))' || true
 # go test's own verdict, from its closing lines.
 if grep -qE '^(FAIL|--- FAIL|panic:)' .e2e.log || ! grep -qE '^ok\s' .e2e.log; then
 	echo "run-e2e: the end-to-end suite failed" >&2
