@@ -12,7 +12,8 @@ import (
 
 // proc is a test's stand-in for fusefs: it performs the machine's
 // actions on a model of the file (what is committed, what is kept beside
-// it) instead of system calls.
+// it) instead of system calls, in the order the machine's tables declare:
+// a test fails at once on a call they reject (newProc).
 type proc struct {
 	w       Write
 	flushed map[*Handle]bool // a FLUSH of the handle came
@@ -24,12 +25,22 @@ type proc struct {
 	verdicts         []Verdict
 }
 
+// newProc is a proc whose write fails t on any call its tables reject.
+func newProc(t *testing.T) *proc {
+	p := &proc{}
+	p.w.OnViolation = func(err error) {
+		t.Helper()
+		t.Fatal(err)
+	}
+	return p
+}
+
 // commit performs a commit as fusefs does, returning the verdict (-1: nothing to commit).
 func (p *proc) commit() Verdict {
-	if p.w.Commit() == StartNothing {
+	switch p.w.Commit() {
+	case StartNothing:
 		return -1
-	}
-	if p.w.Failure() != 0 {
+	case StartRefuse:
 		p.w.TempGone() // fail: the temp goes, EIO
 		return FailCommit
 	}
@@ -151,7 +162,7 @@ var (
 func TestShellRedirectCommitsAtTheCommandsExit(t *testing.T) {
 	// cmd > f: the shell opens f, dup2s it to 1 and closes the first
 	// descriptor; cmd writes and exits.
-	var p proc
+	p := newProc(t)
 	h := p.open(rewrite)
 	if a, _ := p.close(h, true, FlushFacts{OthersOpen: true}); a != FlushNone || p.w.State() != Pending {
 		t.Fatalf("the shell's close of the first descriptor: %v, state %v; want nothing, pending", a, p.w.State())
@@ -183,7 +194,7 @@ func TestFlushTable(t *testing.T) {
 		{"killed beside another writer", true, FlushFacts{Signal: 9}, true, FlushKilled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(inPlace)
 			p.write(h, 1, 0)
 			if tc.other {
@@ -211,7 +222,7 @@ func TestFlushTable(t *testing.T) {
 // they are closing. A handle of another kind (a reader) or of another
 // process is not taken along.
 func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	var ha, hb, hr, ho hold
 	mk := func(o Open, opener uint32, hd *hold) *Handle {
 		o.Opener, o.Kind, o.Hold = opener, kindOf(o), hd
@@ -250,7 +261,7 @@ func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
 // TestIdleCloseIsClosing: a close with nothing to commit marks the hold
 // closing without a scan.
 func TestIdleCloseIsClosing(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	var hd hold
 	o := inPlace
 	o.Hold = &hd
@@ -284,7 +295,7 @@ func kindOf(o Open) uint32 {
 
 func TestReaderNeverHoldsACommitBack(t *testing.T) {
 	// exec 3<g; echo new > g; exec 3<&-: the reader beside the rewrite.
-	var p proc
+	p := newProc(t)
 	r := p.open(reader)
 	h := p.open(rewrite)
 	p.write(h, 4, 0)
@@ -319,7 +330,7 @@ func TestReleaseTable(t *testing.T) {
 		{"written through without a FLUSH (mmap)", false, true, ReleaseCommit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(rewrite)
 			if tc.write {
 				p.write(h, 1, 0)
@@ -333,7 +344,7 @@ func TestReleaseTable(t *testing.T) {
 		})
 	}
 	t.Run("an earlier handle's release", func(t *testing.T) {
-		var p proc
+		p := newProc(t)
 		h, o := p.open(inPlace), p.open(inPlace)
 		p.write(h, 1, 0)
 		if a := p.release(h); a != ReleaseNone || p.w.State() != Pending {
@@ -359,6 +370,7 @@ func TestKilledTable(t *testing.T) {
 		{"appends in place", appends, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillInFile},
 		{"appends to a temp", appends, func(p *proc, h *Handle) {
 			p.w.TempMade() // a rewrite pending of the owner's: appends go to its end
+			p.w.TempWrite(nil, true)
 			p.w.TempWritten(1, 0)
 			p.write(h, 5, 0)
 		}, false, KillCommit},
@@ -370,13 +382,13 @@ func TestKilledTable(t *testing.T) {
 		{"nothing written", inPlace, func(p *proc, h *Handle) {}, false, KillNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(tc.open)
 			p.open(reader)
 			if tc.shared {
 				p.open(Open{Write: true})
 			}
-			tc.ops(&p, h)
+			tc.ops(p, h)
 			dirty := p.w.Dirty()
 			a, k := p.close(h, true, FlushFacts{Signal: 9})
 			if tc.want == KillNothing && !dirty && !h.writing {
@@ -459,7 +471,7 @@ func TestWriteRouteTable(t *testing.T) {
 }
 
 func TestFailedTempIsNeverCommitted(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	h := p.open(inPlace)
 	p.write(h, 3, syscall.ENOSPC)
 	if p.w.State() != Failed {
@@ -471,7 +483,7 @@ func TestFailedTempIsNeverCommitted(t *testing.T) {
 }
 
 func TestTruncateByName(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	t1 := p.open(inPlace)
 	p.truncate(t1, 0)
 	if !p.w.TruncateCommits() {
@@ -514,15 +526,32 @@ type live struct {
 }
 
 func randomRun(t *testing.T, rng *rand.Rand, run int) {
-	var p proc
+	p := &proc{}
 	var hs []*live
 	var trace []string
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Errorf("run %d: "+format+"\ntrace:\n  %s", append([]any{run}, append(args, strings.Join(trace, "\n  "))...)...)
 	}
+	// Every call of a valid sequence is accepted; one run in eight ends
+	// with an invalid call injected, which must be reported.
+	p.w.OnViolation = func(err error) { fail("%v", err) }
+	injectAt := -1
+	if rng.Intn(8) == 0 {
+		injectAt = rng.Intn(40)
+	}
 	opens := []Open{reader, rewrite, inPlace, appends, {Write: true, Truncate: true, Fresh: true}, {Write: true, Fresh: true}, {Write: true, Append: true, Fresh: true}}
 	for step := 0; step < 40 && !t.Failed(); step++ {
+		if step == injectAt {
+			p.w.OnViolation = nil
+			ev, h := injectInvalid(rng, &p.w, hs)
+			fire(&p.w, ev, h, rng.Intn(variants(ev)))
+			trace = append(trace, fmt.Sprintf("injected %v (state %v)", ev, p.w.State()))
+			if p.w.Err() == nil {
+				fail("the injected %v was accepted", ev)
+			}
+			return
+		}
 		ev := rng.Intn(10)
 		if len(hs) == 0 {
 			ev = 0
@@ -699,6 +728,28 @@ func randomRun(t *testing.T, rng *rand.Rand, run int) {
 	if p.w.State() != Idle || p.w.Dirty() || p.w.HasTemp() {
 		fail("after the last release: %v, dirty %v, temp %v", p.w.State(), p.w.Dirty(), p.w.HasTemp())
 	}
+	if p.w.Err() != nil {
+		fail("a valid sequence was rejected: %v", p.w.Err())
+	}
+}
+
+// injectInvalid picks an event w must reject now, between two steps of
+// randomRun (no exchange in progress, no answer owed), and a handle for
+// it: one the state table rejects, or one that comes only within an
+// exchange or as an answer.
+func injectInvalid(rng *rand.Rand, w *Write, hs []*live) (Event, *Handle) {
+	evs := []Event{EvTruncated, EvReleased, EvJudge, EvCommitted, EvKilled,
+		EvTempWritten, EvChangeDone, EvAppendedInPlace, EvFlush}
+	for ev := Event(0); ev < numEvents; ev++ {
+		if accepts[ev][w.st] == 0 {
+			evs = append(evs, ev)
+		}
+	}
+	h := &Handle{} // none is open: an idle write
+	if len(hs) > 0 {
+		h = hs[rng.Intn(len(hs))].h
+	}
+	return evs[rng.Intn(len(evs))], h
 }
 
 // writeHandles counts the handles among hs that may change the file.
