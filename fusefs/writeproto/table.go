@@ -105,48 +105,51 @@ func (s stateSet) String() string {
 }
 
 // accepts[ev][st]: the states event ev may lead to from st; empty: ev is
-// rejected in st. Parsed from stateTable once.
-var accepts = parseTable(stateTable)
+// rejected in st. Parsed from stateTable once; a malformed table is the
+// package's own bug (tableErr, which its tests fail on), and leaves every
+// event rejected: a daemon built with it logs each write's first event.
+var accepts, tableErr = parseTable(stateTable)
 
-// parseTable reads a table laid out as stateTable. A malformed table is
-// the package's own bug: it panics, and every test of the package with it.
-func parseTable(text string) (t [numEvents][numRows]stateSet) {
+// parseTable reads a table laid out as stateTable.
+func parseTable(text string) (t [numEvents][numRows]stateSet, err error) {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	head := strings.Fields(lines[0])
 	if len(head) != numRows+1 || len(lines)-1 != int(numEvents) {
-		panic("writeproto: the state table's shape is not states × events")
+		return t, fmt.Errorf("the state table's shape is not states × events")
 	}
 	for i, name := range head[1:] {
 		if name != State(i).String() {
-			panic("writeproto: state table column " + name + " out of order")
+			return t, fmt.Errorf("state table column %s out of order", name)
 		}
 	}
 	for i, line := range lines[1:] {
 		cells := strings.Fields(line)
 		if len(cells) != numRows+1 || cells[0] != Event(i).String() {
-			panic("writeproto: state table line " + line)
+			return [numEvents][numRows]stateSet{}, fmt.Errorf("state table line %q", line)
 		}
 		for st, cell := range cells[1:] {
-			t[i][st] = parseCell(cell, State(st))
+			if t[i][st], err = parseCell(cell, State(st)); err != nil {
+				return [numEvents][numRows]stateSet{}, err
+			}
 		}
 	}
-	return t
+	return t, nil
 }
 
 // parseCell reads one cell of the table, in the column of from.
-func parseCell(cell string, from State) stateSet {
+func parseCell(cell string, from State) (stateSet, error) {
 	var s stateSet
 	if cell == "-" {
-		return 0
+		return 0, nil
 	}
 	for _, name := range strings.Split(cell, "|") {
 		to, ok := stateNamed(name, from)
 		if !ok {
-			panic("writeproto: state table cell " + cell)
+			return 0, fmt.Errorf("state table cell %q", cell)
 		}
 		s |= 1 << to
 	}
-	return s
+	return s, nil
 }
 
 // stateNamed is the state a cell names ("=": from).

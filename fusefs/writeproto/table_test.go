@@ -293,8 +293,18 @@ func TestOnViolation(t *testing.T) {
 	}
 }
 
-// TestDocTable: the package doc shows the table the machine checks.
+// TestDocTable: the table parses, and the package doc shows the table the
+// machine checks.
 func TestDocTable(t *testing.T) {
+	if tableErr != nil {
+		t.Fatal(tableErr)
+	}
+	for _, bad := range []string{"event idle\nOpen clean", strings.Replace(stateTable, "seeded  -", "seeded  x", 1),
+		strings.Replace(stateTable, "\nOpen ", "\nOpened ", 1)} {
+		if _, err := parseTable(bad); err == nil {
+			t.Errorf("a malformed table parses:\n%s", bad)
+		}
+	}
 	b, err := os.ReadFile("writeproto.go")
 	if err != nil {
 		t.Fatal(err)
