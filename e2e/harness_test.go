@@ -1033,9 +1033,13 @@ func (m *Mount) checkWriteProtocol() {
 		return
 	}
 	if n := bytes.Count(b, []byte(writeproto.Marker)); n > 0 {
-		i := bytes.LastIndexByte(b[:bytes.Index(b, []byte(writeproto.Marker))], '\n') + 1
+		at := bytes.Index(b, []byte(writeproto.Marker))
+		line := b[bytes.LastIndexByte(b[:at], '\n')+1:]
+		if end := bytes.IndexByte(line, '\n'); end >= 0 {
+			line = line[:end]
+		}
 		m.tb.Errorf("realmfs %s: the write protocol rejected %d event(s) in %s; the first:\n%s",
-			m.Dir, n, m.LogFile, b[i:min(len(b), i+2000)])
+			m.Dir, n, m.LogFile, line)
 	}
 }
 
