@@ -393,6 +393,7 @@ const (
 // PlaceMoved.
 func (w *Write) WriteRoute(h *Handle, appends, setID bool) Route {
 	w.step(EvWriteRoute, h, w.st)
+	h.routed = false // a route the caller did not take is owed nothing
 	if !appends || h.open.Truncate || w.st != Clean || setID {
 		return RouteTemp
 	}
