@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -959,6 +960,7 @@ func (m *Mount) cleanup() {
 	}
 	m.checkRaces()
 	m.checkLockOrder()
+	m.checkWriteProtocol()
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
 		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {
@@ -1018,6 +1020,26 @@ func (m *Mount) checkLockOrder() {
 			m.tb.Errorf("realmfs %s: the lock order checker reported %d violation(s) in %s; the first:\n%s",
 				m.Dir, n, name, b[i:min(len(b), i+8000)])
 		}
+	}
+}
+
+// checkWriteProtocol fails the test when a daemon of this mount logged an
+// event the write protocol rejected (writeproto.Marker, logged where the
+// write ends: fusefs's protocolEnded): the daemon called it out of the
+// order its tables declare, which no process sees fail.
+func (m *Mount) checkWriteProtocol() {
+	b, err := os.ReadFile(m.LogFile)
+	if err != nil {
+		return
+	}
+	if n := bytes.Count(b, []byte(writeproto.Marker)); n > 0 {
+		at := bytes.Index(b, []byte(writeproto.Marker))
+		line := b[bytes.LastIndexByte(b[:at], '\n')+1:]
+		if end := bytes.IndexByte(line, '\n'); end >= 0 {
+			line = line[:end]
+		}
+		m.tb.Errorf("realmfs %s: the write protocol rejected %d event(s) in %s; the first:\n%s",
+			m.Dir, n, m.LogFile, line)
 	}
 }
 

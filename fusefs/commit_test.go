@@ -16,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/procinfo"
 )
 
@@ -137,6 +138,7 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
 				h.withPending(func(w *pendingWrite) syscall.Errno {
+					w.m.TempWrite(h.wh, false) // a write(2) of the protocol's order
 					w.m.TempWritten(0, syscall.ENOSPC)
 					return 0
 				})
@@ -356,7 +358,12 @@ func TestKilledWriter(t *testing.T) {
 			h := tf.writing(t, tc.old, tc.flags, tc.data)
 			h.withPending(func(w *pendingWrite) syscall.Errno {
 				if tc.failed {
+					w.m.TempWrite(h.wh, false) // a write(2) of the protocol's order
 					w.m.TempWritten(0, syscall.EIO)
+				}
+				// The close of a killed opener, as Flush makes it.
+				if !w.m.FlushStart(h.wh) || w.m.Flush(h.wh, writeproto.FlushFacts{Signal: 9}) != writeproto.FlushKilled {
+					t.Fatal("the close of a killed writer is not one")
 				}
 				w.killed(as(1), h, 9, 1)
 				return 0

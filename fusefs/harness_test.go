@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/policy"
 )
 
@@ -101,6 +103,13 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 	if res := f.Scan(); res.Err != nil {
 		t.Fatal(res.Err)
 	}
+	// After the Close below (cleanups run last first): a write the
+	// protocol rejected an event of says so in the log (protocolEnded).
+	t.Cleanup(func() {
+		if l := logs.String(); strings.Contains(l, writeproto.Marker) {
+			t.Errorf("the write protocol rejected an event:\n%s", l)
+		}
+	})
 	t.Cleanup(func() { f.Close() })
 	return &testFS{FS: f, backing: backing, audit: audit, logs: logs}
 }

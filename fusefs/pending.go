@@ -206,6 +206,7 @@ func (w *pendingWrite) release(ctx context.Context, e *locks.Entry, lease *locks
 	lease.Release()
 	if last {
 		w.close(ctx)
+		w.protocolEnded()
 	}
 }
 

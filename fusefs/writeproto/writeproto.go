@@ -13,17 +13,83 @@
 // It decides nothing about commits of its own. The caller serialises all
 // calls on one Write (fusefs: the lock table entry's lock).
 //
-// The states of one Write (docs/ARCHITECTURE.md draws them):
+// The machine is declared, and checked: every event method checks the
+// call against two tables and records one that does not fit as a
+// Violation (Err, OnViolation), which fusefs logs where the write ends and
+// the tests fail on. An event out of order is the caller's bug: the
+// machine's decisions would rest on a state the file is not in.
 //
-//   - Idle: no handle.
-//   - Clean: handles, nothing uncommitted. Appends in place (O_APPEND
-//     without O_TRUNC) leave the write here: they went into the file.
-//   - Seeded: a temp, no change in it yet.
-//   - Pending: a temp with changes; the next commit point renames it over
+// The states of one Write (the table's columns):
+//
+//   - idle: no handle.
+//   - clean: handles, no temp, nothing uncommitted. Appends in place
+//     (O_APPEND without O_TRUNC) leave the write here: they went into
+//     the file.
+//   - seeded: a temp, no change in it yet.
+//   - pending: a temp with changes; the next commit point renames it over
 //     the file (or copies it in, for a file with several links).
-//   - Failed: a write into the temp failed; the temp is never committed.
-//   - Gone: the owner removed the file's name through the mount (or renamed
-//     another file over it): the bytes go with the old file, as natively.
+//   - failed: a write into the temp failed; the temp is never committed
+//     (Commit answers StartRefuse).
+//   - stale: no temp, and the file could not be reopened after a conflict:
+//     a temp made from the old base is failed (its commit fails, EIO),
+//     unless a truncating open starts afresh (TempGone).
+//
+// Gone is no column but a mark over one: the owner removed the file's name
+// through the mount (or renamed another file over it), and the bytes go
+// with the old file, as natively (Judge answers DropGone). State reports it.
+//
+// The state table: for each event (a line) and state (a column), "-"
+// rejects the event there, "=" accepts it and leaves the state, a state's
+// name is the one it leads to, "a|b" the ones its arguments choose from.
+//
+//	event           idle   clean   seeded           pending         failed  stale
+//	Open            clean  =       =                =               =       =
+//	Truncated       -      -       pending          -               -       -
+//	Release         -      =       =                =               =       =
+//	Released        -      =|idle  =|idle           =               =       =|idle
+//	WriteRoute      -      =       =                =               =       =
+//	PlaceChecked    -      =       =                =               =       =
+//	AppendedInPlace -      =       -                -               -       -
+//	AppendsSynced   =      =       =                =               =       =
+//	TempMade        -      seeded  -                -               -       failed
+//	TempGone        =      =       clean            clean           clean   clean
+//	TempWrite       -      -       =                =               =       -
+//	TempWritten     -      -       =|pending|failed =|failed        =       -
+//	Changing        -      =       =                =               =       =
+//	TempChange      -      -       =                =               =       -
+//	ChangeDone      -      -       =|pending|failed =|failed        =       -
+//	Fail            -      stale   -                -               -       -
+//	Commit          -      =       =                =               =       =
+//	Judge           -      -       -                =               -       -
+//	Committed       -      -       -                clean           -       -
+//	FlushStart      -      =       =                =               =       =
+//	Flush           -      =       =                =               =       =
+//	Killed          -      =       =                =               =       =
+//	Renamed         -      =       =                =               =       =
+//	Removed         -      =       =                =               =       =
+//
+// Read off it, among others: no write's last handle goes (Released to
+// idle) with bytes uncommitted; a temp is made only where there is none;
+// a commit renames only a temp with changes; idle takes only the cleanup
+// of the write that ended.
+//
+// The exchange table: some events begin a run of calls the caller makes
+// under one hold of the write's lock, which another event ends; in
+// between only the events listed are accepted, and the ending events come
+// only within their exchange (Released and Killed of its own handle).
+//
+//	exchange    begun by                  accepts                            ended by
+//	opening     Open with O_TRUNC         TempGone TempMade AppendsSynced    Truncated, Released
+//	releasing   Release                   TempGone AppendsSynced Fail Commit  Released
+//	committing  Commit (StartSeal/Refuse) Judge AppendsSynced                TempGone, Committed
+//	killing     Flush (FlushKilled)       nothing                            Killed
+//
+// And answers, which need not follow at once: TempWritten answers the
+// last TempWrite, ChangeDone the last TempChange, AppendedInPlace the
+// handle's WriteRoute that said RouteInPlace, Flush the handle's
+// FlushStart that said true, Judge a StartSeal (not a StartRefuse),
+// Committed a Judge that said CommitRename or CommitInPlace. An event
+// that names a handle names one open in the write.
 //
 // The commit points: the opener's last FLUSH of a writing handle (close
 // returns the commit's error), fsync(2), a truncate(2) by name, and the
@@ -35,7 +101,7 @@ import (
 	"syscall"
 )
 
-// State names the state of a Write.
+// State names the state of a Write: a column of the state table, or Gone.
 type State int
 
 const (
@@ -44,11 +110,14 @@ const (
 	Seeded
 	Pending
 	Failed
+	Stale
+	// Gone marks a write whose name the owner removed through the mount:
+	// State reports it over the column the write is in.
 	Gone
 )
 
 func (s State) String() string {
-	return [...]string{"idle", "clean", "seeded", "pending", "failed", "gone"}[s]
+	return [...]string{"idle", "clean", "seeded", "pending", "failed", "stale", "gone"}[s]
 }
 
 // Open is how a handle was opened.
@@ -81,6 +150,11 @@ type Hold interface {
 // open that joined the owner's uncommitted bytes).
 type Handle struct {
 	open Open
+	// w is the write it is open in, id its number there (for a
+	// Violation), live: it is open (Open came, Released not yet).
+	w    *Write
+	id   int
+	live bool
 	// changed: a write or truncate came through it; inPlace: an append
 	// through it went into the file; writing: it changed the file (or
 	// opened it O_TRUNC) and its opener still holds a descriptor of it:
@@ -89,6 +163,10 @@ type Handle struct {
 	// closing: its opener holds no descriptor of it, as far as the daemon
 	// can tell; Hold was told.
 	closing bool
+	// Answers owed: routed, WriteRoute said RouteInPlace (AppendedInPlace
+	// may come); flushes, the FlushStarts that said true (a Flush each).
+	routed  bool
+	flushes int
 }
 
 // Closing reports whether h's opener holds no descriptor of it, as far as
@@ -122,13 +200,21 @@ func (h *Handle) Truncates() bool { return h.open.Truncate }
 // Writing reports whether h is counted among the write's writers.
 func (h *Handle) Writing() bool { return h.writing }
 
-// Write is one owner's write in progress on one file.
+// Write is one owner's write in progress on one file. Its zero value is
+// idle.
 type Write struct {
-	hs      []*Handle // the open handles sharing it, readers too
-	writing int       // of those, write handles whose opener still holds a descriptor
-	temp    bool
-	dirty   bool          // the temp holds changes not yet committed
-	failed  syscall.Errno // a write into the temp failed: it must not be committed
+	// OnViolation, if set, hears each event the machine does not accept
+	// (Err keeps the first): a test fails there, on the spot.
+	OnViolation func(error)
+
+	st  State      // the column of the state table
+	ex  []exchange // the exchanges in progress, innermost last
+	err *Violation // the first violation
+	ids int        // handles numbered so far
+	hs  []*Handle  // the open handles sharing it, readers too
+	// writing: of those, write handles whose opener still holds a descriptor.
+	writing int
+	failed  syscall.Errno // failed, stale: the failure the commit reports
 	// overwrites: the temp holds a change other than an append at its
 	// end: its old bytes may be half rewritten.
 	overwrites bool
@@ -137,23 +223,17 @@ type Write struct {
 	// moved: a rename gave the file a new place since its last append in
 	// place, which must pass the protect rule before the next one lands.
 	moved bool
+	// Answers owed: wrote, a TempWrite (TempWritten may come); changing, a
+	// TempChange (ChangeDone may come).
+	wrote, changing bool
 }
 
 // State is w's state.
 func (w *Write) State() State {
-	switch {
-	case len(w.hs) <= 0:
-		return Idle
-	case w.gone:
+	if w.gone && w.st != Idle {
 		return Gone
-	case w.failed != 0:
-		return Failed
-	case w.dirty:
-		return Pending
-	case w.temp:
-		return Seeded
 	}
-	return Clean
+	return w.st
 }
 
 // Handles is the number of open handles.
@@ -163,34 +243,56 @@ func (w *Write) Handles() int { return len(w.hs) }
 func (w *Write) Writers() int { return w.writing }
 
 // HasTemp reports whether w has a temp.
-func (w *Write) HasTemp() bool { return w.temp }
+func (w *Write) HasTemp() bool { return w.st == Seeded || w.st == Pending || w.st == Failed }
 
-// Dirty reports whether the temp holds uncommitted changes.
-func (w *Write) Dirty() bool { return w.dirty }
+// Dirty reports whether the temp holds uncommitted changes (a failed
+// temp's too: they are not to be lost without a word).
+func (w *Write) Dirty() bool { return w.st == Pending || w.st == Failed }
 
 // IsGone reports whether the owner removed the file's name through the mount.
 func (w *Write) IsGone() bool { return w.gone }
 
-// Failure is the error of a write into the temp that failed, 0 if none.
-func (w *Write) Failure() syscall.Errno { return w.failed }
+// Failure is the error of a write into the temp that failed (or of the
+// rebase that left the write stale), 0 if none.
+func (w *Write) Failure() syscall.Errno {
+	if w.st == Failed || w.st == Stale {
+		return w.failed
+	}
+	return 0
+}
 
 // --- open and release ---
 
 // Open: the owner opens the file (event OPEN). A handle that truncates
 // asks the caller to drop any temp and make an empty one (TempMade), then
-// Truncated; if that fails, Released.
+// Truncated; if that fails, Released (the opening exchange). An idle
+// write opened again starts afresh.
 func (w *Write) Open(o Open) *Handle {
-	h := &Handle{open: o}
+	next := w.st
+	if w.st == Idle {
+		*w = Write{OnViolation: w.OnViolation, err: w.err, ids: w.ids}
+		next = Clean
+	}
+	w.ids++
+	h := &Handle{open: o, w: w, id: w.ids, live: true}
+	w.step(EvOpen, nil, next)
 	w.hs = append(w.hs, h)
+	if o.Truncate {
+		w.begin(opening, h)
+	}
 	return h
 }
 
 // Truncated: h's O_TRUNC made the temp empty: a change, and h's opener
 // writes from here on.
 func (w *Write) Truncated(h *Handle) {
-	w.dirty, w.overwrites = true, true
-	h.writing = true
-	w.writing++
+	w.step(EvTruncated, h, Pending)
+	w.end(opening)
+	w.overwrites = true
+	if !h.writing {
+		h.writing = true
+		w.writing++
+	}
 }
 
 // ReleaseAction is what a RELEASE of a handle does.
@@ -210,8 +312,11 @@ const (
 
 // Release: the kernel releases h (event RELEASE, after its last
 // descriptor closed); flushed: a close of one of its descriptors came
-// (FLUSH) before. The caller performs the action, then Released.
+// (FLUSH) before. The caller performs the action, then Released (the
+// releasing exchange).
 func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
+	w.step(EvRelease, h, w.st)
+	w.begin(releasing, h)
 	w.leave(h)
 	switch {
 	case len(w.hs) != 1:
@@ -225,7 +330,18 @@ func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 // Released drops h from the count; last: it was the owner's last handle,
 // and the write ends (the caller closes its temp, fds and lease).
 func (w *Write) Released(h *Handle) (last bool) {
+	next := w.st
+	if len(w.hs) == 1 && w.hs[0] == h {
+		next = Idle
+	}
+	w.step(EvReleased, h, next)
+	if w.within(opening) != nil {
+		w.end(opening)
+	} else {
+		w.end(releasing)
+	}
 	w.leave(h)
+	h.live = false
 	if i := slices.Index(w.hs, h); i >= 0 {
 		w.hs = slices.Delete(w.hs, i, i+1)
 	}
@@ -276,9 +392,12 @@ const (
 // Before an append in place lands, the caller checks the file's place if
 // PlaceMoved.
 func (w *Write) WriteRoute(h *Handle, appends, setID bool) Route {
-	if !appends || h.open.Truncate || w.temp || w.failed != 0 || setID {
+	w.step(EvWriteRoute, h, w.st)
+	h.routed = false // a route the caller did not take is owed nothing
+	if !appends || h.open.Truncate || w.st != Clean || setID {
 		return RouteTemp
 	}
+	h.routed = true
 	return RouteInPlace
 }
 
@@ -287,10 +406,18 @@ func (w *Write) WriteRoute(h *Handle, appends, setID bool) Route {
 func (w *Write) PlaceMoved() bool { return w.moved }
 
 // PlaceChecked: the new place passed.
-func (w *Write) PlaceChecked() { w.moved = false }
+func (w *Write) PlaceChecked() {
+	w.step(EvPlaceChecked, nil, w.st)
+	w.moved = false
+}
 
 // AppendedInPlace: n bytes of a write through h went into the file.
 func (w *Write) AppendedInPlace(h *Handle, n int) {
+	w.step(EvAppendedInPlace, h, w.st)
+	if !h.routed {
+		w.violated(EvAppendedInPlace, h, "no WriteRoute of the handle said RouteInPlace")
+	}
+	h.routed = false
 	w.join(h)
 	h.inPlace = true
 	if n > 0 {
@@ -299,26 +426,46 @@ func (w *Write) AppendedInPlace(h *Handle, n int) {
 }
 
 // AppendsSynced: the appends in place were fsynced (or their fd closed).
-func (w *Write) AppendsSynced() { w.appended = false }
+func (w *Write) AppendsSynced() {
+	w.step(EvAppendsSynced, nil, w.st)
+	w.appended = false
+}
 
 // Appended reports whether appends in place wait for an fsync.
 func (w *Write) Appended() bool { return w.appended }
 
 // TempMade: the caller made the temp (seeded with the file, or empty for
-// an O_TRUNC). Nothing in it is a change yet.
+// an O_TRUNC). Nothing in it is a change yet; made from a stale base, it
+// is failed.
 func (w *Write) TempMade() {
-	w.temp, w.overwrites = true, false
+	next := w.st
+	switch w.st {
+	case Clean:
+		next = Seeded
+	case Stale:
+		next = Failed
+	}
+	w.step(EvTempMade, nil, next)
+	w.overwrites = false
 }
 
 // TempGone: the temp is gone (removed, committed, kept as a copy) with
-// its changes and failure.
+// its changes and failure; it ends a commit in progress.
 func (w *Write) TempGone() {
-	w.temp, w.dirty, w.failed = false, false, 0
+	next := Clean
+	if w.st == Idle {
+		next = Idle
+	}
+	w.step(EvTempGone, nil, next)
+	w.end(committing)
+	w.failed, w.wrote, w.changing = 0, false, false
 }
 
 // TempWrite: a write(2) through h is about to go into the temp (made),
 // at its end if it appends.
 func (w *Write) TempWrite(h *Handle, appends bool) {
+	w.step(EvTempWrite, h, w.st)
+	w.wrote = true
 	w.overwrites = w.overwrites || !appends
 	w.join(h)
 }
@@ -326,36 +473,80 @@ func (w *Write) TempWrite(h *Handle, appends bool) {
 // TempWritten: n bytes went into the temp; failed: the write failed or
 // was short (its errno, EIO for a short one): the temp is never committed.
 func (w *Write) TempWritten(n int, failed syscall.Errno) {
-	if n > 0 {
-		w.dirty = true
+	w.step(EvTempWritten, nil, w.changed(n > 0, failed))
+	if !w.wrote {
+		w.violated(EvTempWritten, nil, "no TempWrite came before it")
 	}
-	if failed != 0 {
-		w.dirty, w.failed = true, failed
+	w.wrote = false
+}
+
+// changed is the state a change of the temp leads to: changes (some
+// bytes changed) make it pending, a failure failed.
+func (w *Write) changed(changes bool, failed syscall.Errno) State {
+	switch {
+	case failed != 0:
+		w.failed = failed
+		return Failed
+	case w.st == Failed || w.st == Idle:
+		return w.st
+	case w.st == Stale:
+		if changes {
+			return Failed
+		}
+		return w.st
+	case changes:
+		return Pending
 	}
+	return w.st
 }
 
 // Changing: a truncate or allocate through h begins: h is counted among
 // the writers (even if the temp cannot be made).
-func (w *Write) Changing(h *Handle) { w.join(h) }
+func (w *Write) Changing(h *Handle) {
+	w.step(EvChanging, h, w.st)
+	w.join(h)
+}
 
 // TempChange: the temp (made) is about to be changed other than by an
 // append at its end: its old bytes may be half rewritten.
-func (w *Write) TempChange() { w.overwrites = true }
+func (w *Write) TempChange() {
+	w.step(EvTempChange, nil, w.st)
+	w.changing = true
+	w.overwrites = true
+}
 
 // ChangeDone: the change ended with errno; ENOSPC, EIO and EDQUOT leave
 // the temp failed, any other error left it as it was.
 func (w *Write) ChangeDone(errno syscall.Errno) {
+	var next State
 	switch errno {
 	case 0:
-		w.dirty = true
+		next = w.changed(true, 0)
 	case syscall.ENOSPC, syscall.EIO, syscall.EDQUOT:
-		w.dirty, w.failed = true, errno
+		next = w.changed(false, errno)
+	default:
+		next = w.changed(false, 0)
 	}
+	w.step(EvChangeDone, nil, next)
+	if !w.changing {
+		w.violated(EvChangeDone, nil, "no TempChange came before it")
+	}
+	w.changing = false
 }
 
 // Fail marks the write failed with errno (a rebase after a conflict that
 // could not reopen the file: the owner's next commit fails).
-func (w *Write) Fail(errno syscall.Errno) { w.failed = errno }
+func (w *Write) Fail(errno syscall.Errno) {
+	next := Failed
+	switch w.st {
+	case Idle, Stale:
+		next = w.st
+	case Clean:
+		next = Stale
+	}
+	w.step(EvFail, nil, next)
+	w.failed = errno
+}
 
 // --- commit ---
 
@@ -366,17 +557,29 @@ const (
 	// StartNothing: nothing uncommitted; a durable commit fsyncs the
 	// appends in place, if any.
 	StartNothing Start = iota
-	// StartSeal: seal the temp (refuse a failed one, fsync if durable),
-	// then look at the file and ask Judge.
+	// StartSeal: seal the temp (fsync if durable), then look at the file
+	// and ask Judge.
 	StartSeal
+	// StartRefuse: a write into the temp failed (Failure): the temp is
+	// never committed, since it would replace the file with a partial
+	// one; drop it (TempGone), EIO, WRITE_NOT_ATOMIC.
+	StartRefuse
 )
 
-// Commit starts a commit (at a commit point).
+// Commit starts a commit (at a commit point); StartSeal and StartRefuse
+// begin the committing exchange, which TempGone or Committed ends.
 func (w *Write) Commit() Start {
-	if !w.dirty {
-		return StartNothing
+	w.step(EvCommit, nil, w.st)
+	switch w.st {
+	case Pending:
+		w.begin(committing, nil)
+		return StartSeal
+	case Failed:
+		w.begin(committing, nil)
+		w.ex[len(w.ex)-1].refused = true
+		return StartRefuse
 	}
-	return StartSeal
+	return StartNothing
 }
 
 // Name is what the file's name leads to at a commit.
@@ -413,8 +616,22 @@ const (
 // its link count). The caller performs the verdict (and its last checks
 // before a rename: the protect rule), then reports Committed or TempGone.
 func (w *Write) Judge(now Name, links uint64) Verdict {
+	w.step(EvJudge, nil, w.st)
+	v := judge(w.gone, now, links)
+	if x := w.within(committing); x != nil {
+		if x.refused || x.verdict >= 0 {
+			w.violated(EvJudge, nil, "the commit began refused, or was judged already")
+		}
+		x.verdict = v
+	}
+	return v
+}
+
+// judge is Judge's verdict: gone, the owner removed the name through the
+// mount; now, what the name leads to; links, the file's link count.
+func judge(gone bool, now Name, links uint64) Verdict {
 	switch {
-	case w.gone:
+	case gone:
 		return DropGone
 	case now == NameMissing:
 		return DropUnlinked
@@ -429,7 +646,15 @@ func (w *Write) Judge(now Name, links uint64) Verdict {
 }
 
 // Committed: the temp is the file now (renamed over it, or copied in).
-func (w *Write) Committed() { w.TempGone() }
+func (w *Write) Committed() {
+	x := w.within(committing)
+	if x != nil && x.verdict != CommitRename && x.verdict != CommitInPlace {
+		w.violated(EvCommitted, nil, "no Judge of the commit said CommitRename or CommitInPlace")
+	}
+	w.step(EvCommitted, nil, Clean)
+	w.end(committing)
+	w.failed, w.wrote, w.changing = 0, false, false
+}
 
 // --- close ---
 
@@ -457,10 +682,12 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // which a scan may or may not see). What is left uncommitted when the
 // owner's writers have gone is committed by the owner's last RELEASE.
 func (w *Write) FlushStart(h *Handle) bool {
-	if !h.open.Write || !w.dirty && !h.writing {
+	w.step(EvFlushStart, h, w.st)
+	if !h.open.Write || !w.Dirty() && !h.writing {
 		h.markClosing()
 		return false
 	}
+	h.flushes++
 	return true
 }
 
@@ -500,6 +727,20 @@ const (
 // `a = open(f, "r+"); b = open(f, "r+"); …; a.close(); b.close()` commits
 // at b's close, though a's RELEASE may not have come yet.
 func (w *Write) Flush(h *Handle, f FlushFacts) FlushAction {
+	w.step(EvFlush, h, w.st)
+	if h.flushes <= 0 {
+		w.violated(EvFlush, h, "no FlushStart of the handle said true")
+	}
+	h.flushes--
+	a := w.flush(h, f)
+	if a == FlushKilled {
+		w.begin(killing, h)
+	}
+	return a
+}
+
+// flush is Flush's decision.
+func (w *Write) flush(h *Handle, f FlushFacts) FlushAction {
 	if f.Unknown || f.OthersOpen {
 		// Unknown: the last release, which always comes, commits.
 		return FlushNone
@@ -552,13 +793,15 @@ const (
 // open beside the killed writer (tail -f) neither takes them over nor
 // holds the kill rule back.
 func (w *Write) Killed(h *Handle) KillAction {
-	sole := w.writeHandles() == 1
+	w.step(EvKilled, h, w.st)
+	w.end(killing)
+	sole, dirty := w.writeHandles() == 1, w.Dirty()
 	switch {
-	case sole && !w.dirty && h.inPlace:
+	case sole && !dirty && h.inPlace:
 		return KillInFile
-	case !sole || !w.dirty:
+	case !sole || !dirty:
 		return KillNothing
-	case w.failed == 0 && (h.open.Fresh || h.open.Append && !h.open.Truncate && !w.overwrites):
+	case w.st != Failed && (h.open.Fresh || h.open.Append && !h.open.Truncate && !w.overwrites):
 		return KillCommit
 	}
 	return KillRecover
@@ -578,11 +821,17 @@ func (w *Write) writeHandles() int {
 // --- the mount's own changes to the file ---
 
 // Renamed: the mount renamed the file (the write follows it).
-func (w *Write) Renamed() { w.moved = true }
+func (w *Write) Renamed() {
+	w.step(EvRenamed, nil, w.st)
+	w.moved = true
+}
 
 // Removed: the owner removed the file's name through the mount, or
 // renamed another file over it.
-func (w *Write) Removed() { w.gone = true }
+func (w *Write) Removed() {
+	w.step(EvRemoved, nil, w.st)
+	w.gone = true
+}
 
 // TruncateCommits: a truncate(2) by name through a handle of its own
 // commits, unless another write handle of the owner is open (it commits
@@ -601,6 +850,8 @@ func (v Verdict) String() string {
 	}
 	return [...]string{"drop-gone", "drop-unlinked", "fail", "conflict", "commit-in-place", "commit-rename"}[v]
 }
+
+func (s Start) String() string { return [...]string{"nothing", "seal", "refuse"}[s] }
 
 func (a FlushAction) String() string { return [...]string{"none", "commit", "killed"}[a] }
 

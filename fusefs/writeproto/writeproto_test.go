@@ -12,7 +12,8 @@ import (
 
 // proc is a test's stand-in for fusefs: it performs the machine's
 // actions on a model of the file (what is committed, what is kept beside
-// it) instead of system calls.
+// it) instead of system calls, in the order the machine's tables declare:
+// a test fails at once on a call they reject (newProc).
 type proc struct {
 	w       Write
 	flushed map[*Handle]bool // a FLUSH of the handle came
@@ -24,12 +25,22 @@ type proc struct {
 	verdicts         []Verdict
 }
 
+// newProc is a proc whose write fails t on any call its tables reject.
+func newProc(t *testing.T) *proc {
+	p := &proc{}
+	p.w.OnViolation = func(err error) {
+		t.Helper()
+		t.Fatal(err)
+	}
+	return p
+}
+
 // commit performs a commit as fusefs does, returning the verdict (-1: nothing to commit).
 func (p *proc) commit() Verdict {
-	if p.w.Commit() == StartNothing {
+	switch p.w.Commit() {
+	case StartNothing:
 		return -1
-	}
-	if p.w.Failure() != 0 {
+	case StartRefuse:
 		p.w.TempGone() // fail: the temp goes, EIO
 		return FailCommit
 	}
@@ -151,7 +162,7 @@ var (
 func TestShellRedirectCommitsAtTheCommandsExit(t *testing.T) {
 	// cmd > f: the shell opens f, dup2s it to 1 and closes the first
 	// descriptor; cmd writes and exits.
-	var p proc
+	p := newProc(t)
 	h := p.open(rewrite)
 	if a, _ := p.close(h, true, FlushFacts{OthersOpen: true}); a != FlushNone || p.w.State() != Pending {
 		t.Fatalf("the shell's close of the first descriptor: %v, state %v; want nothing, pending", a, p.w.State())
@@ -183,7 +194,7 @@ func TestFlushTable(t *testing.T) {
 		{"killed beside another writer", true, FlushFacts{Signal: 9}, true, FlushKilled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(inPlace)
 			p.write(h, 1, 0)
 			if tc.other {
@@ -211,7 +222,7 @@ func TestFlushTable(t *testing.T) {
 // they are closing. A handle of another kind (a reader) or of another
 // process is not taken along.
 func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	var ha, hb, hr, ho hold
 	mk := func(o Open, opener uint32, hd *hold) *Handle {
 		o.Opener, o.Kind, o.Hold = opener, kindOf(o), hd
@@ -250,7 +261,7 @@ func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
 // TestIdleCloseIsClosing: a close with nothing to commit marks the hold
 // closing without a scan.
 func TestIdleCloseIsClosing(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	var hd hold
 	o := inPlace
 	o.Hold = &hd
@@ -284,7 +295,7 @@ func kindOf(o Open) uint32 {
 
 func TestReaderNeverHoldsACommitBack(t *testing.T) {
 	// exec 3<g; echo new > g; exec 3<&-: the reader beside the rewrite.
-	var p proc
+	p := newProc(t)
 	r := p.open(reader)
 	h := p.open(rewrite)
 	p.write(h, 4, 0)
@@ -319,7 +330,7 @@ func TestReleaseTable(t *testing.T) {
 		{"written through without a FLUSH (mmap)", false, true, ReleaseCommit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(rewrite)
 			if tc.write {
 				p.write(h, 1, 0)
@@ -333,7 +344,7 @@ func TestReleaseTable(t *testing.T) {
 		})
 	}
 	t.Run("an earlier handle's release", func(t *testing.T) {
-		var p proc
+		p := newProc(t)
 		h, o := p.open(inPlace), p.open(inPlace)
 		p.write(h, 1, 0)
 		if a := p.release(h); a != ReleaseNone || p.w.State() != Pending {
@@ -359,6 +370,7 @@ func TestKilledTable(t *testing.T) {
 		{"appends in place", appends, func(p *proc, h *Handle) { p.write(h, 5, 0) }, false, KillInFile},
 		{"appends to a temp", appends, func(p *proc, h *Handle) {
 			p.w.TempMade() // a rewrite pending of the owner's: appends go to its end
+			p.w.TempWrite(nil, true)
 			p.w.TempWritten(1, 0)
 			p.write(h, 5, 0)
 		}, false, KillCommit},
@@ -370,13 +382,13 @@ func TestKilledTable(t *testing.T) {
 		{"nothing written", inPlace, func(p *proc, h *Handle) {}, false, KillNothing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p proc
+			p := newProc(t)
 			h := p.open(tc.open)
 			p.open(reader)
 			if tc.shared {
 				p.open(Open{Write: true})
 			}
-			tc.ops(&p, h)
+			tc.ops(p, h)
 			dirty := p.w.Dirty()
 			a, k := p.close(h, true, FlushFacts{Signal: 9})
 			if tc.want == KillNothing && !dirty && !h.writing {
@@ -459,7 +471,7 @@ func TestWriteRouteTable(t *testing.T) {
 }
 
 func TestFailedTempIsNeverCommitted(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	h := p.open(inPlace)
 	p.write(h, 3, syscall.ENOSPC)
 	if p.w.State() != Failed {
@@ -471,7 +483,7 @@ func TestFailedTempIsNeverCommitted(t *testing.T) {
 }
 
 func TestTruncateByName(t *testing.T) {
-	var p proc
+	p := newProc(t)
 	t1 := p.open(inPlace)
 	p.truncate(t1, 0)
 	if !p.w.TruncateCommits() {
@@ -513,192 +525,289 @@ type live struct {
 	held bool
 }
 
+// runner is one run of TestRandomized: a proc, the handles open, and the
+// trace a failure prints.
+type runner struct {
+	t     *testing.T
+	rng   *rand.Rand
+	run   int
+	p     *proc
+	hs    []*live
+	trace []string
+}
+
+func (r *runner) fail(format string, args ...any) {
+	r.t.Helper()
+	r.t.Errorf("run %d: "+format+"\ntrace:\n  %s", append([]any{r.run}, append(args, strings.Join(r.trace, "\n  "))...)...)
+}
+
+func (r *runner) log(format string, args ...any) {
+	r.trace = append(r.trace, fmt.Sprintf(format, args...))
+}
+
 func randomRun(t *testing.T, rng *rand.Rand, run int) {
-	var p proc
-	var hs []*live
-	var trace []string
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Errorf("run %d: "+format+"\ntrace:\n  %s", append([]any{run}, append(args, strings.Join(trace, "\n  "))...)...)
+	r := &runner{t: t, rng: rng, run: run, p: &proc{}}
+	p := r.p
+	// Every call of a valid sequence is accepted; one run in eight ends
+	// with an invalid call injected, which must be reported.
+	p.w.OnViolation = func(err error) { r.fail("%v", err) }
+	injectAt := -1
+	if rng.Intn(8) == 0 {
+		injectAt = rng.Intn(40)
 	}
-	opens := []Open{reader, rewrite, inPlace, appends, {Write: true, Truncate: true, Fresh: true}, {Write: true, Fresh: true}, {Write: true, Append: true, Fresh: true}}
 	for step := 0; step < 40 && !t.Failed(); step++ {
-		ev := rng.Intn(10)
-		if len(hs) == 0 {
-			ev = 0
+		if step == injectAt {
+			r.inject()
+			return
 		}
-		var l *live
-		var i int
-		if len(hs) > 0 {
-			i = rng.Intn(len(hs))
-			l = hs[i]
-		}
-		switch ev {
-		case 0: // open
-			o := opens[rng.Intn(len(opens))]
-			opener := rng.Intn(3)
-			o.Opener, o.Kind = uint32(opener+1), kindOf(o)
-			nl := &live{h: p.open(o), opener: opener, open: o, held: true}
-			hs = append(hs, nl)
-			trace = append(trace, fmt.Sprintf("open %+v by %d", o, nl.opener))
-			if o.Truncate && p.w.State() != Pending && p.w.State() != Gone {
-				fail("a truncating open leaves state %v", p.w.State())
-			}
-		case 1, 2: // write
-			if !l.open.Write {
-				continue
-			}
-			var failed syscall.Errno
-			if rng.Intn(20) == 0 {
-				failed = syscall.ENOSPC
-			}
-			// Now and then fcntl(F_SETFL) has flipped O_APPEND.
-			appends := l.open.Append != (rng.Intn(8) == 0)
-			r := p.writeAs(l.h, 1+rng.Intn(3), appends, failed)
-			l.wrote = true
-			trace = append(trace, fmt.Sprintf("write h%d (append %v: %v, failed %v) -> %v", i, appends, r, failed, p.w.State()))
-			if r == RouteTemp && p.w.State() != Pending && p.w.State() != Failed && p.w.State() != Gone {
-				fail("a write into the temp leaves state %v", p.w.State())
-			}
-		case 3: // truncate through the handle
-			if !l.open.Write {
-				continue
-			}
-			p.truncate(l.h, 0)
-			l.wrote = true
-			trace = append(trace, fmt.Sprintf("ftruncate h%d", i))
-		case 4: // fsync
-			v := p.commit()
-			trace = append(trace, fmt.Sprintf("fsync h%d -> %v", i, v))
-			if p.w.Dirty() && p.w.Failure() == 0 {
-				fail("fsync left the write %v", p.w.State())
-			}
-		case 5, 6: // close (FLUSH), then RELEASE as the kernel would
-			facts := FlushFacts{}
-			byOpener := rng.Intn(4) != 0
-			switch rng.Intn(8) {
-			case 0:
-				facts.OthersOpen = true
-			case 1:
-				facts.WriteGoesOn = true
-			case 2:
-				facts.Signal = 9
-			}
-			// The scan sees what the opener still holds: a sibling (same
-			// opener, same kind) still held is a descriptor it cannot tell
-			// from l's.
-			sibling := func(o *live) bool {
-				return o != l && o.opener == l.opener && o.open.Kind == l.open.Kind
-			}
-			for _, o := range hs {
-				if sibling(o) && o.held && byOpener {
-					facts.OthersOpen = true
-				}
-			}
-			dirty, writing := p.w.Dirty(), l.h.Writing()
-			otherWriters := 0
-			for _, o := range hs {
-				// A sibling not held any more leaves with l's last close.
-				if o != l && o.h.Writing() && !(sibling(o) && !facts.OthersOpen && !facts.WriteGoesOn && facts.Signal == 0 && byOpener) {
-					otherWriters++
-				}
-			}
-			a, k := p.close(l.h, byOpener, facts)
-			if byOpener && !facts.OthersOpen && !facts.Unknown {
-				l.held = false
-				for _, o := range hs {
-					if sibling(o) && facts.Signal == 0 && !facts.WriteGoesOn {
-						o.held = false
-					}
-				}
-			}
-			trace = append(trace, fmt.Sprintf("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State()))
-			// Close-to-open: the opener's last close of a writing handle
-			// commits, when nothing else of the owner's is being written.
-			if byOpener && l.open.Write && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
-				fail("the opener's last close did not commit")
-			}
-			// A reader's close commits nothing: it changed nothing.
-			if !l.open.Write && a != FlushNone {
-				fail("a reader's close did %v", a)
-			}
-			// Nor does any close commit another writer's half-written bytes.
-			if a == FlushCommit && otherWriters > 0 {
-				fail("a close committed while another handle of the owner writes")
-			}
-			if a == FlushCommit && p.w.Dirty() && p.w.Failure() == 0 {
-				fail("a commit at close left the write %v", p.w.State())
-			}
-			// A killed writer's bytes are never dropped.
-			if a == FlushKilled && dirty && k == KillNothing && !p.w.Dirty() {
-				fail("a killed writer's bytes were dropped")
-			}
-			if a == FlushKilled && writeHandles(hs) == 1 && dirty && k == KillNothing {
-				fail("a killed sole writer's bytes were left")
-			}
-			if k == KillCommit && !(l.open.Fresh || l.open.Append && !l.open.Truncate) {
-				fail("a killed writer's commit may tear old content")
-			}
-			if rng.Intn(2) == 0 {
-				continue // the release comes later
-			}
-			fallthrough
-		case 7: // RELEASE
-			l = hs[i]
-			before := len(p.verdicts)
-			wasDirty := p.w.Dirty()
-			a := p.release(l.h)
-			// An earlier handle's release never commits: another handle
-			// may be half way through a rewrite.
-			if a == ReleaseCommit && len(hs) > 1 {
-				fail("a release beside %d other handles committed", len(hs)-1)
-			}
-			hs = append(hs[:i], hs[i+1:]...)
-			trace = append(trace, fmt.Sprintf("release h%d -> %v, %v", i, a, p.w.State()))
-			// A release after a commit never meets a conflict.
-			if !wasDirty && len(p.verdicts) != before {
-				fail("a release with nothing uncommitted reached a verdict %v", p.verdicts[before:])
-			}
-			if a == ReleaseDropTruncate && l.wrote {
-				fail("a release dropped bytes written through the handle")
-			}
-		case 8: // a change behind the mount
-			p.behind = true
-			trace = append(trace, "change behind the mount")
-		case 9: // a rename of the file through the mount; rarely, its name removed
-			if rng.Intn(5) == 0 {
-				p.w.Removed()
-				trace = append(trace, "name removed")
-			} else {
-				p.w.Renamed()
-				trace = append(trace, "renamed")
-			}
-		}
-		// Invariants after every step.
-		writers := 0
-		for _, o := range hs {
-			if o.h.Writing() {
-				writers++
-				if !o.open.Write {
-					fail("a reader's handle counts as a writer")
-				}
-			}
-		}
-		if writers != p.w.Writers() || p.w.Handles() != len(hs) {
-			fail("the machine counts %d writers of %d handles; %d and %d are open", p.w.Writers(), p.w.Handles(), writers, len(hs))
-		}
-		if p.w.Dirty() && !p.w.HasTemp() {
-			fail("changes without a temp")
-		}
+		r.step()
+		r.invariants()
 	}
 	// The last release leaves nothing uncommitted, whatever came before.
-	for len(hs) > 0 {
-		p.release(hs[0].h)
-		hs = hs[1:]
+	for len(r.hs) > 0 {
+		p.release(r.hs[0].h)
+		r.hs = r.hs[1:]
 	}
 	if p.w.State() != Idle || p.w.Dirty() || p.w.HasTemp() {
-		fail("after the last release: %v, dirty %v, temp %v", p.w.State(), p.w.Dirty(), p.w.HasTemp())
+		r.fail("after the last release: %v, dirty %v, temp %v", p.w.State(), p.w.Dirty(), p.w.HasTemp())
 	}
+	if p.w.Err() != nil {
+		r.fail("a valid sequence was rejected: %v", p.w.Err())
+	}
+}
+
+// inject makes a call the machine must reject now.
+func (r *runner) inject() {
+	w := &r.p.w
+	w.OnViolation = nil
+	ev, h := injectInvalid(r.rng, w, r.hs)
+	fire(w, ev, h, r.rng.Intn(variants(ev)))
+	r.log("injected %v (state %v)", ev, w.State())
+	if w.Err() == nil {
+		r.fail("the injected %v was accepted", ev)
+	}
+}
+
+var randomOpens = []Open{reader, rewrite, inPlace, appends, {Write: true, Truncate: true, Fresh: true}, {Write: true, Fresh: true}, {Write: true, Append: true, Fresh: true}}
+
+// step makes one random event of the kernel's, or of the file's.
+func (r *runner) step() {
+	p, rng := r.p, r.rng
+	ev := rng.Intn(10)
+	if len(r.hs) == 0 {
+		ev = 0
+	}
+	var l *live
+	var i int
+	if len(r.hs) > 0 {
+		i = rng.Intn(len(r.hs))
+		l = r.hs[i]
+	}
+	switch ev {
+	case 0: // open
+		o := randomOpens[rng.Intn(len(randomOpens))]
+		opener := rng.Intn(3)
+		o.Opener, o.Kind = uint32(opener+1), kindOf(o)
+		nl := &live{h: p.open(o), opener: opener, open: o, held: true}
+		r.hs = append(r.hs, nl)
+		r.log("open %+v by %d", o, nl.opener)
+		if o.Truncate && p.w.State() != Pending && p.w.State() != Gone {
+			r.fail("a truncating open leaves state %v", p.w.State())
+		}
+	case 1, 2: // write
+		r.write(l, i)
+	case 3: // truncate through the handle
+		if !l.open.Write {
+			return
+		}
+		p.truncate(l.h, 0)
+		l.wrote = true
+		r.log("ftruncate h%d", i)
+	case 4: // fsync
+		v := p.commit()
+		r.log("fsync h%d -> %v", i, v)
+		if p.w.Dirty() && p.w.Failure() == 0 {
+			r.fail("fsync left the write %v", p.w.State())
+		}
+	case 5, 6: // close (FLUSH), then RELEASE as the kernel would
+		r.close(l, i)
+		if rng.Intn(2) != 0 { // else the release comes later
+			r.release(i)
+		}
+	case 7: // RELEASE
+		r.release(i)
+	case 8: // a change behind the mount
+		p.behind = true
+		r.log("change behind the mount")
+	case 9: // a rename of the file through the mount; rarely, its name removed
+		if rng.Intn(5) == 0 {
+			p.w.Removed()
+			r.log("name removed")
+		} else {
+			p.w.Renamed()
+			r.log("renamed")
+		}
+	}
+}
+
+// write writes through l (the i-th handle), if it may.
+func (r *runner) write(l *live, i int) {
+	p := r.p
+	if !l.open.Write {
+		return
+	}
+	var failed syscall.Errno
+	if r.rng.Intn(20) == 0 {
+		failed = syscall.ENOSPC
+	}
+	// Now and then fcntl(F_SETFL) has flipped O_APPEND.
+	appends := l.open.Append != (r.rng.Intn(8) == 0)
+	rt := p.writeAs(l.h, 1+r.rng.Intn(3), appends, failed)
+	l.wrote = true
+	r.log("write h%d (append %v: %v, failed %v) -> %v", i, appends, rt, failed, p.w.State())
+	if rt == RouteTemp && p.w.State() != Pending && p.w.State() != Failed && p.w.State() != Gone {
+		r.fail("a write into the temp leaves state %v", p.w.State())
+	}
+}
+
+// close closes a descriptor of l (the i-th handle) with random facts and
+// checks the promises of a close.
+func (r *runner) close(l *live, i int) {
+	p, rng, hs := r.p, r.rng, r.hs
+	facts := FlushFacts{}
+	byOpener := rng.Intn(4) != 0
+	switch rng.Intn(8) {
+	case 0:
+		facts.OthersOpen = true
+	case 1:
+		facts.WriteGoesOn = true
+	case 2:
+		facts.Signal = 9
+	}
+	// The scan sees what the opener still holds: a sibling (same
+	// opener, same kind) still held is a descriptor it cannot tell
+	// from l's.
+	sibling := func(o *live) bool {
+		return o != l && o.opener == l.opener && o.open.Kind == l.open.Kind
+	}
+	for _, o := range hs {
+		if sibling(o) && o.held && byOpener {
+			facts.OthersOpen = true
+		}
+	}
+	dirty, writing := p.w.Dirty(), l.h.Writing()
+	otherWriters := 0
+	for _, o := range hs {
+		// A sibling not held any more leaves with l's last close.
+		if o != l && o.h.Writing() && !(sibling(o) && !facts.OthersOpen && !facts.WriteGoesOn && facts.Signal == 0 && byOpener) {
+			otherWriters++
+		}
+	}
+	a, k := p.close(l.h, byOpener, facts)
+	if byOpener && !facts.OthersOpen && !facts.Unknown {
+		l.held = false
+		for _, o := range hs {
+			if sibling(o) && facts.Signal == 0 && !facts.WriteGoesOn {
+				o.held = false
+			}
+		}
+	}
+	r.log("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State())
+	// Close-to-open: the opener's last close of a writing handle
+	// commits, when nothing else of the owner's is being written.
+	if byOpener && l.open.Write && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
+		r.fail("the opener's last close did not commit")
+	}
+	// A reader's close commits nothing: it changed nothing.
+	if !l.open.Write && a != FlushNone {
+		r.fail("a reader's close did %v", a)
+	}
+	// Nor does any close commit another writer's half-written bytes.
+	if a == FlushCommit && otherWriters > 0 {
+		r.fail("a close committed while another handle of the owner writes")
+	}
+	if a == FlushCommit && p.w.Dirty() && p.w.Failure() == 0 {
+		r.fail("a commit at close left the write %v", p.w.State())
+	}
+	r.checkKill(l, a, k, dirty)
+}
+
+// checkKill checks the kill rule's promises after a close of l that did
+// a (and k); dirty: the write was, before.
+func (r *runner) checkKill(l *live, a FlushAction, k KillAction, dirty bool) {
+	p := r.p
+	// A killed writer's bytes are never dropped.
+	if a == FlushKilled && dirty && k == KillNothing && !p.w.Dirty() {
+		r.fail("a killed writer's bytes were dropped")
+	}
+	if a == FlushKilled && writeHandles(r.hs) == 1 && dirty && k == KillNothing {
+		r.fail("a killed sole writer's bytes were left")
+	}
+	if k == KillCommit && !(l.open.Fresh || l.open.Append && !l.open.Truncate) {
+		r.fail("a killed writer's commit may tear old content")
+	}
+}
+
+// release releases the i-th handle and checks the promises of a release.
+func (r *runner) release(i int) {
+	p := r.p
+	l := r.hs[i]
+	before := len(p.verdicts)
+	wasDirty := p.w.Dirty()
+	a := p.release(l.h)
+	// An earlier handle's release never commits: another handle
+	// may be half way through a rewrite.
+	if a == ReleaseCommit && len(r.hs) > 1 {
+		r.fail("a release beside %d other handles committed", len(r.hs)-1)
+	}
+	r.hs = append(r.hs[:i], r.hs[i+1:]...)
+	r.log("release h%d -> %v, %v", i, a, p.w.State())
+	// A release after a commit never meets a conflict.
+	if !wasDirty && len(p.verdicts) != before {
+		r.fail("a release with nothing uncommitted reached a verdict %v", p.verdicts[before:])
+	}
+	if a == ReleaseDropTruncate && l.wrote {
+		r.fail("a release dropped bytes written through the handle")
+	}
+}
+
+// invariants checks what holds after every step.
+func (r *runner) invariants() {
+	p := r.p
+	writers := 0
+	for _, o := range r.hs {
+		if o.h.Writing() {
+			writers++
+			if !o.open.Write {
+				r.fail("a reader's handle counts as a writer")
+			}
+		}
+	}
+	if writers != p.w.Writers() || p.w.Handles() != len(r.hs) {
+		r.fail("the machine counts %d writers of %d handles; %d and %d are open", p.w.Writers(), p.w.Handles(), writers, len(r.hs))
+	}
+	if p.w.Dirty() && !p.w.HasTemp() {
+		r.fail("changes without a temp")
+	}
+}
+
+// injectInvalid picks an event w must reject now, between two steps of
+// randomRun (no exchange in progress, no answer owed), and a handle for
+// it: one the state table rejects, or one that comes only within an
+// exchange or as an answer.
+func injectInvalid(rng *rand.Rand, w *Write, hs []*live) (Event, *Handle) {
+	evs := []Event{EvTruncated, EvReleased, EvJudge, EvCommitted, EvKilled,
+		EvTempWritten, EvChangeDone, EvAppendedInPlace, EvFlush}
+	for ev := Event(0); ev < numEvents; ev++ {
+		if accepts[ev][w.st] == 0 {
+			evs = append(evs, ev)
+		}
+	}
+	h := &Handle{} // none is open: an idle write
+	if len(hs) > 0 {
+		h = hs[rng.Intn(len(hs))].h
+	}
+	return evs[rng.Intn(len(evs))], h
 }
 
 // writeHandles counts the handles among hs that may change the file.

@@ -1,0 +1,115 @@
+package writeproto
+
+import "time"
+
+// Decisions of a commit that read no state of the write: pure functions
+// of facts the caller gathers, here so that every commit decision is the
+// machine's (issue 29: they stayed in fusefs). fusefs still has its own
+// copies while its write files move to their own package; each becomes
+// one call there: syncPlan's body SyncPlan(asked, d == DurabilityFull,
+// emptyOrdered), replacesEmpty's ReplacesEmpty(observed.Size,
+// observed.Nlink), writeGoesOn's writeWatch a WriteWatch fed the
+// procinfo sample's state mapped to a WriterState, and seal's check of a
+// failed temp the case StartRefuse of Commit's answer.
+
+// SyncPlan says which fsyncs a commit makes: of the temp before the rename
+// and of the directory after it. An fsync(2) (asked) makes both, whatever
+// the mount's durability. With full durability (full) a commit makes
+// both, but for one that replaces an empty file on a filesystem that
+// writes a renamed file's data before the rename (emptyOrdered: journaled
+// ext4): there nothing old can be torn, the rename lands only with the
+// data, and the directory's fsync after it makes both durable. Atomic
+// durability syncs nothing unasked.
+func SyncPlan(asked, full, emptyOrdered bool) (temp, dir bool) {
+	switch {
+	case asked:
+		return true, true
+	case full:
+		return !emptyOrdered, true
+	}
+	return false, false
+}
+
+// ReplacesEmpty reports whether a commit replaces an empty file with one
+// name (the file as the owner last saw it commit: its size and link
+// count), whose old content cannot be torn (SyncPlan). A link made since
+// changed its ctime: that commit is a conflict, not a commit in place.
+func ReplacesEmpty(size int64, nlink uint64) bool { return size == 0 && nlink <= 1 }
+
+// How long a close waits to learn whether another thread's write(2)
+// through the same open goes on (WriteWatch). WriteGap: the time a next
+// WRITE request of one write(2) comes within after the last was answered,
+// on a machine that runs the writer at once. WriteStall: the most a close
+// waits beyond that for a writer that is runnable or in the kernel and has
+// not been back in its own code, on a loaded machine that keeps it waiting
+// for a CPU between two requests (seen: over 100 ms beside stress-ng).
+const (
+	WriteGap   = 10 * time.Millisecond
+	WriteStall = time.Second
+)
+
+// WriterState is what a sample of a writer thread tells of where it is
+// (the caller reads it from /proc).
+type WriterState int
+
+const (
+	// WriterElsewhere: asleep anywhere but on a FUSE answer, gone, or not
+	// to be read: not inside a write(2) to the mount.
+	WriterElsewhere WriterState = iota
+	// WriterOnFUSE: asleep waiting for the answer to a FUSE request: the
+	// next WRITE of its write(2) may be queued.
+	WriterOnFUSE
+	// WriterBusy: running, waiting for a CPU, or asleep uninterruptibly:
+	// it may be between two requests of one write(2).
+	WriterBusy
+)
+
+// A WriteWatch tells, one sample at a time, when the thread that sent an
+// open's last WRITE is out of that write(2): the timed rule of a close
+// (FlushFacts.WriteGoesOn). The daemon cannot see a write(2) end; what it
+// can see: the next WRITE of one write(2) comes within WriteGap of the
+// last one's answer unless the writer waits for a CPU or a page; between
+// two of its requests the writer is in the kernel (WriterBusy) or asleep
+// waiting for the answer to its next request (WriterOnFUSE); it never
+// runs its own code (its user time does not grow). So the writer is out:
+//
+//   - once its user time grew since the first sample;
+//   - past WriteGap, when it is elsewhere;
+//   - asleep on a FUSE answer, one WriteGap later (its next WRITE would
+//     have come; a writer that does something else on a mount sleeps
+//     there too, and a close must not wait on it);
+//   - busy, past WriteGap + WriteStall. A writer kept from running longer
+//     can see the part before the stall committed (the rest is committed
+//     at the RELEASE).
+//
+// Its zero value has taken no sample.
+type WriteWatch struct {
+	sampled   bool
+	userTicks uint64        // the writer's user time at the first sample
+	fuseUntil time.Duration // the grace for a queued WRITE, once the writer sleeps on FUSE
+}
+
+// Out takes one sample of the writer (its state and user time in ticks),
+// since after its last WRITE was answered, and reports whether the writer
+// is out of its write(2).
+func (ww *WriteWatch) Out(since time.Duration, s WriterState, userTicks uint64) bool {
+	if !ww.sampled {
+		ww.sampled, ww.userTicks = true, userTicks
+	}
+	switch {
+	case userTicks > ww.userTicks:
+		return true
+	case since < WriteGap:
+		return false
+	}
+	switch s {
+	case WriterBusy:
+		return since >= WriteGap+WriteStall
+	case WriterOnFUSE:
+		if ww.fuseUntil == 0 {
+			ww.fuseUntil = since + WriteGap
+		}
+		return since >= ww.fuseUntil
+	}
+	return true
+}
