@@ -102,7 +102,7 @@ unit-lockdep:
 	$(GO) test -race -count=1 -tags=$(TAGS),lockdep ./internal/lockorder/ ./locks/ ./procinfo/ ./fusefs/...
 
 fuzz:
-	scripts/fuzz.sh 100000x
+	scripts/fuzz.sh 20000x
 
 # e2e runs the end-to-end suite on real mounts, with a real podman service
 # started for the realmctl tests and stopped afterwards.
@@ -114,12 +114,12 @@ e2e: build
 # (and with the lock order checked), short fuzz runs, and the end-to-end
 # suite. soak runs the randomized ones longer: TestModel 10,000 steps
 # (25 sequences), fsx 50,000 operations, the adversaries, and every fuzz
-# target a million executions. CI runs both (.ci/run).
+# target 200,000 executions (20,000 in test). CI runs both (.ci/run).
 test: deps lint unit unit-lockdep fuzz check-install e2e
 
 soak: deps build
 	REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 scripts/run-e2e.sh -run '^(TestModel|TestFsx|TestAdversary.*|TestCommitStress|TestIdentityPlantRace)$$'
-	scripts/fuzz.sh 1000000x
+	scripts/fuzz.sh 200000x
 
 bench: deps build
 	scripts/bench.sh
