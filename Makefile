@@ -118,7 +118,7 @@ e2e: build
 test: deps lint unit unit-lockdep fuzz check-install e2e
 
 soak: deps build
-	REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 scripts/run-e2e.sh -run '^(TestModel|TestFsx|TestAdversary.*|TestCommitStress|TestIdentityPlantRace)$$'
+	REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 scripts/run-e2e.sh -run '^(TestModel|TestFsx|TestAdversary.*|TestCommitStress|TestIdentityPlantRace)$$'
 	scripts/fuzz.sh 200000x
 
 bench: deps build

@@ -23,6 +23,7 @@ import (
 // adversaryOps is how many operations the adversary run makes through the
 // mount: a count, not a duration, so a loaded machine (or a race-built
 // daemon) makes the run longer, never weaker and never a failure.
+// REALM_ADVERSARY_OPS changes it (make test: 15,000; make soak: 60,000).
 const adversaryOps = 40_000
 
 // snapshotTree records everything observable of a tree that a write could
@@ -406,7 +407,8 @@ func TestAdversarySwap(t *testing.T) {
 	}
 	go writer()
 	start := time.Now()
-	for stats.total.Load() < adversaryOps {
+	ops := int64(envInt(t, "REALM_ADVERSARY_OPS", adversaryOps))
+	for stats.total.Load() < ops {
 		time.Sleep(50 * time.Millisecond) // polls a count the workers raise
 	}
 	stop.Store(true)

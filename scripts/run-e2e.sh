@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 export REALM_E2E_RACE=${REALM_E2E_RACE:-1}
 export REALM_E2E_LOCKDEP=${REALM_E2E_LOCKDEP:-1}
 # The randomized tests' budgets in make test (make soak runs them longer):
-# TestModel 8 sequences of 400 steps, fsx 10,000 operations. A failure
-# prints its seed either way.
+# TestModel 8 sequences of 400 steps, fsx 10,000 operations, the symlink
+# adversary 15,000. A failure prints its seed either way.
 export REALM_MODEL_SEQS=${REALM_MODEL_SEQS:-8}
 export REALM_FSX_OPS=${REALM_FSX_OPS:-10000}
+export REALM_ADVERSARY_OPS=${REALM_ADVERSARY_OPS:-15000}
 eval "$(bash scripts/podman-setup.sh)"
 trap 'bash scripts/podman-setup.sh stop' EXIT
 go test -count=1 -timeout 40m -v "$@" ./e2e/ 2>&1 | tee .e2e.log | grep -vE '^\s+(=== (PAUSE|CONT))' || true
