@@ -74,13 +74,7 @@ const (
 // the directory's fsync after it makes both durable. DurabilityAtomic
 // syncs nothing unasked.
 func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
-	switch {
-	case asked:
-		return true, true
-	case d == DurabilityFull:
-		return !emptyOrdered, true
-	}
-	return false, false
+	return writeproto.SyncPlan(asked, d == DurabilityFull, emptyOrdered)
 }
 
 // replacesEmpty reports whether the write replaces an empty file with one
@@ -88,7 +82,7 @@ func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
 // was observed changed its ctime: the commit is then a conflict, not a
 // commit in place.
 func (w *pendingWrite) replacesEmpty() bool {
-	return w.observed.Size == 0 && w.observed.Nlink <= 1
+	return writeproto.ReplacesEmpty(w.observed.Size, w.observed.Nlink)
 }
 
 // syncTemp fsyncs the temp.
@@ -242,8 +236,13 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	f := w.node.fsys
 	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty() && f.ordersRenames)
 	durable = durable || f.opts.Durability == DurabilityFull
-	if w.m.Commit() == writeproto.StartNothing {
+	switch w.m.Commit() {
+	case writeproto.StartNothing:
 		return w.syncAppends(ctx, durable), false
+	case writeproto.StartRefuse:
+		// A write the caller was told failed (ENOSPC, say) left the temp
+		// short: committing it would replace the file with a partial one.
+		return w.fail(ctx, StageAfterWrite, w.m.Failure()), false
 	}
 	if stage, err := w.seal(syncTemp); err != nil {
 		return w.fail(ctx, stage, err), false
@@ -317,15 +316,10 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	return w.settle(ctx, syncDir, &st), true
 }
 
-// seal readies the temp for the rename: a temp that a failed write left
-// short is never committed, and a durable commit fsyncs it. It returns the
+// seal readies the temp for the rename (the protocol refused a failed
+// one: writeproto.StartRefuse): a durable commit fsyncs it. It returns the
 // stage that failed.
 func (w *pendingWrite) seal(durable bool) (Stage, error) {
-	if errno := w.m.Failure(); errno != 0 {
-		// A write the caller was told failed (ENOSPC, say) left the temp
-		// short: committing it would replace the file with a partial one.
-		return StageAfterWrite, errno
-	}
 	f := w.node.fsys
 	if err := f.failAt(StageAfterWrite); err != nil {
 		return StageAfterWrite, err

@@ -237,25 +237,13 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	})
 }
 
-// How long a close waits to learn whether another thread's write(2)
-// through the same open goes on (writeGoesOn). writeGap: the time a next
-// WRITE request of one write(2) comes within after the last was answered,
-// on a machine that runs the writer at once. writeStall: the most a close
-// waits beyond that for a writer that is runnable or in the kernel and has
-// not been back in its own code, on a loaded machine that keeps it waiting
-// for a CPU between two requests (seen: over 100 ms beside stress-ng).
-const (
-	writeGap   = 10 * time.Millisecond
-	writeStall = time.Second
-)
-
 // writeGoesOn reports whether a write(2) through h by a thread other than
 // tid, the one closing a descriptor of it, may still be going on. The
 // kernel sends a FLUSH of another thread's close while that write is in
 // flight (the write holds its own reference to the open file), between two
 // of its WRITE requests as well as during one. A WRITE in flight, or one
 // that came while this close waited, says yes; otherwise the thread that
-// sent the last WRITE is watched (writeWatch) until it is seen out of any
+// sent the last WRITE is watched (writeproto.WriteWatch) until it is seen out of any
 // write(2). Yes defers the commit to the RELEASE, which comes once the
 // write(2) returns; the caller rechecks h.writes under the entry's lock,
 // which a WRITE counts itself before it waits for.
@@ -263,7 +251,8 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	procs := h.node.fsys.processes
 	last := h.lastWrite.Load()
 	lastAt := time.Unix(0, last)
-	var watch writeWatch
+	var watch writeproto.WriteWatch
+	first := true
 	for {
 		if h.writes.Load() > 0 {
 			return true
@@ -277,9 +266,10 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 		}
 		// Read the writer's state once for its user time, then past the
 		// gap only: within it nothing but a grown user time says out.
-		if since := time.Since(lastAt); !watch.sampled || since >= writeGap {
+		if since := time.Since(lastAt); first || since >= writeproto.WriteGap {
+			first = false
 			s, _ := procs.WriterState(w) // an error is WriterUnknown
-			if watch.out(since, s) {
+			if watch.Out(since, writerState(s.State), s.UserTicks) {
 				return false
 			}
 		}
@@ -287,53 +277,15 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	}
 }
 
-// A writeWatch tells, one sample at a time, when the thread that sent an
-// open's last WRITE is out of that write(2). The daemon cannot see a
-// write(2) end; what it can see: the next WRITE of one write(2) comes
-// within writeGap of the last one's answer unless the writer waits for a
-// CPU or a page; between two of its requests the writer is in the kernel,
-// running, runnable or in an uninterruptible sleep (procinfo.WriterBusy), or
-// asleep waiting for the answer to its next request (WriterOnFUSE); it
-// never runs its own code (its user time does not grow). So the writer is
-// out:
-//
-//   - once its user time grew since the first sample;
-//   - past writeGap, when it is asleep anywhere else, gone, or not to be
-//     read;
-//   - asleep on a FUSE answer, one writeGap later (its next WRITE would
-//     have come; a writer that does something else on a mount sleeps
-//     there too, and a close must not wait on it);
-//   - busy, past writeGap + writeStall. A writer kept from running longer
-//     can see the part before the stall committed (the rest is committed
-//     at the RELEASE).
-type writeWatch struct {
-	sampled   bool
-	userTicks uint64        // the writer's user time at the first sample
-	fuseUntil time.Duration // the grace for a queued WRITE, once the writer sleeps on FUSE
-}
-
-// out takes one sample of the writer, since after its last WRITE was
-// answered, and reports whether the writer is out of its write(2).
-func (ww *writeWatch) out(since time.Duration, s procinfo.WriterSample) bool {
-	if !ww.sampled {
-		ww.sampled, ww.userTicks = true, s.UserTicks
-	}
-	switch {
-	case s.UserTicks > ww.userTicks:
-		return true
-	case since < writeGap:
-		return false
-	}
-	switch s.State {
+// writerState is what writeproto.WriteWatch asks of a writer's state.
+func writerState(s procinfo.WriterState) writeproto.WriterState {
+	switch s {
 	case procinfo.WriterBusy:
-		return since >= writeGap+writeStall
+		return writeproto.WriterBusy
 	case procinfo.WriterOnFUSE:
-		if ww.fuseUntil == 0 {
-			ww.fuseUntil = since + writeGap
-		}
-		return since >= ww.fuseUntil
+		return writeproto.WriterOnFUSE
 	}
-	return true // gone, asleep elsewhere, or not to be read
+	return writeproto.WriterElsewhere
 }
 
 // sameOpen says which of the closing process's descriptors of the file
