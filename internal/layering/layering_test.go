@@ -1,0 +1,152 @@
+package layering
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/realm-dev/realm/"
+
+// layers places every package of the module: a package imports only
+// packages of a higher layer number (further down). A new package fails
+// the test until it is placed here.
+var layers = map[string]int{
+	// Programs and tests: wiring.
+	"cmd/realmfs": 0, "cmd/realmctl": 0, "e2e": 0,
+	"internal/benchtool": 0, "internal/fakeopenshell": 0,
+	// realmctl's services.
+	"interceptor": 1, "reaper": 1, "sandbox": 1,
+	// The go-fuse adapters: decode a request, call one thing, answer.
+	"fusefs": 2,
+	// What the adapters call: the write engine and the mount's services.
+	// The protocol, the one syscall layer on BACKING, the policy, /proc.
+	"fusefs/writeproto": 4, "fusefs/dirfd": 4, "policy": 4, "procinfo": 4,
+	// The lock table (procinfo names its owners).
+	"locks": 5,
+	// Leaves.
+	"errcode": 6, "sandbox/label": 6, "internal/lockorder": 6,
+	"internal/devthread": 6, "internal/sysfail": 6, "internal/layering": 6,
+}
+
+// pkg is one package of the module as go list sees it.
+type pkg struct {
+	path    string   // relative to the module
+	imports []string // the module's packages it imports, relative
+	files   int      // non-test Go files
+	lines   int      // their lines
+}
+
+var update = flag.Bool("update", false, "rewrite docs/ARCHITECTURE.md's import graph")
+
+func TestLayers(t *testing.T) {
+	pkgs := listPackages(t)
+	for _, p := range pkgs {
+		l, ok := layers[p.path]
+		if !ok {
+			t.Errorf("%s: not placed in a layer (internal/layering: layers)", p.path)
+			continue
+		}
+		for _, imp := range p.imports {
+			if li, ok := layers[imp]; ok && li <= l {
+				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only layers below its own", p.path, l, imp, li)
+			}
+		}
+	}
+}
+
+// TestArchitectureGraph keeps the import graph in docs/ARCHITECTURE.md the
+// compiler's: go test ./internal/layering -update rewrites it.
+func TestArchitectureGraph(t *testing.T) {
+	doc := filepath.Join("..", "..", "docs", "ARCHITECTURE.md")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- import graph: begin -->\n", "<!-- import graph: end -->\n"
+	i, j := bytes.Index(b, []byte(begin)), bytes.Index(b, []byte(end))
+	if i < 0 || j < i {
+		t.Fatalf("%s: no %q … %q block", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
+	}
+	want := graphTable(listPackages(t))
+	got := string(b[i+len(begin) : j])
+	if got == want {
+		return
+	}
+	if *update {
+		out := append(append(append([]byte{}, b[:i+len(begin)]...), want...), b[j:]...)
+		if err := os.WriteFile(doc, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: the import graph is not the compiler's; go test ./internal/layering -update rewrites it. want:\n%s", doc, want)
+}
+
+// graphTable is the import graph as a table, by layer, then path.
+func graphTable(pkgs []pkg) string {
+	sort.Slice(pkgs, func(a, b int) bool {
+		la, lb := layers[pkgs[a].path], layers[pkgs[b].path]
+		if la != lb {
+			return la < lb
+		}
+		return pkgs[a].path < pkgs[b].path
+	})
+	var s strings.Builder
+	s.WriteString("| layer | package | files | lines | imports of realm's |\n|---:|---|---:|---:|---|\n")
+	for _, p := range pkgs {
+		imps := "–"
+		if len(p.imports) > 0 {
+			imps = "`" + strings.Join(p.imports, "`, `") + "`"
+		}
+		fmt.Fprintf(&s, "| %d | `%s` | %d | %d | %s |\n", layers[p.path], p.path, p.files, p.lines, imps)
+	}
+	return s.String()
+}
+
+// listPackages asks go list for the module's packages, their imports of
+// the module's packages and their non-test files (under any build tag).
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .Imports \" \"}}\t{{join .GoFiles \" \"}} {{join .IgnoredGoFiles \" \"}}", module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 4 {
+			t.Fatalf("go list: %q", sc.Text())
+		}
+		p := pkg{path: strings.TrimPrefix(f[0], module)}
+		for _, imp := range strings.Fields(f[2]) {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				p.imports = append(p.imports, rel)
+			}
+		}
+		for _, name := range strings.Fields(f[3]) {
+			if strings.HasSuffix(name, "_test.go") {
+				continue // IgnoredGoFiles: the files a build tag leaves out, counted whatever the tags
+			}
+			b, err := os.ReadFile(filepath.Join(f[1], name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.files++
+			p.lines += bytes.Count(b, []byte("\n"))
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
