@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -57,7 +58,7 @@ type Options struct {
 	// when the daemon runs as root for other users (allow_other).
 	ChownToCaller bool
 	// Audit receives one event per refusal; nil discards them.
-	Audit *Auditor
+	Audit *audit.Auditor
 	// Credentials says which paths are credentials; nil denies none.
 	Credentials *policy.Matcher
 	// Owners names the lock owner of a calling process; nil means each
