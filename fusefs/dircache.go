@@ -18,7 +18,7 @@ import (
 // the node: a process that walks 100,000 directories (find, git status)
 // leaves the kernel caching all of them, and one fd each would take every
 // descriptor the daemon has. So a directory fd no request uses is idle, and
-// the daemon keeps at most dirCache.bound idle ones (dirFdBound: an eighth
+// the daemon keeps at most dirCache.bound idle ones (fdbudget.DirFdBound: an eighth
 // of its descriptor limit, at most 4096), closing the least recently used
 // beyond that. A node whose fd was closed opens it again at its next use:
 // by the directory's file handle (kept at the close, open_by_handle_at,
@@ -31,7 +31,7 @@ import (
 // A use pins the fd (dirFd returns the unpin): a pinned fd is never closed,
 // so no request ever acts on a descriptor number closed (and reused)
 // under it. The descriptors open are so the idle bound plus those pinned
-// by requests in progress (fdReserve's inFlightFds).
+// by requests in progress (the fdbudget reserve's inFlightFds).
 //
 // dirCache.mu is a leaf: it guards each directory node's fd, pins, place
 // in the idle list, handle and forgotten mark; no system call is made

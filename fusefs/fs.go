@@ -36,6 +36,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
@@ -80,7 +81,7 @@ type Options struct {
 	// together may hold it less a reserve for the daemon, each at most
 	// half of what the others left (fdcap.go), and idle directory fds are
 	// kept to an eighth of it (dircache.go). 0: no such bound, and the
-	// idle directory fds to dirFdBound(0).
+	// idle directory fds to fdbudget.DirFdBound(0).
 	FdLimit int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
@@ -237,8 +238,8 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
-	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
-	fsys.dirs.bound = dirFdBound(opts.FdLimit)
+	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
+	fsys.dirs.bound = fdbudget.DirFdBound(opts.FdLimit)
 	fsys.dirs.openMountFd(fd)
 	if opts.MadeStore != "" {
 		if err := fsys.made.load(opts.MadeStore); err != nil {
