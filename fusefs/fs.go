@@ -249,9 +249,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.creds.scanned = make(chan struct{})
 	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
-	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
-	fsys.notify.whenBusy = opts.NotifyWhenBusy
-	go fsys.notify.run()
+	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
 		w, err := newWatcher(fsys, fsys.notify)
 		if err != nil {
@@ -267,7 +265,7 @@ func New(backing string, opts Options) (*FS, error) {
 // descriptor table of its own, so that one waiting in the kernel for a
 // directory's lock cannot keep a killed daemon alive (see internal/devthread).
 // Call it once mounted; on error notifications are written as before.
-func (f *FS) IsolateNotifier() error { return f.notify.isolate() }
+func (f *FS) IsolateNotifier() error { return f.notify.Isolate() }
 
 // Watching names how BACKING is watched ("fanotify", "inotify"), "" if it
 // is not.
@@ -379,7 +377,7 @@ func (f *FS) Close() error {
 	if f.watch != nil {
 		f.watch.close()
 	}
-	f.notify.close()
+	f.notify.Close()
 	f.dirs.closeMountFd()
 	var saved error
 	if f.opts.MadeStore != "" {

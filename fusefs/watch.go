@@ -236,7 +236,7 @@ func (w *watcher) run() {
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			w.fs.logf("watch BACKING: poll: %v; forgetting everything the kernel cached", err)
-			w.q.everything()
+			w.q.Everything()
 			return
 		}
 		if fds[1].Revents != 0 {
@@ -249,7 +249,7 @@ func (w *watcher) run() {
 			}
 			if err != nil || n <= 0 {
 				w.fs.logf("watch BACKING: read: %v; forgetting everything the kernel cached", err)
-				w.q.everything()
+				w.q.Everything()
 				return
 			}
 			if w.fan {
@@ -274,7 +274,7 @@ func (w *watcher) fanEvents(b []byte) {
 	for len(b) >= metaLen {
 		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
 		if evLen < metaLen || evLen > len(b) || b[4] != unix.FANOTIFY_METADATA_VERSION {
-			w.q.everything()
+			w.q.Everything()
 			return
 		}
 		ev := b[:evLen]
@@ -282,7 +282,7 @@ func (w *watcher) fanEvents(b []byte) {
 		mask := binary.NativeEndian.Uint64(ev[8:16])
 		pid := int32(binary.NativeEndian.Uint32(ev[20:24]))
 		if mask&unix.FAN_Q_OVERFLOW != 0 {
-			w.q.everything()
+			w.q.Everything()
 			continue
 		}
 		if pid == w.self {
@@ -333,14 +333,14 @@ func (w *watcher) inEvents(b []byte) {
 		mask := binary.NativeEndian.Uint32(b[4:8])
 		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
 		if hdr+nameLen > len(b) {
-			w.q.everything()
+			w.q.Everything()
 			return
 		}
 		name := cString(b[hdr : hdr+nameLen])
 		b = b[hdr+nameLen:]
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
-			w.q.everything()
+			w.q.Everything()
 			continue
 		case mask&unix.IN_IGNORED != 0:
 			w.mu.Lock()
