@@ -287,7 +287,7 @@ func (n *Node) forgetDir() {
 	fd, owned := f.dirs.forget(n)
 	if w := f.watch; w != nil {
 		markFd := fd
-		if markFd < 0 && w.fan {
+		if markFd < 0 && w.Fanotify() {
 			if h := f.dirs.handleOf(n); h != nil && !f.dirs.noHandles.Load() {
 				if hfd, err := dirfd.OpenDirByHandle(f.dirs.mountFd, *h); err == nil {
 					markFd = hfd
@@ -295,7 +295,7 @@ func (n *Node) forgetDir() {
 				}
 			}
 		}
-		w.remove(n, markFd)
+		w.Remove(n, markFd)
 	}
 	if owned && fd >= 0 {
 		dirfd.Close(fd)

@@ -251,7 +251,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
-		w, err := newWatcher(fsys, fsys.notify)
+		w, err := newWatcher(fsys)
 		if err != nil {
 			fsys.logf("%v; the kernel caches for the short default timeouts", err)
 		} else {
@@ -273,7 +273,7 @@ func (f *FS) Watching() string {
 	if f.watch == nil {
 		return ""
 	}
-	return f.watch.kind()
+	return f.watch.Kind()
 }
 
 // Root is the node to hand to fs.Mount.
@@ -301,7 +301,7 @@ var DefaultCache = CacheTimeouts{Entry: time.Second, Attr: time.Second}
 
 // WatchedCache is the kernel cache of a mount whose BACKING is watched:
 // changes made behind the mount reach the kernel as invalidations (see
-// watch.go), so names, attributes and the absence of names are kept for a
+// fusefs/watch), so names, attributes and the absence of names are kept for a
 // minute, and a stat storm or a git status runs from the kernel's cache.
 var WatchedCache = CacheTimeouts{Entry: time.Minute, Attr: time.Minute, Negative: time.Minute}
 
@@ -375,7 +375,7 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 func (f *FS) Close() error {
 	f.scanning.Wait()
 	if f.watch != nil {
-		f.watch.close()
+		f.watch.Close()
 	}
 	f.notify.Close()
 	f.dirs.closeMountFd()
