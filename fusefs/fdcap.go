@@ -9,6 +9,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
+	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -103,7 +104,7 @@ func fdRule(r fdbudget.Refusal) string {
 // Mount mounts the filesystem at dir, as fs.Mount does, with the handles
 // of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
 // request that makes an object and the flags of each WRITE noted
-// (notingFS), and returns once the mount is ready.
+// (requestnotes.NotingFS), and returns once the mount is ready.
 //
 // Ready is when NewServer returns: on Linux it mounts and answers the
 // kernel's INIT before it does. The daemon does not call go-fuse's
@@ -115,7 +116,7 @@ func fdRule(r fdbudget.Refusal) string {
 // never touches; another process's POLL gets ENOSYS, as it would after the
 // hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	bridge := notingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), f: f}
+	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks.Notes, WriteIns: &f.writeIns.Notes}
 	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds.Counts, Owner: f.owner}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
