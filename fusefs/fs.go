@@ -35,6 +35,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -128,9 +129,9 @@ type FS struct {
 	rootDev    uint64
 	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
 	root       *Node
-	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
-	fds        fdCounts    // descriptors charged per owner (fdcap.go)
-	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
+	boundary   *dirfd.Root    // is a directory node's fd still beneath the root (Node.dirFd)
+	fds        fdCounts       // descriptors charged per owner (fdcap.go)
+	dirs       dircache.Cache // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
 	protIDs    credInodes         // the identities of protected files, as creds holds credentials' (guard.go)
 	madeDirs   credInodes         // protected directories made through the mount (guard.go: madeNew); no scan to wait for
@@ -239,8 +240,8 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
-	fsys.dirs.bound = fdbudget.DirFdBound(opts.FdLimit)
-	fsys.dirs.openMountFd(fd)
+	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
+	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {
 		if err := fsys.made.load(opts.MadeStore); err != nil {
 			fsys.logf("files made through earlier mounts are host-placed: %v", err)
@@ -248,7 +249,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
 		w, err := newWatcher(fsys)
@@ -378,7 +379,7 @@ func (f *FS) Close() error {
 		f.watch.Close()
 	}
 	f.notify.Close()
-	f.dirs.closeMountFd()
+	f.dirs.CloseMountFd()
 	var saved error
 	if f.opts.MadeStore != "" {
 		if saved = f.made.save(f.opts.MadeStore, f.backing); saved != nil {
