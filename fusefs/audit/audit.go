@@ -60,9 +60,10 @@ type Event struct {
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
-	// many: the same op, path, code, errno, rule and owner refused again within
-	// Window of the line before it that had them. The line carries
-	// the last one's time and pid.
+	// many: the same op, path, code, errno, rule and owner refused again
+	// within the window (a second for Open's log: coalesceWindow) of the
+	// line before it that had them. The line carries the last one's time
+	// and pid.
 	Repeat int `json:"repeat,omitempty"`
 
 	read bool // Comm and Exe have been read
@@ -78,12 +79,12 @@ type rotateEvent struct {
 }
 
 const (
-	// Window is how long repeats of one refusal are counted into one
-	// line: a loop of open(".env") writes two lines a window, not one per
-	// open.
-	Window = time.Second
-	// MaxSize is the size at which Open's file is rotated to
-	// FILE.1 (one generation kept), so the log stays under twice this.
+	// coalesceWindow is how long repeats of one refusal are counted into
+	// one line: a loop of open(".env") writes two lines a window, not one
+	// per open.
+	coalesceWindow = time.Second
+	// MaxSize is the size at which Open's file is rotated to FILE.1 (one
+	// generation kept), so the log stays under twice this.
 	MaxSize = 64 << 20
 )
 
@@ -138,7 +139,7 @@ func New(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
 // ticker that writes held repeats once their window has passed. Close
 // stops the ticker, writes what is held and closes the file.
 func Open(path string, maxSize int64) (*Auditor, error) {
-	return openLog(path, maxSize, time.Now, Window, true)
+	return openLog(path, maxSize, time.Now, coalesceWindow, true)
 }
 
 // openLog is Open with the clock and window given, and the

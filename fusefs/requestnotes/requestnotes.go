@@ -39,9 +39,9 @@ type Notes struct {
 	m  map[<-chan struct{}]uint32
 }
 
-// Hold notes v for the request with cancel channel c until the returned
+// hold notes v for the request with cancel channel c until the returned
 // func is called.
-func (t *Notes) Hold(c <-chan struct{}, v uint32) func() {
+func (t *Notes) hold(c <-chan struct{}, v uint32) func() {
 	if c == nil {
 		return func() {}
 	}
@@ -81,26 +81,26 @@ type NotingFS struct {
 }
 
 func (n NotingFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	defer n.Umasks.Hold(cancel, in.Umask&0o777)()
+	defer n.Umasks.hold(cancel, in.Umask&0o777)()
 	return n.RawFileSystem.Create(cancel, in, name, out)
 }
 
 func (n NotingFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	defer n.Umasks.Hold(cancel, in.Umask&0o777)()
+	defer n.Umasks.hold(cancel, in.Umask&0o777)()
 	return n.RawFileSystem.Mkdir(cancel, in, name, out)
 }
 
 func (n NotingFS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	defer n.Umasks.Hold(cancel, in.Umask&0o777)()
+	defer n.Umasks.hold(cancel, in.Umask&0o777)()
 	return n.RawFileSystem.Mknod(cancel, in, name, out)
 }
 
 func (n NotingFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	defer n.WriteIns.Hold(cancel, in.Flags)()
+	defer n.WriteIns.hold(cancel, in.Flags)()
 	return n.RawFileSystem.Write(cancel, in, data)
 }
 
 func (n NotingFS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
-	defer n.WriteIns.Hold(cancel, in.Flags)()
+	defer n.WriteIns.hold(cancel, in.Flags)()
 	return n.RawFileSystem.Writev(cancel, in, data)
 }

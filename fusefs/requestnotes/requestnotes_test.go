@@ -18,13 +18,13 @@ func TestRequestNotes(t *testing.T) {
 	if _, ok := u.Of(ctxOf(one)); ok {
 		t.Fatal("a request not in progress has a note")
 	}
-	done := u.Hold(one, 0o027)
+	done := u.hold(one, 0o027)
 	if got, ok := u.Of(ctxOf(one)); !ok || got != 0o027 {
 		t.Fatalf("Of(one) = %o, %v; want 027, true", got, ok)
 	}
 	// Two requests in progress at once (of one thread: one the kernel
 	// gave up on) each have their own.
-	again := u.Hold(two, 0o022)
+	again := u.hold(two, 0o022)
 	if got, ok := u.Of(ctxOf(one)); !ok || got != 0o027 {
 		t.Fatalf("Of(one) beside another request = %o, %v; want 027, true", got, ok)
 	}
@@ -36,7 +36,7 @@ func TestRequestNotes(t *testing.T) {
 	if _, ok := u.Of(ctxOf(one)); ok || len(u.m) != 0 {
 		t.Fatalf("notes left after every request was answered: %v", u.m)
 	}
-	u.Hold(nil, 0o022)() // no cancel channel: nothing to name the request by
+	u.hold(nil, 0o022)() // no cancel channel: nothing to name the request by
 	if _, ok := u.Of(context.Background()); ok || len(u.m) != 0 {
 		t.Fatal("a request without a cancel channel was noted")
 	}
