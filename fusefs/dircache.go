@@ -18,11 +18,12 @@ import (
 // descriptor the daemon has. So a directory fd no request uses is idle, and
 // the daemon keeps at most a bound of idle ones (fusefs/dircache;
 // fdbudget.DirFdBound: an eighth of its descriptor limit, at most 4096),
-// closing the least recently used beyond that. A node whose fd was closed opens it again at its next use:
-// by the directory's file handle (kept at the close, open_by_handle_at,
-// which needs CAP_DAC_READ_SEARCH) or else by name from its parent's fd as
-// at first use; either way the fd is checked against the node's (dev, ino),
-// and at every use against the root (stillInside), as before. A handle,
+// closing the least recently used beyond that. A node whose fd was closed
+// opens it again at its next use: by the directory's file handle (kept at
+// the close, open_by_handle_at, which needs CAP_DAC_READ_SEARCH) or else
+// by name from its parent's fd as at first use; either way the fd is
+// checked against the node's (dev, ino), and at every use against the root
+// (stillInside), as before. A handle,
 // like the fd it replaces, follows its directory wherever the host renames
 // it; one moved out is ESTALE, PATH_ESCAPE, as with the fd kept open.
 //
@@ -30,6 +31,7 @@ import (
 // so no request ever acts on a descriptor number closed (and reused)
 // under it. The descriptors open are so the idle bound plus those pinned
 // by requests in progress (the fdbudget reserve's inFlightFds).
+
 // noUnpin is the unpin of a use that pinned nothing.
 func noUnpin() {}
 

@@ -302,7 +302,7 @@ var DefaultCache = CacheTimeouts{Entry: time.Second, Attr: time.Second}
 
 // WatchedCache is the kernel cache of a mount whose BACKING is watched:
 // changes made behind the mount reach the kernel as invalidations (see
-// fusefs/watch), so names, attributes and the absence of names are kept for a
+// watch.go), so names, attributes and the absence of names are kept for a
 // minute, and a stat storm or a git status runs from the kernel's cache.
 var WatchedCache = CacheTimeouts{Entry: time.Minute, Attr: time.Minute, Negative: time.Minute}
 
