@@ -21,7 +21,7 @@ import (
 
 // fdLimit is the daemon's RLIMIT_NOFILE in these tests: half of it is the
 // per-owner bound realmfs derives (max_fds_per_owner's default), an eighth
-// the idle directory fds it keeps (fusefs.dirFdBound).
+// the idle directory fds it keeps (fdbudget.DirFdBound).
 const fdLimit = 4096
 
 // pyRaise lifts a python attacker's own descriptor limit, so that only the

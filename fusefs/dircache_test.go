@@ -20,8 +20,10 @@ func TestIdleDirFdsBounded(t *testing.T) {
 	for _, byName := range []bool{false, true} {
 		t.Run(fmt.Sprintf("byName=%v", byName), func(t *testing.T) {
 			tf := newTestFS(t, nil)
-			tf.dirs.bound = 2
-			tf.dirs.noHandles.Store(byName)
+			tf.dirs.SetBound(2)
+			if byName {
+				tf.dirs.ByNameOnly()
+			}
 			const n = 6
 			nodes := make([]*Node, n)
 			for i := range n {
@@ -39,10 +41,10 @@ func TestIdleDirFdsBounded(t *testing.T) {
 					t.Fatalf("lookup f: %v", errno)
 				}
 			}
-			if got := tf.dirs.idleCount(); got != 2 {
+			if got := tf.dirs.Idle(); got != 2 {
 				t.Errorf("%d idle directory fds after using %d directories, want the bound 2", got, n)
 			}
-			if fd := tf.dirs.pin(nodes[0]); fd >= 0 {
+			if fd := tf.dirs.Pin(&nodes[0].dcache); fd >= 0 {
 				t.Fatalf("d0, the least recently used, still has its fd %d", fd)
 			}
 			if _, errno := nodes[0].Lookup(ctx, "f", &out); errno != 0 {
@@ -81,16 +83,9 @@ func TestIdleDirFdsBounded(t *testing.T) {
 			for _, d := range nodes {
 				d.OnForget()
 			}
-			if got := tf.dirs.idleCount(); got != 0 {
+			if got := tf.dirs.Idle(); got != 0 {
 				t.Errorf("%d idle fds after every node was forgotten", got)
 			}
 		})
 	}
-}
-
-// idleCount is the number of idle fds kept.
-func (c *dirCache) idleCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.idle.Len()
 }

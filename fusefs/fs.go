@@ -34,7 +34,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
@@ -57,7 +60,7 @@ type Options struct {
 	// when the daemon runs as root for other users (allow_other).
 	ChownToCaller bool
 	// Audit receives one event per refusal; nil discards them.
-	Audit *Auditor
+	Audit *audit.Auditor
 	// Credentials says which paths are credentials; nil denies none.
 	Credentials *policy.Matcher
 	// Owners names the lock owner of a calling process; nil means each
@@ -79,7 +82,7 @@ type Options struct {
 	// together may hold it less a reserve for the daemon, each at most
 	// half of what the others left (fdcap.go), and idle directory fds are
 	// kept to an eighth of it (dircache.go). 0: no such bound, and the
-	// idle directory fds to dirFdBound(0).
+	// idle directory fds to fdbudget.DirFdBound(0).
 	FdLimit int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
@@ -126,9 +129,9 @@ type FS struct {
 	rootDev    uint64
 	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
 	root       *Node
-	boundary   *dirfd.Root // is a directory node's fd still beneath the root (Node.dirFd)
-	fds        fdCounts    // descriptors charged per owner (fdcap.go)
-	dirs       dirCache    // directory nodes' fds, idle ones bounded (dircache.go)
+	boundary   *dirfd.Root    // is a directory node's fd still beneath the root (Node.dirFd)
+	fds        fdCounts       // descriptors charged per owner (fdcap.go)
+	dirs       dircache.Cache // directory nodes' fds, idle ones bounded (dircache.go)
 	creds      credInodes
 	protIDs    credInodes         // the identities of protected files, as creds holds credentials' (guard.go)
 	madeDirs   credInodes         // protected directories made through the mount (guard.go: madeNew); no scan to wait for
@@ -236,9 +239,9 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = ordersRenamedData(fd)
-	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
-	fsys.dirs.bound = dirFdBound(opts.FdLimit)
-	fsys.dirs.openMountFd(fd)
+	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
+	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
+	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {
 		if err := fsys.made.load(opts.MadeStore); err != nil {
 			fsys.logf("files made through earlier mounts are host-placed: %v", err)
@@ -246,12 +249,10 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys.creds.scanned = make(chan struct{})
 	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, fd: fd, bornAs: keyOf(&st)}
-	fsys.notify = newNotifier(fsys.root.EmbeddedInode())
-	fsys.notify.whenBusy = opts.NotifyWhenBusy
-	go fsys.notify.run()
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: keyOf(&st)}
+	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
-		w, err := newWatcher(fsys, fsys.notify)
+		w, err := newWatcher(fsys)
 		if err != nil {
 			fsys.logf("%v; the kernel caches for the short default timeouts", err)
 		} else {
@@ -265,7 +266,7 @@ func New(backing string, opts Options) (*FS, error) {
 // descriptor table of its own, so that one waiting in the kernel for a
 // directory's lock cannot keep a killed daemon alive (see internal/devthread).
 // Call it once mounted; on error notifications are written as before.
-func (f *FS) IsolateNotifier() error { return f.notify.isolate() }
+func (f *FS) IsolateNotifier() error { return f.notify.Isolate() }
 
 // Watching names how BACKING is watched ("fanotify", "inotify"), "" if it
 // is not.
@@ -273,7 +274,7 @@ func (f *FS) Watching() string {
 	if f.watch == nil {
 		return ""
 	}
-	return f.watch.kind()
+	return f.watch.Kind()
 }
 
 // Root is the node to hand to fs.Mount.
@@ -375,10 +376,10 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 func (f *FS) Close() error {
 	f.scanning.Wait()
 	if f.watch != nil {
-		f.watch.close()
+		f.watch.Close()
 	}
-	f.notify.close()
-	f.dirs.closeMountFd()
+	f.notify.Close()
+	f.dirs.CloseMountFd()
 	var saved error
 	if f.opts.MadeStore != "" {
 		if saved = f.made.save(f.opts.MadeStore, f.backing); saved != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/policy"
 )
@@ -49,14 +50,14 @@ func (b *syncBuffer) bytes() []byte {
 }
 
 // events parses the audit lines written so far.
-func (b *syncBuffer) events(t testing.TB) []Event {
+func (b *syncBuffer) events(t testing.TB) []audit.Event {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var evs []Event
+	var evs []audit.Event
 	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
 	for sc.Scan() {
-		var ev Event
+		var ev audit.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
@@ -77,11 +78,11 @@ type testFS struct {
 func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 	t.Helper()
 	backing := t.TempDir()
-	audit, logs := &syncBuffer{}, &syncBuffer{}
+	auditBuf, logs := &syncBuffer{}, &syncBuffer{}
 	o := Options{
 		// No coalescing: each test reads the line of each refusal it makes
 		// (audit_test.go tests coalescing with its own clock).
-		Audit:       newAuditor(audit, time.Now, 0),
+		Audit:       audit.New(auditBuf, time.Now, 0),
 		Credentials: policy.Default().Matcher(),
 		NoWatch:     true,
 		Logf: func(format string, args ...any) {
@@ -111,7 +112,7 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 		}
 	})
 	t.Cleanup(func() { f.Close() })
-	return &testFS{FS: f, backing: backing, audit: audit, logs: logs}
+	return &testFS{FS: f, backing: backing, audit: auditBuf, logs: logs}
 }
 
 // write puts a file into the backing dir, as a process outside the mount.

@@ -65,13 +65,13 @@ var unixNameCalls = []string{
 var nameCallsAllowed = map[string]string{
 	// The audit log: a file of the daemon's, which cmd/realmfs refuses
 	// beneath BACKING (checkOutside).
-	"audit.go openAuditLog os.OpenFile":      "opens the audit log",
-	"audit.go (*Auditor).rotate os.Rename":   "rotates the audit log to path.1",
-	"audit.go (*Auditor).rotate os.OpenFile": "opens the new audit log after a rotation",
-	"audit.go (*Auditor).Reopen os.OpenFile": "reopens the audit log (SIGHUP, after logrotate)",
+	"audit/audit.go openLog os.OpenFile":           "opens the audit log",
+	"audit/audit.go (*Auditor).rotate os.Rename":   "rotates the audit log to path.1",
+	"audit/audit.go (*Auditor).rotate os.OpenFile": "opens the new audit log after a rotation",
+	"audit/audit.go (*Auditor).Reopen os.OpenFile": "reopens the audit log (SIGHUP, after logrotate)",
 	// /proc/PID of the process a refusal is audited for.
-	"audit.go readProgram os.ReadFile": "reads /proc/PID/comm",
-	"audit.go readProgram os.Readlink": "reads /proc/PID/exe",
+	"audit/audit.go readProgram os.ReadFile": "reads /proc/PID/comm",
+	"audit/audit.go readProgram os.Readlink": "reads /proc/PID/exe",
 	// The made store (Options.MadeStore): a file in the daemon's state
 	// directory, which cmd/realmfs refuses beneath BACKING, replaced by
 	// write-temp-then-rename.
@@ -91,8 +91,19 @@ var nameCallsAllowed = map[string]string{
 // "dir/file function" (none so far).
 var panicsAllowed = map[string]string{}
 
-// panicDirs are the daemon's packages, from the module root.
+// panicDirs are the daemon's packages, from the module root, each with the
+// packages beneath it, whose name calls are checked as fusefs's are
+// (nameCallsAllowed keys them by their path below fusefs/).
 var panicDirs = []string{"fusefs", "locks", "procinfo", "policy", "cmd/realmfs", "errcode"}
+
+// daemonSubpackages are the daemon's packages beneath panicDirs: the
+// leaves moved out of fusefs (issue 29) and those it was built with.
+// TestInvariants fails unless it parsed each, so that a package moved out
+// of the walked tree is not silently left unchecked.
+var daemonSubpackages = []string{
+	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
+	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache",
+}
 
 // TestInvariants checks the rules over the module's own source, and that
 // every allowlisted place still exists (an allowlist only shrinks).
@@ -113,6 +124,11 @@ func TestInvariants(t *testing.T) {
 	for key := range panicsAllowed {
 		if !used["panic "+key] {
 			problems = append(problems, "invariants_test.go: panicsAllowed lists "+strconv.Quote(key)+", which no longer occurs: remove it")
+		}
+	}
+	for _, dir := range daemonSubpackages {
+		if !used["dir "+dir] {
+			problems = append(problems, "invariants_test.go: daemonSubpackages lists "+dir+", which the check did not parse: walk it, or remove it")
 		}
 	}
 	for _, p := range problems {
@@ -137,7 +153,7 @@ func bad(dir int) {
 }
 func (n *Node) remove() { os.Remove("x") }
 `,
-		"fusefs/audit.go": `package fusefs
+		"fusefs/audit/audit.go": `package audit
 import "os"
 func readProgram() { os.ReadFile("/proc/1/comm") }
 func elsewhere()   { os.ReadFile("x") }
@@ -180,7 +196,7 @@ func shadowed(os fakeOS) {
 	}
 	want := []string{
 		"cmd/realmfs/main.go:2: naked panic in main",
-		"fusefs/audit.go:4: os.ReadFile in elsewhere",
+		"fusefs/audit/audit.go:4: os.ReadFile in elsewhere",
 		"fusefs/bad.go:10: os.Remove in (*Node).remove",
 		"fusefs/bad.go:4: unix.Fstatat in bad",
 		"fusefs/bad.go:5: os.Open in bad",
@@ -195,13 +211,15 @@ func shadowed(os fakeOS) {
 }
 
 // checkInvariants returns, sorted, each place beneath root that breaks a
-// rule, and the keys of the allowlists that places matched.
+// rule, and the keys of the allowlists that places matched (and "dir D"
+// for each directory D whose files it parsed).
 func checkInvariants(t *testing.T, root string) (problems []string, used map[string]bool) {
 	t.Helper()
 	used = map[string]bool{}
 	for _, dir := range panicDirs {
 		walkSource(t, filepath.Join(root, dir), func(path string, fset *token.FileSet, f *ast.File) {
 			rel, _ := filepath.Rel(root, path)
+			used["dir "+filepath.ToSlash(filepath.Dir(rel))] = true
 			problems = append(problems, checkFile(filepath.ToSlash(rel), fset, f, used)...)
 		})
 	}

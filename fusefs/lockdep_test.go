@@ -43,20 +43,6 @@ func TestGoFuseNotUnderCommitMu(t *testing.T) {
 	}
 }
 
-// TestNoLockHeldIntoANotification: a notification sent with any realm
-// lock held is reported.
-func TestNoLockHeldIntoANotification(t *testing.T) {
-	tf := newTestFS(t, nil)
-	vs := lockorder.Catch(func() {
-		tf.nsMu.RLock()
-		defer tf.nsMu.RUnlock()
-		tf.notify.send(func() {})
-	})
-	if len(vs) != 1 || vs[0].Taking != "a kernel notification" || vs[0].Held != "FS.nsMu (read)" {
-		t.Errorf("a notification under nsMu: %v", vs)
-	}
-}
-
 // TestCopyBetweenTwoWritesInOrder: CopyFileRange holds two writes'
 // entries, in the order the writes began, whichever way it copies.
 func TestCopyBetweenTwoWritesInOrder(t *testing.T) {

@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"container/list"
 	"context"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -30,16 +30,10 @@ type Node struct {
 	dev uint64 // the backing object's identity; changes only when an atomic
 	ino uint64 // write of this mount replaces the file (see commit)
 	gen uint64 // and its generation (dirfd.Statx), which tells reused numbers apart
-	// Directories (dircache.go; guarded by FS.dirs.mu, not mu): the O_PATH
-	// fd, or -1 while none is open; the uses pinning it; its place in
-	// the idle list; the handle to reopen it by; go-fuse dropped n; the
-	// watcher was given its fd once.
-	fd         int
-	pins       int
-	idle       *list.Element
-	handle     *unix.FileHandle
-	forgotten  bool
-	watchTried bool
+	// dcache is a directory's O_PATH fd in the mount's cache of them
+	// (dircache.go; guarded by the cache, not mu); the root's is
+	// FS.rootFd.
+	dcache dircache.Entry
 
 	// recLocks holds the per-locker fds of POSIX record locks and flock,
 	// made at first use (Node.lockSet, guarded by mu) and shared with a
@@ -156,7 +150,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, fd: -1, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
 	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
 		attr.Ino = ino

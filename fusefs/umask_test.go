@@ -1,11 +1,8 @@
 package fusefs
 
 import (
-	"context"
 	"encoding/binary"
 	"testing"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 func TestParseUmask(t *testing.T) {
@@ -56,40 +53,5 @@ func TestACLPerm(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("%s: aclPerm = %o, %v; want %o, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
-	}
-}
-
-// TestRequestNotes: a value is noted for a request while it is served,
-// by its cancel channel, and for no other; none is left once it is
-// answered; a request without a cancel channel (not from the kernel) is
-// not noted.
-func TestRequestNotes(t *testing.T) {
-	var u requestNotes
-	one, two := make(chan struct{}), make(chan struct{})
-	ctxOf := func(c chan struct{}) context.Context { return &fuse.Context{Cancel: c} }
-	if _, ok := u.of(ctxOf(one)); ok {
-		t.Fatal("a request not in progress has a note")
-	}
-	done := u.hold(one, 0o027)
-	if got, ok := u.of(ctxOf(one)); !ok || got != 0o027 {
-		t.Fatalf("of(one) = %o, %v; want 027, true", got, ok)
-	}
-	// Two requests in progress at once (of one thread: one the kernel
-	// gave up on) each have their own.
-	again := u.hold(two, 0o022)
-	if got, ok := u.of(ctxOf(one)); !ok || got != 0o027 {
-		t.Fatalf("of(one) beside another request = %o, %v; want 027, true", got, ok)
-	}
-	if got, ok := u.of(ctxOf(two)); !ok || got != 0o022 {
-		t.Fatalf("of(two) = %o, %v; want 022, true", got, ok)
-	}
-	again()
-	done()
-	if _, ok := u.of(ctxOf(one)); ok || len(u.m) != 0 {
-		t.Fatalf("notes left after every request was answered: %v", u.m)
-	}
-	u.hold(nil, 0o022)() // no cancel channel: nothing to name the request by
-	if _, ok := u.of(context.Background()); ok || len(u.m) != 0 {
-		t.Fatal("a request without a cancel channel was noted")
 	}
 }

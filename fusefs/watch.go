@@ -1,393 +1,89 @@
 package fusefs
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/watch"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
-// The watcher sees changes made in BACKING behind the mount's back (by the
-// host, git on the host, another tool) and queues the kernel invalidations
-// they need (notify.go), so that the kernel may cache names, attributes and
-// listings for long. Changes made through the mount need none: the kernel
-// made them itself.
-//
-// Every directory the kernel has looked into is watched, from the moment
-// its node opens its fd (Node.dirFd) until the node is forgotten:
-//
-//   - fanotify, where the daemon may use it (CAP_SYS_ADMIN), with a mark on
-//     each directory reporting the directory's file handle and the name of
-//     the child (FAN_REPORT_DFID_NAME). Events carry the pid of the process
-//     that caused them, so the daemon's own changes are skipped; those to
-//     its temps are not even queued (an ignore mask on each temp, taken
-//     off before the temp becomes the file: watcher.quiet).
-//   - inotify otherwise, one watch per directory through /proc/self/fd/N.
-//     The daemon's own changes come back too (names of temps are skipped);
-//     invalidating them costs a lookup, never correctness.
-//
-// A lost event (the queue overflowed) forgets everything.
-
-// fanMask is what fanotify reports on a watched directory and its children.
-const fanMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO |
-	unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_CLOSE_WRITE | unix.FAN_EVENT_ON_CHILD | unix.FAN_ONDIR
-
-// inMask is the inotify equivalent.
-const inMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_EXCL_UNLINK
-
-// The events that change a child's attributes or content, and those that
-// change names; one event may carry both (the kernel merges them).
-const (
-	fanChildChange = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_CLOSE_WRITE
-	inChildChange  = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE
-	fanNameChange  = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
-	inNameChange   = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO
-)
-
-// maxEventLen bounds one event as read from either queue: fanotify's
-// metadata with two DFID_NAME records (a rename's old and new names, each
-// a file handle of at most MAX_HANDLE_SZ bytes and a name of at most
-// NAME_MAX), or inotify's header and name. A read that left at least this
-// much of the buffer unused took every event queued.
-const maxEventLen = 24 + 2*(4+8+8+128+256) + 64
-
+// watcher is the mount's watch.Watcher of BACKING's directories, keyed by
+// their nodes, and its Sink: what it sees changed behind the mount becomes
+// kernel invalidations (FS.notify), so that the kernel may cache names,
+// attributes and listings for long (WatchedCache).
 type watcher struct {
-	fs     *FS
-	q      *notifier
-	fan    bool // fanotify; inotify otherwise
-	fd     int
-	stopFd int // eventfd that ends run
-	self   int32
-
-	mu    lockorder.Mutex[lockorder.WatcherMu]
-	dirs  map[string]*Node // fanotify: directory handle → node
-	wds   map[int]*Node    // inotify: watch descriptor → node
-	watch map[*Node]watchID
-	// failed counts directories that could not be watched; their entries
-	// get the short timeouts of an unwatched mount (see Node.Lookup).
-	failed int
-	done   chan struct{}
+	*watch.Watcher[*Node]
+	fs *FS
 }
 
-// watchID is how a node's directory is watched.
-type watchID struct {
-	handle string
-	wd     int
-}
-
-// newWatcher starts watching with fanotify if it can, inotify otherwise.
-func newWatcher(f *FS, q *notifier) (*watcher, error) {
-	w := &watcher{fs: f, q: q, self: int32(os.Getpid()), dirs: make(map[string]*Node),
-		wds: make(map[int]*Node), watch: make(map[*Node]watchID), done: make(chan struct{})}
-	// fanotify, if it can mark the root: the daemon may use it and the
-	// filesystem reports file handles for its directories.
-	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC)
-	if err == nil {
-		w.fan, w.fd = true, fd
-		if err = w.add(f.root, f.rootFd); err != nil {
-			unix.Close(fd)
-			w.fan = false
-		}
-	}
-	if !w.fan {
-		fd, err = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-		if err != nil {
-			return nil, fmt.Errorf("watch BACKING: neither fanotify nor inotify: %w", err)
-		}
-		w.fd = fd
-		if err := w.add(f.root, f.rootFd); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("watch BACKING: %w", err)
-		}
-	}
-	w.stopFd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+// newWatcher starts watching BACKING from its root.
+func newWatcher(f *FS) (*watcher, error) {
+	w := &watcher{fs: f}
+	ww, err := watch.New(f.root, f.rootFd, w)
 	if err != nil {
-		unix.Close(w.fd)
-		return nil, fmt.Errorf("watch BACKING: %w", err)
+		return nil, err
 	}
-	go w.run()
+	w.Watcher = ww
+	f.root.watched.Store(true)
 	return w, nil
 }
 
-// kind names the mechanism, for the daemon's log.
-func (w *watcher) kind() string {
-	if w.fan {
-		return "fanotify"
-	}
-	return "inotify"
-}
-
 // add watches directory node n, whose verified fd is fd. A directory that
-// cannot be watched is logged (once) and keeps the short cache timeouts.
-func (w *watcher) add(n *Node, fd int) error {
-	var id watchID
-	var err error
-	if w.fan {
-		id.handle, err = dirfd.Handle(fd)
-		if err == nil {
-			err = dirfd.FanotifyMark(w.fd, fd, fanMask, false)
-		}
-	} else {
-		id.wd, err = dirfd.InotifyWatch(w.fd, fd, inMask)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// cannot be watched is logged (the first) and keeps the short cache
+// timeouts (see Node.Lookup).
+func (w *watcher) add(n *Node, fd int) {
+	first, err := w.Add(n, fd)
 	if err != nil {
-		w.failed++
-		if w.failed == 1 && n != w.fs.root {
+		if first {
 			w.fs.logf("watch %q: %v; changes made in BACKING behind the mount show there after the short cache timeouts", w.fs.relPath(n, ""), err)
 		}
-		return err
-	}
-	if w.fan {
-		w.dirs[id.handle] = n
-	} else {
-		w.wds[id.wd] = n
-	}
-	w.watch[n] = id
-	n.watched.Store(true)
-	return nil
-}
-
-// remove stops watching a forgotten directory node, whose fd is still fd.
-func (w *watcher) remove(n *Node, fd int) {
-	w.mu.Lock()
-	id, ok := w.watch[n]
-	if !ok {
-		w.mu.Unlock()
 		return
 	}
-	delete(w.watch, n)
-	if w.fan {
-		if w.dirs[id.handle] == n {
-			delete(w.dirs, id.handle)
-		}
-	} else if w.wds[id.wd] == n {
-		delete(w.wds, id.wd)
-	}
-	w.mu.Unlock()
-	if w.fan {
-		if fd >= 0 {
-			dirfd.FanotifyMark(w.fd, fd, fanMask, true) // the mark would pin the inode
-		}
-	} else {
-		unix.InotifyRmWatch(w.fd, uint32(id.wd))
-	}
+	n.watched.Store(true)
 }
 
-// quiet keeps the changes of the temp held by fd (its owner, mode,
-// content, close) out of fanotify's queue: they are the daemon's own,
-// which the watcher would only read and skip, at a wake and two system
-// calls each. The name events of the temp's directory (its creation, the
-// commit's rename) still come: an ignore mask applies to the file it is
-// set on, not to names in a directory. It reports whether the temp is
-// quiet; unquiet must undo it before the temp becomes a file the host may
-// change. With inotify it does nothing.
-func (w *watcher) quiet(fd int) bool {
-	if !w.fan {
-		return false
-	}
-	return dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, false) == nil
-}
+// quiet keeps the daemon's own changes to the temp held by fd out of the
+// watcher's queue (watch.Watcher.Quiet), reporting whether it did.
+func (w *watcher) quiet(fd int) bool { return w.Quiet(fd) }
 
-// unquiet undoes quiet: the file held by fd is about to be a file under a
-// name, whose changes by the host must be seen. Should the kernel refuse,
-// it logs: the host's changes to that file then show only when the kernel's
-// cache of it expires.
+// unquiet has the watcher see the changes of the file held by fd again,
+// before it becomes a file under a name. Should the kernel refuse, the
+// host's changes to that file show only when the kernel's cache of it
+// expires.
 func (w *watcher) unquiet(fd int) {
-	if err := dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, true); err != nil {
+	if err := w.Unquiet(fd); err != nil {
 		w.fs.logf("watch BACKING: cannot stop ignoring a temp: %v", err)
 	}
 }
 
-func (w *watcher) byHandle(h string) *Node {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.dirs[h]
-}
-
-func (w *watcher) byWd(wd int) *Node {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.wds[wd]
-}
-
-// close stops the watcher.
-func (w *watcher) close() {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(w.stopFd, one[:])
-	<-w.done
-	unix.Close(w.fd)
-	unix.Close(w.stopFd)
-}
-
-// run reads events until close.
-func (w *watcher) run() {
-	defer close(w.done)
-	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stopFd), Events: unix.POLLIN}}
-	for {
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
-			w.fs.logf("watch BACKING: poll: %v; forgetting everything the kernel cached", err)
-			w.q.everything()
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		for {
-			n, err := unix.Read(w.fd, buf)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				break
-			}
-			if err != nil || n <= 0 {
-				w.fs.logf("watch BACKING: read: %v; forgetting everything the kernel cached", err)
-				w.q.everything()
-				return
-			}
-			if w.fan {
-				w.fanEvents(buf[:n])
-			} else {
-				w.inEvents(buf[:n])
-			}
-			if n <= len(buf)-maxEventLen {
-				// The read took every event queued: another would only
-				// say EAGAIN. Most wakes carry one or two events (most of
-				// them the daemon's own), so this is one system call in
-				// three; poll answers at once if more came meanwhile.
-				break
-			}
-		}
-	}
-}
-
-// fanEvents handles a buffer of fanotify events with DFID_NAME records.
-func (w *watcher) fanEvents(b []byte) {
-	const metaLen = 24 // struct fanotify_event_metadata
-	for len(b) >= metaLen {
-		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
-		if evLen < metaLen || evLen > len(b) || b[4] != unix.FANOTIFY_METADATA_VERSION {
-			w.q.everything()
-			return
-		}
-		ev := b[:evLen]
-		b = b[evLen:]
-		mask := binary.NativeEndian.Uint64(ev[8:16])
-		pid := int32(binary.NativeEndian.Uint32(ev[20:24]))
-		if mask&unix.FAN_Q_OVERFLOW != 0 {
-			w.q.everything()
-			continue
-		}
-		if pid == w.self {
-			continue // the daemon's own change: the kernel made it through the mount
-		}
-		metaSize := int(binary.NativeEndian.Uint16(ev[6:8]))
-		for info := ev[min(metaSize, len(ev)):]; len(info) >= 4; {
-			typ := info[0]
-			l := int(binary.NativeEndian.Uint16(info[2:4]))
-			if l < 4 || l > len(info) {
-				break
-			}
-			rec := info[4:l]
-			info = info[l:]
-			if typ != unix.FAN_EVENT_INFO_TYPE_DFID_NAME && typ != unix.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME &&
-				typ != unix.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME && typ != unix.FAN_EVENT_INFO_TYPE_DFID {
-				continue
-			}
-			// __kernel_fsid_t, then struct file_handle, then for the
-			// _NAME kinds a NUL-terminated name.
-			if len(rec) < 16 {
-				continue
-			}
-			fsid := [2]int32{int32(binary.NativeEndian.Uint32(rec[0:4])), int32(binary.NativeEndian.Uint32(rec[4:8]))}
-			hlen := int(binary.NativeEndian.Uint32(rec[8:12]))
-			htype := int32(binary.NativeEndian.Uint32(rec[12:16]))
-			if 16+hlen > len(rec) {
-				continue
-			}
-			dir := w.byHandle(dirfd.HandleKey(fsid, htype, rec[16:16+hlen]))
-			if dir == nil {
-				continue
-			}
-			name := ""
-			if typ != unix.FAN_EVENT_INFO_TYPE_DFID {
-				name = cString(rec[16+hlen:])
-			}
-			w.changed(dir, name, mask&fanNameChange != 0, mask&fanChildChange != 0)
-		}
-	}
-}
-
-// inEvents handles a buffer of inotify events.
-func (w *watcher) inEvents(b []byte) {
-	const hdr = unix.SizeofInotifyEvent
-	for len(b) >= hdr {
-		wd := int(int32(binary.NativeEndian.Uint32(b[0:4])))
-		mask := binary.NativeEndian.Uint32(b[4:8])
-		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
-		if hdr+nameLen > len(b) {
-			w.q.everything()
-			return
-		}
-		name := cString(b[hdr : hdr+nameLen])
-		b = b[hdr+nameLen:]
-		switch {
-		case mask&unix.IN_Q_OVERFLOW != 0:
-			w.q.everything()
-			continue
-		case mask&unix.IN_IGNORED != 0:
-			w.mu.Lock()
-			if n := w.wds[wd]; n != nil {
-				delete(w.wds, wd)
-				delete(w.watch, n)
-			}
-			w.mu.Unlock()
-			continue
-		}
-		if dir := w.byWd(wd); dir != nil && name != "" {
-			w.changed(dir, name, mask&inNameChange != 0, mask&inChildChange != 0)
-		}
-	}
-}
-
-// changed queues what the kernel must forget after name in dir changed in
+// Changed queues what the kernel must forget after name in dir changed in
 // BACKING: for a change of names, the name (which may now lead elsewhere,
 // or nowhere) and the directory's listing and attributes; for a change of
 // content or attributes, the child's cached attributes and pages. An empty
 // name is the directory itself.
-func (w *watcher) changed(dir *Node, name string, names, content bool) {
+func (w *watcher) Changed(dir *Node, name string, names, content bool) {
+	q := w.fs.notify
 	in := dir.EmbeddedInode()
 	if name == "" {
-		w.q.inode(in)
+		q.inode(in)
 		return
 	}
 	if hiddenName(name) {
 		return
 	}
 	if names {
-		w.q.entry(in, name)
+		q.entry(in, name)
 	}
 	if content {
 		lockorder.GoFuse("Inode.GetChild")
 		if child := in.GetChild(name); child != nil {
-			w.q.inode(child)
+			q.inode(child)
 		}
 	}
 }
 
-// cString is b up to its first NUL.
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
+// Lost has the kernel forget everything: changes may have gone unseen.
+func (w *watcher) Lost(err error) {
+	if err != nil {
+		w.fs.logf("watch BACKING: %v; forgetting everything the kernel cached", err)
 	}
-	return string(b)
+	w.fs.notify.Everything()
 }

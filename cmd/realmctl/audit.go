@@ -22,7 +22,7 @@ import (
 // tail -f does).
 const auditFollowPoll = 250 * time.Millisecond
 
-// auditLine is one line of a mount's audit log (fusefs.Event; the rotation
+// auditLine is one line of a mount's audit log (fusefs/audit.Event; the rotation
 // marker has op "rotate" and no path). raw is the line as written.
 type auditLine struct {
 	Time   time.Time `json:"time"`

@@ -21,6 +21,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -304,7 +305,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	// Built with -tags lockdep, a lock taken out of order is an error here.
 	lockorder.SetReporter(func(report string) { logger.Error("lock order violated", "report", report) })
-	audit, reopen := logs.audit, logs.files
+	auditor, reopen := logs.audit, logs.files
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
 		if err := fusefs.CheckKernel(unix.ByteSliceToString(uts.Release[:])); err != nil {
@@ -313,13 +314,13 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
 	defer owners.Close()
-	if audit != nil {
-		audit.Owner = func(pid uint32) string {
+	if auditor != nil {
+		auditor.Owner = func(pid uint32) string {
 			o, _ := owners.Owner(pid)
 			return string(o)
 		}
 	}
-	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, audit, owners, limit, logger))
+	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -348,7 +349,7 @@ func serve(cfg config, stderr io.Writer) int {
 		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
 	}
 	logMountNotes(fsys, server, cfg, logger)
-	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, audit, logger) }, logger, stderr)
+	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {
 		level := slog.LevelInfo
 		if res.Err != nil {
@@ -392,8 +393,8 @@ func fuseOptions(cfg config, logger *slog.Logger) fuse.MountOptions {
 type daemonLogs struct {
 	logger *slog.Logger // nil if the daemon log could not be opened
 	files  []*logFile
-	audit  *fusefs.Auditor // nil: no audit log
-	path   string          // the audit log's
+	audit  *audit.Auditor // nil: no audit log
+	path   string         // the audit log's
 }
 
 // openLogs opens the logs cfg names. On error what was opened is in the
@@ -411,7 +412,7 @@ func openLogs(cfg config, stderr io.Writer) (*daemonLogs, error) {
 	}
 	l.logger = newDaemonLogger(daemonOut, cfg.logFormat, cfg.debug)
 	if cfg.auditLog != "" {
-		a, err := fusefs.OpenAuditLog(cfg.auditLog, fusefs.AuditMaxSize)
+		a, err := audit.Open(cfg.auditLog, audit.MaxSize)
 		if err != nil {
 			return l, fmt.Errorf("audit log: %w", err)
 		}
@@ -437,13 +438,13 @@ func (l *daemonLogs) close() {
 
 // fsOptions are the guard's options for cfg: the audit log (nil: none),
 // the owners' resolver, the descriptor limit in force and the daemon log.
-func fsOptions(cfg config, audit *fusefs.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
+func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
 	isRoot := os.Geteuid() == 0
 	return fusefs.Options{
 		ReadOnly:       cfg.mount.readOnly,
 		Passthrough:    cfg.mount.passthrough && isRoot,
 		ChownToCaller:  isRoot && cfg.mount.allowOther,
-		Audit:          audit,
+		Audit:          auditor,
 		Credentials:    cfg.policy.Matcher(),
 		Owners:         owners,
 		Durability:     cfg.mount.durability,
@@ -480,7 +481,7 @@ func handleSignals(sigs <-chan os.Signal, server *fuse.Server, mountpoint string
 
 // reopenLogs reopens the daemon's log files and the audit log (nil: none)
 // under their names, and says how many it reopened.
-func reopenLogs(logs []*logFile, audit *fusefs.Auditor, logger *slog.Logger) {
+func reopenLogs(logs []*logFile, auditor *audit.Auditor, logger *slog.Logger) {
 	n := 0
 	for _, lf := range logs {
 		if err := lf.Reopen(); err != nil {
@@ -489,8 +490,8 @@ func reopenLogs(logs []*logFile, audit *fusefs.Auditor, logger *slog.Logger) {
 			n++
 		}
 	}
-	if audit != nil {
-		if err := audit.Reopen(); err != nil {
+	if auditor != nil {
+		if err := auditor.Reopen(); err != nil {
 			logger.Error("SIGHUP: audit log not reopened", "err", err)
 		} else {
 			n++

@@ -41,7 +41,7 @@
 //	         └─ procinfo.Resolver.tablesMu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
-// goes to the kernel (fusefs/notify.go), while the mount-time scan is
+// goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
 // waited for (fusefs awaitScan), nor across a wait in the lock table
 // (locks.Table.wait); nor, unchecked, while Flush waits out another
 // thread's write (writeHandle.writeGoesOn). go-fuse's tree locks

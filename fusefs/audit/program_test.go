@@ -1,4 +1,4 @@
-package fusefs
+package audit
 
 import (
 	"os"
@@ -55,13 +55,13 @@ func TestAuditProgramReadOncePerLine(t *testing.T) {
 	setProgram("7", "cat", "/usr/bin/cat")
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := newAuditor(&buf, clk.now, time.Second)
+	a := New(&buf, clk.now, time.Second)
 	a.proc = proc
 	a.RecordRefusal(ctxPid(7), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")
 	setProgram("7", "changed", "/changed")
 	a.RecordRefusal(ctxPid(7), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")
 	a.RecordRefusal(ctxPid(7), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")
-	a.RecordRefusal(ctxPid(7), "readlink", "l", errcode.PathEscape, syscall.EACCES, RuleEscapeSymlinkTarget, "")
+	a.RecordRefusal(ctxPid(7), "readlink", "l", errcode.PathEscape, syscall.EACCES, "escape:symlink-target", "")
 	os.RemoveAll(filepath.Join(proc, "7")) // gone
 	a.RecordRefusal(ctxPid(7), "open", "x.pem", errcode.CredentialPathDenied, syscall.EACCES, "**/*.pem", "built-in: y")
 	a.Close()
@@ -95,7 +95,7 @@ func TestAuditCoalescesPerProgram(t *testing.T) {
 	}
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := newAuditor(&buf, clk.now, time.Second)
+	a := New(&buf, clk.now, time.Second)
 	a.proc = proc
 	for _, pid := range []uint32{7, 8, 11, 9, 10} {
 		a.RecordRefusal(ctxPid(pid), "open", ".env", errcode.CredentialPathDenied, syscall.EACCES, "**/.env", "built-in: x")

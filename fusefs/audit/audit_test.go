@@ -1,4 +1,4 @@
-package fusefs
+package audit
 
 import (
 	"bufio"
@@ -17,6 +17,26 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 )
+
+// syncBuffer is an audit sink safe for the Auditor's serialised writes and
+// the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// bytes is a copy of what was written so far.
+func (b *syncBuffer) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
 
 // fakeClock is a clock the test moves by hand.
 type fakeClock struct {
@@ -82,7 +102,7 @@ func jsonNum(v any) string {
 func TestAuditCoalesces(t *testing.T) {
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := newAuditor(&buf, clk.now, time.Second)
+	a := New(&buf, clk.now, time.Second)
 	deny := func(path string) {
 		a.Record(ctxPid(7), "open", path, errcode.CredentialPathDenied, syscall.EACCES)
 	}
@@ -153,7 +173,7 @@ func TestAuditCoalesces(t *testing.T) {
 func TestAuditCoalesceKey(t *testing.T) {
 	var buf syncBuffer
 	clk := newFakeClock()
-	a := newAuditor(&buf, clk.now, time.Second)
+	a := New(&buf, clk.now, time.Second)
 	a.proc = t.TempDir()
 	for _, pid := range []string{"1", "2", "3"} {
 		fakeProgram(t, a.proc)(pid, "sh", "/usr/bin/sh")
@@ -200,7 +220,7 @@ func TestAuditPathEscapes(t *testing.T) {
 	seen := map[string]string{}
 	for _, c := range cases {
 		var buf syncBuffer
-		a := newAuditor(&buf, newFakeClock().now, time.Second)
+		a := New(&buf, newFakeClock().now, time.Second)
 		a.Record(ctxPid(1), "open", c.in, errcode.CredentialPathDenied, syscall.EACCES)
 		a.Close()
 		lines := auditLines(t, buf.bytes())
@@ -228,7 +248,7 @@ func TestAuditRotates(t *testing.T) {
 	path := filepath.Join(dir, "audit.jsonl")
 	clk := newFakeClock()
 	const max = 2000
-	a, err := openAuditLog(path, max, clk.now, time.Second, false)
+	a, err := openLog(path, max, clk.now, time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package fusefs
+// Package audit is the mount's audit log: one JSON line per refusal (an
+// Event), repeats within a window coalesced into one line with a count,
+// the file rotated at a size bound and reopened on SIGHUP. It is a package
+// of its own because nothing in it is about the node tree: fusefs hands it
+// the refusal (op, path, code, errno, rule) and the request's context, and
+// it writes the line; cmd/realmfs opens and reopens the file.
+package audit
 
 import (
 	"context"
@@ -13,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
@@ -45,45 +52,22 @@ type Event struct {
 	// which the session record of realmctl names as containerId.
 	Container string `json:"container,omitempty"`
 	// Rule is what the refusal matched: a credential glob with
-	// RuleSource, where it was written, or a rule id (Rule* constants).
+	// RuleSource, where it was written, or a rule id (fusefs's Rule*
+	// constants).
 	Rule       string `json:"rule,omitempty"`
 	RuleSource string `json:"ruleSource,omitempty"`
 	// Cause is the error behind a failure the caller saw as Errno (a
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
-	// many: the same op, path, code, errno, rule and owner refused again within
-	// AuditWindow of the line before it that had them. The line carries
-	// the last one's time and pid.
+	// many: the same op, path, code, errno, rule and owner refused again
+	// within the window (a second for Open's log: coalesceWindow) of the
+	// line before it that had them. The line carries the last one's time
+	// and pid.
 	Repeat int `json:"repeat,omitempty"`
 
 	read bool // Comm and Exe have been read
 }
-
-// Rule ids: what a refusal that no credential glob made matched, one per
-// kind of refusal (the README's refusal table lists them).
-const (
-	RuleEscapeResolve       = "escape:resolve"        // resolving a name met a symlink or left the root
-	RuleEscapeSwapped       = "escape:swapped"        // the object is not the one looked up or made
-	RuleEscapeNotRegular    = "escape:not-regular"    // data open of what is no regular file
-	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, not normal, climbs out of the root or names a temp
-	RuleEscapeUnscanned     = "escape:unscanned"      // a directory moved shallower whose links could not all be read
-	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name
-	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
-	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
-	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
-	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner of the daemon's descriptors
-	RuleFdBudget            = "resource:fd-budget"    // the owner holds its share of what the daemon's descriptors leave (fdcap.go)
-	RuleProtected           = "protect"               // a write to a path the protect set refuses
-	RuleProtectedIdentity   = "protect:identity"      // a change to a protected file seen under another name
-	RuleDeviceNode          = "device-node"           // mknod of a block or character device
-	RulePrivilegeSetID      = "privilege:set-id"      // a set-ID bit on what is no directory (chmod refused, create cleared)
-	RulePrivilegeXattr      = "privilege:xattr"       // an xattr outside the allowlist (security.capability, trusted.*, ...)
-	RuleLockOtherOwner      = "lock:other-owner"      // another owner holds the file's lock
-	RuleLockChanged         = "lock:changed-outside"  // the file changed behind the mount while written
-	RuleCredentialIdentity  = "credential:identity"   // the file is a credential seen under another name
-	RuleCredentialUnscanned = "credential:unscanned"  // a directory rename whose tree could not be scanned whole
-)
 
 // rotateEvent is the first line of a fresh audit file after a rotation.
 type rotateEvent struct {
@@ -95,13 +79,13 @@ type rotateEvent struct {
 }
 
 const (
-	// AuditWindow is how long repeats of one refusal are counted into one
-	// line: a loop of open(".env") writes two lines a window, not one per
-	// open.
-	AuditWindow = time.Second
-	// AuditMaxSize is the size at which OpenAuditLog's file is rotated to
-	// FILE.1 (one generation kept), so the log stays under twice this.
-	AuditMaxSize = 64 << 20
+	// coalesceWindow is how long repeats of one refusal are counted into
+	// one line: a loop of open(".env") writes two lines a window, not one
+	// per open.
+	coalesceWindow = time.Second
+	// MaxSize is the size at which Open's file is rotated to FILE.1 (one
+	// generation kept), so the log stays under twice this.
+	MaxSize = 64 << 20
 )
 
 // Auditor writes one JSON line per refusal. Writes are serialised so lines
@@ -112,7 +96,7 @@ const (
 // the same refusal again within the window (same op, path, code, errno,
 // rule, owner and program) is counted, and the count goes out as one line with "repeat"
 // when a different refusal comes, when the window has passed (at the next
-// refusal or at Tick, which OpenAuditLog's ticker calls), or at Close.
+// refusal or at Tick, which Open's ticker calls), or at Close.
 type Auditor struct {
 	mu     lockorder.Mutex[lockorder.AuditorMu]
 	w      io.Writer
@@ -128,7 +112,7 @@ type Auditor struct {
 	// rotation.
 	coalesced, dropped int
 
-	// file, path, size, maxSize: set by OpenAuditLog, for rotation.
+	// file, path, size, maxSize: set by Open, for rotation.
 	file          *os.File
 	path          string
 	size, maxSize int64
@@ -143,24 +127,24 @@ type Auditor struct {
 	Logf func(format string, args ...any)
 }
 
-// newAuditor writes events to w, coalescing repeats within window by the
-// clock now. It has no ticker and no size bound: repeats held at the end of
+// New writes events to w, coalescing repeats within window by the clock
+// now (time.Now; a window of 0 coalesces nothing). It has no ticker and no size bound: repeats held at the end of
 // a window go out with the next refusal, Tick or Close.
-func newAuditor(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
+func New(w io.Writer, now func() time.Time, window time.Duration) *Auditor {
 	return &Auditor{w: w, now: now, window: window, proc: "/proc"}
 }
 
-// OpenAuditLog appends to the audit file at path (made 0600 if absent),
+// Open appends to the audit file at path (made 0600 if absent),
 // rotating it to path+".1" when it would grow past maxSize, and runs a
 // ticker that writes held repeats once their window has passed. Close
 // stops the ticker, writes what is held and closes the file.
-func OpenAuditLog(path string, maxSize int64) (*Auditor, error) {
-	return openAuditLog(path, maxSize, time.Now, AuditWindow, true)
+func Open(path string, maxSize int64) (*Auditor, error) {
+	return openLog(path, maxSize, time.Now, coalesceWindow, true)
 }
 
-// openAuditLog is OpenAuditLog with the clock and window given, and the
+// openLog is Open with the clock and window given, and the
 // ticker optional (tests call Tick).
-func openAuditLog(path string, maxSize int64, now func() time.Time, window time.Duration, ticker bool) (*Auditor, error) {
+func openLog(path string, maxSize int64, now func() time.Time, window time.Duration, ticker bool) (*Auditor, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -170,7 +154,7 @@ func openAuditLog(path string, maxSize int64, now func() time.Time, window time.
 		f.Close()
 		return nil, err
 	}
-	a := newAuditor(f, now, window)
+	a := New(f, now, window)
 	a.file, a.path, a.size, a.maxSize = f, path, st.Size(), maxSize
 	if ticker {
 		a.stop, a.done = make(chan struct{}), make(chan struct{})
@@ -214,7 +198,7 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 // calling program is read here only when the line is not a repeat of the
 // latest one: a loop of refusals costs no /proc reads.
 func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string) {
-	c := caller(ctx)
+	c := callerOf(ctx)
 	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source}
 	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
@@ -234,6 +218,15 @@ func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code,
 		ev.read = true
 	}
 	a.record(ev)
+}
+
+// callerOf is the process that made the request ctx serves; pid 0 and
+// uid 0 for a call that came from no request.
+func callerOf(ctx context.Context) fuse.Caller {
+	if c, ok := fuse.FromContext(ctx); ok && c != nil {
+		return *c
+	}
+	return fuse.Caller{}
 }
 
 // repeating reports whether ev would be counted as a repeat if recorded
@@ -335,7 +328,7 @@ func isContainerID(s string) bool {
 	return true
 }
 
-// Tick writes held repeats whose window has passed. OpenAuditLog's ticker
+// Tick writes held repeats whose window has passed. Open's ticker
 // calls it; tests call it after moving their clock.
 func (a *Auditor) Tick() {
 	a.mu.Lock()
@@ -414,7 +407,7 @@ func (a *Auditor) rotate() {
 	a.write(hdr)
 }
 
-// Reopen opens OpenAuditLog's path anew and writes on there (SIGHUP, after
+// Reopen opens Open's path anew and writes on there (SIGHUP, after
 // logrotate moved the file away). Held repeats go to the old file first. If
 // the path cannot be opened, lines go on to the old file.
 func (a *Auditor) Reopen() error {
@@ -444,7 +437,7 @@ func (a *Auditor) logf(format string, args ...any) {
 	}
 }
 
-// Close writes held repeats, stops the ticker and closes OpenAuditLog's
+// Close writes held repeats, stops the ticker and closes Open's
 // file.
 func (a *Auditor) Close() error {
 	if a.stop != nil {

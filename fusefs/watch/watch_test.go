@@ -1,0 +1,127 @@
+package watch
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// sink records what the watcher reports.
+type sink struct {
+	mu      sync.Mutex
+	changes []string
+	lost    int
+}
+
+func (s *sink) Changed(dir string, name string, names, content bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := ""
+	if names {
+		kind += "n"
+	}
+	if content {
+		kind += "c"
+	}
+	s.changes = append(s.changes, dir+"/"+name+" "+kind)
+}
+
+func (s *sink) Lost(error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost++
+}
+
+// await waits until the sink heard want (as "dir/name kinds", kinds
+// containing what want's do).
+func (s *sink) await(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		for _, c := range s.changes {
+			if c == want || (len(c) > len(want) && c[:len(want)] == want) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.Fatalf("no %q among %q", want, s.changes)
+}
+
+// TestWatcherReportsOthersChanges: a change by another process, in the
+// root and in a directory added later, reaches the sink by the
+// directory's key and the child's name; a removed directory's changes do
+// not. With fanotify (as root) and inotify both.
+func TestWatcherReportsOthersChanges(t *testing.T) {
+	for _, fan := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fanotify", false: "inotify"}[fan], func(t *testing.T) { testWatcher(t, fan) })
+	}
+}
+
+func testWatcher(t *testing.T, tryFan bool) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootFd, err := dirfd.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(rootFd)
+	subFd, err := dirfd.OpenDir(rootFd, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(subFd)
+	var s sink
+	w, err := start("root", rootFd, &s, tryFan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if want := map[bool]string{true: "fanotify", false: "inotify"}[tryFan]; w.Kind() != want {
+		t.Skipf("watching with %s, not %s", w.Kind(), want)
+	}
+	if first, err := w.Add("sub", subFd); err != nil || first {
+		t.Fatalf("Add(sub) = %v, %v", first, err)
+	}
+	// Another process: fanotify skips the daemon's own changes.
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("touch", filepath.Join(root, "a"))
+	s.await(t, "root/a n")
+	run("sh", "-c", "echo x >> "+filepath.Join(root, "sub", "b"))
+	s.await(t, "sub/b n")
+	run("sh", "-c", "echo y >> "+filepath.Join(root, "sub", "b"))
+	s.await(t, "sub/b c")
+	w.Remove("sub", subFd)
+	s.mu.Lock()
+	s.changes = nil
+	s.mu.Unlock()
+	run("touch", filepath.Join(root, "sub", "c"), filepath.Join(root, "d"))
+	s.await(t, "root/d n")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.changes {
+		if c[:4] == "sub/" {
+			t.Errorf("a removed directory's change reported: %q", c)
+		}
+	}
+	if s.lost != 0 {
+		t.Errorf("%d losses", s.lost)
+	}
+}
