@@ -1219,6 +1219,55 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	}
 }
 
+// WaitNoWriter waits until the daemon holds no descriptor of the backing
+// file p open for writing. A writer's close returns once its commit is
+// made, but the kernel sends the handle's RELEASE after, and until the
+// daemon has served it the committed file may still be open for writing
+// there (the former temp): exec(2) of it on the host is then ETXTBSY, as
+// it is natively while any writer holds a binary open.
+func (m *Mount) WaitNoWriter(p string) {
+	m.tb.Helper()
+	want, err := os.Stat(p)
+	if err != nil {
+		m.tb.Fatal(err)
+	}
+	deadline := time.Now().Add(stateTimeout)
+	for m.daemonWrites(want) {
+		if time.Now().After(deadline) {
+			m.tb.Fatalf("the daemon (pid %d) still holds %s open for writing", m.Pid, p)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// daemonWrites reports whether the daemon holds a descriptor of the file
+// fi open for writing.
+func (m *Mount) daemonWrites(fi os.FileInfo) bool {
+	dir := fmt.Sprintf("/proc/%d/fd", m.Pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		st, err := os.Stat(filepath.Join(dir, e.Name()))
+		if err != nil || !os.SameFile(st, fi) {
+			continue
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", m.Pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				if fl, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil && fl&syscall.O_ACCMODE != syscall.O_RDONLY {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // WaitRefusal waits for the audit entry of a refusal of path with code (by
 // op, unless op is "") and checks that it carries errno.
 func (m *Mount) WaitRefusal(op, path, code string, errno syscall.Errno) auditEntry {

@@ -113,6 +113,7 @@ func TestSetIDPlant(t *testing.T) {
 	m.WaitRefusal("setattr", "x", "PRIVILEGE_DENIED", unix.EPERM)
 	noSetID(t, m.BackingPath("x"), "after chmod 4755")
 	// What the host's unprivileged user gets from running it.
+	m.WaitNoWriter(m.BackingPath("x"))
 	if out := strings.TrimSpace(runAs(t, asNobody, m.BackingPath("x"), "-u")); out != "65534" {
 		t.Errorf("BACKING/x -u as uid 65534 printed %q; want 65534 (not set-user-ID)", out)
 	}
