@@ -46,7 +46,7 @@ const (
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
 	// never leaves a torn file; after a power loss a file closed without
-	// fsync is its old or new content on journaled ext4 (ordersRenamedData), and
+	// fsync is its old or new content on journaled ext4 (OrdersRenamedData), and
 	// elsewhere may be empty or a part of the new content.
 	DurabilityAtomic
 )
@@ -69,7 +69,7 @@ const (
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
 // the mount's durability. With DurabilityFull a commit makes both, but for
 // one that replaces an empty file on a filesystem that writes a renamed
-// file's data before the rename (emptyOrdered: journaled ext4, ordersRenamedData):
+// file's data before the rename (emptyOrdered: journaled ext4, OrdersRenamedData):
 // there nothing old can be torn, the rename lands only with the data, and
 // the directory's fsync after it makes both durable. DurabilityAtomic
 // syncs nothing unasked.

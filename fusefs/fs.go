@@ -35,6 +35,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
@@ -137,7 +138,7 @@ type FS struct {
 	processes  *procinfo.Resolver // pid mode: names a thread's process
 	asRoot     bool               // the daemon runs as root: temps get the file's owner
 	// ordersRenames: BACKING's filesystem writes a renamed file's data
-	// before the rename (ordersRenamedData), so a commit over an empty
+	// before the rename (OrdersRenamedData), so a commit over an empty
 	// file needs no fsync of its temp (syncPlan).
 	ordersRenames bool
 
@@ -235,7 +236,7 @@ func New(backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
-	fsys.ordersRenames = ordersRenamedData(fd)
+	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)
 	fsys.dirs.openMountFd(fd)

@@ -81,8 +81,8 @@ var nameCallsAllowed = map[string]string{
 	"madestore.go (*madeSet).save os.Remove":     "removes the temp where the rename did not happen",
 	"madestore.go (*madeSet).save os.Rename":     "puts the made store in place",
 	// /sys: whether the ext4 filesystem under BACKING has a journal.
-	"ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
-	"ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
+	"writeengine/ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
+	"writeengine/ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
 	"umask.go (*FS).callerUmask os.ReadFile": "reads /proc/PID/status",
 }
