@@ -42,11 +42,6 @@ import (
 	"github.com/realm-dev/realm/procinfo"
 )
 
-// TempPrefix starts the names of realm's own temp files in the backing dir.
-// They are never listed, never found by lookup and never created through the
-// mount.
-const TempPrefix = ".realm-tmp-"
-
 // Options configure a mount's guard.
 type Options struct {
 	// ReadOnly refuses every change with EROFS, on top of the kernel's ro.
@@ -158,15 +153,9 @@ type FS struct {
 	// credential paths (ownMadeChange): each one's stat before and after.
 	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
 
-	// moves marks the files a rename through the mount is moving now
-	// (renamelock.go: beginMove), which commits of their writes wait out.
-	movesMu lockorder.Mutex[lockorder.MovesMu]
-	moves   map[locks.Key]*move
-
-	// temps are the names of the temp files this mount has made and not yet
-	// renamed or removed; the mount-time sweep removes only the others.
-	tempsMu lockorder.Mutex[lockorder.TempsMu]
-	temps   map[string]bool
+	// engine keeps the owners' writes in progress, their temps and the
+	// files a rename is moving (writeengine, enginehost.go).
+	engine *writeengine.Engine[*Node]
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
 	scanning sync.WaitGroup
@@ -196,7 +185,6 @@ type FS struct {
 	// (FS.catchUp).
 	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
-	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
 	// umasks, writeIns: the caller's umask of each CREATE, MKDIR and
 	// MKNOD, the flags of each WRITE, being served (requestnotes.go).
 	umasks, writeIns requestNotes
@@ -237,6 +225,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
+	fsys.engine = fsys.newEngine()
 	fsys.fds.perOwner, fsys.fds.pool = opts.MaxFdsPerOwner, fdPool(opts.FdLimit)
 	fsys.dirs.bound = dirFdBound(opts.FdLimit)
 	fsys.dirs.openMountFd(fd)

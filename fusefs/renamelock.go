@@ -59,63 +59,10 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 }
 
 // A rename through the mount moves a file between two of the steps of
-// any commit of a write of it: its renameat2 changes the name, and only
-// then does each write follow (renamed, removed). A commit that looked
-// at the old name in between found nothing (and dropped the bytes, as
-// for a file unlinked) or found the file's ctime moved by the rename, or
-// another file, and kept a conflict copy (EBUSY at close) for a change
-// "from outside the mount" (issue 29, defect 7). So the rename marks the
-// files it moves (beginMove) before it renames, waits out the commits of
-// their writes under way (each holds its entry's lock from its look at
-// the name through its own rename), and unmarks them once the writes have
-// followed; a commit point waits while its file is marked
-// (pendingWrite.waitMoves), holding no realm lock.
-
-// move is one file's mark: how many renames move it now, and a channel
-// closed when the last is done.
-type move struct {
-	n    int
-	done chan struct{}
-}
-
-// markMove marks the file with key as moving, once more.
-func (f *FS) markMove(key locks.Key) {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if f.moves == nil {
-		f.moves = make(map[locks.Key]*move)
-	}
-	m := f.moves[key]
-	if m == nil {
-		m = &move{done: make(chan struct{})}
-		f.moves[key] = m
-	}
-	m.n++
-}
-
-// unmarkMove takes one mark off the file with key, waking the commits
-// that wait when it was the last.
-func (f *FS) unmarkMove(key locks.Key) {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if m := f.moves[key]; m != nil {
-		if m.n--; m.n <= 0 {
-			close(m.done)
-			delete(f.moves, key)
-		}
-	}
-}
-
-// moving returns the channel closed when no rename moves the file with
-// key any more; nil if none does now.
-func (f *FS) moving(key locks.Key) <-chan struct{} {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if m := f.moves[key]; m != nil {
-		return m.done
-	}
-	return nil
-}
+// any commit of a write of it, so it marks the files it moves
+// (writeengine.Engine.MarkMove, whose doc says why) before it renames,
+// waits out the commits of their writes under way, and unmarks them once
+// the writes have followed.
 
 // beginMove marks the regular files the names (name in the directory fd
 // of each place) lead to as moving, and returns their locks as the marks
@@ -136,7 +83,7 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 			}
 		}
 		for _, k := range keys {
-			f.markMove(k)
+			f.engine.MarkMove(k)
 		}
 		for _, k := range keys {
 			for _, e := range f.writeLocks.Entries(k) {
@@ -145,7 +92,7 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 		}
 		end = func() {
 			for _, k := range keys {
-				f.unmarkMove(k)
+				f.engine.UnmarkMove(k)
 			}
 		}
 		same := true
@@ -170,55 +117,6 @@ func passed(e *locks.Entry) {
 type place struct {
 	dir  int
 	name string
-}
-
-// waitMoves waits while a rename through the mount moves w's file
-// (beginMove), letting w.entry's lock go meanwhile: a commit point calls
-// it, holding that lock and no other realm lock, before it decides
-// anything, so that its decision and its commit meet the file at its
-// name after the rename, with the write following it.
-func (w *pendingWrite) waitMoves() {
-	f := w.node.fsys
-	for {
-		done := f.moving(f.writeLocks.EntryKey(w.entry))
-		if done == nil {
-			return
-		}
-		w.entry.Unlock()
-		<-done
-		w.entry.Lock()
-	}
-}
-
-// renamed tells the write in progress on the file with key that this mount
-// renamed the file to name in the directory dir (fd dfd).
-func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
-	f.eachPending(key, func(w *pendingWrite) {
-		if fd, err := dirfd.Dup(dfd); err == nil {
-			dirfd.Close(w.fileDir)
-			w.fileDir, w.fileName, w.fileParent = fd, name, dir
-			w.m.Renamed()
-		}
-		w.refresh()
-	})
-}
-
-// removed tells the write in progress on the file with key, if any, that
-// this mount just removed the name it writes the file under (name in the
-// directory dfd): an unlink, or a rename of another file over it, by the
-// writer's own owner (another's is refused). As natively, the bytes go
-// with the file, which that name no longer leads to (writeproto.Write.Removed);
-// a commit must not take the file now under the name for a change from
-// outside. A removed name other than the write's (another hard link) is
-// not its business.
-func (f *FS) removed(key locks.Key, dfd int, name string) {
-	f.eachPending(key, func(w *pendingWrite) {
-		var a, b unix.Stat_t
-		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
-			return
-		}
-		w.m.Removed()
-	})
 }
 
 // metaHeldByOther refuses op (a chmod, chown or utimens of n, whose
