@@ -164,7 +164,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 // openOnce is one try of open. A write open takes the lock in the same
 // critical section (commitMu, read) as it verifies the file by name: a
 // commit renames its temp over the file and moves its lock to the new file
-// under commitMu's write side (pendingWrite.replace), so the open locks the
+// under commitMu's write side (writeengine: Write.replace), so the open locks the
 // file it opened, never one a commit just replaced. again asks the caller
 // to try again: the lock was another owner's hold on its way out and is
 // gone now, or the file was replaced before the open joined its lock's write.

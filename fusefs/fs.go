@@ -134,7 +134,7 @@ type FS struct {
 	asRoot     bool               // the daemon runs as root: temps get the file's owner
 	// ordersRenames: BACKING's filesystem writes a renamed file's data
 	// before the rename (OrdersRenamedData), so a commit over an empty
-	// file needs no fsync of its temp (syncPlan).
+	// file needs no fsync of its temp (writeengine: syncPlan).
 	ordersRenames bool
 
 	// commitMu orders a commit's rename and the nodes' new identity before
@@ -335,7 +335,7 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// being copied from the file and then truncated.
 	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	// The daemon drops set-user-ID, set-group-ID and capabilities on a
-	// change of content itself (ensureTemp), so the kernel need not ask for
+	// change of content itself (writeengine: ensureTemp), so the kernel need not ask for
 	// security.capability before every write.
 	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	if mo.MaxWrite == 0 {

@@ -440,7 +440,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // Setattr changes mode, owner, size and times, each through an fd of the
 // verified object. A size change is a write: it goes to the owner's temp
-// (see commit.go), never to the file in place. Every change of a credential
+// (see writeengine/commit.go), never to the file in place. Every change of a credential
 // is refused (truncate's own check; prepareSelf judges the others): a chmod
 // 666 of .env would give its bytes to every user of the host. stat is not a
 // change and stays allowed (Getattr).

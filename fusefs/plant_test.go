@@ -10,7 +10,7 @@ import (
 )
 
 // TestCommitRechecksProtect: a write whose file reaches a protected path
-// by a move the guard did not judge (here: FS.renamed called directly, as
+// by a move the guard did not judge (here: the engine's Renamed called directly, as
 // Rename calls it after a rename it allowed) never commits there: the
 // commit is refused, EACCES, audited PROTECTED_PATH_DENIED, and the temp
 // goes. The e2e route (mv m/docker m/.docker with a descriptor held) is
