@@ -59,18 +59,16 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 }
 
 // A rename through the mount moves a file between two of the steps of
-// any commit of a write of it, so it marks the files it moves
-// (writeengine.Engine.MarkMove, whose doc says why) before it renames,
-// waits out the commits of their writes under way, and unmarks them once
-// the writes have followed.
+// any commit of a write of it, so it marks the files it moves before it
+// renames, waiting out the commits of their writes under way, and
+// unmarks them once the writes have followed (writeengine: BeginMoves
+// says why).
 
 // beginMove marks the regular files the names (name in the directory fd
-// of each place) lead to as moving, and returns their locks as the marks
-// found them and the end of the marks, which the caller calls once every
-// write of them has followed the rename. A name that leads to no regular
-// file marks nothing. The commits of their writes under way end first:
-// each holds its entry's lock throughout, so once every entry of a marked
-// file was free, the commits that come after wait for the mark. A commit
+// of each place) lead to as moving (writeengine.Engine.BeginMoves), and
+// returns their locks as the marks found them and the end of the marks,
+// which the caller calls once every write of them has followed the
+// rename. A name that leads to no regular file marks nothing. A commit
 // that replaced a file between its look and its mark is met by a look
 // again: the file the name leads to now is marked instead.
 func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
@@ -82,19 +80,7 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 				keys = append(keys, ls[i].key)
 			}
 		}
-		for _, k := range keys {
-			f.engine.MarkMove(k)
-		}
-		for _, k := range keys {
-			for _, e := range f.writeLocks.Entries(k) {
-				passed(e)
-			}
-		}
-		end = func() {
-			for _, k := range keys {
-				f.engine.UnmarkMove(k)
-			}
-		}
+		end = f.engine.BeginMoves(keys)
 		same := true
 		for i, p := range places {
 			same = same && f.lockOf(p.dir, p.name).key == ls[i].key
@@ -104,13 +90,6 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 		}
 		end()
 	}
-}
-
-// passed waits until e's lock is free: whoever held it (a commit under
-// way) is done.
-func passed(e *locks.Entry) {
-	e.Lock()
-	defer e.Unlock()
 }
 
 // place is a name in the directory held by dir.

@@ -49,12 +49,24 @@ type FileID struct {
 func KeyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
 
 // Host is what the engine needs of the mount, implemented by the go-fuse
-// adapter (fusefs). N is the adapter's node: the engine keeps the node a
-// write began on and its directory's, to hand back, never looks into
-// them, and never calls into go-fuse itself. Every method may be called
-// with the write's entry locked; those that take go-fuse's tree locks
-// (Child, RelPath) are never called under LockCommit.
+// adapter (fusefs), as one narrow interface per concern. N is the
+// adapter's node: the engine keeps the node a write began on and its
+// directory's, to hand back, never looks into them, and never calls into
+// go-fuse itself. Every method may be called with the write's entry
+// locked; those that take go-fuse's tree locks (Child, RelPath) are never
+// called under LockCommit.
 type Host[N comparable] interface {
+	Reporter[N]
+	NameLocks
+	Guard[N]
+	Identity[N]
+	Notifier[N]
+	Watcher
+	FdCharger
+}
+
+// Reporter is the daemon's log and audit trail.
+type Reporter[N comparable] interface {
 	// Logf writes one line to the daemon's log; Debugf one that a person
 	// debugging may follow.
 	Logf(format string, args ...any)
@@ -62,15 +74,25 @@ type Host[N comparable] interface {
 	// Audit writes one audit line (nothing if the mount audits nothing).
 	Audit(ctx context.Context, op, rel string, code errcode.Code, errno syscall.Errno, cause error)
 	// RelPath is the workspace path of name in directory dir, for logs
-	// and audit lines.
+	// and audit lines. It may take go-fuse's tree locks.
 	RelPath(dir N, name string) string
-	// LockNames takes the mount's name lock shared (FS.nsMu): a commit's
-	// rename puts a name in place as a create does. LockCommit takes the
-	// commit lock (FS.commitMu) exclusively: the rename, the lock's move
-	// and the nodes' new identity are one step against an open or stat
-	// that verifies identity by name. Each returns its release.
+}
+
+// NameLocks are the mount's locks a commit's rename takes.
+type NameLocks interface {
+	// LockNames takes the mount's name lock shared (fusefs FS.nsMu): a
+	// commit's rename puts a name in place as a create does. LockCommit
+	// takes the commit lock (FS.commitMu) exclusively: the rename, the
+	// lock's move and the nodes' new identity are one step against an
+	// open or stat that verifies identity by name. Each returns its
+	// release. They are the mount's, not the engine's: its opens, stats
+	// and renames take them too.
 	LockNames() (unlock func())
 	LockCommit() (unlock func())
+}
+
+// Guard is the mount's admission, asked where a write lands.
+type Guard[N comparable] interface {
 	// DenyCommit re-checks the protect rule on the place w is about to
 	// commit to (or append in place to, after a rename moved it).
 	DenyCommit(ctx context.Context, w *Write[N]) syscall.Errno
@@ -80,6 +102,11 @@ type Host[N comparable] interface {
 	// OwnMadeChange runs change, the mount's own change of the files fds
 	// hold, so that a file the mount made keeps being known as its own.
 	OwnMadeChange(fds []int, change func() error) error
+}
+
+// Identity is the nodes the kernel knows, rekeyed when a commit replaces
+// their file.
+type Identity[N comparable] interface {
 	// Child is the node the kernel knows as name in dir, or the zero N.
 	// It takes go-fuse's tree locks.
 	Child(dir N, name string) N
@@ -88,14 +115,26 @@ type Host[N comparable] interface {
 	// ones skipped) that stood for the file keyed stoodFor now stands for
 	// new, and the mount's records of old follow it.
 	Replaced(nodes []N, stoodFor locks.Key, old, new FileID, st *unix.Stat_t)
+}
+
+// Notifier queues invalidations for the kernel.
+type Notifier[N comparable] interface {
 	// NotifyEntry tells the kernel of a name made in dir it has not seen;
 	// NotifyInode that n's attributes changed.
 	NotifyEntry(dir N, name string)
 	NotifyInode(n N)
+}
+
+// Watcher is the watcher of BACKING's changes behind the mount.
+type Watcher interface {
 	// Quiet has the watcher ignore the changes of the file fd holds
 	// (false: it cannot, or there is no watcher); Unquiet ends it.
 	Quiet(fd int) bool
 	Unquiet(fd int)
+}
+
+// FdCharger is the mount's descriptor budget.
+type FdCharger interface {
 	// ChargeWrite charges owner for the descriptors a write in progress
 	// holds, if the mount bounds them (false: it does not, and nothing is
 	// to be released); ReleaseWrite gives them back.
@@ -133,7 +172,7 @@ type Engine[N comparable] struct {
 	seq   atomic.Uint64 // the last Write.seq given out
 
 	// moves marks the files a rename through the mount is moving now
-	// (MarkMove), which commits of their writes wait out (WaitMoves).
+	// (BeginMoves), which commits of their writes wait out (WaitMoves).
 	movesMu lockorder.Mutex[lockorder.MovesMu]
 	moves   map[locks.Key]*move
 
@@ -243,10 +282,9 @@ func (g *Engine[N]) Removed(key locks.Key, dfd int, name string) {
 // for a file unlinked) or found the file's ctime moved by the rename, or
 // another file, and kept a conflict copy (EBUSY at close) for a change
 // "from outside the mount" (issue 29, defect 7). So the rename marks the
-// files it moves (MarkMove; fusefs beginMove) before it renames, waits out
-// the commits of their writes under way (each holds its entry's lock from
-// its look at the name through its own rename), and unmarks them once the
-// writes have followed; a commit point waits while its file is marked
+// files it moves before it renames and waits out the commits of their
+// writes under way (BeginMoves; fusefs beginMove), and unmarks them once
+// the writes have followed; a commit point waits while its file is marked
 // (Write.WaitMoves), holding no realm lock.
 
 // move is one file's mark: how many renames move it now, and a channel
@@ -256,8 +294,37 @@ type move struct {
 	done chan struct{}
 }
 
-// MarkMove marks the file with key as moving, once more.
-func (g *Engine[N]) MarkMove(key locks.Key) {
+// BeginMoves marks the files with keys as moving, for a rename through
+// the mount about to move them, and returns the end of the marks, which
+// the caller calls once every write of them has followed the rename. The
+// commits of their writes under way end first: each holds its entry's
+// lock throughout, so once every entry of a marked file was free, the
+// commits that come after wait for the mark (WaitMoves).
+func (g *Engine[N]) BeginMoves(keys []locks.Key) (end func()) {
+	for _, k := range keys {
+		g.markMove(k)
+	}
+	for _, k := range keys {
+		for _, e := range g.table.Entries(k) {
+			passed(e)
+		}
+	}
+	return func() {
+		for _, k := range keys {
+			g.unmarkMove(k)
+		}
+	}
+}
+
+// passed waits until e's lock is free: whoever held it (a commit under
+// way) is done.
+func passed(e *locks.Entry) {
+	e.Lock()
+	defer e.Unlock()
+}
+
+// markMove marks the file with key as moving, once more.
+func (g *Engine[N]) markMove(key locks.Key) {
 	g.movesMu.Lock()
 	defer g.movesMu.Unlock()
 	if g.moves == nil {
@@ -271,9 +338,9 @@ func (g *Engine[N]) MarkMove(key locks.Key) {
 	m.n++
 }
 
-// UnmarkMove takes one mark off the file with key, waking the commits
+// unmarkMove takes one mark off the file with key, waking the commits
 // that wait when it was the last.
-func (g *Engine[N]) UnmarkMove(key locks.Key) {
+func (g *Engine[N]) unmarkMove(key locks.Key) {
 	g.movesMu.Lock()
 	defer g.movesMu.Unlock()
 	if m := g.moves[key]; m != nil {
@@ -296,7 +363,7 @@ func (g *Engine[N]) moving(key locks.Key) <-chan struct{} {
 }
 
 // WaitMoves waits while a rename through the mount moves w's file
-// (MarkMove), letting w's entry's lock go meanwhile: a commit point calls
+// (BeginMoves), letting w's entry's lock go meanwhile: a commit point calls
 // it, holding that lock and no other realm lock, before it decides
 // anything, so that its decision and its commit meet the file at its
 // name after the rename, with the write following it.

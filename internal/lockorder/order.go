@@ -116,7 +116,7 @@ var (
 	fdCountsMu     = class{name: "fdCounts.mu", under: &madeOpMu}
 	dirCacheMu     = class{name: "dirCache.mu", under: &madeOpMu} // no system call under it
 	requestNotesMu = class{name: "requestNotes.mu", under: &madeOpMu}
-	movesMu        = class{name: "Engine.movesMu", under: &madeOpMu} // writeengine: marks of files a rename moves (MarkMove)
+	movesMu        = class{name: "Engine.movesMu", under: &madeOpMu} // writeengine: marks of files a rename moves (BeginMoves)
 	readHoldsMu    = class{name: "readHolds.mu", under: &madeOpMu}
 	tableMu        = class{name: "locks.Table.mu", under: &madeOpMu} // never an Entry's under it
 	resolverFdMu   = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}
