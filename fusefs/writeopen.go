@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"syscall"
 	"time"
 
@@ -93,34 +92,9 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	e := lease.Shared()
 	e.Lock()
 	defer e.Unlock()
-	w := f.engine.Of(e)
-	if w == nil && lease.Key() != keyOf(st) {
-		// The owner's commit moved the lock to the file it put in place,
-		// and its write ended: base is the file that commit replaced.
-		dirfd.Close(base)
-		lease.Release()
-		return nil, 0, 0, true
-	}
-	if w == nil {
-		var err error
-		if w, err = f.engine.Start(e, owner, n, base, pn, pfd, name); err != nil {
-			dirfd.Close(base)
-			lease.Release()
-			if errors.Is(err, writeengine.ErrMoved) {
-				return nil, 0, 0, true
-			}
-			return nil, 0, toErrno(err), false
-		}
-	} else if flags&syscall.O_CREAT != 0 {
-		// A file this call just made has no write in progress: an entry
-		// under its inode number belongs to a file that number was freed
-		// from. Sharing it would send these bytes to that file's name.
-		dirfd.Close(base)
-		lease.Release()
-		f.logf("%s: a stale write lock under the new file's inode number (ino %d); refused", f.relPath(pn, name), st.Ino)
-		return nil, 0, syscall.EIO, false
-	} else {
-		dirfd.Close(base)
+	w, again, err := f.engine.Join(e, lease, owner, n, base, pn, pfd, name, st, flags&syscall.O_CREAT != 0)
+	if err != nil || again {
+		return nil, 0, toErrno(err), again
 	}
 	opener := f.processOf(caller(ctx).Pid)
 	wh, err := w.Open(ctx, lease, writeengine.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,

@@ -123,13 +123,9 @@ func (d *engineDir) open(t *testing.T, owner locks.Owner, flags int) (*Write[*fa
 	e := lease.Shared()
 	e.Lock()
 	defer e.Unlock()
-	w := d.g.Of(e)
-	if w == nil {
-		if w, err = d.g.Start(e, owner, &fakeNode{"f"}, base, &fakeNode{"."}, d.dfd, "f"); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		dirfd.Close(base)
+	w, again, err := d.g.Join(e, lease, owner, &fakeNode{"f"}, base, &fakeNode{"."}, d.dfd, "f", &st, false)
+	if err != nil || again {
+		t.Fatalf("join: %v (again %v)", err, again)
 	}
 	h, err := w.Open(context.Background(), lease, Open{Write: true, Append: flags&unix.O_APPEND != 0,
 		Truncate: flags&unix.O_TRUNC != 0, Opener: 1, Kind: uint32(unix.O_WRONLY | flags&unix.O_APPEND), Hold: lease}, 1)

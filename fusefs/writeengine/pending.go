@@ -16,9 +16,52 @@ import (
 // handle joins and leaves it, and the appends that go into the file in
 // place.
 
+// Join returns owner's write in progress on e, whose lock the caller
+// holds (taken through lease, on the file whose stat is st), for a handle
+// to open: the write there, or one Start begins on base (the verified
+// file, named name in the directory dir, fd pfd; node: the node opened).
+// base is consumed; so is lease, unless w is returned. created: the open
+// made the file. again: a commit or a rename replaced or moved the file
+// since base was opened, and no write of the owner's is left to join: the
+// caller opens the name again.
+func (g *Engine[N]) Join(e *locks.Entry, lease *locks.Lease, owner locks.Owner, node N, base int, dir N, pfd int, name string, st *unix.Stat_t, created bool) (w *Write[N], again bool, err error) {
+	w = g.Of(e)
+	switch {
+	case w == nil && lease.Key() != KeyOf(st):
+		// The owner's commit moved the lock to the file it put in place,
+		// and its write ended: base is the file that commit replaced.
+		again = true
+	case w == nil:
+		if w, err = g.Start(e, owner, node, base, dir, pfd, name); err == nil {
+			return w, false, nil
+		}
+		again, err = errors.Is(err, ErrMoved), ignoreMoved(err)
+	case created:
+		// A file this call just made has no write in progress: an entry
+		// under its inode number belongs to a file that number was freed
+		// from. Sharing it would send these bytes to that file's name.
+		g.host.Logf("%s: a stale write lock under the new file's inode number (ino %d); refused", g.host.RelPath(dir, name), st.Ino)
+		w, err = nil, syscall.EIO
+	default:
+		dirfd.Close(base)
+		return w, false, nil
+	}
+	dirfd.Close(base)
+	lease.Release()
+	return nil, again, err
+}
+
+// ignoreMoved is err, but nil for ErrMoved, which Join answers with again.
+func ignoreMoved(err error) error {
+	if errors.Is(err, ErrMoved) {
+		return nil
+	}
+	return err
+}
+
 // Start begins owner's write in progress on the file held by base (named
 // name in the directory dir, fd pfd), on e, whose lock the caller holds,
-// for an open of node; base is the write's from here on. ErrMoved: the
+// for an open of node (Join); base is the write's from here on. ErrMoved: the
 // name leads to
 // base no more (a rename through the mount moved the file between the
 // open's look and now, and the writes it made follow found none yet to
