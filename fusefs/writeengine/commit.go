@@ -119,7 +119,7 @@ type Write[N comparable] struct {
 	tempName   string       // its name in tempDir
 	tempQuiet  bool         // the watcher ignores the temp's changes (Host.Quiet)
 	observed   unix.Stat_t  // the file as this owner last saw it commit
-	seq        uint64       // when it began, among the mount's writes: orders lockPair
+	seq        uint64       // when it began, among the mount's writes: orders fusefs lockPair
 	chargedTo  locks.Owner  // the owner charged for its descriptors (Host.ChargeWrite), "" none
 	// xattrsLost names the file's extended attributes the temp does not
 	// carry (dirfd.CopyXattrs, or a change through the mount it could not
@@ -133,7 +133,7 @@ type Write[N comparable] struct {
 
 	// m is the write's state in the protocol: what is uncommitted, which
 	// handles write, when a close commits. Every commit decision is its
-	// (writeproto); this file performs them.
+	// (writeproto); this package performs them.
 	m writeproto.Write
 }
 

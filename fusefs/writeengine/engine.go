@@ -187,31 +187,31 @@ func New[N comparable](host Host[N], table *locks.Table, cfg Config) *Engine[N] 
 	return &Engine[N]{host: host, table: table, cfg: cfg}
 }
 
-// Of returns e's write in progress, nil if none; the caller holds e's
+// of returns e's write in progress, nil if none; the caller holds e's
 // lock. The lock table keeps it as the entry's Value, set by Start and
 // cleared by the last release: nothing else stores there.
-func (g *Engine[N]) Of(e *locks.Entry) *Write[N] {
+func (g *Engine[N]) of(e *locks.Entry) *Write[N] {
 	w, _ := e.Value.(*Write[N])
 	return w
 }
 
-// Locked returns e's write in progress, locked; the caller must unlock
+// locked returns e's write in progress, locked; the caller must unlock
 // e. nil (e unlocked) if there is none.
-func (g *Engine[N]) Locked(e *locks.Entry) *Write[N] {
+func (g *Engine[N]) locked(e *locks.Entry) *Write[N] {
 	e.Lock()
-	w := g.Of(e)
+	w := g.of(e)
 	if w == nil {
 		e.Unlock()
 	}
 	return w
 }
 
-// Each runs fn on every owner's write in progress on the backing file
+// each runs fn on every owner's write in progress on the backing file
 // with key (several owners may append to it), each under its entry's
 // lock, one at a time.
-func (g *Engine[N]) Each(key locks.Key, fn func(w *Write[N])) {
+func (g *Engine[N]) each(key locks.Key, fn func(w *Write[N])) {
 	for _, e := range g.table.Entries(key) {
-		if w := g.Locked(e); w != nil {
+		if w := g.locked(e); w != nil {
 			fn(w)
 			e.Unlock()
 		}
@@ -225,7 +225,7 @@ func (g *Engine[N]) OwnWrite(o locks.Owner, key locks.Key) *Write[N] {
 	if !ok {
 		return nil
 	}
-	return g.Locked(e)
+	return g.locked(e)
 }
 
 // OwnChange tells the writes in progress on the file with key, if any,
@@ -234,7 +234,7 @@ func (g *Engine[N]) OwnWrite(o locks.Owner, key locks.Key) *Write[N] {
 // apply, if not nil, makes the same change to the temp, which becomes the
 // file; one it cannot make is told at the commit (Write.xattrsLost).
 func (g *Engine[N]) OwnChange(key locks.Key, apply func(temp int) error) {
-	g.Each(key, func(w *Write[N]) {
+	g.each(key, func(w *Write[N]) {
 		if apply != nil && w.temp >= 0 {
 			if err := apply(w.temp); err != nil {
 				w.xattrsLost = errors.Join(w.xattrsLost, err)
@@ -247,7 +247,7 @@ func (g *Engine[N]) OwnChange(key locks.Key, apply func(temp int) error) {
 // Renamed tells the writes in progress on the file with key that this
 // mount renamed the file to name in the directory dir (fd dfd).
 func (g *Engine[N]) Renamed(key locks.Key, dir N, dfd int, name string) {
-	g.Each(key, func(w *Write[N]) {
+	g.each(key, func(w *Write[N]) {
 		if fd, err := dirfd.Dup(dfd); err == nil {
 			dirfd.Close(w.fileDir)
 			w.fileDir, w.fileName, w.fileParent = fd, name, dir
@@ -266,7 +266,7 @@ func (g *Engine[N]) Renamed(key locks.Key, dir N, dfd int, name string) {
 // the name for a change from outside. A removed name other than the
 // write's (another hard link) is not its business.
 func (g *Engine[N]) Removed(key locks.Key, dfd int, name string) {
-	g.Each(key, func(w *Write[N]) {
+	g.each(key, func(w *Write[N]) {
 		var a, b unix.Stat_t
 		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
 			return

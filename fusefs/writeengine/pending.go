@@ -25,7 +25,7 @@ import (
 // since base was opened, and no write of the owner's is left to join: the
 // caller opens the name again.
 func (g *Engine[N]) Join(e *locks.Entry, lease *locks.Lease, owner locks.Owner, node N, base int, dir N, pfd int, name string, st *unix.Stat_t, created bool) (w *Write[N], again bool, err error) {
-	w = g.Of(e)
+	w = g.of(e)
 	switch {
 	case w == nil && lease.Key() != KeyOf(st):
 		// The owner's commit moved the lock to the file it put in place,
