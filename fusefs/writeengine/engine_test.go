@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -268,5 +269,81 @@ func TestEngineFailedWriteNeverCommits(t *testing.T) {
 	}
 	if len(d.host.audits) != 1 || d.host.audits[0] != "commit:after-write "+string(errcode.WriteNotAtomic) {
 		t.Errorf("audit lines %q", d.host.audits)
+	}
+}
+
+// TestEngineFollowsARename: a rename through the mount moves the write
+// with its file (BeginMoves, the rename, Renamed, the end of the marks);
+// a commit point waits out the marks (WaitMoves) and lands at the new
+// name.
+func TestEngineFollowsARename(t *testing.T) {
+	d := newEngineDir(t, "old content")
+	w, h, lease := d.open(t, "a", unix.O_TRUNC)
+	d.write(t, w, h, false, "new", 0)
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(d.path, "f"), &st); err != nil {
+		t.Fatal(err)
+	}
+	end := d.g.BeginMoves([]locks.Key{KeyOf(&st)})
+	waited := make(chan struct{})
+	go func() {
+		w.Entry().Lock()
+		w.WaitMoves()
+		w.Entry().Unlock()
+		close(waited)
+	}()
+	if err := os.Rename(filepath.Join(d.path, "f"), filepath.Join(d.path, "g")); err != nil {
+		t.Fatal(err)
+	}
+	d.g.Renamed(KeyOf(&st), &fakeNode{"."}, d.dfd, "g")
+	time.Sleep(10 * time.Millisecond) // time for the commit point to go on, were it to
+	select {
+	case <-waited:
+		t.Fatal("a commit point went on while the rename's mark was on its file")
+	default:
+	}
+	end()
+	<-waited
+	if errno := d.close(w, h, lease); errno != 0 {
+		t.Fatalf("close = %v", errno)
+	}
+	d.want(t, "g", "new", "after the close")
+	if got := d.others(t); len(got) != 1 || got[0] != "g" {
+		t.Errorf("the directory holds %q, want only g", got)
+	}
+}
+
+// TestEngineKilledWriter: a writer killed before its close has its bytes
+// committed where that tears nothing old (the file was empty), and kept
+// as a recovery copy beside the file otherwise.
+func TestEngineKilledWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, copy string
+	}{
+		{"empty file", "", ""},
+		{"rewrite", "old content", "NEW content"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newEngineDir(t, tc.old)
+			w, h, lease := d.open(t, "a", unix.O_RDWR)
+			d.write(t, w, h, false, "NEW", 0)
+			w.Entry().Lock()
+			w.Flush(context.Background(), h, FlushFacts{Signal: int(unix.SIGKILL)}, 1)
+			w.Release(context.Background(), h, 1, true, lease)
+			w.Entry().Unlock()
+			got := d.others(t)
+			if tc.copy == "" {
+				d.want(t, "f", "NEW", "after its empty file's writer was killed")
+				if len(got) != 0 {
+					t.Errorf("beside the file: %q, want nothing", got)
+				}
+				return
+			}
+			d.want(t, "f", tc.old, "after its writer was killed")
+			if len(got) != 1 || !strings.HasPrefix(got[0], "f.realm-recovered-") {
+				t.Fatalf("beside the file: %q, want one recovery copy", got)
+			}
+			d.want(t, got[0], tc.copy, "the recovery copy")
+		})
 	}
 }
