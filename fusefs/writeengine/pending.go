@@ -18,7 +18,7 @@ import (
 
 // Join returns owner's write in progress on e, whose lock the caller
 // holds (taken through lease, on the file whose stat is st), for a handle
-// to open: the write there, or one Start begins on base (the verified
+// to open: the write there, or one start begins on base (the verified
 // file, named name in the directory dir, fd pfd; node: the node opened).
 // base is consumed; so is lease, unless w is returned. created: the open
 // made the file. again: a commit or a rename replaced or moved the file
@@ -32,10 +32,10 @@ func (g *Engine[N]) Join(e *locks.Entry, lease *locks.Lease, owner locks.Owner, 
 		// and its write ended: base is the file that commit replaced.
 		again = true
 	case w == nil:
-		if w, err = g.Start(e, owner, node, base, dir, pfd, name); err == nil {
+		if w, err = g.start(e, owner, node, base, dir, pfd, name); err == nil {
 			return w, false, nil
 		}
-		again, err = errors.Is(err, ErrMoved), ignoreMoved(err)
+		again, err = errors.Is(err, errMoved), ignoreMoved(err)
 	case created:
 		// A file this call just made has no write in progress: an entry
 		// under its inode number belongs to a file that number was freed
@@ -51,17 +51,17 @@ func (g *Engine[N]) Join(e *locks.Entry, lease *locks.Lease, owner locks.Owner, 
 	return nil, again, err
 }
 
-// ignoreMoved is err, but nil for ErrMoved, which Join answers with again.
+// ignoreMoved is err, but nil for errMoved, which Join answers with again.
 func ignoreMoved(err error) error {
-	if errors.Is(err, ErrMoved) {
+	if errors.Is(err, errMoved) {
 		return nil
 	}
 	return err
 }
 
-// Start begins owner's write in progress on the file held by base (named
+// start begins owner's write in progress on the file held by base (named
 // name in the directory dir, fd pfd), on e, whose lock the caller holds,
-// for an open of node (Join); base is the write's from here on. ErrMoved: the
+// for an open of node (Join); base is the write's from here on. errMoved: the
 // name leads to
 // base no more (a rename through the mount moved the file between the
 // open's look and now, and the writes it made follow found none yet to
@@ -75,13 +75,13 @@ func ignoreMoved(err error) error {
 // every change of the owner's is before the observation or known to the
 // write; another owner's append can come before it too, and natively
 // comes before this write as well.
-func (g *Engine[N]) Start(e *locks.Entry, owner locks.Owner, node N, base int, dir N, pfd int, name string) (*Write[N], error) {
+func (g *Engine[N]) start(e *locks.Entry, owner locks.Owner, node N, base int, dir N, pfd int, name string) (*Write[N], error) {
 	var st, at unix.Stat_t
 	if err := dirfd.Fstat(base, &st); err != nil {
 		return nil, err
 	}
 	if err := dirfd.Lstat(pfd, name, &at); err != nil || at.Dev != st.Dev || at.Ino != st.Ino {
-		return nil, ErrMoved
+		return nil, errMoved
 	}
 	tempDir, err1 := dirfd.Dup(pfd)
 	fileDir, err2 := dirfd.Dup(pfd)
@@ -99,8 +99,9 @@ func (g *Engine[N]) Start(e *locks.Entry, owner locks.Owner, node N, base int, d
 	return w, nil
 }
 
-// ErrMoved: the file a write open found is at its name no more.
-var ErrMoved = errors.New("the file moved since the open found it")
+// errMoved: the file a write open found is at its name no more (Join
+// answers it with again).
+var errMoved = errors.New("the file moved since the open found it")
 
 // release drops handle h (ctx: the request that does); the caller holds
 // e's lock. The last handle closes the temp and the lease.
