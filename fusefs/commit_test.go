@@ -10,13 +10,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
-	"unicode/utf8"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/procinfo"
 )
 
@@ -138,9 +136,8 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
 				h.withPending(func(w *pendingWrite) syscall.Errno {
-					w.m.TempWrite(h.wh, false) // a write(2) of the protocol's order
-					w.m.TempWritten(0, syscall.ENOSPC)
-					return 0
+					// A change that failed for want of space leaves the temp failed.
+					return w.Change(h.wh, func(int) syscall.Errno { return syscall.ENOSPC })
 				})
 			}
 			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
@@ -358,15 +355,13 @@ func TestKilledWriter(t *testing.T) {
 			h := tf.writing(t, tc.old, tc.flags, tc.data)
 			h.withPending(func(w *pendingWrite) syscall.Errno {
 				if tc.failed {
-					w.m.TempWrite(h.wh, false) // a write(2) of the protocol's order
-					w.m.TempWritten(0, syscall.EIO)
+					w.Change(h.wh, func(int) syscall.Errno { return syscall.EIO })
 				}
-				// The close of a killed opener, as Flush makes it.
-				if !w.m.FlushStart(h.wh) || w.m.Flush(h.wh, writeproto.FlushFacts{Signal: 9}) != writeproto.FlushKilled {
+				// The close of a writer a SIGKILL is killing.
+				if _, may := w.FlushStart(h.wh); !may {
 					t.Fatal("the close of a killed writer is not one")
 				}
-				w.killed(as(1), h, 9, 1)
-				return 0
+				return w.Flush(as(1), h.wh, writeengine.FlushFacts{Signal: 9}, 1)
 			})
 			h.Release(as(1))
 			tf.wantContent(t, "f", tc.want, "after its writer was killed")
@@ -385,25 +380,6 @@ func TestKilledWriter(t *testing.T) {
 				t.Errorf("audit cause %q does not name the signal", ev[0].Cause)
 			}
 		})
-	}
-}
-
-// TestSideNameFits: a conflict or recovery copy's name fits NAME_MAX
-// whatever the file's name, keeps its whole suffix, and does not cut a
-// UTF-8 sequence.
-func TestSideNameFits(t *testing.T) {
-	at := time.Date(2026, 12, 1, 19, 0, 0, 5, time.UTC)
-	for _, name := range []string{"f", strings.Repeat("a", 213), strings.Repeat("a", 240), strings.Repeat("é", 127) + "x"} {
-		for _, n := range []int{0, 7} {
-			got := sideName(name, "recovered", at, n)
-			suffix := ".realm-recovered-20261201T190000.000000005Z"
-			if n > 0 {
-				suffix += "-7"
-			}
-			if len(got) > unix.NAME_MAX || !strings.HasSuffix(got, suffix) || !utf8.ValidString(got) || !strings.HasPrefix(name, strings.TrimSuffix(got, suffix)) {
-				t.Errorf("sideName(%d bytes, %d) = %q (%d bytes)", len(name), n, got, len(got))
-			}
-		}
 	}
 }
 
@@ -594,7 +570,7 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 	}
 	var got []uint64
 	h1.withPending(func(w *pendingWrite) syscall.Errno {
-		got = w.kernelInos()
+		got = w.KernelInos()
 		return 0
 	})
 	slices.Sort(got)
@@ -605,7 +581,7 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 	}
 	h2.Release(as(1))
 	h1.withPending(func(w *pendingWrite) syscall.Errno {
-		got = w.kernelInos()
+		got = w.KernelInos()
 		return 0
 	})
 	if !slices.Equal(got, []uint64{n1.StableAttr().Ino}) {

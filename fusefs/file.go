@@ -164,7 +164,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 // openOnce is one try of open. A write open takes the lock in the same
 // critical section (commitMu, read) as it verifies the file by name: a
 // commit renames its temp over the file and moves its lock to the new file
-// under commitMu's write side (pendingWrite.replace), so the open locks the
+// under commitMu's write side (writeengine: Write.replace), so the open locks the
 // file it opened, never one a commit just replaced. again asks the caller
 // to try again: the lock was another owner's hold on its way out and is
 // gone now, or the file was replaced before the open joined its lock's write.
@@ -239,11 +239,11 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	// bytes; otherwise the file is all there is to see, and the reader gets
 	// a plain handle (passthrough, mmap and exec work as on any file).
 	owner = f.owner(ctx)
-	if w := f.ownWriteOf(owner, keyOf(&st)); w != nil {
-		uncommitted := w.temp >= 0
-		w.entry.Unlock()
+	if w := f.engine.OwnWrite(owner, keyOf(&st)); w != nil {
+		uncommitted := w.Uncommitted()
+		w.Entry().Unlock()
 		if uncommitted {
-			return n.openShared(ctx, w.entry.Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
+			return n.openShared(ctx, w.Entry().Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
 	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st), owner)
@@ -517,27 +517,27 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		// Both writes' locks are held for the copy, taken in one order so
 		// that copies between two files in both directions cannot deadlock.
 		defer lockPair(in.pending, dst.pending)()
-		return dst.copyIn(ctx, in.pending.cur(), offIn, offOut, size, flags)
+		return dst.copyIn(ctx, in.pending.Cur(), offIn, offOut, size, flags)
 	}
 	return 0, syscall.EBADF
 }
 
 // lockPair locks the entries of two different writes in progress (a may be
-// nil) in the order the writes began (pendingWrite.seq), the one order in
+// nil) in the order the writes began (pendingWrite.Seq), the one order in
 // which two entries' locks are ever held together, and returns the unlock.
 func lockPair(a, b *pendingWrite) func() {
 	if a == nil {
-		b.entry.Lock()
-		return b.entry.Unlock
+		b.Entry().Lock()
+		return b.Entry().Unlock
 	}
 	first, second := a, b
-	if b.seq < a.seq {
+	if b.Seq() < a.Seq() {
 		first, second = b, a
 	}
-	first.entry.LockOrdered(first.seq)
-	second.entry.LockOrdered(second.seq)
+	first.Entry().LockOrdered(first.Seq())
+	second.Entry().LockOrdered(second.Seq())
 	return func() {
-		second.entry.Unlock()
-		first.entry.Unlock()
+		second.Entry().Unlock()
+		first.Entry().Unlock()
 	}
 }

@@ -38,16 +38,12 @@ import (
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
 )
-
-// TempPrefix starts the names of realm's own temp files in the backing dir.
-// They are never listed, never found by lookup and never created through the
-// mount.
-const TempPrefix = ".realm-tmp-"
 
 // Options configure a mount's guard.
 type Options struct {
@@ -140,8 +136,8 @@ type FS struct {
 	processes  *procinfo.Resolver // pid mode: names a thread's process
 	asRoot     bool               // the daemon runs as root: temps get the file's owner
 	// ordersRenames: BACKING's filesystem writes a renamed file's data
-	// before the rename (ordersRenamedData), so a commit over an empty
-	// file needs no fsync of its temp (syncPlan).
+	// before the rename (OrdersRenamedData), so a commit over an empty
+	// file needs no fsync of its temp (writeengine: syncPlan).
 	ordersRenames bool
 
 	// commitMu orders a commit's rename and the nodes' new identity before
@@ -160,15 +156,9 @@ type FS struct {
 	// credential paths (ownMadeChange): each one's stat before and after.
 	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
 
-	// moves marks the files a rename through the mount is moving now
-	// (renamelock.go: beginMove), which commits of their writes wait out.
-	movesMu lockorder.Mutex[lockorder.MovesMu]
-	moves   map[locks.Key]*move
-
-	// temps are the names of the temp files this mount has made and not yet
-	// renamed or removed; the mount-time sweep removes only the others.
-	tempsMu lockorder.Mutex[lockorder.TempsMu]
-	temps   map[string]bool
+	// engine keeps the owners' writes in progress, their temps and the
+	// files a rename is moving (writeengine, enginehost.go).
+	engine *writeengine.Engine[*Node]
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
 	scanning sync.WaitGroup
@@ -198,7 +188,6 @@ type FS struct {
 	// (FS.catchUp).
 	successors map[fileID]fileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
-	writeSeq   atomic.Uint64 // the last pendingWrite.seq given out
 	// umasks, writeIns: the caller's umask of each CREATE, MKDIR and
 	// MKNOD, the flags of each WRITE, being served (requestnotes.go).
 	umasks, writeIns requestNotes
@@ -238,7 +227,8 @@ func New(backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
-	fsys.ordersRenames = ordersRenamedData(fd)
+	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
+	fsys.engine = fsys.newEngine()
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
 	fsys.dirs.OpenMountFd(fd)
@@ -346,7 +336,7 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// being copied from the file and then truncated.
 	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 	// The daemon drops set-user-ID, set-group-ID and capabilities on a
-	// change of content itself (ensureTemp), so the kernel need not ask for
+	// change of content itself (writeengine: ensureTemp), so the kernel need not ask for
 	// security.capability before every write.
 	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	if mo.MaxWrite == 0 {

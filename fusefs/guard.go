@@ -593,11 +593,11 @@ func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 	if f.opts.Credentials == nil {
 		return 0
 	}
-	rel := joinRel(f.dirRel(w.fileParent, w.fileDir), w.fileName)
+	rel := joinRel(f.dirRel(w.Dir(), w.DirFd()), w.Name())
 	if f.opts.Credentials.Protected(rel) {
 		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
-	if f.protIDs.knows(w.node.fileID()) {
+	if f.protIDs.knows(w.Node().fileID()) {
 		return f.refuseRel(ctx, "commit", rel, errcode.ProtectedPathDenied, RuleProtectedIdentity)
 	}
 	return 0
@@ -715,7 +715,7 @@ func (f *FS) ScanInBackground(report func(ScanResult)) {
 // crash left it: a regular file, not one this mount is using.
 func (f *FS) removeCrashTemp(dir int, name string) bool {
 	var st unix.Stat_t
-	return !f.isOwnTemp(name) && dirfd.Lstat(dir, name, &st) == nil &&
+	return !f.engine.IsOwnTemp(name) && dirfd.Lstat(dir, name, &st) == nil &&
 		st.Mode&syscall.S_IFMT == syscall.S_IFREG && dirfd.Unlink(dir, name, 0) == nil
 }
 

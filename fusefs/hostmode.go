@@ -5,10 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/realm-dev/realm/errcode"
-	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Host meaning. BACKING is the host's: an object the mount makes or
@@ -44,12 +41,6 @@ func allowedModeBits(typ uint32) uint32 {
 		return 0o777 | syscall.S_ISVTX | syscall.S_ISGID
 	}
 	return 0o777 | syscall.S_ISVTX
-}
-
-// hostFileMode is the mode a regular file's new content may carry: mode
-// without set-ID bits.
-func hostFileMode(mode uint32) uint32 {
-	return mode & allowedModeBits(syscall.S_IFREG)
 }
 
 // allowedXattr reports whether the mount may set attr.
@@ -89,18 +80,4 @@ func (n *Node) denyChmod(ctx context.Context, typ, mode uint32) syscall.Errno {
 		return 0
 	}
 	return n.fsys.refuse(ctx, "setattr", n, "", errcode.PrivilegeDenied, RulePrivilegeSetID)
-}
-
-// dropSetID clears the set-ID bits of the file held by fd before the daemon
-// writes new content into it in place: the daemon writes as root, which the
-// kernel lets keep them.
-func dropSetID(fd int) error {
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if m := st.Mode & 07777; hostFileMode(m) != m {
-		return dirfd.Chmod(fd, hostFileMode(m))
-	}
-	return nil
 }

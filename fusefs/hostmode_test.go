@@ -25,9 +25,6 @@ func TestAllowedModeBits(t *testing.T) {
 			t.Errorf("type %#o mode %#o allowed = %v, want %v", tc.typ, tc.mode, got, tc.ok)
 		}
 	}
-	if got := hostFileMode(0o6755); got != 0o755 {
-		t.Errorf("hostFileMode(06755) = %#o, want 0755", got)
-	}
 }
 
 func TestAllowedXattr(t *testing.T) {

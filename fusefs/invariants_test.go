@@ -23,6 +23,9 @@ import (
 //     of BACKING is opened, stat'ed or changed by name anywhere else. The
 //     few calls by path fusefs makes on its own files outside BACKING are
 //     listed in nameCallsAllowed, each with why.
+//   - driver: fusefs/writeproto, the write protocol, is imported only by
+//     fusefs/writeengine, the write engine: the one code that drives it,
+//     so that no adapter decides a commit beside it.
 //   - panics: the daemon's packages have no naked panic: a FUSE request
 //     that panics is answered EIO by go-fuse and leaves the daemon's state
 //     half changed. Documented unreachable cases would be listed in
@@ -81,8 +84,8 @@ var nameCallsAllowed = map[string]string{
 	"madestore.go (*madeSet).save os.Remove":     "removes the temp where the rename did not happen",
 	"madestore.go (*madeSet).save os.Rename":     "puts the made store in place",
 	// /sys: whether the ext4 filesystem under BACKING has a journal.
-	"ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
-	"ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
+	"writeengine/ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
+	"writeengine/ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
 	"umask.go (*FS).callerUmask os.ReadFile": "reads /proc/PID/status",
 }
@@ -103,6 +106,7 @@ var panicDirs = []string{"fusefs", "locks", "procinfo", "policy", "cmd/realmfs",
 var daemonSubpackages = []string{
 	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
 	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache",
+	"fusefs/writeengine",
 }
 
 // TestInvariants checks the rules over the module's own source, and that
@@ -175,11 +179,13 @@ func shadowed(os fakeOS) {
 	panic("x")
 }
 `,
-		"locks/locks.go":       "package locks\nfunc never() { panic(\"unreachable\") }\n",
-		"cmd/realmfs/main.go":  "package main\nfunc main() { panic(1) }\n",
-		"policy/ok.go":         "package policy\nimport \"os\"\nfunc ok() { os.Open(\"x\") }\n",
-		"errcode/errcode.go":   "package errcode\n",
-		"procinfo/procinfo.go": "package procinfo\n",
+		"fusefs/proto.go":              "package fusefs\nimport \"" + protocolPkg + "\"\nvar _ writeproto.Write\n",
+		"fusefs/writeengine/engine.go": "package writeengine\nimport \"" + protocolPkg + "\"\nvar _ writeproto.Write\n",
+		"locks/locks.go":               "package locks\nfunc never() { panic(\"unreachable\") }\n",
+		"cmd/realmfs/main.go":          "package main\nfunc main() { panic(1) }\n",
+		"policy/ok.go":                 "package policy\nimport \"os\"\nfunc ok() { os.Open(\"x\") }\n",
+		"errcode/errcode.go":           "package errcode\n",
+		"procinfo/procinfo.go":         "package procinfo\n",
 	} {
 		path := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -202,6 +208,7 @@ func shadowed(os fakeOS) {
 		"fusefs/bad.go:5: os.Open in bad",
 		"fusefs/bad.go:6: sys.Open in bad",
 		"fusefs/bad.go:8: naked panic in bad",
+		"fusefs/proto.go:2: imports fusefs/writeproto",
 		"fusefs/sub/sub.go:3: os.Stat in readProgram",
 		"locks/locks.go:2: naked panic in never",
 	}
@@ -209,6 +216,9 @@ func shadowed(os fakeOS) {
 		t.Errorf("the check found\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }
+
+// protocolPkg is the write protocol's import path (the driver rule).
+const protocolPkg = "github.com/realm-dev/realm/fusefs/writeproto"
 
 // checkInvariants returns, sorted, each place beneath root that breaks a
 // rule, and the keys of the allowlists that places matched (and "dir D"
@@ -231,6 +241,13 @@ func checkInvariants(t *testing.T, root string) (problems []string, used map[str
 // break a rule, and marks in used the allowlist keys that places matched.
 func checkFile(rel string, fset *token.FileSet, f *ast.File, used map[string]bool) []string {
 	var problems []string
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if path == protocolPkg && !strings.HasPrefix(rel, "fusefs/writeengine/") && !strings.HasPrefix(rel, "fusefs/writeproto/") {
+			problems = append(problems, fmt.Sprintf("%s:%d: imports fusefs/writeproto", rel, fset.Position(imp.Pos()).Line)+
+				" (rule: only the write engine, fusefs/writeengine, drives the write protocol; call the engine)")
+		}
+	}
 	checkNames := strings.HasPrefix(rel, "fusefs/") && !strings.HasPrefix(rel, "fusefs/dirfd/")
 	eachCall(f, func(fn string, call *ast.CallExpr) {
 		where := fmt.Sprintf("%s:%d", rel, fset.Position(call.Pos()).Line)

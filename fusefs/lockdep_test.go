@@ -61,14 +61,14 @@ func TestCopyBetweenTwoWritesInOrder(t *testing.T) {
 		}
 	}
 	first, second := a.pending, b.pending
-	if second.seq < first.seq {
+	if second.Seq() < first.Seq() {
 		first, second = second, first
 	}
 	vs := lockorder.Catch(func() {
-		second.entry.LockOrdered(second.seq)
-		first.entry.LockOrdered(first.seq)
-		first.entry.Unlock()
-		second.entry.Unlock()
+		second.Entry().LockOrdered(second.Seq())
+		first.Entry().LockOrdered(first.Seq())
+		first.Entry().Unlock()
+		second.Entry().Unlock()
 	})
 	if len(vs) != 1 || !strings.HasPrefix(vs[0].Taking, "locks.Entry (pendingWrite.seq") {
 		t.Errorf("two entries against their writes' order: %v", vs)

@@ -327,8 +327,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		// kernel has not met yet (another hard link) may lead to a node in
 		// flux that known cannot find: the lock table tells.
 		if w := n.fsys.ownWrite(ctx, keyOf(&st)); w != nil {
-			dirfd.Fstat(w.cur(), &st)
-			w.entry.Unlock()
+			dirfd.Fstat(w.Cur(), &st)
+			w.Entry().Unlock()
 		}
 		ttl = 0
 	}
@@ -411,8 +411,8 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	// as a reopen would.
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if w := n.fsys.ownWrite(ctx, keyOf(st)); w != nil {
-			defer w.entry.Unlock()
-			return toErrno(dirfd.Fstat(w.cur(), st))
+			defer w.Entry().Unlock()
+			return toErrno(dirfd.Fstat(w.Cur(), st))
 		}
 	}
 	return 0
@@ -434,7 +434,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // Setattr changes mode, owner, size and times, each through an fd of the
 // verified object. A size change is a write: it goes to the owner's temp
-// (see commit.go), never to the file in place. Every change of a credential
+// (see writeengine/commit.go), never to the file in place. Every change of a credential
 // is refused (truncate's own check; prepareSelf judges the others): a chmod
 // 666 of .env would give its bytes to every user of the host. stat is not a
 // change and stays allowed (Getattr).
@@ -481,25 +481,25 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		var w *pendingWrite
 		if wh, ok := h.(*writeHandle); ok {
 			w = wh.pending
-			w.entry.Lock()
+			w.Entry().Lock()
 		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			w = n.fsys.ownWrite(ctx, keyOf(&st))
 		}
 		if w != nil {
-			if w.temp >= 0 {
-				// The temp is new content: never with a set-ID bit.
+			// The temp is new content: the engine gives the mode without
+			// set-ID bits.
+			m, chmod := in.GetMode()
+			errno = w.Setattr(&st, func(temp int, mode uint32) syscall.Errno {
 				tin := *in
-				if m, ok := in.GetMode(); ok {
-					tin.Mode = hostFileMode(m)
-					w.mode = tin.Mode
+				if chmod {
+					tin.Mode = mode
 				}
-				errno = setMeta(w.temp, &tin)
-			}
-			w.observed = st
+				return setMeta(temp, &tin)
+			}, m)
 			if errno == 0 && h == nil {
-				errno = toErrno(dirfd.Fstat(w.cur(), &view))
+				errno = toErrno(dirfd.Fstat(w.Cur(), &view))
 			}
-			w.entry.Unlock()
+			w.Entry().Unlock()
 			if errno != 0 {
 				return errno
 			}
@@ -598,13 +598,8 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 	t := fh.(*writeHandle) // a write open's handle is one, or in place
 	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 	if errno == 0 {
-		errno = t.withSettled(func(w *pendingWrite) syscall.Errno {
-			if !w.m.TruncateCommits() {
-				return 0 // the owner's open write handle commits at its close
-			}
-			errno, _ := w.commit(ctx, false)
-			return errno
-		})
+		// Unless the owner's open write handle commits at its close.
+		errno = t.withSettled(func(w *pendingWrite) syscall.Errno { return w.CommitTruncate(ctx) })
 	}
 	t.Release(ctx)
 	return errno

@@ -395,7 +395,7 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		return toErrno(err)
 	}
 	if l.held {
-		n.fsys.removed(l.key, pfd, name) // the owner's own write goes with the file
+		n.fsys.engine.Removed(l.key, pfd, name) // the owner's own write goes with the file
 	}
 	return 0
 }
@@ -467,15 +467,15 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	// A write in progress follows its file to the new name, one begun
 	// since the look too (renamed finds none if there is none).
 	if src.regular() {
-		f.renamed(src.key, np, nfd, newName)
+		f.engine.Renamed(src.key, np, nfd, newName)
 	}
 	if exchange && dst.regular() {
-		f.renamed(dst.key, n, ofd, name)
+		f.engine.Renamed(dst.key, n, ofd, name)
 	}
 	if replaced && !exchange && dst.key != src.key {
 		// The caller's owner's own write of the file replaced (another's
 		// was refused) goes with that file, as natively.
-		f.removed(dst.key, nfd, newName)
+		f.engine.Removed(dst.key, nfd, newName)
 	}
 	return 0
 }

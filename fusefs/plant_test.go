@@ -10,7 +10,7 @@ import (
 )
 
 // TestCommitRechecksProtect: a write whose file reaches a protected path
-// by a move the guard did not judge (here: FS.renamed called directly, as
+// by a move the guard did not judge (here: the engine's Renamed called directly, as
 // Rename calls it after a rename it allowed) never commits there: the
 // commit is refused, EACCES, audited PROTECTED_PATH_DENIED, and the temp
 // goes. The e2e route (mv m/docker m/.docker with a descriptor held) is
@@ -24,7 +24,7 @@ func TestCommitRechecksProtect(t *testing.T) {
 	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
 		t.Fatal(err)
 	}
-	tf.renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	tf.engine.Renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
 	if errno := h.Fsync(as(1), 0); errno != syscall.EACCES {
 		t.Errorf("commit at .envrc = %v, want EACCES", errno)
 	}
@@ -47,7 +47,7 @@ func TestAppendRechecksProtect(t *testing.T) {
 	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
 		t.Fatal(err)
 	}
-	tf.renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	tf.engine.Renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
 	if _, errno := h.Write(as(1), []byte("planted\n"), 0); errno != syscall.EACCES {
 		t.Errorf("append at .envrc = %v, want EACCES", errno)
 	}

@@ -40,11 +40,11 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	var seen bool
 	old := backingStat(t, tf, "f")
-	if errno, _ := h.pending.commitLocked(t, func() {
+	if errno := commitLocked(t, tf, h.pending, func() {
 		// Right after replace, before settle: the lock is where the file is.
 		st := backingStat(t, tf, "f")
 		owner, held := tf.FS.writeLocks.Holder(keyOf(&st))
-		seen = held && owner == h.pending.entry.Owner()
+		seen = held && owner == h.pending.Entry().Owner()
 		if _, held := tf.FS.writeLocks.Holder(keyOf(&old)); held {
 			t.Error("the replaced file's identity still holds a lock")
 		}
@@ -62,14 +62,13 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 
 // commitLocked commits w under its entry's lock, running between (if not
 // nil) right after replace has renamed, before settle.
-func (w *pendingWrite) commitLocked(t *testing.T, between func()) (syscall.Errno, bool) {
+func commitLocked(t *testing.T, tf *testFS, w *pendingWrite, between func()) syscall.Errno {
 	t.Helper()
-	w.entry.Lock()
-	defer w.entry.Unlock()
-	f := w.node.fsys
-	f.opts.afterReplace = between
-	defer func() { f.opts.afterReplace = nil }()
-	return w.commit(as(1), false)
+	w.Entry().Lock()
+	defer w.Entry().Unlock()
+	tf.opts.afterReplace = between
+	defer func() { tf.opts.afterReplace = nil }()
+	return w.Commit(as(1), false)
 }
 
 // TestFlushLeavesAWriteInFlight: a close (FLUSH) while a WRITE of the same

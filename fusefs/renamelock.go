@@ -59,71 +59,16 @@ func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string,
 }
 
 // A rename through the mount moves a file between two of the steps of
-// any commit of a write of it: its renameat2 changes the name, and only
-// then does each write follow (renamed, removed). A commit that looked
-// at the old name in between found nothing (and dropped the bytes, as
-// for a file unlinked) or found the file's ctime moved by the rename, or
-// another file, and kept a conflict copy (EBUSY at close) for a change
-// "from outside the mount" (issue 29, defect 7). So the rename marks the
-// files it moves (beginMove) before it renames, waits out the commits of
-// their writes under way (each holds its entry's lock from its look at
-// the name through its own rename), and unmarks them once the writes have
-// followed; a commit point waits while its file is marked
-// (pendingWrite.waitMoves), holding no realm lock.
-
-// move is one file's mark: how many renames move it now, and a channel
-// closed when the last is done.
-type move struct {
-	n    int
-	done chan struct{}
-}
-
-// markMove marks the file with key as moving, once more.
-func (f *FS) markMove(key locks.Key) {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if f.moves == nil {
-		f.moves = make(map[locks.Key]*move)
-	}
-	m := f.moves[key]
-	if m == nil {
-		m = &move{done: make(chan struct{})}
-		f.moves[key] = m
-	}
-	m.n++
-}
-
-// unmarkMove takes one mark off the file with key, waking the commits
-// that wait when it was the last.
-func (f *FS) unmarkMove(key locks.Key) {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if m := f.moves[key]; m != nil {
-		if m.n--; m.n <= 0 {
-			close(m.done)
-			delete(f.moves, key)
-		}
-	}
-}
-
-// moving returns the channel closed when no rename moves the file with
-// key any more; nil if none does now.
-func (f *FS) moving(key locks.Key) <-chan struct{} {
-	f.movesMu.Lock()
-	defer f.movesMu.Unlock()
-	if m := f.moves[key]; m != nil {
-		return m.done
-	}
-	return nil
-}
+// any commit of a write of it, so it marks the files it moves before it
+// renames, waiting out the commits of their writes under way, and
+// unmarks them once the writes have followed (writeengine: BeginMoves
+// says why).
 
 // beginMove marks the regular files the names (name in the directory fd
-// of each place) lead to as moving, and returns their locks as the marks
-// found them and the end of the marks, which the caller calls once every
-// write of them has followed the rename. A name that leads to no regular
-// file marks nothing. The commits of their writes under way end first:
-// each holds its entry's lock throughout, so once every entry of a marked
-// file was free, the commits that come after wait for the mark. A commit
+// of each place) lead to as moving (writeengine.Engine.BeginMoves), and
+// returns their locks as the marks found them and the end of the marks,
+// which the caller calls once every write of them has followed the
+// rename. A name that leads to no regular file marks nothing. A commit
 // that replaced a file between its look and its mark is met by a look
 // again: the file the name leads to now is marked instead.
 func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
@@ -135,19 +80,7 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 				keys = append(keys, ls[i].key)
 			}
 		}
-		for _, k := range keys {
-			f.markMove(k)
-		}
-		for _, k := range keys {
-			for _, e := range f.writeLocks.Entries(k) {
-				passed(e)
-			}
-		}
-		end = func() {
-			for _, k := range keys {
-				f.unmarkMove(k)
-			}
-		}
+		end = f.engine.BeginMoves(keys)
 		same := true
 		for i, p := range places {
 			same = same && f.lockOf(p.dir, p.name).key == ls[i].key
@@ -159,66 +92,10 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 	}
 }
 
-// passed waits until e's lock is free: whoever held it (a commit under
-// way) is done.
-func passed(e *locks.Entry) {
-	e.Lock()
-	defer e.Unlock()
-}
-
 // place is a name in the directory held by dir.
 type place struct {
 	dir  int
 	name string
-}
-
-// waitMoves waits while a rename through the mount moves w's file
-// (beginMove), letting w.entry's lock go meanwhile: a commit point calls
-// it, holding that lock and no other realm lock, before it decides
-// anything, so that its decision and its commit meet the file at its
-// name after the rename, with the write following it.
-func (w *pendingWrite) waitMoves() {
-	f := w.node.fsys
-	for {
-		done := f.moving(f.writeLocks.EntryKey(w.entry))
-		if done == nil {
-			return
-		}
-		w.entry.Unlock()
-		<-done
-		w.entry.Lock()
-	}
-}
-
-// renamed tells the write in progress on the file with key that this mount
-// renamed the file to name in the directory dir (fd dfd).
-func (f *FS) renamed(key locks.Key, dir *Node, dfd int, name string) {
-	f.eachPending(key, func(w *pendingWrite) {
-		if fd, err := dirfd.Dup(dfd); err == nil {
-			dirfd.Close(w.fileDir)
-			w.fileDir, w.fileName, w.fileParent = fd, name, dir
-			w.m.Renamed()
-		}
-		w.refresh()
-	})
-}
-
-// removed tells the write in progress on the file with key, if any, that
-// this mount just removed the name it writes the file under (name in the
-// directory dfd): an unlink, or a rename of another file over it, by the
-// writer's own owner (another's is refused). As natively, the bytes go
-// with the file, which that name no longer leads to (writeproto.Write.Removed);
-// a commit must not take the file now under the name for a change from
-// outside. A removed name other than the write's (another hard link) is
-// not its business.
-func (f *FS) removed(key locks.Key, dfd int, name string) {
-	f.eachPending(key, func(w *pendingWrite) {
-		var a, b unix.Stat_t
-		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
-			return
-		}
-		w.m.Removed()
-	})
 }
 
 // metaHeldByOther refuses op (a chmod, chown or utimens of n, whose

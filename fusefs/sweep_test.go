@@ -32,7 +32,7 @@ func TestRmdirSweepsCrashTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.tempMade(TempPrefix+"3", true)
+	f.engine.TempMade(TempPrefix+"3", true)
 	ctx := context.Background()
 	if errno := f.root.Rmdir(ctx, "crashed"); errno != 0 {
 		t.Errorf("rmdir of a directory holding only a crash's temps: %v", errno)

@@ -63,7 +63,7 @@ func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 // through its owner's view instead (Node.stat by name). A write handle
 // shows the owner's write to its owner only.
 func (h *writeHandle) answersFor(ctx context.Context) bool {
-	return h.node.fsys.owner(ctx) == h.pending.entry.Owner()
+	return h.node.fsys.owner(ctx) == h.pending.Entry().Owner()
 }
 
 // writtenElsewhere reports whether the caller, lent a read handle of
@@ -82,12 +82,12 @@ func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
 	if caller == opener {
 		return false // the handle's own owner: it answers for itself
 	}
-	w := n.fsys.ownWriteOf(caller, n.key())
+	w := n.fsys.engine.OwnWrite(caller, n.key())
 	if w == nil {
 		return false
 	}
-	uncommitted := w.temp >= 0
-	w.entry.Unlock()
+	uncommitted := w.Uncommitted()
+	w.Entry().Unlock()
 	return uncommitted
 }
 
@@ -112,8 +112,8 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 	if w == nil {
 		return true
 	}
-	uncommitted := w.temp >= 0
-	w.entry.Unlock()
+	uncommitted := w.Uncommitted()
+	w.Entry().Unlock()
 	return !uncommitted
 }
 

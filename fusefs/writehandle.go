@@ -10,16 +10,16 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
 
 // writeHandle is a handle over an owner's write in progress on the file
-// (its pendingWrite, on the owner's lock-table entry): it reads and writes
-// the owner's temp, or the file while nothing is uncommitted, under the
-// entry's lock, and tells the write protocol (writeproto) of each event
-// through wh, doing what it decides. A write open makes one; so does a
+// (its pendingWrite, on the owner's lock-table entry): it reads the
+// owner's temp, or the file while nothing is uncommitted, under the
+// entry's lock, and passes each event to the write engine (writeengine),
+// which performs what the write protocol decides. A write open makes one; so does a
 // read-only open by the owner while it has uncommitted bytes (so that a
 // process that reopens a file it is writing reads its own bytes): wh
 // counts that one as a reader, which never commits.
@@ -28,9 +28,9 @@ type writeHandle struct {
 	lease   *locks.Lease  // this handle's hold on the file
 	pending *pendingWrite // the owner's write
 	opener  uint32        // the process (thread group) that opened it
-	// wh: the handle's state in the write protocol (writeproto), guarded
-	// by the entry's lock.
-	wh *writeproto.Handle
+	// wh: the handle's state in the write protocol, guarded by the
+	// entry's lock.
+	wh *writeengine.Handle
 	// flags: the open's flags, with O_APPEND as the last WRITE through it
 	// carried it (fcntl(F_SETFL) may change it: appends); the access mode
 	// and O_APPEND tell its descriptors from those of another open of the
@@ -70,12 +70,12 @@ func (h *writeHandle) withPending(fn func(w *pendingWrite) syscall.Errno) syscal
 }
 
 // withSettled is withPending for a commit point: fn runs once no rename
-// through the mount moves the file (pendingWrite.waitMoves), so that what
+// through the mount moves the file (writeengine.Write.WaitMoves), so that what
 // it decides and commits meets the file under the name it has, with the
 // write following it.
 func (h *writeHandle) withSettled(fn func(w *pendingWrite) syscall.Errno) syscall.Errno {
 	return h.withPending(func(w *pendingWrite) syscall.Errno {
-		w.waitMoves()
+		w.WaitMoves()
 		return fn(w)
 	})
 }
@@ -86,16 +86,16 @@ func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.Rea
 	var n int
 	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
 		var err error
-		n, err = unix.Pread(w.cur(), buf, off)
+		n, err = unix.Pread(w.Cur(), buf, off)
 		return toErrno(err)
 	})
 	return bytesRead(buf[:max(n, 0)]), errno
 }
 
-// Write writes into the owner's temp, never the file (commit.go); the
-// first write makes the temp. A short or failed write marks the temp
-// failed: it is then never committed. An append with nothing of the
-// owner's uncommitted goes into the file in place (pending.go).
+// Write writes into the owner's temp, never the file; the first write
+// makes the temp. A short or failed write marks the temp failed: it is
+// then never committed. An append with nothing of the owner's uncommitted
+// goes into the file in place (writeengine.Write.WriteData).
 func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.writes.Add(1)
 	defer func() {
@@ -105,37 +105,9 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 	}()
 	appends := h.appends(ctx)
 	var n int
-	errno := h.withPending(func(w *pendingWrite) syscall.Errno {
-		if w.appendsInPlace(h, appends) {
-			if w.m.PlaceMoved() {
-				if errno := w.node.fsys.denyCommit(ctx, w); errno != 0 {
-					return errno
-				}
-				w.m.PlaceChecked()
-			}
-			var errno syscall.Errno
-			n, errno = w.appendInPlace(h, data)
-			return errno
-		}
-		if err := w.ensureTemp(true); err != nil {
-			return toErrno(err)
-		}
-		w.m.TempWrite(h.wh, appends)
-		if appends {
-			var st unix.Stat_t
-			if err := unix.Fstat(w.temp, &st); err != nil {
-				return toErrno(err)
-			}
-			off = st.Size
-		}
-		var err error
-		n, err = unix.Pwrite(w.temp, data, off)
-		var failed syscall.Errno
-		if err != nil || n < len(data) {
-			failed = max(toErrno(err), syscall.EIO)
-		}
-		w.m.TempWritten(n, failed)
-		return toErrno(err)
+	errno := h.withPending(func(w *pendingWrite) (errno syscall.Errno) {
+		n, errno = w.WriteData(ctx, h.wh, h.node, appends, data, off)
+		return errno
 	})
 	return uint32(max(n, 0)), errno
 }
@@ -155,7 +127,7 @@ func (h *writeHandle) appends(ctx context.Context) bool {
 
 // Flush runs at every close(2) of a descriptor of the handle, dup2 over one
 // included. It gathers the facts and the write protocol decides
-// (writeproto.Write.FlushStart, Flush): it commits when the process that opened the handle closes its
+// (writeengine.Write.FlushStart, Flush): it commits when the process that opened the handle closes its
 // last descriptor of the file, so that close returns the commit's errors
 // (EIO for WRITE_NOT_ATOMIC, EBUSY for LOCK_CONFLICT) to the process that
 // wrote, and a reader that opens the file after that close sees the new
@@ -170,14 +142,14 @@ func (h *writeHandle) appends(ctx context.Context) bool {
 //     reader beside the rewrite) holds nothing back;
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     committed where that tears nothing old, and kept as a recovery copy
-//     beside the file otherwise (pendingWrite.killed);
+//     beside the file otherwise (writeengine: Write.killed);
 //   - a close while a write(2) through the same open is in flight in
 //     another thread (a WRITE request of it is being served or waits for
 //     the entry's lock): committing would publish part of it;
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its
-//     last close commits both (writeproto.Write.Writers).
+//     last close commits both (the write protocol's Writers).
 //
 // What is left is committed by the owner's last release. The check never
 // reads the closing process's stat or status files: a process closing
@@ -189,15 +161,15 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Unlock()
 	f := h.node.fsys
 	tid := caller(ctx).Pid
-	if !writeproto.CloseMayCommit(f.processes.IsThreadOf(h.opener, tid)) {
+	if !writeengine.CloseMayCommit(f.processes.IsThreadOf(h.opener, tid)) {
 		return 0
 	}
 	var may bool
 	var inos []uint64
 	var like procinfo.SameOpen
 	h.withPending(func(w *pendingWrite) syscall.Errno {
-		if may = w.m.FlushStart(h.wh); may {
-			inos = w.kernelInos()
+		inos, may = w.FlushStart(h.wh)
+		if may {
 			like = h.sameOpen(w)
 		}
 		return 0
@@ -205,13 +177,13 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	if !may {
 		return 0
 	}
-	var facts writeproto.FlushFacts
+	var facts writeengine.FlushFacts
 	c, err := f.processes.Descriptors(tid, inos, f.mountDev.Load(), like)
 	switch {
 	case err != nil:
 		// Not knowing what the opener still holds, leave the commit to the
 		// last release, which always comes.
-		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.pending.place(), err)
+		f.logf("%s: cannot tell whether its opener closed its last descriptor (%v): committing at the last close", h.pending.Place(), err)
 		facts.Unknown = true
 	case c.Others > 0:
 		facts.OthersOpen = true
@@ -226,14 +198,7 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 	return h.withSettled(func(w *pendingWrite) syscall.Errno {
 		// A WRITE counts itself before it waits for the entry's lock.
 		facts.WriteGoesOn = facts.WriteGoesOn || h.writes.Load() > 0
-		switch w.m.Flush(h.wh, facts) {
-		case writeproto.FlushKilled:
-			w.killed(ctx, h, facts.Signal, tid)
-		case writeproto.FlushCommit:
-			errno, _ := w.commit(ctx, false)
-			return errno
-		}
-		return 0
+		return w.Flush(ctx, h.wh, facts, tid)
 	})
 }
 
@@ -243,7 +208,7 @@ func (h *writeHandle) Flush(ctx context.Context) syscall.Errno {
 // flight (the write holds its own reference to the open file), between two
 // of its WRITE requests as well as during one. A WRITE in flight, or one
 // that came while this close waited, says yes; otherwise the thread that
-// sent the last WRITE is watched (writeproto.WriteWatch) until it is seen out of any
+// sent the last WRITE is watched (writeengine.WriteWatch) until it is seen out of any
 // write(2). Yes defers the commit to the RELEASE, which comes once the
 // write(2) returns; the caller rechecks h.writes under the entry's lock,
 // which a WRITE counts itself before it waits for.
@@ -251,7 +216,7 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	procs := h.node.fsys.processes
 	last := h.lastWrite.Load()
 	lastAt := time.Unix(0, last)
-	var watch writeproto.WriteWatch
+	var watch writeengine.WriteWatch
 	first := true
 	for {
 		if h.writes.Load() > 0 {
@@ -266,7 +231,7 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 		}
 		// Read the writer's state once for its user time, then past the
 		// gap only: within it nothing but a grown user time says out.
-		if since := time.Since(lastAt); first || since >= writeproto.WriteGap {
+		if since := time.Since(lastAt); first || since >= writeengine.WriteGap {
 			first = false
 			s, _ := procs.WriterState(w) // an error is WriterUnknown
 			if watch.Out(since, writerState(s.State), s.UserTicks) {
@@ -277,15 +242,15 @@ func (h *writeHandle) writeGoesOn(tid uint32) bool {
 	}
 }
 
-// writerState is what writeproto.WriteWatch asks of a writer's state.
-func writerState(s procinfo.WriterState) writeproto.WriterState {
+// writerState is what writeengine.WriteWatch asks of a writer's state.
+func writerState(s procinfo.WriterState) writeengine.WriterState {
 	switch s {
 	case procinfo.WriterBusy:
-		return writeproto.WriterBusy
+		return writeengine.WriterBusy
 	case procinfo.WriterOnFUSE:
-		return writeproto.WriterOnFUSE
+		return writeengine.WriterOnFUSE
 	}
-	return writeproto.WriterElsewhere
+	return writeengine.WriterElsewhere
 }
 
 // sameOpen says which of the closing process's descriptors of the file
@@ -300,7 +265,7 @@ func writerState(s procinfo.WriterState) writeproto.WriterState {
 // commit). The caller holds w.entry's lock.
 func (h *writeHandle) sameOpen(w *pendingWrite) procinfo.SameOpen {
 	flags := h.flags.Load()
-	if w.m.OpenedAs(h.wh, (flags^syscall.O_APPEND)&sameOpenMask) {
+	if w.OpenedAs(h.wh, (flags^syscall.O_APPEND)&sameOpenMask) {
 		return procinfo.SameOpen{Mask: sameOpenMask, Flags: flags}
 	}
 	return procinfo.SameOpen{Mask: syscall.O_ACCMODE, Flags: flags}
@@ -319,11 +284,7 @@ func (h *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // commit with nothing to commit still fsyncs what the owner sees.
 func (h *writeHandle) commit(ctx context.Context, durable bool) syscall.Errno {
 	return h.withSettled(func(w *pendingWrite) syscall.Errno {
-		errno, committed := w.commit(ctx, durable)
-		if errno == 0 && durable && !committed {
-			errno = toErrno(unix.Fsync(w.cur()))
-		}
-		return errno
+		return w.Commit(ctx, durable)
 	})
 }
 
@@ -336,24 +297,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 		return syscall.EBADF
 	}
 	h.withSettled(func(w *pendingWrite) syscall.Errno {
-		// Writes after the last close (through a shared mmap, say) are
-		// committed with the owner's last handle. An earlier handle's
-		// release must not commit: the kernel sends it after close(2) has
-		// returned, and another handle may be half way through a rewrite.
-		// The commit reports its own failures (commitFailed, conflict):
-		// no caller is left to hear them.
-		w.handleOn(h.node, -1)
-		switch w.m.Release(h.wh, flushed) {
-		case writeproto.ReleaseDropTruncate:
-			// The open failed in the kernel after the daemon made the
-			// handle (passthrough refused beside another open, say): the
-			// process never had the file, and its O_TRUNC must not empty it.
-			w.node.fsys.debugf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
-			w.dropTemp()
-		case writeproto.ReleaseCommit:
-			w.commit(ctx, false)
-		}
-		w.release(ctx, h.lease.Shared(), h.lease, h.wh)
+		w.Release(ctx, h.wh, h.node.StableAttr().Ino, flushed, h.lease)
 		return 0
 	})
 	h.node.sharedGone()
@@ -368,14 +312,14 @@ func (h *writeHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uin
 // withFd runs fn on the fd holding the content the owner sees, under the
 // entry's lock.
 func (h *writeHandle) withFd(fn func(fd int) syscall.Errno) syscall.Errno {
-	return h.withPending(func(w *pendingWrite) syscall.Errno { return fn(w.cur()) })
+	return h.withPending(func(w *pendingWrite) syscall.Errno { return fn(w.Cur()) })
 }
 
 // withTemp runs fn on the owner's temp, making it first; the change fn
 // makes is committed with the owner's next commit.
 func (h *writeHandle) withTemp(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
 	return h.withPending(func(w *pendingWrite) syscall.Errno {
-		return w.change(h.wh, fn)
+		return w.Change(h.wh, fn)
 	})
 }
 
@@ -384,28 +328,11 @@ func (h *writeHandle) withTemp(ctx context.Context, fn func(fd int) syscall.Errn
 // src's write if src is another write's content.
 func (h *writeHandle) copyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (uint32, syscall.Errno) {
 	var copied int
-	errno := h.pending.change(nil, func(tmp int) syscall.Errno {
+	errno := h.pending.Change(nil, func(tmp int) syscall.Errno {
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c
 		return toErrno(err)
 	})
 	return uint32(max(copied, 0)), errno
-}
-
-// change runs fn on the temp, made first, for a change through h (nil:
-// not a handle's own); the caller holds
-// w.entry's lock. A change that failed for want of space or by an I/O
-// error marks the temp failed (writeproto.Write.ChangeDone).
-func (w *pendingWrite) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) syscall.Errno {
-	if h != nil {
-		w.m.Changing(h)
-	}
-	if err := w.ensureTemp(true); err != nil {
-		return toErrno(err)
-	}
-	w.m.TempChange()
-	errno := fn(w.temp)
-	w.m.ChangeDone(errno)
-	return errno
 }

@@ -1,8 +1,9 @@
 // Package lockorder is realm's lock order, written once, and the mutex
 // types that carry it.
 //
-// Every mutex of fusefs, locks and procinfo is a Mutex[C] or RWMutex[C],
-// whose type argument C names its class in the table below. In an ordinary
+// Every mutex of fusefs, fusefs/writeengine, locks and procinfo is a
+// Mutex[C] or RWMutex[C], whose type argument C names its class in the
+// table below. In an ordinary
 // build they are sync.Mutex and sync.RWMutex and cost nothing more. Built
 // with the tag lockdep (make unit-lockdep, and the e2e daemon under
 // REALM_E2E_LOCKDEP=1) each goroutine's held locks are recorded, and
@@ -24,7 +25,7 @@
 //	         │  └─ FS.rekeyedMu
 //	         ├─ handle.mu
 //	         ├─ lockFds.mu
-//	         ├─ FS.tempsMu
+//	         ├─ Engine.tempsMu
 //	         ├─ credInodes.mu
 //	         ├─ madeSet.mu
 //	         ├─ watcher.mu
@@ -33,7 +34,7 @@
 //	         ├─ fdCounts.mu
 //	         ├─ dirCache.mu
 //	         ├─ requestNotes.mu
-//	         ├─ FS.movesMu
+//	         ├─ Engine.movesMu
 //	         ├─ readHolds.mu
 //	         ├─ locks.Table.mu
 //	         ├─ procinfo.Resolver.fdMu
@@ -84,10 +85,11 @@ var (
 	// mount-time scan (Link waits for the scan before it takes nsMu).
 	nsMu = class{name: "FS.nsMu", under: &entry}
 	// Written by a commit's rename together with the move of the file's
-	// lock to the new file (pendingWrite.replace), read by the opens and
-	// stats that verify a node's identity by name, by a write open's
-	// Acquire (Node.openOnce) and a rename's lock look (FS.lockOf), so
-	// that no one sees the new file unlocked. A commit holding it while
+	// lock to the new file (writeengine Write.replace, which takes it
+	// through Host.LockCommit), read by the opens and stats that verify
+	// a node's identity by name, by a write open's Acquire
+	// (Node.openOnce) and a rename's lock look (FS.lockOf), so that no
+	// one sees the new file unlocked. A commit holding it while
 	// it waited in go-fuse's GetChild deadlocked with requests waiting
 	// for it (issue 18): replace looks the node up before it takes it.
 	commitMu = class{name: "FS.commitMu", under: &nsMu, noGoFuse: true}
@@ -105,8 +107,8 @@ var (
 	rekeyedMu      = class{name: "FS.rekeyedMu", under: &nodeMu}
 	handleMu       = class{name: "handle.mu", under: &madeOpMu}
 	lockFdsMu      = class{name: "lockFds.mu", under: &madeOpMu}
-	tempsMu        = class{name: "FS.tempsMu", under: &madeOpMu}
-	credInodesMu   = class{name: "credInodes.mu", under: &madeOpMu} // creds, protIDs, madeDirs
+	tempsMu        = class{name: "Engine.tempsMu", under: &madeOpMu} // writeengine: the temps in use
+	credInodesMu   = class{name: "credInodes.mu", under: &madeOpMu}  // creds, protIDs, madeDirs
 	madeSetMu      = class{name: "madeSet.mu", under: &madeOpMu}
 	watcherMu      = class{name: "watcher.mu", under: &madeOpMu}
 	notifierMu     = class{name: "notifier.mu", under: &madeOpMu}
@@ -114,7 +116,7 @@ var (
 	fdCountsMu     = class{name: "fdCounts.mu", under: &madeOpMu}
 	dirCacheMu     = class{name: "dirCache.mu", under: &madeOpMu} // no system call under it
 	requestNotesMu = class{name: "requestNotes.mu", under: &madeOpMu}
-	movesMu        = class{name: "FS.movesMu", under: &madeOpMu} // marks of files a rename moves (beginMove)
+	movesMu        = class{name: "Engine.movesMu", under: &madeOpMu} // writeengine: marks of files a rename moves (BeginMoves)
 	readHoldsMu    = class{name: "readHolds.mu", under: &madeOpMu}
 	tableMu        = class{name: "locks.Table.mu", under: &madeOpMu} // never an Entry's under it
 	resolverFdMu   = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}

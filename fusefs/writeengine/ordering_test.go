@@ -1,4 +1,4 @@
-package fusefs
+package writeengine
 
 import (
 	"os"
@@ -55,7 +55,7 @@ func TestOrdersRenamedData(t *testing.T) {
 		if err := unix.Fstatfs(fd, &sfs); err != nil {
 			t.Fatal(err)
 		}
-		got := ordersRenamedData(fd)
+		got := OrdersRenamedData(fd)
 		unix.Close(fd)
 		switch sfs.Type {
 		case unix.EXT4_SUPER_MAGIC:
@@ -70,15 +70,15 @@ func TestOrdersRenamedData(t *testing.T) {
 			}
 			journaled := ext4Journaled(int(unix.Major(st.Dev)), int(unix.Minor(st.Dev)))
 			if journaled && !unordered && !got {
-				t.Errorf("%s (journaled ext4, default ordering): ordersRenamedData = false, want true", dir)
+				t.Errorf("%s (journaled ext4, default ordering): OrdersRenamedData = false, want true", dir)
 			}
 			if !journaled && got {
-				t.Errorf("%s (ext4 without a journal): ordersRenamedData = true, want false", dir)
+				t.Errorf("%s (ext4 without a journal): OrdersRenamedData = true, want false", dir)
 			}
-			t.Logf("%s: ext4, journaled %v, ordersRenamedData %v", dir, journaled, got)
+			t.Logf("%s: ext4, journaled %v, OrdersRenamedData %v", dir, journaled, got)
 		default:
 			if got {
-				t.Errorf("%s (filesystem %#x): ordersRenamedData = true, want false", dir, sfs.Type)
+				t.Errorf("%s (filesystem %#x): OrdersRenamedData = true, want false", dir, sfs.Type)
 			}
 		}
 	}

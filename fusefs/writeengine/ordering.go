@@ -1,4 +1,4 @@
-package fusefs
+package writeengine
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
-// ordersRenamedData reports whether the filesystem under the backing root
+// OrdersRenamedData reports whether the filesystem under the backing root
 // (rootFd) writes a file's data to disk before a rename of it over another
 // file does: ext4 with a journal and its default options. Its
 // auto_da_alloc starts the renamed file's writeback at the rename, and
@@ -22,7 +22,7 @@ import (
 // orders them. A commit that replaces an empty file relies on it instead
 // of an fsync of its temp (syncPlan); on any other filesystem, or where
 // this cannot be told, the temp is fsynced as every other one.
-func ordersRenamedData(rootFd int) bool {
+func OrdersRenamedData(rootFd int) bool {
 	var sfs unix.Statfs_t
 	if dirfd.Fstatfs(rootFd, &sfs) != nil || sfs.Type != unix.EXT4_SUPER_MAGIC {
 		return false

@@ -1,4 +1,4 @@
-package fusefs
+package writeengine
 
 import (
 	"context"
@@ -20,17 +20,17 @@ import (
 // itself before its commit: the first write of an owner's handle copies the
 // file into a hidden sibling temp (.realm-tmp-*, made with O_EXCL, reflinked
 // where the filesystem can; temp.go), and every handle that owner has on the
-// file reads and writes that temp (pending.go). A commit (on fsync(2), on
+// file reads and writes that temp (events.go). A commit (on fsync(2), on
 // the opener's last close, and on the last release: see
-// writeHandle.Flush) fsyncs the temp, checks the file is still the object
+// Write.Flush) fsyncs the temp, checks the file is still the object
 // observed when the lock was taken, renames the temp over it and fsyncs
 // the directory. The file is therefore always either its old or its new
 // content, whatever fails or crashes in between. The one commit that
 // writes into the file is that of a file with several hard links
 // (commitInPlace), which a crash during its copy can tear.
 //
-// The lock table entry of (file, owner) holds the pendingWrite; the entry's
-// lock guards it. The lock order is in the package doc (fs.go).
+// The lock table entry of (file, owner) holds the Write; the entry's lock
+// guards it. The lock order is internal/lockorder's.
 
 // Durability says when a commit is made durable.
 type Durability int
@@ -46,7 +46,7 @@ const (
 	// DurabilityAtomic fsyncs only when the application calls fsync(2); a
 	// close still commits by rename. A crash of realmfs or of any process
 	// never leaves a torn file; after a power loss a file closed without
-	// fsync is its old or new content on journaled ext4 (ordersRenamedData), and
+	// fsync is its old or new content on journaled ext4 (OrdersRenamedData), and
 	// elsewhere may be empty or a part of the new content.
 	DurabilityAtomic
 )
@@ -69,7 +69,7 @@ const (
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
 // the mount's durability. With DurabilityFull a commit makes both, but for
 // one that replaces an empty file on a filesystem that writes a renamed
-// file's data before the rename (emptyOrdered: journaled ext4, ordersRenamedData):
+// file's data before the rename (emptyOrdered: journaled ext4, OrdersRenamedData):
 // there nothing old can be torn, the rename lands only with the data, and
 // the directory's fsync after it makes both durable. DurabilityAtomic
 // syncs nothing unasked.
@@ -81,37 +81,29 @@ func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
 // name, whose old content cannot be torn (syncPlan). A link made since it
 // was observed changed its ctime: the commit is then a conflict, not a
 // commit in place.
-func (w *pendingWrite) replacesEmpty() bool {
+func (w *Write[N]) replacesEmpty() bool {
 	return writeproto.ReplacesEmpty(w.observed.Size, w.observed.Nlink)
 }
 
 // syncTemp fsyncs the temp.
-func (w *pendingWrite) syncTemp() error {
+func (w *Write[N]) syncTemp() error {
 	if err := unix.Fsync(w.temp); err != nil {
 		return err
 	}
-	w.node.fsys.synced("temp")
+	w.eng.synced("temp")
 	return nil
 }
 
-// synced tells the test hook of an fsync made (Options.onSync).
-func (f *FS) synced(what string) {
-	if f.opts.onSync != nil {
-		f.opts.onSync(what)
-	}
-}
-
-// errInjected is the failure a FailAt hook injects.
-var errInjected = errors.New("injected failure")
-
-// pendingWrite is one owner's write in progress on one file. It knows the
-// file by where it is (fileDir, fileName), not by node: the kernel may meet
-// the file again under a new node after a commit, and a rename through the
-// mount updates the place (see FS.renamed).
-type pendingWrite struct {
-	node       *Node        // the node that started it, for audit paths
+// Write is one owner's write in progress on one file. It knows the file by
+// where it is (fileDir, fileName), not by node: the kernel may meet the
+// file again under a new node after a commit, and a rename through the
+// mount updates the place (Engine.Renamed). Its methods are called with
+// its entry's lock held (Entry), unless they say otherwise.
+type Write[N comparable] struct {
+	eng        *Engine[N]
+	node       N            // the adapter's node that started it
 	entry      *locks.Entry // whose lock guards this
-	fileParent *Node        // the file's directory node, for audit paths and its child node
+	fileParent N            // the file's directory's node, for audit paths and its child node
 	fileDir    int          // O_PATH fd of the file's directory
 	fileName   string       // the file's name in it
 	tempDir    int          // O_PATH fd of the directory the temp lives in
@@ -119,11 +111,10 @@ type pendingWrite struct {
 	temp       int          // fd of the temp holding new content, -1 if none
 	appendFd   int          // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
 	tempName   string       // its name in tempDir
-	tempQuiet  bool         // the watcher ignores the temp's changes (watcher.quiet)
-	mode       uint32       // the temp's permission bits
+	tempQuiet  bool         // the watcher ignores the temp's changes (Host.Quiet)
 	observed   unix.Stat_t  // the file as this owner last saw it commit
-	seq        uint64       // when it began, among the mount's writes: orders lockPair
-	chargedTo  locks.Owner  // the owner charged pendingFds for it (fdcap.go), "" none
+	seq        uint64       // when it began, among the mount's writes: orders fusefs lockPair
+	chargedTo  locks.Owner  // the owner charged for its descriptors (Host.ChargeWrite), "" none
 	// xattrsLost names the file's extended attributes the temp does not
 	// carry (dirfd.CopyXattrs, or a change through the mount it could not
 	// take): the commit that renames the temp over the file says so.
@@ -136,14 +127,13 @@ type pendingWrite struct {
 
 	// m is the write's state in the protocol: what is uncommitted, which
 	// handles write, when a close commits. Every commit decision is its
-	// (writeproto); this file performs them.
+	// (writeproto); this package performs them.
 	m writeproto.Write
 }
 
-// handleOn counts a handle of the write opened on node n (+1) or gone (-1).
-// The caller holds w.entry's lock.
-func (w *pendingWrite) handleOn(n *Node, d int) {
-	ino := n.StableAttr().Ino
+// handleOn counts a handle of the write opened on the kernel inode ino
+// (+1) or gone (-1). The caller holds w.entry's lock.
+func (w *Write[N]) handleOn(ino uint64, d int) {
 	if w.inos == nil {
 		w.inos = make(map[uint64]int)
 	}
@@ -152,9 +142,10 @@ func (w *pendingWrite) handleOn(n *Node, d int) {
 	}
 }
 
-// kernelInos lists the kernel inode numbers the write's handles were
-// opened on. The caller holds w.entry's lock.
-func (w *pendingWrite) kernelInos() []uint64 {
+// KernelInos lists the kernel inode numbers the write's handles were
+// opened on: a close looks for descriptors of each (FlushStart). The
+// caller holds w.entry's lock.
+func (w *Write[N]) KernelInos() []uint64 {
 	inos := make([]uint64, 0, len(w.inos))
 	for ino := range w.inos {
 		inos = append(inos, ino)
@@ -163,7 +154,7 @@ func (w *pendingWrite) kernelInos() []uint64 {
 }
 
 // cur is the fd whose content the owner sees.
-func (w *pendingWrite) cur() int {
+func (w *Write[N]) cur() int {
 	if w.temp >= 0 {
 		return w.temp
 	}
@@ -181,10 +172,10 @@ func (w *pendingWrite) cur() int {
 // w's commit finds the file changed and keeps a conflict copy instead
 // (commit, conflict). A file at the name that is not the one the lock
 // moved to is left alone. The caller holds w.entry's lock.
-func (w *pendingWrite) catchUp() {
-	f := w.node.fsys
-	k := f.writeLocks.EntryKey(w.entry)
-	if w.temp >= 0 || k == keyOf(&w.observed) {
+func (w *Write[N]) catchUp() {
+	g := w.eng
+	k := g.table.EntryKey(w.entry)
+	if w.temp >= 0 || k == KeyOf(&w.observed) {
 		return
 	}
 	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
@@ -192,7 +183,7 @@ func (w *pendingWrite) catchUp() {
 		return
 	}
 	var st unix.Stat_t
-	if dirfd.Fstat(fd, &st) != nil || keyOf(&st) != k || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if dirfd.Fstat(fd, &st) != nil || KeyOf(&st) != k || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
 		return
 	}
@@ -205,14 +196,14 @@ func (w *pendingWrite) catchUp() {
 
 // close ends the write: the temp goes, and the fds it held close (ctx:
 // the request that ends it).
-func (w *pendingWrite) close(ctx context.Context) {
+func (w *Write[N]) close(ctx context.Context) {
 	w.dropTemp()
 	w.closeAppend(ctx)
 	dirfd.Close(w.base)
 	dirfd.Close(w.tempDir)
 	dirfd.Close(w.fileDir)
 	if w.chargedTo != "" {
-		w.node.fsys.fds.release(w.chargedTo, pendingFds)
+		w.eng.host.ReleaseWrite(w.chargedTo)
 	}
 }
 
@@ -232,10 +223,10 @@ func sameFile(a, b *unix.Stat_t) bool {
 // (see verify): readers of other owners read passthrough or direct, and a
 // cached read handle opened later drops the pages at open (no
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
-func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
-	f := w.node.fsys
-	syncTemp, syncDir := syncPlan(durable, f.opts.Durability, w.replacesEmpty() && f.ordersRenames)
-	durable = durable || f.opts.Durability == DurabilityFull
+func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
+	g := w.eng
+	syncTemp, syncDir := syncPlan(durable, g.cfg.Durability, w.replacesEmpty() && g.ordersRenames())
+	durable = durable || g.cfg.Durability == DurabilityFull
 	switch w.m.Commit() {
 	case writeproto.StartNothing:
 		return w.syncAppends(ctx, durable), false
@@ -263,9 +254,9 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	verdict := w.m.Judge(name, uint64(now.Nlink))
 	switch verdict {
 	case writeproto.DropGone:
-		// Its name now leads to another file (FS.removed): as natively,
+		// Its name now leads to another file (Engine.Removed): as natively,
 		// the data goes with the file it was written to.
-		f.debugf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
+		g.host.Debugf("%s: its name was removed or replaced through the mount while written; the bytes go with the old file, as natively", w.place())
 		w.dropTemp()
 		return 0, false
 	case writeproto.DropUnlinked:
@@ -285,14 +276,14 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 		}
 		return w.conflict(ctx, &now), false
 	}
-	if err := f.failAt(StageBeforeRename); err != nil {
+	if err := g.failAt(StageBeforeRename); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	// The place judged is the place renamed to: no directory rename
 	// between the two (nsMu, shared; the name is there, and a directory
 	// rename's scan sees it, unless it was removed since the verdict).
-	unlock := f.nsLock(false)
-	if errno := f.denyCommit(ctx, w); errno != 0 {
+	unlock := g.host.LockNames()
+	if errno := g.host.DenyCommit(ctx, w); errno != 0 {
 		unlock()
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
@@ -306,11 +297,11 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
-	if hook := w.node.fsys.opts.afterReplace; hook != nil {
+	if hook := g.cfg.AfterReplace; hook != nil {
 		hook()
 	}
 	if w.xattrsLost != nil {
-		f.xattrsNotKept(ctx, w.place(), w.xattrsLost)
+		g.xattrsNotKept(ctx, w.place(), w.xattrsLost)
 		w.xattrsLost = nil
 	}
 	return w.settle(ctx, syncDir, &st), true
@@ -319,9 +310,9 @@ func (w *pendingWrite) commit(ctx context.Context, durable bool) (syscall.Errno,
 // seal readies the temp for the rename (the protocol refused a failed
 // one: writeproto.StartRefuse): a durable commit fsyncs it. It returns the
 // stage that failed.
-func (w *pendingWrite) seal(durable bool) (Stage, error) {
-	f := w.node.fsys
-	if err := f.failAt(StageAfterWrite); err != nil {
+func (w *Write[N]) seal(durable bool) (Stage, error) {
+	g := w.eng
+	if err := g.failAt(StageAfterWrite); err != nil {
 		return StageAfterWrite, err
 	}
 	if durable {
@@ -329,23 +320,24 @@ func (w *pendingWrite) seal(durable bool) (Stage, error) {
 			return StageAfterWrite, err
 		}
 	}
-	if err := f.failAt(StageAfterFsync); err != nil {
+	if err := g.failAt(StageAfterFsync); err != nil {
 		return StageAfterFsync, err
 	}
 	return "", nil
 }
 
 // replace renames the temp over the file, moves the lock to the new file,
-// and moves every node that stood for the old file to the new one, all in
-// one critical section under commitMu: an open that verifies identity by
-// name and takes the lock (Node.openOnce) sees the old file with the old
-// identity and the old lock, or the new with the new; another owner never
-// finds the new file unlocked. The node the kernel knows under the name is
-// looked up (a go-fuse lock) before commitMu is taken: no realm lock is
-// held while waiting for one of go-fuse's (fs.go). It returns the new
+// and has the host move every node that stood for the old file to the new
+// one (Host.Replaced), all in one critical section under the commit lock
+// (Host.LockCommit): an open that verifies identity by name and takes the
+// lock (fusefs Node.openOnce) sees the old file with the old identity and
+// the old lock, or the new with the new; another owner never finds the
+// new file unlocked. The node the kernel knows under the name is looked up
+// (a go-fuse lock, Host.Child) before the commit lock is taken: no realm
+// lock is held while waiting for one of go-fuse's. It returns the new
 // file's stat.
-func (w *pendingWrite) replace() (unix.Stat_t, error) {
-	f := w.node.fsys
+func (w *Write[N]) replace() (unix.Stat_t, error) {
+	g := w.eng
 	var st unix.Stat_t
 	gen, err := dirfd.Statx(w.temp, "", &st)
 	if err != nil {
@@ -360,34 +352,28 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 	// the one that started the write, and the one the kernel has for the
 	// name now (after an earlier commit it can be another). A node a
 	// lookup makes for the old file after this look is in neither place:
-	// it catches up when it meets the new file (Node.verify, FS.succeeded).
-	nodes := []*Node{w.node, asNode(w.fileParent.childInode(w.fileName))}
+	// it catches up when it meets the new file (fusefs Node.verify and
+	// FS.succeeded).
+	nodes := []N{w.node, g.host.Child(w.fileParent, w.fileName)}
 	w.unquiet() // before the temp becomes the file: the host's changes to it must be seen
-	f.commitMu.Lock()
-	defer f.commitMu.Unlock()
+	defer g.host.LockCommit()()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
 		return st, err
 	}
-	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(&st)); err != nil {
-		f.logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
+	if err := g.table.Rekey(KeyOf(&w.observed), KeyOf(&st)); err != nil {
+		g.host.Logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
 	} else {
-		w.pinForOthers(keyOf(&st))
+		w.pinForOthers(KeyOf(&st))
 	}
-	f.tempMade(w.tempName, false)
-	// The node keeps the inode number the kernel knows, which the backing
-	// filesystem may now give to a new file: the number is marked borrowed.
-	for _, m := range nodes {
-		if m != nil && m.key() == keyOf(&w.observed) {
-			m.setIdent(st.Dev, st.Ino, gen)
-			f.setRekeyed(fileID{keyOf(&st), gen}, m)
-		}
-	}
-	f.succeeded(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen})
+	g.TempMade(w.tempName, false)
+	// The identities for the nodes (each keeps the inode number the kernel
+	// knows, which the host marks borrowed) and the mount's records.
+	was, now := FileID{KeyOf(&old), oldGen}, FileID{KeyOf(&st), gen}
 	// The rename moved the new file's ctime: its stamp is taken after it.
 	if err := dirfd.Fstat(w.temp, &st); err != nil {
-		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+		g.host.Logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
-	f.madeCommitted(fileID{keyOf(&old), oldGen}, fileID{keyOf(&st), gen}, &st)
+	g.host.Replaced(nodes, KeyOf(&w.observed), was, now, &st)
 	return st, nil
 }
 
@@ -397,10 +383,10 @@ func (w *pendingWrite) replace() (unix.Stat_t, error) {
 // replaced, so nothing else keeps this one's inode number from being
 // freed and given to a new file their entries would then lock
 // (locks.Table.Pin). Only appenders of several owners share a key.
-func (w *pendingWrite) pinForOthers(key locks.Key) {
-	f := w.node.fsys
+func (w *Write[N]) pinForOthers(key locks.Key) {
+	g := w.eng
 	others := false
-	for _, e := range f.writeLocks.Entries(key) {
+	for _, e := range g.table.Entries(key) {
 		others = others || e != w.entry
 	}
 	if !others {
@@ -408,10 +394,10 @@ func (w *pendingWrite) pinForOthers(key locks.Key) {
 	}
 	fd, err := dirfd.Dup(w.temp)
 	if err != nil {
-		f.logf("%s: cannot keep the committed file open for other owners' locks: %v", w.place(), err)
+		g.host.Logf("%s: cannot keep the committed file open for other owners' locks: %v", w.place(), err)
 		return
 	}
-	if !f.writeLocks.Pin(key, fdCloser(fd)) {
+	if !g.table.Pin(key, fdCloser(fd)) {
 		dirfd.Close(fd)
 	}
 }
@@ -426,24 +412,24 @@ func (c fdCloser) Close() error { return dirfd.Close(int(c)) }
 // the owner's next write copies (the lock moved with the rename: replace).
 // Its errno tells the caller that durability was not reached; the failure
 // is reported (syncFailed) for a commit no caller hears.
-func (w *pendingWrite) settle(ctx context.Context, durable bool, st *unix.Stat_t) syscall.Errno {
-	f := w.node.fsys
+func (w *Write[N]) settle(ctx context.Context, durable bool, st *unix.Stat_t) syscall.Errno {
+	g := w.eng
 	var errno syscall.Errno
 	if durable {
-		err := f.failAt(StageSyncDir)
+		err := g.failAt(StageSyncDir)
 		if err == nil {
 			err = dirfd.SyncDir(w.fileDir)
 		}
 		if err != nil {
 			errno = syscall.EIO
-			f.syncFailed(ctx, StageSyncDir, w.place(), err)
+			g.syncFailed(ctx, StageSyncDir, w.place(), err)
 		}
-		f.synced("dir")
+		g.synced("dir")
 	}
 	// Again: the rename changed its ctime. Should this fail, the next
 	// commit sees a changed file and keeps its bytes as a conflict copy.
 	if err := dirfd.Fstat(w.temp, st); err != nil {
-		f.logf("%s: committed; cannot stat the new file: %v", w.place(), err)
+		g.host.Logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
 	// The appends in place went into the old file before the temp was
 	// seeded from it: they are in the new file, synced with it where the
@@ -463,7 +449,7 @@ func (w *pendingWrite) settle(ctx context.Context, durable bool, st *unix.Stat_t
 // copied into the file itself and fsynced. This is the one commit a crash
 // can tear (during the copy); every other stage still leaves the file as it
 // was.
-func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
+func (w *Write[N]) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
 	var tst unix.Stat_t
 	if err := dirfd.Fstat(w.temp, &tst); err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
@@ -473,7 +459,7 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
 	defer dirfd.Close(out)
-	err = w.node.fsys.ownMadeChange([]int{out}, func() error {
+	err = w.eng.host.OwnMadeChange([]int{out}, func() error {
 		if err := dropSetID(out); err != nil {
 			return err
 		}
@@ -490,7 +476,7 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 	}
 	w.dropTemp()
 	if err := dirfd.Fstat(w.base, &w.observed); err != nil {
-		w.node.fsys.logf("%s: committed in place; cannot stat it: %v", w.place(), err)
+		w.eng.host.Logf("%s: committed in place; cannot stat it: %v", w.place(), err)
 	}
 	return 0, true
 }
@@ -498,28 +484,28 @@ func (w *pendingWrite) commitInPlace(ctx context.Context) (syscall.Errno, bool) 
 // conflict keeps the owner's new bytes as a visible copy beside a file that
 // a process outside the mount changed since the lock was taken (now is the
 // file as it is), and leaves the file as that process made it.
-func (w *pendingWrite) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno {
-	f := w.node.fsys
+func (w *Write[N]) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno {
+	g := w.eng
 	if copyName, err := w.keepCopy("conflict"); err != nil {
-		f.logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
+		g.host.Logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
 		w.dropTemp()
 	} else {
-		f.logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
+		g.host.Logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
 	}
-	if err := f.writeLocks.Rekey(keyOf(&w.observed), keyOf(now)); err != nil {
-		f.logf("%s: the lock table kept the old identity: %v", w.place(), err)
+	if err := g.table.Rekey(KeyOf(&w.observed), KeyOf(now)); err != nil {
+		g.host.Logf("%s: the lock table kept the old identity: %v", w.place(), err)
 	}
 	w.observed = *now
 	w.rebase(ctx, now)
-	return f.refuse(ctx, "commit", w.fileParent, w.fileName, errcode.LockConflict, RuleLockChanged)
+	return g.host.Conflicted(ctx, w.fileParent, w.fileName)
 }
 
 // keepCopy makes the temp a visible file beside the one being written,
 // named for kind (sideName), and leaves the file as it is. It returns the
 // copy's name. The name is new (RENAME_NOREPLACE): a copy never replaces
 // another.
-func (w *pendingWrite) keepCopy(kind string) (string, error) {
-	f := w.node.fsys
+func (w *Write[N]) keepCopy(kind string) (string, error) {
+	g := w.eng
 	at := time.Now()
 	w.unquiet() // the copy is a file the host may change
 	for n := 0; ; n++ {
@@ -531,9 +517,9 @@ func (w *pendingWrite) keepCopy(kind string) (string, error) {
 		if err != nil {
 			return name, err
 		}
-		f.notify.entry(w.fileParent.EmbeddedInode(), name) // a name the kernel has not seen made
+		g.host.NotifyEntry(w.fileParent, name) // a name the kernel has not seen made
 		dirfd.Close(w.temp)
-		f.tempMade(w.tempName, false)
+		g.TempMade(w.tempName, false)
 		w.temp, w.tempName = -1, ""
 		w.m.TempGone()
 		return name, nil
@@ -564,7 +550,7 @@ func sideName(name, kind string, at time.Time, n int) string {
 // whose content a later commit would otherwise bring back. If the file
 // cannot be opened as that object, the owner's next commit fails (EIO) and
 // leaves the file as it is, unless a truncating open starts afresh.
-func (w *pendingWrite) rebase(ctx context.Context, now *unix.Stat_t) {
+func (w *Write[N]) rebase(ctx context.Context, now *unix.Stat_t) {
 	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
 	var st unix.Stat_t
 	if err == nil {
@@ -576,7 +562,7 @@ func (w *pendingWrite) rebase(ctx context.Context, now *unix.Stat_t) {
 		if fd >= 0 {
 			dirfd.Close(fd)
 		}
-		w.node.fsys.logf("%s: cannot reopen the file after a conflict (%v): the next commit of its writer fails", w.place(), err)
+		w.eng.host.Logf("%s: cannot reopen the file after a conflict (%v): the next commit of its writer fails", w.place(), err)
 		w.m.Fail(syscall.EIO)
 		return
 	}
@@ -587,24 +573,22 @@ func (w *pendingWrite) rebase(ctx context.Context, now *unix.Stat_t) {
 
 // fail ends a commit that failed at stage before its rename: the temp is
 // removed, the file is as it was, and the caller gets EIO.
-func (w *pendingWrite) fail(ctx context.Context, stage Stage, err error) syscall.Errno {
+func (w *Write[N]) fail(ctx context.Context, stage Stage, err error) syscall.Errno {
 	w.dropTemp()
-	w.node.fsys.commitFailed(ctx, stage, w.place(), err)
+	w.eng.commitFailed(ctx, stage, w.place(), err)
 	return syscall.EIO
 }
 
 // place is the workspace path of the file being written, for logs and audit
 // lines.
-func (w *pendingWrite) place() string { return w.node.fsys.relPath(w.fileParent, w.fileName) }
+func (w *Write[N]) place() string { return w.eng.host.RelPath(w.fileParent, w.fileName) }
 
 // commitFailed reports a commit that failed at stage: one audit line
 // (WRITE_NOT_ATOMIC, with the cause) and one line in the daemon's log, since
 // a commit at the last release has no caller to return its error to.
-func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err error) {
-	if f.opts.Audit != nil {
-		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
-	}
-	f.logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
+func (g *Engine[N]) commitFailed(ctx context.Context, stage Stage, rel string, err error) {
+	g.host.Audit(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
+	g.host.Logf("%s: commit failed at %s: %v; the file is unchanged", rel, stage, err)
 }
 
 // syncFailed reports an fsync that failed after the bytes were in place
@@ -613,11 +597,9 @@ func (f *FS) commitFailed(ctx context.Context, stage Stage, rel string, err erro
 // audit line (WRITE_NOT_ATOMIC, with the cause) and one line in the
 // daemon's log, since a commit at the last release, or an fd closed when
 // another owner's commit replaced the file, has no caller to tell.
-func (f *FS) syncFailed(ctx context.Context, stage Stage, rel string, err error) {
-	if f.opts.Audit != nil {
-		f.opts.Audit.RecordCause(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
-	}
-	f.logf("%s: fsync failed at %s: %v; the bytes are in the file, but not durable", rel, stage, err)
+func (g *Engine[N]) syncFailed(ctx context.Context, stage Stage, rel string, err error) {
+	g.host.Audit(ctx, "commit:"+string(stage), rel, errcode.WriteNotAtomic, syscall.EIO, err)
+	g.host.Logf("%s: fsync failed at %s: %v; the bytes are in the file, but not durable", rel, stage, err)
 }
 
 // xattrsNotKept reports a commit whose new content lacks extended
@@ -625,12 +607,10 @@ func (f *FS) syncFailed(ctx context.Context, stage Stage, rel string, err error)
 // committed, and the host may need the ACL or label back. One audit line
 // (XATTR_NOT_KEPT, not a refusal: no errno) and one line in the daemon's
 // log.
-func (f *FS) xattrsNotKept(ctx context.Context, rel string, lost error) {
-	if f.opts.Audit != nil {
-		// Its text, not the errno it wraps: the line names the attributes.
-		f.opts.Audit.RecordCause(ctx, "commit", rel, errcode.XattrNotKept, 0, errors.New(lost.Error()))
-	}
-	f.logf("%s: committed without extended attributes the file had, which its new content could not take: %v", rel, lost)
+func (g *Engine[N]) xattrsNotKept(ctx context.Context, rel string, lost error) {
+	// Its text, not the errno it wraps: the line names the attributes.
+	g.host.Audit(ctx, "commit", rel, errcode.XattrNotKept, 0, errors.New(lost.Error()))
+	g.host.Logf("%s: committed without extended attributes the file had, which its new content could not take: %v", rel, lost)
 }
 
 // killed settles the write of h, whose opener a signal (sig) is killing
@@ -642,49 +622,39 @@ func (f *FS) xattrsNotKept(ctx context.Context, rel string, lost error) {
 // otherwise (or when a write into the temp failed), and left to the
 // owner's last close or release when another handle shares the temp.
 // Either is one audit line.
-func (w *pendingWrite) killed(ctx context.Context, h *writeHandle, sig int, tid uint32) {
-	f := w.node.fsys
+func (w *Write[N]) killed(ctx context.Context, h *Handle, sig int, tid uint32) {
+	g := w.eng
 	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
-	switch w.m.Killed(h.wh) {
+	switch w.m.Killed(h) {
 	case writeproto.KillNothing:
 	case writeproto.KillInFile:
 		// Its appends went into the file as they were made: nothing to
 		// commit, nothing torn.
-		w.syncAppends(ctx, f.opts.Durability == DurabilityFull) // reports its failure
-		f.logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
-		f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
+		w.syncAppends(ctx, g.cfg.Durability == DurabilityFull) // reports its failure
+		g.host.Logf("%s: its writer (thread %d) was %s before it closed the file; its appends are in the file", w.place(), tid, how)
+		g.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
 	case writeproto.KillCommit:
 		errno, committed := w.commit(ctx, false)
 		if errno == 0 && committed {
-			f.logf("%s: its writer (thread %d) was %s before it closed the file; committed, as nothing old was torn", w.place(), tid, how)
-			f.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
+			g.host.Logf("%s: its writer (thread %d) was %s before it closed the file; committed, as nothing old was torn", w.place(), tid, how)
+			g.writerKilled(ctx, w.place(), errcode.WriterKilledCommitted, how)
 		}
 		// A commit that failed or met a conflict said so itself.
 	case writeproto.KillRecover:
 		name, err := w.keepCopy("recovered")
 		if err != nil {
-			f.logf("%s: its writer (thread %d) was %s before it closed the file; the new bytes are lost: cannot keep them as %s: %v", w.place(), tid, how, name, err)
-			f.commitFailed(ctx, StageAfterWrite, w.place(), err)
+			g.host.Logf("%s: its writer (thread %d) was %s before it closed the file; the new bytes are lost: cannot keep them as %s: %v", w.place(), tid, how, name, err)
+			g.commitFailed(ctx, StageAfterWrite, w.place(), err)
 			w.dropTemp()
 			return
 		}
-		f.logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
-		f.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
+		g.host.Logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
+		g.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
 	}
 }
 
 // writerKilled audits what became of a killed writer's bytes (code) in the
 // file rel; how says how it died and where the bytes are.
-func (f *FS) writerKilled(ctx context.Context, rel string, code errcode.Code, how string) {
-	if f.opts.Audit != nil {
-		f.opts.Audit.RecordCause(ctx, "close", rel, code, 0, errors.New(how))
-	}
-}
-
-// failAt runs the test hook for a commit stage.
-func (f *FS) failAt(s Stage) error {
-	if f.opts.FailAt != nil && f.opts.FailAt(s) {
-		return errInjected
-	}
-	return nil
+func (g *Engine[N]) writerKilled(ctx context.Context, rel string, code errcode.Code, how string) {
+	g.host.Audit(ctx, "close", rel, code, 0, errors.New(how))
 }

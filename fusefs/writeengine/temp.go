@@ -1,8 +1,9 @@
-package fusefs
+package writeengine
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -11,7 +12,7 @@ import (
 
 // Temps: the hidden siblings (TempPrefix) that hold an owner's new content
 // until its commit renames one over the file, and the registry of those
-// this mount is using, which the mount-time sweep (FS.Scan) spares.
+// this engine is using, which the mount-time sweep (fusefs FS.Scan) spares.
 
 // ensureTemp makes the temp the owner writes into, seeded with the current
 // content unless seed is false (O_TRUNC), for a change by a process of uid
@@ -23,7 +24,7 @@ import (
 // write): the temp never carries the file's capabilities nor its set-ID
 // bits, whoever writes (hostmode.go: new content with the host's privilege
 // would be the writer's program running with it).
-func (w *pendingWrite) ensureTemp(seed bool) error {
+func (w *Write[N]) ensureTemp(seed bool) error {
 	if w.temp >= 0 {
 		return nil
 	}
@@ -31,20 +32,20 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	name := TempPrefix + hex.EncodeToString(rnd[:])
-	f := w.node.fsys
-	f.tempMade(name, true)
+	g := w.eng
+	g.TempMade(name, true)
 	fd, err := dirfd.Open(w.tempDir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
-		f.tempMade(name, false)
+		g.TempMade(name, false)
 		return err
 	}
 	// The daemon's own changes to the temp (its owner, mode, content)
 	// need no invalidation: the watcher's kernel queue is spared them.
-	quiet := f.watch != nil && f.watch.quiet(fd)
+	quiet := g.host.Quiet(fd)
 	fail := func(err error) error {
 		dirfd.Close(fd)
 		dirfd.Unlink(w.tempDir, name, 0)
-		f.tempMade(name, false)
+		g.TempMade(name, false)
 		return err
 	}
 	// The temp becomes the file: give it the file's content (unless the
@@ -64,61 +65,85 @@ func (w *pendingWrite) ensureTemp(seed bool) error {
 			return fail(err)
 		}
 	}
-	if f.asRoot {
+	if g.cfg.AsRoot {
 		if err := dirfd.Chown(fd, int(st.Uid), int(st.Gid)); err != nil {
 			return fail(err)
 		}
 	}
-	mode := hostFileMode(st.Mode & 07777)
+	mode := contentMode(st.Mode & 07777)
 	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
 	// New content never keeps a privilege; every other attribute it
 	// cannot keep (a label a daemon that is not root may not set) is named
-	// by the commit that makes the temp the file (pendingWrite.xattrsLost).
+	// by the commit that makes the temp the file (Write.xattrsLost).
 	w.xattrsLost = dirfd.CopyXattrs(fd, w.base, "security.capability")
-	w.temp, w.tempName, w.mode, w.tempQuiet = fd, name, mode, quiet
+	w.temp, w.tempName, w.tempQuiet = fd, name, quiet
 	w.m.TempMade()
 	return nil
 }
 
 // unquiet has the watcher see the temp's changes again, before the temp
 // becomes a file under a name the host may change.
-func (w *pendingWrite) unquiet() {
+func (w *Write[N]) unquiet() {
 	if w.tempQuiet {
-		w.node.fsys.watch.unquiet(w.temp)
+		w.eng.host.Unquiet(w.temp)
 		w.tempQuiet = false
 	}
 }
 
 // dropTemp removes the temp and forgets its changes.
-func (w *pendingWrite) dropTemp() {
+func (w *Write[N]) dropTemp() {
 	if w.temp >= 0 {
 		dirfd.Close(w.temp)
 		dirfd.Unlink(w.tempDir, w.tempName, 0)
-		w.node.fsys.tempMade(w.tempName, false)
+		w.eng.TempMade(w.tempName, false)
 	}
 	w.temp, w.tempName, w.tempQuiet = -1, "", false
 	w.m.TempGone()
 }
 
-// tempMade records that this mount made (or no longer has) the temp name.
-func (f *FS) tempMade(name string, live bool) {
-	f.tempsMu.Lock()
-	defer f.tempsMu.Unlock()
+// TempMade records that this engine made (live) or no longer has the temp
+// name: the engine calls it for each of its temps; a test of the sweep,
+// for a name it plays a live temp with.
+func (g *Engine[N]) TempMade(name string, live bool) {
+	g.tempsMu.Lock()
+	defer g.tempsMu.Unlock()
 	if !live {
-		delete(f.temps, name)
+		delete(g.temps, name)
 		return
 	}
-	if f.temps == nil {
-		f.temps = make(map[string]bool)
+	if g.temps == nil {
+		g.temps = make(map[string]bool)
 	}
-	f.temps[name] = true
+	g.temps[name] = true
 }
 
-// isOwnTemp reports whether name is a temp this mount is using.
-func (f *FS) isOwnTemp(name string) bool {
-	f.tempsMu.Lock()
-	defer f.tempsMu.Unlock()
-	return f.temps[name]
+// IsOwnTemp reports whether name is a temp this engine is using: the
+// mount-time sweep, which removes the temps a crash left, spares it.
+func (g *Engine[N]) IsOwnTemp(name string) bool {
+	g.tempsMu.Lock()
+	defer g.tempsMu.Unlock()
+	return g.temps[name]
+}
+
+// contentMode is the mode a regular file's new content may carry: mode
+// without set-ID bits (new content with the host's privilege would be the
+// writer's program running with it: fusefs hostmode.go).
+func contentMode(mode uint32) uint32 {
+	return mode & (0o777 | syscall.S_ISVTX)
+}
+
+// dropSetID clears the set-ID bits of the file held by fd before the
+// daemon writes new content into it in place: the daemon writes as root,
+// which the kernel lets keep them.
+func dropSetID(fd int) error {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if m := st.Mode & 07777; contentMode(m) != m {
+		return dirfd.Chmod(fd, contentMode(m))
+	}
+	return nil
 }

@@ -1,0 +1,159 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/writeengine"
+	"github.com/realm-dev/realm/locks"
+)
+
+// The write engine (writeengine) in this mount: it keeps each owner's
+// write in progress of a file and performs its commits; this file is the
+// mount as the engine sees it (engineHost), and the engine's names as the
+// rest of fusefs and realmfs's callers use them.
+
+// pendingWrite is one owner's write in progress on one file, with this
+// package's nodes.
+type pendingWrite = writeengine.Write[*Node]
+
+// Durability says when a commit is made durable (writeengine.Durability).
+type Durability = writeengine.Durability
+
+// The durabilities (writeengine).
+const (
+	DurabilityFull   = writeengine.DurabilityFull
+	DurabilityAtomic = writeengine.DurabilityAtomic
+)
+
+// Stage names a point of the commit where a test may inject a failure
+// (Options.FailAt).
+type Stage = writeengine.Stage
+
+// The stages (writeengine).
+const (
+	StageAfterWrite   = writeengine.StageAfterWrite
+	StageAfterFsync   = writeengine.StageAfterFsync
+	StageBeforeRename = writeengine.StageBeforeRename
+	StageSyncAppends  = writeengine.StageSyncAppends
+	StageSyncDir      = writeengine.StageSyncDir
+)
+
+// TempPrefix starts the names of realm's own temp files in the backing dir.
+// They are never listed, never found by lookup and never created through the
+// mount.
+const TempPrefix = writeengine.TempPrefix
+
+// newEngine makes f's write engine. Its test hooks read f.opts at each use,
+// so that a test may set them on a mount it has made.
+func (f *FS) newEngine() *writeengine.Engine[*Node] {
+	return writeengine.New[*Node](engineHost{f}, f.writeLocks, writeengine.Config{
+		Durability:    f.opts.Durability,
+		AsRoot:        f.asRoot,
+		OrdersRenames: func() bool { return f.ordersRenames },
+		FailAt:        f.opts.FailAt,
+		OnSync: func(what string) {
+			if f.opts.onSync != nil {
+				f.opts.onSync(what)
+			}
+		},
+		AfterReplace: func() {
+			if f.opts.afterReplace != nil {
+				f.opts.afterReplace()
+			}
+		},
+	})
+}
+
+// engineHost is the mount as the write engine reaches it
+// (writeengine.Host).
+type engineHost struct{ f *FS }
+
+var _ writeengine.Host[*Node] = engineHost{}
+
+func (h engineHost) Logf(format string, args ...any)   { h.f.logf(format, args...) }
+func (h engineHost) Debugf(format string, args ...any) { h.f.debugf(format, args...) }
+
+// Audit writes one audit line, with its cause.
+func (h engineHost) Audit(ctx context.Context, op, rel string, code errcode.Code, errno syscall.Errno, cause error) {
+	if h.f.opts.Audit != nil {
+		h.f.opts.Audit.RecordCause(ctx, op, rel, code, errno, cause)
+	}
+}
+
+// RelPath is name's workspace path in dir (relPath).
+func (h engineHost) RelPath(dir *Node, name string) string { return h.f.relPath(dir, name) }
+
+// LockNames takes nsMu shared: a commit's rename puts a name in place.
+func (h engineHost) LockNames() (unlock func()) { return h.f.nsLock(false) }
+
+// LockCommit takes commitMu: the rename, the lock's move and the nodes'
+// new identity are one step against the opens and stats that verify a
+// node by name (Node.openOnce, statByName, lockOf).
+func (h engineHost) LockCommit() (unlock func()) {
+	h.f.commitMu.Lock()
+	return h.f.commitMu.Unlock
+}
+
+// DenyCommit is the protect rule on a commit's place (denyCommit).
+func (h engineHost) DenyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
+	return h.f.denyCommit(ctx, w)
+}
+
+// Conflicted is the refusal of a commit that met a change from outside.
+func (h engineHost) Conflicted(ctx context.Context, dir *Node, name string) syscall.Errno {
+	return h.f.refuse(ctx, "commit", dir, name, errcode.LockConflict, RuleLockChanged)
+}
+
+// OwnMadeChange keeps a made file known across the mount's own change.
+func (h engineHost) OwnMadeChange(fds []int, change func() error) error {
+	return h.f.ownMadeChange(fds, change)
+}
+
+// Child is the node the kernel knows as name in dir (go-fuse's lookup).
+func (h engineHost) Child(dir *Node, name string) *Node { return asNode(dir.childInode(name)) }
+
+// Replaced moves the nodes that stood for the file a commit replaced
+// (stoodFor) to the new file: each keeps the inode number the kernel
+// knows, which the backing filesystem may now give to a new file, so the
+// number is marked borrowed (setRekeyed). The mount's records of the old
+// file (successors, the made set) follow it.
+func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeengine.FileID, st *unix.Stat_t) {
+	f := h.f
+	was, now := fileID{old.Key, old.Gen}, fileID{new.Key, new.Gen}
+	for _, m := range nodes {
+		if m != nil && m.key() == stoodFor {
+			m.setIdent(new.Key.Dev, new.Key.Ino, new.Gen)
+			f.setRekeyed(now, m)
+		}
+	}
+	f.succeeded(was, now)
+	f.madeCommitted(was, now, st)
+}
+
+// NotifyEntry and NotifyInode queue invalidations for the kernel.
+func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.entry(dir.EmbeddedInode(), name) }
+func (h engineHost) NotifyInode(n *Node)                { h.f.notify.inode(n.EmbeddedInode()) }
+
+// Quiet and Unquiet spare the watcher the daemon's own changes to a temp.
+func (h engineHost) Quiet(fd int) bool { return h.f.watch != nil && h.f.watch.quiet(fd) }
+func (h engineHost) Unquiet(fd int) {
+	if h.f.watch != nil {
+		h.f.watch.unquiet(fd)
+	}
+}
+
+// ChargeWrite charges owner pendingFds for a write in progress, if the
+// mount bounds descriptors (fdcap.go); ReleaseWrite gives them back.
+func (h engineHost) ChargeWrite(owner locks.Owner) bool {
+	if !h.f.fds.bounded() {
+		return false
+	}
+	h.f.fds.charge(owner, pendingFds)
+	return true
+}
+
+func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.release(owner, pendingFds) }

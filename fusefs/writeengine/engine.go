@@ -1,0 +1,434 @@
+package writeengine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/internal/lockorder"
+	"github.com/realm-dev/realm/locks"
+)
+
+// TempPrefix starts the names of realm's own temp files in the backing
+// directory: the mount hides them, and its mount-time sweep removes those
+// a crash left (all but the ones IsOwnTemp names).
+const TempPrefix = ".realm-tmp-"
+
+// The protocol's types the adapter holds and passes back: a handle's
+// state, and what a close found. Aliases, so that only this package
+// imports writeproto and drives it.
+type (
+	// Handle is one open of the file by the owner, in the protocol.
+	Handle = writeproto.Handle
+	// Open is how a handle was opened (Write.Open fills Fresh).
+	Open = writeproto.Open
+	// FlushFacts is what a close found of its opener's descriptors.
+	FlushFacts = writeproto.FlushFacts
+	// WriteWatch tells, sample by sample, when the thread that sent an
+	// open's last WRITE is out of its write(2) (a close asks it before it
+	// commits), and WriterState is what one sample saw of that thread.
+	WriteWatch  = writeproto.WriteWatch
+	WriterState = writeproto.WriterState
+)
+
+// The writer states a WriteWatch tells apart, and how long it waits.
+const (
+	WriterElsewhere = writeproto.WriterElsewhere
+	WriterOnFUSE    = writeproto.WriterOnFUSE
+	WriterBusy      = writeproto.WriterBusy
+	WriteGap        = writeproto.WriteGap
+)
+
+// CloseMayCommit reports whether a close by a thread of the opener
+// (byOpener) may commit at all (writeproto.CloseMayCommit): the adapter
+// asks before it scans /proc.
+func CloseMayCommit(byOpener bool) bool { return writeproto.CloseMayCommit(byOpener) }
+
+// FileID names one backing file: its (dev, ino) and its generation
+// (dirfd.Statx), so that an inode number a deleted file freed and a new one
+// took does not lead to the old file's node.
+type FileID struct {
+	Key locks.Key
+	Gen uint64
+}
+
+// KeyOf is the lock table's key of the file st describes.
+func KeyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
+
+// Host is what the engine needs of the mount, implemented by the go-fuse
+// adapter (fusefs), as one narrow interface per concern. N is the
+// adapter's node: the engine keeps the node a write began on and its
+// directory's, to hand back, never looks into them, and never calls into
+// go-fuse itself. Every method may be called with the write's entry
+// locked; those that take go-fuse's tree locks (Child, RelPath) are never
+// called under LockCommit.
+type Host[N comparable] interface {
+	Reporter[N]
+	NameLocks
+	Guard[N]
+	Identity[N]
+	Notifier[N]
+	Watcher
+	FdCharger
+}
+
+// Reporter is the daemon's log and audit trail.
+type Reporter[N comparable] interface {
+	// Logf writes one line to the daemon's log; Debugf one that a person
+	// debugging may follow.
+	Logf(format string, args ...any)
+	Debugf(format string, args ...any)
+	// Audit writes one audit line (nothing if the mount audits nothing).
+	Audit(ctx context.Context, op, rel string, code errcode.Code, errno syscall.Errno, cause error)
+	// RelPath is the workspace path of name in directory dir, for logs
+	// and audit lines. It may take go-fuse's tree locks.
+	RelPath(dir N, name string) string
+}
+
+// NameLocks are the mount's locks a commit's rename takes.
+type NameLocks interface {
+	// LockNames takes the mount's name lock shared (fusefs FS.nsMu): a
+	// commit's rename puts a name in place as a create does. LockCommit
+	// takes the commit lock (FS.commitMu) exclusively: the rename, the
+	// lock's move and the nodes' new identity are one step against an
+	// open or stat that verifies identity by name. Each returns its
+	// release. They are the mount's, not the engine's: its opens, stats
+	// and renames take them too.
+	LockNames() (unlock func())
+	LockCommit() (unlock func())
+}
+
+// Guard is the mount's admission, asked where a write lands.
+type Guard[N comparable] interface {
+	// DenyCommit re-checks the protect rule on the place w is about to
+	// commit to (or append in place to, after a rename moved it).
+	DenyCommit(ctx context.Context, w *Write[N]) syscall.Errno
+	// Conflicted answers a commit that met a change from outside the
+	// mount: its audit line, and the errno (EBUSY) for the closer.
+	Conflicted(ctx context.Context, dir N, name string) syscall.Errno
+	// OwnMadeChange runs change, the mount's own change of the files fds
+	// hold, so that a file the mount made keeps being known as its own.
+	OwnMadeChange(fds []int, change func() error) error
+}
+
+// Identity is the nodes the kernel knows, rekeyed when a commit replaces
+// their file.
+type Identity[N comparable] interface {
+	// Child is the node the kernel knows as name in dir, or the zero N.
+	// It takes go-fuse's tree locks.
+	Child(dir N, name string) N
+	// Replaced is called under LockCommit once a commit's rename put the
+	// file new (whose stat is st) in place of old: each of nodes (zero
+	// ones skipped) that stood for the file keyed stoodFor now stands for
+	// new, and the mount's records of old follow it.
+	Replaced(nodes []N, stoodFor locks.Key, old, new FileID, st *unix.Stat_t)
+}
+
+// Notifier queues invalidations for the kernel.
+type Notifier[N comparable] interface {
+	// NotifyEntry tells the kernel of a name made in dir it has not seen;
+	// NotifyInode that n's attributes changed.
+	NotifyEntry(dir N, name string)
+	NotifyInode(n N)
+}
+
+// Watcher is the watcher of BACKING's changes behind the mount.
+type Watcher interface {
+	// Quiet has the watcher ignore the changes of the file fd holds
+	// (false: it cannot, or there is no watcher); Unquiet ends it.
+	Quiet(fd int) bool
+	Unquiet(fd int)
+}
+
+// FdCharger is the mount's descriptor budget.
+type FdCharger interface {
+	// ChargeWrite charges owner for the descriptors a write in progress
+	// holds, if the mount bounds them (false: it does not, and nothing is
+	// to be released); ReleaseWrite gives them back.
+	ChargeWrite(owner locks.Owner) bool
+	ReleaseWrite(owner locks.Owner)
+}
+
+// Config is what the mount decides of its commits. The funcs are read at
+// each use, so that a test may change what they answer.
+type Config struct {
+	// Durability says when a commit is made durable.
+	Durability Durability
+	// AsRoot: the daemon runs as root, and a temp gets the file's owner.
+	AsRoot bool
+	// OrdersRenames reports whether BACKING's filesystem writes a renamed
+	// file's data before the rename (OrdersRenamedData): a commit over an
+	// empty file then needs no fsync of its temp (syncPlan).
+	OrdersRenames func() bool
+	// FailAt, for tests only, makes a commit fail at the stages it
+	// returns true for; OnSync hears each fsync a commit makes ("temp",
+	// "dir"); AfterReplace runs after a commit's rename, before it
+	// settles the lock and the nodes on the new file. Each may be nil.
+	FailAt       func(Stage) bool
+	OnSync       func(what string)
+	AfterReplace func()
+}
+
+// Engine is a mount's write engine: the writes in progress hang on the
+// lock table's entries; the engine keeps the names of its temps and the
+// files a rename is moving.
+type Engine[N comparable] struct {
+	host  Host[N]
+	table *locks.Table
+	cfg   Config
+	seq   atomic.Uint64 // the last Write.seq given out
+
+	// moves marks the files a rename through the mount is moving now
+	// (BeginMoves), which commits of their writes wait out (WaitMoves).
+	movesMu lockorder.Mutex[lockorder.MovesMu]
+	moves   map[locks.Key]*move
+
+	// temps are the names of the temp files this engine has made and not
+	// yet renamed or removed; the mount-time sweep removes only the others.
+	tempsMu lockorder.Mutex[lockorder.TempsMu]
+	temps   map[string]bool
+}
+
+// New returns the write engine of a mount whose lock table is table.
+func New[N comparable](host Host[N], table *locks.Table, cfg Config) *Engine[N] {
+	return &Engine[N]{host: host, table: table, cfg: cfg}
+}
+
+// of returns e's write in progress, nil if none; the caller holds e's
+// lock. The lock table keeps it as the entry's Value, set by Start and
+// cleared by the last release: nothing else stores there.
+func (g *Engine[N]) of(e *locks.Entry) *Write[N] {
+	w, _ := e.Value.(*Write[N])
+	return w
+}
+
+// locked returns e's write in progress, locked; the caller must unlock
+// e. nil (e unlocked) if there is none.
+func (g *Engine[N]) locked(e *locks.Entry) *Write[N] {
+	e.Lock()
+	w := g.of(e)
+	if w == nil {
+		e.Unlock()
+	}
+	return w
+}
+
+// each runs fn on every owner's write in progress on the backing file
+// with key (several owners may append to it), each under its entry's
+// lock, one at a time.
+func (g *Engine[N]) each(key locks.Key, fn func(w *Write[N])) {
+	for _, e := range g.table.Entries(key) {
+		if w := g.locked(e); w != nil {
+			fn(w)
+			e.Unlock()
+		}
+	}
+}
+
+// OwnWrite returns, locked, owner o's write in progress on the file with
+// key; nil if there is none. The caller must unlock w.Entry().
+func (g *Engine[N]) OwnWrite(o locks.Owner, key locks.Key) *Write[N] {
+	e, ok := g.table.EntryOf(key, o)
+	if !ok {
+		return nil
+	}
+	return g.locked(e)
+}
+
+// OwnChange tells the writes in progress on the file with key, if any,
+// that this mount itself just changed the file's metadata (chmod, link,
+// an xattr): the new ctime is not a conflicting change from outside.
+// apply, if not nil, makes the same change to the temp, which becomes the
+// file; one it cannot make is told at the commit (Write.xattrsLost).
+func (g *Engine[N]) OwnChange(key locks.Key, apply func(temp int) error) {
+	g.each(key, func(w *Write[N]) {
+		if apply != nil && w.temp >= 0 {
+			if err := apply(w.temp); err != nil {
+				w.xattrsLost = errors.Join(w.xattrsLost, err)
+			}
+		}
+		w.refresh()
+	})
+}
+
+// Renamed tells the writes in progress on the file with key that this
+// mount renamed the file to name in the directory dir (fd dfd).
+func (g *Engine[N]) Renamed(key locks.Key, dir N, dfd int, name string) {
+	g.each(key, func(w *Write[N]) {
+		if fd, err := dirfd.Dup(dfd); err == nil {
+			dirfd.Close(w.fileDir)
+			w.fileDir, w.fileName, w.fileParent = fd, name, dir
+			w.m.Renamed()
+		}
+		w.refresh()
+	})
+}
+
+// Removed tells the write in progress on the file with key, if any, that
+// this mount just removed the name it writes the file under (name in the
+// directory dfd): an unlink, or a rename of another file over it, by the
+// writer's own owner (another's is refused). As natively, the bytes go
+// with the file, which that name no longer leads to
+// (writeproto.Write.Removed); a commit must not take the file now under
+// the name for a change from outside. A removed name other than the
+// write's (another hard link) is not its business.
+func (g *Engine[N]) Removed(key locks.Key, dfd int, name string) {
+	g.each(key, func(w *Write[N]) {
+		var a, b unix.Stat_t
+		if w.fileName != name || dirfd.Fstat(w.fileDir, &a) != nil || dirfd.Fstat(dfd, &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+			return
+		}
+		w.m.Removed()
+	})
+}
+
+// A rename through the mount moves a file between two of the steps of
+// any commit of a write of it: its renameat2 changes the name, and only
+// then does each write follow (Renamed, Removed). A commit that looked
+// at the old name in between found nothing (and dropped the bytes, as
+// for a file unlinked) or found the file's ctime moved by the rename, or
+// another file, and kept a conflict copy (EBUSY at close) for a change
+// "from outside the mount" (issue 29, defect 7). So the rename marks the
+// files it moves before it renames and waits out the commits of their
+// writes under way (BeginMoves; fusefs beginMove), and unmarks them once
+// the writes have followed; a commit point waits while its file is marked
+// (Write.WaitMoves), holding no realm lock.
+
+// move is one file's mark: how many renames move it now, and a channel
+// closed when the last is done.
+type move struct {
+	n    int
+	done chan struct{}
+}
+
+// BeginMoves marks the files with keys as moving, for a rename through
+// the mount about to move them, and returns the end of the marks, which
+// the caller calls once every write of them has followed the rename. The
+// commits of their writes under way end first: each holds its entry's
+// lock throughout, so once every entry of a marked file was free, the
+// commits that come after wait for the mark (WaitMoves).
+func (g *Engine[N]) BeginMoves(keys []locks.Key) (end func()) {
+	for _, k := range keys {
+		g.markMove(k)
+	}
+	for _, k := range keys {
+		for _, e := range g.table.Entries(k) {
+			passed(e)
+		}
+	}
+	return func() {
+		for _, k := range keys {
+			g.unmarkMove(k)
+		}
+	}
+}
+
+// passed waits until e's lock is free: whoever held it (a commit under
+// way) is done.
+func passed(e *locks.Entry) {
+	e.Lock()
+	defer e.Unlock()
+}
+
+// markMove marks the file with key as moving, once more.
+func (g *Engine[N]) markMove(key locks.Key) {
+	g.movesMu.Lock()
+	defer g.movesMu.Unlock()
+	if g.moves == nil {
+		g.moves = make(map[locks.Key]*move)
+	}
+	m := g.moves[key]
+	if m == nil {
+		m = &move{done: make(chan struct{})}
+		g.moves[key] = m
+	}
+	m.n++
+}
+
+// unmarkMove takes one mark off the file with key, waking the commits
+// that wait when it was the last.
+func (g *Engine[N]) unmarkMove(key locks.Key) {
+	g.movesMu.Lock()
+	defer g.movesMu.Unlock()
+	if m := g.moves[key]; m != nil {
+		if m.n--; m.n <= 0 {
+			close(m.done)
+			delete(g.moves, key)
+		}
+	}
+}
+
+// moving returns the channel closed when no rename moves the file with
+// key any more; nil if none does now.
+func (g *Engine[N]) moving(key locks.Key) <-chan struct{} {
+	g.movesMu.Lock()
+	defer g.movesMu.Unlock()
+	if m := g.moves[key]; m != nil {
+		return m.done
+	}
+	return nil
+}
+
+// WaitMoves waits while a rename through the mount moves w's file
+// (BeginMoves), letting w's entry's lock go meanwhile: a commit point calls
+// it, holding that lock and no other realm lock, before it decides
+// anything, so that its decision and its commit meet the file at its
+// name after the rename, with the write following it.
+func (w *Write[N]) WaitMoves() {
+	g := w.eng
+	for {
+		done := g.moving(g.table.EntryKey(w.entry))
+		if done == nil {
+			return
+		}
+		w.entry.Unlock()
+		<-done
+		w.entry.Lock()
+	}
+}
+
+// toErrno maps an error from the dirfd layer to what the caller sees: a
+// name that would lead out of BACKING is EACCES, an errno itself, any
+// other EIO.
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, dirfd.ErrEscape) {
+		return syscall.EACCES
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}
+
+// synced tells the test hook of an fsync made (Config.OnSync).
+func (g *Engine[N]) synced(what string) {
+	if g.cfg.OnSync != nil {
+		g.cfg.OnSync(what)
+	}
+}
+
+// errInjected is the failure a FailAt hook injects.
+var errInjected = errors.New("injected failure")
+
+// failAt runs the test hook for a commit stage.
+func (g *Engine[N]) failAt(s Stage) error {
+	if g.cfg.FailAt != nil && g.cfg.FailAt(s) {
+		return errInjected
+	}
+	return nil
+}
+
+// ordersRenames asks Config.OrdersRenames.
+func (g *Engine[N]) ordersRenames() bool {
+	return g.cfg.OrdersRenames != nil && g.cfg.OrdersRenames()
+}
