@@ -6,8 +6,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // dirHandle is an open directory: go-fuse's fd-based stream over the backing
@@ -26,38 +24,6 @@ var (
 	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
 	_ = (fs.FileReleasedirer)((*dirHandle)(nil))
 )
-
-// OpendirHandle opens n for listing: "." reopened relative to n's own
-// O_PATH fd names exactly the verified directory.
-// Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
-// connection.
-func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, "", 1); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
-	}
-	pfd, done, errno := n.dirFd(ctx)
-	if errno != 0 {
-		return nil, 0, openErrno(errno)
-	}
-	fd, err := dirfd.ReopenDir(pfd)
-	done()
-	if err != nil {
-		return nil, 0, openErrno(toErrno(err))
-	}
-	stream, errno := fs.NewLoopbackDirStreamFd(fd)
-	if errno != 0 {
-		dirfd.Close(fd)
-		return nil, 0, openErrno(errno)
-	}
-	// The kernel may keep the listing across opens: changes through the
-	// mount bump the directory's version, changes in BACKING reach it as an
-	// invalidation from the watcher. Unwatched, it is read afresh.
-	var fuseFlags uint32
-	if n.watched.Load() {
-		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
-	}
-	return &dirHandle{node: n, stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
-}
 
 // Readdirent returns the next entry of the listing, skipping the names the
 // mount never shows (temps, hidden credentials). Symlink-safe: the stream

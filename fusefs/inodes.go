@@ -1,15 +1,11 @@
 package fusefs
 
 import (
-	"context"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -37,34 +33,6 @@ func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.In
 type fileID struct {
 	key locks.Key
 	gen uint64
-}
-
-// childInode is the node the kernel knows as name in directory n, if any.
-// It takes a go-fuse lock: no realm lock but a leaf may be held (fs.go).
-func (n *Node) childInode(name string) *fs.Inode {
-	if n == nil {
-		return nil
-	}
-	if hook := n.fsys.opts.beforeGoFuseLock; hook != nil {
-		hook(n.fsys)
-	}
-	lockorder.GoFuse("Inode.GetChild")
-	return n.GetChild(name)
-}
-
-// setIdent records the backing object n now stands for, and its
-// generation (dirfd.Statx).
-func (n *Node) setIdent(dev, ino, gen uint64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.dev, n.ino, n.gen = dev, ino, gen
-}
-
-// fileID is the backing file n stands for, generation included.
-func (n *Node) fileID() fileID {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return fileID{locks.Key{Dev: n.dev, Ino: n.ino}, n.gen}
 }
 
 // setRekeyed records that the object id is known to the kernel as node m,
@@ -160,24 +128,6 @@ func (f *FS) succeeded(old, new fileID) {
 		f.successors = make(map[fileID]fileID)
 	}
 	f.successors[old] = new
-}
-
-// catchUp moves n to found, the file the caller found named name in pn, if
-// it is what commits of this mount put in place of the file n stands for
-// (FS.catchUp). A second look at the name gives the generation; it must
-// still be found.
-func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.Stat_t) bool {
-	pfd, done, errno := pn.dirFd(ctx)
-	defer done()
-	if errno != 0 {
-		return false
-	}
-	var st unix.Stat_t
-	gen, err := dirfd.Statx(pfd, name, &st)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || keyOf(&st) != keyOf(found) {
-		return false
-	}
-	return n.fsys.catchUp(n, fileID{keyOf(&st), gen})
 }
 
 // catchUp moves node n to the file now if commits of this mount replaced

@@ -7,9 +7,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
-
-	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/locks"
 )
 
 // Coordinated files. A program that shares a file between its processes
@@ -94,62 +91,6 @@ func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
 		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
 }
 
-// openInPlace makes the handle of an open of the coordinated file fd
-// (verified, O_RDONLY, consumed) with stat st. forKernel: the kernel gets
-// the handle (not the daemon's own truncate). A node that holds another
-// version in the kernel's cache, or an owner's pending write, is retired
-// instead (ESTALE: the kernel looks the name up again).
-func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
-	f := n.fsys
-	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.made.holds(keyOf(st))
-	// Passing through, the kernel reads and writes the backing file without
-	// the daemon; go-fuse registers the node's first handle's fd for every
-	// later one, so each is read-write (a read-only open's descriptor still
-	// cannot write: the kernel checks the open's own mode). Writes to a
-	// file the mount made at a credential path restamp it (change): the
-	// daemon must see them.
-	pt := f.opts.Passthrough && forKernel && !h.made
-	if h.write || pt {
-		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
-		switch {
-		case err == nil:
-			dirfd.Close(fd)
-			h.fd = rw
-		case h.write:
-			dirfd.Close(fd)
-			return nil, 0, toErrno(err)
-		default:
-			pt = false // a reader of a file the daemon cannot write
-		}
-	}
-	if flags&syscall.O_TRUNC != 0 && h.write {
-		if errno := h.truncate(0); errno != 0 {
-			dirfd.Close(h.fd)
-			return nil, 0, errno
-		}
-	}
-	var keep bool
-	if forKernel {
-		var ok bool
-		if keep, ok = n.admitInPlace(keyOf(st), pt); !ok {
-			dirfd.Close(h.fd)
-			return nil, 0, n.retire()
-		}
-		h.counted, h.passthrough = true, pt
-	}
-	// No FLUSH: a close commits nothing here. The page cache is every
-	// in-place handle's: a later open keeps what the first one filled.
-	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
-	if keep {
-		fuseFlags |= fuse.FOPEN_KEEP_CACHE
-	}
-	if pt {
-		return &passthroughInPlace{h}, fuseFlags, 0
-	}
-	return h, fuseFlags, 0
-}
-
 // passthroughInPlace is an in-place handle the kernel serves straight from
 // its fd (read-write, registered by go-fuse as the node's backing file):
 // reads, writes and mappings never reach the daemon.
@@ -159,43 +100,6 @@ var _ = (fs.FilePassthroughFder)((*passthroughInPlace)(nil))
 
 // PassthroughFd lets go-fuse register the handle's fd with the kernel.
 func (p *passthroughInPlace) PassthroughFd() (int, bool) { return p.fd, true }
-
-// admitInPlace counts an in-place handle of the file key on n, passing
-// through if pt, unless n has handles of an owner's pending write, plain
-// readers (a passthrough reader's read-only backing file would be the new
-// handle's too), or in-place handles of another version or the other way
-// of serving (the kernel refuses to mix passthrough and cached opens of
-// one inode). keep: other in-place handles are open, and the kernel's
-// cache of n is theirs, filled through this file.
-func (n *Node) admitInPlace(key locks.Key, pt bool) (keep, ok bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.sharedOpen.Load() > 0 || n.readers > n.inPlaceOpen ||
-		n.readers > 0 && (n.readPT != pt || n.readKey != key) {
-		return false, false
-	}
-	keep = n.inPlaceOpen > 0
-	n.readers++
-	n.inPlaceOpen++
-	n.readKey, n.readPT = key, pt
-	if !pt {
-		n.cachedReaders++
-		n.cachedOpen.Add(1)
-	}
-	return keep, true
-}
-
-// inPlaceGone uncounts an in-place handle of n.
-func (n *Node) inPlaceGone(pt bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.readers--
-	n.inPlaceOpen--
-	if !pt {
-		n.cachedReaders--
-		n.cachedOpen.Add(-1)
-	}
-}
 
 // change runs a change of the file, restamping it if the mount made it.
 func (h *inPlaceHandle) change(fn func() error) error {

@@ -649,3 +649,103 @@ func (f *FS) depth(n *Node) int {
 	}
 	return d
 }
+
+// childInode is the node the kernel knows as name in directory n, if any.
+// It takes a go-fuse lock: no realm lock but a leaf may be held (fs.go).
+func (n *Node) childInode(name string) *fs.Inode {
+	if n == nil {
+		return nil
+	}
+	if hook := n.fsys.opts.beforeGoFuseLock; hook != nil {
+		hook(n.fsys)
+	}
+	lockorder.GoFuse("Inode.GetChild")
+	return n.GetChild(name)
+}
+
+// setIdent records the backing object n now stands for, and its
+// generation (dirfd.Statx).
+func (n *Node) setIdent(dev, ino, gen uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dev, n.ino, n.gen = dev, ino, gen
+}
+
+// fileID is the backing file n stands for, generation included.
+func (n *Node) fileID() fileID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return fileID{locks.Key{Dev: n.dev, Ino: n.ino}, n.gen}
+}
+
+// catchUp moves n to found, the file the caller found named name in pn, if
+// it is what commits of this mount put in place of the file n stands for
+// (FS.catchUp). A second look at the name gives the generation; it must
+// still be found.
+func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.Stat_t) bool {
+	pfd, done, errno := pn.dirFd(ctx)
+	defer done()
+	if errno != 0 {
+		return false
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(pfd, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || keyOf(&st) != keyOf(found) {
+		return false
+	}
+	return n.fsys.catchUp(n, fileID{keyOf(&st), gen})
+}
+
+// inFlux reports whether n has handles of an owner's pending write open.
+func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
+
+// writtenElsewhere reports whether the caller, lent a read handle of
+// another owner (opener) for a stat by path, has uncommitted changes to
+// n's file through another node. A node in flux that a lookup may no
+// longer lead to (retired) keeps the owner's write, and the node the
+// kernel met the name by since is not in flux: its readers, whose size
+// the kernel keeps, cannot be told the owner's view. So n is retired too:
+// the kernel looks the name up again and meets a node of its own, which
+// answers the owner's view (Lookup).
+func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
+	if n.inFlux() || !n.fsys.writing(n.key()) {
+		return false
+	}
+	caller := n.fsys.owner(ctx)
+	if caller == opener {
+		return false // the handle's own owner: it answers for itself
+	}
+	w := n.fsys.engine.OwnWrite(caller, n.key())
+	if w == nil {
+		return false
+	}
+	uncommitted := w.Uncommitted()
+	w.Entry().Unlock()
+	return uncommitted
+}
+
+// known returns the node the kernel already has for child, which n's
+// lookup of name just made: go-fuse keeps the node it knows under the same
+// identity and drops the new one, whose counts are all zero.
+func (n *Node) known(name string, child *fs.Inode) *Node {
+	lockorder.GoFuse("Inode.GetChild")
+	if old := n.GetChild(name); old != nil && old.StableAttr() == child.StableAttr() {
+		return asNode(old)
+	}
+	return asNode(child)
+}
+
+// attrValid is how long the kernel may keep n's attributes: the mount's
+// attribute timeout, and not at all while n is in flux, nor once n is
+// retired: its readers hold a file that appends in place may grow (tail -f
+// stats its descriptor, which the kernel answers from this cache), nor
+// while any owner holds the file's lock through another node: its appends
+// in place grow the file under every node that stands for it, and only
+// the writer's node hears of them (appendInPlace). Every answer that
+// carries attributes sets it (go-fuse's default would replace a zero).
+func (n *Node) attrValid() time.Duration {
+	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
+		return 0
+	}
+	return n.fsys.attrTimeout
+}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-
-	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -55,40 +52,12 @@ import (
 // shrinks gets SIGBUS past the new end, as natively when a file is
 // truncated under a mapping.
 
-// inFlux reports whether n has handles of an owner's pending write open.
-func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
-
 // answersFor reports whether the write handle's content (withFd) is the
 // view of the file the caller should see; if not, the caller is told
 // through its owner's view instead (Node.stat by name). A write handle
 // shows the owner's write to its owner only.
 func (h *writeHandle) answersFor(ctx context.Context) bool {
 	return h.node.fsys.owner(ctx) == h.pending.Entry().Owner()
-}
-
-// writtenElsewhere reports whether the caller, lent a read handle of
-// another owner (opener) for a stat by path, has uncommitted changes to
-// n's file through another node. A node in flux that a lookup may no
-// longer lead to (retired) keeps the owner's write, and the node the
-// kernel met the name by since is not in flux: its readers, whose size
-// the kernel keeps, cannot be told the owner's view. So n is retired too:
-// the kernel looks the name up again and meets a node of its own, which
-// answers the owner's view (Lookup).
-func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
-	if n.inFlux() || !n.fsys.writing(n.key()) {
-		return false
-	}
-	caller := n.fsys.owner(ctx)
-	if caller == opener {
-		return false // the handle's own owner: it answers for itself
-	}
-	w := n.fsys.engine.OwnWrite(caller, n.key())
-	if w == nil {
-		return false
-	}
-	uncommitted := w.Uncommitted()
-	w.Entry().Unlock()
-	return uncommitted
 }
 
 // answersFor reports whether the read handle's own fd is the view of the
@@ -117,17 +86,6 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 	return !uncommitted
 }
 
-// known returns the node the kernel already has for child, which n's
-// lookup of name just made: go-fuse keeps the node it knows under the same
-// identity and drops the new one, whose counts are all zero.
-func (n *Node) known(name string, child *fs.Inode) *Node {
-	lockorder.GoFuse("Inode.GetChild")
-	if old := n.GetChild(name); old != nil && old.StableAttr() == child.StableAttr() {
-		return asNode(old)
-	}
-	return asNode(child)
-}
-
 // writing reports whether an owner holds the write lock on the backing
 // file with key (a write in progress). It asks the lock table only: a
 // lookup must not wait for the entry's lock, which a commit holds through
@@ -135,21 +93,6 @@ func (n *Node) known(name string, child *fs.Inode) *Node {
 func (f *FS) writing(key locks.Key) bool {
 	_, held := f.writeLocks.Holder(key)
 	return held
-}
-
-// attrValid is how long the kernel may keep n's attributes: the mount's
-// attribute timeout, and not at all while n is in flux, nor once n is
-// retired: its readers hold a file that appends in place may grow (tail -f
-// stats its descriptor, which the kernel answers from this cache), nor
-// while any owner holds the file's lock through another node: its appends
-// in place grow the file under every node that stands for it, and only
-// the writer's node hears of them (appendInPlace). Every answer that
-// carries attributes sets it (go-fuse's default would replace a zero).
-func (n *Node) attrValid() time.Duration {
-	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
-		return 0
-	}
-	return n.fsys.attrTimeout
 }
 
 // createdAttrValid is how long the kernel may keep the attributes of the

@@ -5,13 +5,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
-
-	"github.com/realm-dev/realm/errcode"
-	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -56,71 +49,8 @@ func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode
 	return f.writeLocks.AcquireWait(ctx, key, owner, mode, patience())
 }
 
-// openShared opens n through the owner's pending write (starting one for a
-// write open). base is the verified O_RDONLY fd of the file, named name in
-// the directory pn (fd pfd); it is consumed, and so is lease, the owner's
-// lock on the file if the caller took it (nil: openShared takes it). again:
-// a commit replaced the file since base was opened, and no write of the
-// owner's is left to join; the caller opens the name again.
-func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
-	f := n.fsys
-	if !n.admitShared(forKernel) {
-		dirfd.Close(base)
-		lease.Release()
-		// Its readers stay on n: the attributes the kernel keeps for them
-		// go, as the writer's appends in place may grow the file.
-		f.notify.inode(n.EmbeddedInode())
-		return nil, 0, n.retire(), false
-	}
-	defer func() {
-		if errno != 0 || again {
-			n.sharedGone()
-		}
-	}()
-	if lease == nil {
-		var err error
-		// A reader of the owner's write takes the weakest hold.
-		mode := locks.Append
-		if writeFlags(flags) {
-			mode = lockMode(flags)
-		}
-		if lease, err = f.acquire(ctx, keyOf(st), owner, mode); err != nil {
-			dirfd.Close(base)
-			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
-		}
-	}
-	e := lease.Shared()
-	e.Lock()
-	defer e.Unlock()
-	w, again, err := f.engine.Join(e, lease, owner, n, base, pn, pfd, name, st, flags&syscall.O_CREAT != 0)
-	if err != nil || again {
-		return nil, 0, toErrno(err), again
-	}
-	opener := f.processOf(caller(ctx).Pid)
-	wh, err := w.Open(ctx, lease, writeengine.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
-		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease},
-		n.StableAttr().Ino)
-	if err != nil {
-		return nil, 0, toErrno(err), false
-	}
-	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
-	h.flags.Store(flags)
-	fh = h
-	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
-	// page cache, which readers of other owners share.
-	return fh, fuse.FOPEN_DIRECT_IO, 0, false
-}
-
 // ownWrite returns, locked, the caller's own write in progress on the file
 // with key; nil if there is none. The caller must unlock w.Entry().
 func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
 	return f.engine.OwnWrite(f.owner(ctx), key)
-}
-
-// ownChange tells the write in progress on n's file, if any, that this
-// mount itself just changed the file's metadata (chmod, link, an xattr);
-// apply, if not nil, makes the same change to the temp
-// (writeengine.Engine.OwnChange).
-func (n *Node) ownChange(apply func(temp int) error) {
-	n.fsys.engine.OwnChange(n.key(), apply)
 }

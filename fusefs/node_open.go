@@ -1,0 +1,560 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeengine"
+	"github.com/realm-dev/realm/locks"
+)
+
+// A node's opens and creates: what an open of a file is admitted as (a
+// plain reader, a writer joining or starting its owner's write in the
+// engine, an open of a coordinated file in place), and the calls on a file
+// node's data that need no handle (fallocate, copy_file_range).
+
+// Open opens the regular file n stands for: one openat on (parent fd, name)
+// with O_NOFOLLOW, read-only whatever the caller asked, then fstat, and the
+// fd is used only if it is the same regular file the node was looked up as.
+// A write open takes the lock for the caller's owner and writes go to a
+// temp; no descriptor the caller holds writes the file itself.
+func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if errno := n.fsys.admitOpen(ctx, "", "open", n, "", openNeed(flags)); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of descriptors (fdcap.go)
+	}
+	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
+	return fh, fuseFlags, openErrno(errno)
+}
+
+// open is Open for the kernel (forKernel) or for the daemon's own use (op
+// "truncate": a truncate(2) by name), whose handle the kernel never sees.
+// Its refusals are audited as op. A write open that meets another owner's
+// lock waits for a release on its way (releaseWait: only for holds whose
+// opener has closed them), and one that met the file just as a commit
+// replaced it opens the new file.
+func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	if f.opts.ReadOnly && writeFlags(flags) {
+		return nil, 0, syscall.EROFS
+	}
+	p := patience()
+	for {
+		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, p)
+		if !again {
+			return fh, fuseFlags, errno
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// openOnce is one try of open. A write open takes the lock in the same
+// critical section (commitMu, read) as it verifies the file by name: a
+// commit renames its temp over the file and moves its lock to the new file
+// under commitMu's write side (writeengine: Write.replace), so the open locks the
+// file it opened, never one a commit just replaced. again asks the caller
+// to try again: the lock was another owner's hold on its way out and is
+// gone now, or the file was replaced before the open joined its lock's write.
+func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, p locks.Patience) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
+	f := n.fsys
+	write := writeFlags(flags)
+	if forKernel && n.isRetired() {
+		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
+	}
+	pfd, name, pn, done, errno := n.parentFd(ctx)
+	defer done()
+	if errno != 0 {
+		return nil, 0, errno, false
+	}
+	var owner locks.Owner
+	if write {
+		owner = f.owner(ctx) // before commitMu: it may read /proc
+	}
+	coordinated := f.coordinated(pn, name) // before commitMu: it may take go-fuse's locks
+	f.commitMu.RLock()
+	fd, err := dirfd.Open(pfd, name, unix.O_RDONLY, 0)
+	if err != nil {
+		f.commitMu.RUnlock()
+		if isEscape(err) {
+			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve), false
+		}
+		return nil, 0, toErrno(err), false
+	}
+	var st unix.Stat_t
+	err = dirfd.Fstat(fd, &st)
+	if err == nil {
+		errno = n.verify(ctx, op, pn, name, &st)
+	}
+	var lease *locks.Lease
+	var lockErr error
+	inPlace := err == nil && errno == 0 && coordinated && f.inPlaceFile(&st)
+	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
+		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
+	}
+	f.commitMu.RUnlock()
+	if err != nil || errno != 0 {
+		dirfd.Close(fd)
+		return nil, 0, max(errno, toErrno(err)), false
+	}
+	if lockErr != nil {
+		dirfd.Close(fd)
+		// Only holds whose RELEASE is on its way are waited for, and
+		// the lock is tried again, under commitMu, once one went.
+		if f.writeLocks.WaitConflict(ctx, keyOf(&st), owner, lockMode(flags), p) {
+			return nil, 0, 0, true
+		}
+		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		dirfd.Close(fd)
+		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
+	}
+	if errno := n.denyOpen(ctx, op, &st, write); errno != 0 {
+		dirfd.Close(fd)
+		lease.Release()
+		return nil, 0, errno, false
+	}
+	if inPlace {
+		fh, fuseFlags, errno := n.openInPlace(ctx, fd, &st, flags, forKernel)
+		return fh, fuseFlags, errno, false
+	}
+	if write {
+		return n.openShared(ctx, owner, lease, fd, pn, pfd, name, &st, flags, forKernel)
+	}
+	// A reader shares the owner's pending write while it has uncommitted
+	// bytes, so a process that reopens a file it is writing sees its own
+	// bytes; otherwise the file is all there is to see, and the reader gets
+	// a plain handle (passthrough, mmap and exec work as on any file).
+	owner = f.owner(ctx)
+	if w := f.engine.OwnWrite(owner, keyOf(&st)); w != nil {
+		uncommitted := w.Uncommitted()
+		w.Entry().Unlock()
+		if uncommitted {
+			return n.openShared(ctx, w.Entry().Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
+		}
+	}
+	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st), owner)
+	if !ok {
+		dirfd.Close(fd)
+		return nil, 0, n.retire(), false
+	}
+	return h, fuseFlags, 0, false
+}
+
+// admitReader makes the plain read handle for fd, the verified backing file
+// with identity key. The kernel serves an inode's read handles through one
+// backing file while any of them passes through, and through one page
+// cache otherwise, so all of n's plain readers that pass through or read
+// through the cache must read the same version of the file: a reader of
+// another version (the file was rewritten since they opened it) is not
+// admitted, and n is retired. Readers that all read direct may each read
+// their own version.
+//
+// A reader passes through only while no other kind of handle is open on n
+// (a direct-I/O handle that was mmapped may hold pages in the cache, and
+// the kernel then refuses passthrough opens); otherwise it reads direct,
+// through the daemon.
+func (n *Node) admitReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32, bool) {
+	f := n.fsys
+	// The hold of n, or of the file: a node made for the file just before
+	// another of its nodes was retired holds off too.
+	now := time.Now().UnixNano()
+	fileHold := f.holdOf(key)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	held := now < n.ptHold || now < fileHold
+	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
+	mixed := false
+	if n.readers > 0 {
+		if n.readKey != key {
+			if n.readPT || n.cachedReaders > 0 {
+				return nil, 0, false
+			}
+			// Every reader here reads direct: each handle reads its own
+			// version, and none is cached, so the node need not go (a
+			// retire is an ESTALE the kernel retries only once).
+			mixed = true
+		}
+		pt = n.readPT // the kernel wants every open of the inode alike
+	}
+	n.readers++
+	n.readKey, n.readPT = key, pt
+	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, passthrough: pt}
+	// A read handle has nothing to do at close (it commits nothing; its
+	// record locks go at release): spare the round trip.
+	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
+	if pt {
+		return &passthroughFile{h}, fuseFlags, true
+	}
+	n.cachedOpen.Add(1)
+	// Read direct, past the kernel's page cache, where the mount passes
+	// through (the cache would hold what this reader read while others
+	// pass through), and while the node's size is an owner's pending
+	// write's (views.go): a read from the cache stops at that size.
+	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held || mixed {
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
+	} else {
+		h.cached = true
+		n.cachedReaders++
+	}
+	return h, fuseFlags, true
+}
+
+// admitShared counts a handle of a pending write on n, unless n has read
+// handles that pass through or read through the page cache, which it must
+// not join (views.go; passing through, the kernel refuses any open of n
+// that does not pass through to the same backing file). The check and the
+// count are one step under n.mu, as admitReader's are: a reader admitted
+// between them could pass through beside the writer, and the kernel would
+// fail the writer's open after the daemon had made its handle. Handles the
+// kernel never sees (forKernel false) are always counted.
+func (n *Node) admitShared(forKernel bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if forKernel && n.readers > 0 && (n.readPT || n.cachedReaders > 0) {
+		return false
+	}
+	n.cachedOpen.Add(1)
+	n.sharedOpen.Add(1)
+	// A file written now is likely written again soon: readers that open
+	// in the next moment read direct, so that the next write open need
+	// not retire the node (an ESTALE the kernel retries only once).
+	n.ptHold = max(n.ptHold, time.Now().Add(retireHold).UnixNano())
+	return true
+}
+
+// sharedGone uncounts a handle of a pending write on n.
+func (n *Node) sharedGone() {
+	n.cachedOpen.Add(-1)
+	n.sharedOpen.Add(-1)
+}
+
+// readerGone drops plain read handle h from n's count.
+func (n *Node) readerGone(h *readHandle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.readers--
+	if h.cached {
+		n.cachedReaders--
+	}
+}
+
+// createFile is Create's step under nsMu (shared): the name prepared, the
+// file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
+// a credential path; st is its stat. It returns the directory's fd, the
+// file's, its generation, and the release of the directory's fd
+// (pinned: done); EEXIST when the name exists.
+func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
+	f := n.fsys
+	defer f.nsLock(false)()
+	pfd, dir, done, errno := n.prepare(ctx, "create", name, makes)
+	if errno != 0 {
+		return -1, -1, 0, noUnpin, errno
+	}
+	fail := func(errno syscall.Errno) (int, int, uint64, func(), syscall.Errno) {
+		done()
+		return -1, -1, 0, noUnpin, errno
+	}
+	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
+	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
+	if err != nil {
+		return fail(toErrno(err))
+	}
+	if errno := f.claim(ctx, pfd, fd); errno != 0 {
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, name, 0)
+		return fail(errno)
+	}
+	gen, errno = statNew(fd, st)
+	if errno != 0 {
+		dirfd.Close(fd)
+		return fail(errno)
+	}
+	f.madeNew(joinRel(dir, name), st, gen)
+	return pfd, fd, gen, done, 0
+}
+
+// Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
+// the one this call made; the name exists from here on, and the caller's
+// writes go to a temp like any other write. When the name exists already
+// (made outside the mount since the kernel last looked), an open(2) without
+// O_EXCL gets the existing file, as it would natively.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	defer n.enter()()
+	f := n.fsys
+	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
+	if errno := f.admitOpen(ctx, owner, "create", n, name, openNeed(syscall.O_WRONLY)); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	var st unix.Stat_t
+	pfd, fd, gen, done, errno := n.createFile(ctx, name, mode, &st)
+	defer done()
+	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+		return n.openExisting(ctx, name, flags, out)
+	}
+	if errno != 0 {
+		return nil, nil, 0, openErrno(errno)
+	}
+	f.fillEntry(out, &st)
+	child := n.newChild(ctx, &st, gen)
+	var fh fs.FileHandle
+	var fuseFlags uint32
+	if f.coordinated(n, name) {
+		// A new file has no set-ID bit (hostmode.go).
+		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
+	} else {
+		// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
+		var again bool
+		fh, fuseFlags, errno, again = asNode(child).openShared(ctx, owner, nil, fd, n, pfd, name, &st, flags&^syscall.O_TRUNC|syscall.O_CREAT, true)
+		if again {
+			// Renamed away before its write began: the kernel looks the
+			// name up again and opens, or makes, what is there now.
+			errno = syscall.ESTALE
+		}
+	}
+	if errno != 0 {
+		return nil, nil, 0, openErrno(errno)
+	}
+	out.SetAttrTimeout(createdAttrValid(asNode(child)))
+	return child, fh, fuseFlags, 0
+}
+
+// openExisting answers a create whose name turned out to exist.
+func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	child, errno := n.Lookup(ctx, name, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	if child.Mode()&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, nil, 0, syscall.EEXIST
+	}
+	fh, fuseFlags, errno := asNode(child).Open(ctx, flags&^syscall.O_CREAT) // an existing file: not new to openShared
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return child, fh, fuseFlags, 0
+}
+
+// Allocate preallocates or punches holes in the owner's temp, through a
+// write handle; a read handle changes nothing (EBADF).
+func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
+		return ip.allocate(off, size, mode)
+	}
+	h, ok := fileOf(fh).(*writeHandle)
+	if !ok {
+		return syscall.EBADF
+	}
+	return h.withTemp(ctx, func(fd int) syscall.Errno {
+		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+	})
+}
+
+// CopyFileRange copies from one handle of this mount into a write handle's
+// temp in the backing filesystem, without the data passing through the
+// daemon.
+func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, size uint64, flags uint64) (uint32, syscall.Errno) {
+	in, to := fileOf(fhIn), fileOf(fhOut)
+	if in == nil || to == nil {
+		return 0, syscall.EBADF
+	}
+	// Both handles passed Open's check; a rename since then could have
+	// put either under a credential name, so ask again.
+	for _, h := range []openFile{in, to} {
+		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.common().node, ""); errno != 0 {
+			return 0, errno
+		}
+	}
+	if dst, ok := to.(*inPlaceHandle); ok {
+		var copied uint32
+		errno := in.withFd(func(src int) syscall.Errno {
+			var errno syscall.Errno
+			copied, errno = dst.copyIn(src, offIn, offOut, size, flags)
+			return errno
+		})
+		return copied, errno
+	}
+	dst, ok := to.(*writeHandle)
+	if !ok {
+		return 0, syscall.EBADF // a read handle is read-only
+	}
+	switch in := in.(type) {
+	case *inPlaceHandle:
+		defer lockPair(nil, dst.pending)()
+		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
+	case *readHandle:
+		defer lockPair(nil, dst.pending)()
+		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
+	case *writeHandle:
+		if in.pending == dst.pending {
+			return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
+		}
+		// Both writes' locks are held for the copy, taken in one order so
+		// that copies between two files in both directions cannot deadlock.
+		defer lockPair(in.pending, dst.pending)()
+		return dst.copyIn(ctx, in.pending.Cur(), offIn, offOut, size, flags)
+	}
+	return 0, syscall.EBADF
+}
+
+// openInPlace makes the handle of an open of the coordinated file fd
+// (verified, O_RDONLY, consumed) with stat st. forKernel: the kernel gets
+// the handle (not the daemon's own truncate). A node that holds another
+// version in the kernel's cache, or an owner's pending write, is retired
+// instead (ESTALE: the kernel looks the name up again).
+func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
+	h.made = f.opts.Credentials != nil && f.made.holds(keyOf(st))
+	// Passing through, the kernel reads and writes the backing file without
+	// the daemon; go-fuse registers the node's first handle's fd for every
+	// later one, so each is read-write (a read-only open's descriptor still
+	// cannot write: the kernel checks the open's own mode). Writes to a
+	// file the mount made at a credential path restamp it (change): the
+	// daemon must see them.
+	pt := f.opts.Passthrough && forKernel && !h.made
+	if h.write || pt {
+		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
+		switch {
+		case err == nil:
+			dirfd.Close(fd)
+			h.fd = rw
+		case h.write:
+			dirfd.Close(fd)
+			return nil, 0, toErrno(err)
+		default:
+			pt = false // a reader of a file the daemon cannot write
+		}
+	}
+	if flags&syscall.O_TRUNC != 0 && h.write {
+		if errno := h.truncate(0); errno != 0 {
+			dirfd.Close(h.fd)
+			return nil, 0, errno
+		}
+	}
+	var keep bool
+	if forKernel {
+		var ok bool
+		if keep, ok = n.admitInPlace(keyOf(st), pt); !ok {
+			dirfd.Close(h.fd)
+			return nil, 0, n.retire()
+		}
+		h.counted, h.passthrough = true, pt
+	}
+	// No FLUSH: a close commits nothing here. The page cache is every
+	// in-place handle's: a later open keeps what the first one filled.
+	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
+	if keep {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	if pt {
+		return &passthroughInPlace{h}, fuseFlags, 0
+	}
+	return h, fuseFlags, 0
+}
+
+// admitInPlace counts an in-place handle of the file key on n, passing
+// through if pt, unless n has handles of an owner's pending write, plain
+// readers (a passthrough reader's read-only backing file would be the new
+// handle's too), or in-place handles of another version or the other way
+// of serving (the kernel refuses to mix passthrough and cached opens of
+// one inode). keep: other in-place handles are open, and the kernel's
+// cache of n is theirs, filled through this file.
+func (n *Node) admitInPlace(key locks.Key, pt bool) (keep, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sharedOpen.Load() > 0 || n.readers > n.inPlaceOpen ||
+		n.readers > 0 && (n.readPT != pt || n.readKey != key) {
+		return false, false
+	}
+	keep = n.inPlaceOpen > 0
+	n.readers++
+	n.inPlaceOpen++
+	n.readKey, n.readPT = key, pt
+	if !pt {
+		n.cachedReaders++
+		n.cachedOpen.Add(1)
+	}
+	return keep, true
+}
+
+// inPlaceGone uncounts an in-place handle of n.
+func (n *Node) inPlaceGone(pt bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.readers--
+	n.inPlaceOpen--
+	if !pt {
+		n.cachedReaders--
+		n.cachedOpen.Add(-1)
+	}
+}
+
+// openShared opens n through the owner's pending write (starting one for a
+// write open). base is the verified O_RDONLY fd of the file, named name in
+// the directory pn (fd pfd); it is consumed, and so is lease, the owner's
+// lock on the file if the caller took it (nil: openShared takes it). again:
+// a commit replaced the file since base was opened, and no write of the
+// owner's is left to join; the caller opens the name again.
+func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
+	f := n.fsys
+	if !n.admitShared(forKernel) {
+		dirfd.Close(base)
+		lease.Release()
+		// Its readers stay on n: the attributes the kernel keeps for them
+		// go, as the writer's appends in place may grow the file.
+		f.notify.inode(n.EmbeddedInode())
+		return nil, 0, n.retire(), false
+	}
+	defer func() {
+		if errno != 0 || again {
+			n.sharedGone()
+		}
+	}()
+	if lease == nil {
+		var err error
+		// A reader of the owner's write takes the weakest hold.
+		mode := locks.Append
+		if writeFlags(flags) {
+			mode = lockMode(flags)
+		}
+		if lease, err = f.acquire(ctx, keyOf(st), owner, mode); err != nil {
+			dirfd.Close(base)
+			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+		}
+	}
+	e := lease.Shared()
+	e.Lock()
+	defer e.Unlock()
+	w, again, err := f.engine.Join(e, lease, owner, n, base, pn, pfd, name, st, flags&syscall.O_CREAT != 0)
+	if err != nil || again {
+		return nil, 0, toErrno(err), again
+	}
+	opener := f.processOf(caller(ctx).Pid)
+	wh, err := w.Open(ctx, lease, writeengine.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
+		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease},
+		n.StableAttr().Ino)
+	if err != nil {
+		return nil, 0, toErrno(err), false
+	}
+	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
+	h.flags.Store(flags)
+	fh = h
+	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
+	// page cache, which readers of other owners share.
+	return fh, fuse.FOPEN_DIRECT_IO, 0, false
+}
+
+// ownChange tells the write in progress on n's file, if any, that this
+// mount itself just changed the file's metadata (chmod, link, an xattr);
+// apply, if not nil, makes the same change to the temp
+// (writeengine.Engine.OwnChange).
+func (n *Node) ownChange(apply func(temp int) error) {
+	n.fsys.engine.OwnChange(n.key(), apply)
+}
