@@ -47,27 +47,6 @@ const (
 // mount.
 const TempPrefix = writeengine.TempPrefix
 
-// newEngine makes f's write engine. Its test hooks read f.opts at each use,
-// so that a test may set them on a mount it has made.
-func (f *FS) newEngine() *writeengine.Engine[*Node] {
-	return writeengine.New[*Node](engineHost{f}, f.writeLocks, writeengine.Config{
-		Durability:    f.opts.Durability,
-		AsRoot:        f.asRoot,
-		OrdersRenames: func() bool { return f.ordersRenames },
-		FailAt:        f.opts.FailAt,
-		OnSync: func(what string) {
-			if f.opts.onSync != nil {
-				f.opts.onSync(what)
-			}
-		},
-		AfterReplace: func() {
-			if f.opts.afterReplace != nil {
-				f.opts.afterReplace()
-			}
-		},
-	})
-}
-
 // engineHost is the mount as the write engine reaches it
 // (writeengine.Host).
 type engineHost struct{ f *FS }

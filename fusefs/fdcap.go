@@ -4,12 +4,8 @@ import (
 	"context"
 	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
-	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -99,29 +95,4 @@ func fdRule(r fdbudget.Refusal) string {
 		return RuleResourceLimit
 	}
 	return RuleFdBudget
-}
-
-// Mount mounts the filesystem at dir, as fs.Mount does, with the handles
-// of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
-// request that makes an object and the flags of each WRITE noted
-// (requestnotes.NotingFS), and returns once the mount is ready.
-//
-// Ready is when NewServer returns: on Linux it mounts and answers the
-// kernel's INIT before it does. The daemon does not call go-fuse's
-// WaitMount, whose "poll hack" opens and closes a file on the mount from a
-// daemon thread: killed while that thread waits for its own answer, the
-// daemon could not die (the thread holds the descriptor table, and so the
-// FUSE device, open; the kernel never aborts the connection). The hack
-// exists for a daemon that polls files on its own mount, which this one
-// never touches; another process's POLL gets ENOSYS, as it would after the
-// hack.
-func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks.Notes, WriteIns: &f.writeIns.Notes}
-	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds.Counts, Owner: f.owner}
-	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
-	if err != nil {
-		return nil, err
-	}
-	go server.Serve()
-	return server, nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
+	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -538,3 +539,106 @@ func toErrno(err error) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// newEngine makes f's write engine. Its test hooks read f.opts at each use,
+// so that a test may set them on a mount it has made.
+func (f *FS) newEngine() *writeengine.Engine[*Node] {
+	return writeengine.New[*Node](engineHost{f}, f.writeLocks, writeengine.Config{
+		Durability:    f.opts.Durability,
+		AsRoot:        f.asRoot,
+		OrdersRenames: func() bool { return f.ordersRenames },
+		FailAt:        f.opts.FailAt,
+		OnSync: func(what string) {
+			if f.opts.onSync != nil {
+				f.opts.onSync(what)
+			}
+		},
+		AfterReplace: func() {
+			if f.opts.afterReplace != nil {
+				f.opts.afterReplace()
+			}
+		},
+	})
+}
+
+// owner names the lock owner of the calling process.
+func (f *FS) owner(ctx context.Context) locks.Owner {
+	c := caller(ctx)
+	if f.opts.Owners == nil {
+		return locks.Owner(fmt.Sprintf("pid:%d", c.Pid))
+	}
+	o, err := f.opts.Owners.Owner(c.Pid)
+	if err != nil {
+		// The process is gone already: it can own nothing lasting.
+		return locks.Owner(fmt.Sprintf("gone:%d", c.Pid))
+	}
+	return o
+}
+
+// processOf is the process (thread group id) of the calling thread pid, read
+// when the handle is opened (an open(2) holds no lock that reading its
+// status would need); the thread itself if that fails.
+func (f *FS) processOf(pid uint32) uint32 { return f.processes.Process(pid) }
+
+// Mount mounts the filesystem at dir, as fs.Mount does, with the handles
+// of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
+// request that makes an object and the flags of each WRITE noted
+// (requestnotes.NotingFS), and returns once the mount is ready.
+//
+// Ready is when NewServer returns: on Linux it mounts and answers the
+// kernel's INIT before it does. The daemon does not call go-fuse's
+// WaitMount, whose "poll hack" opens and closes a file on the mount from a
+// daemon thread: killed while that thread waits for its own answer, the
+// daemon could not die (the thread holds the descriptor table, and so the
+// FUSE device, open; the kernel never aborts the connection). The hack
+// exists for a daemon that polls files on its own mount, which this one
+// never touches; another process's POLL gets ENOSYS, as it would after the
+// hack.
+func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
+	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks.Notes, WriteIns: &f.writeIns.Notes}
+	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds.Counts, Owner: f.owner}
+	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	return server, nil
+}
+
+// fillAttr fills a FUSE attribute from a backing stat, with the mount's
+// inode number for it (inoOf).
+func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
+	a.Ino = f.inoOf(s)
+	a.Size = uint64(s.Size)
+	a.Blocks = uint64(s.Blocks)
+	a.Atime, a.Atimensec = uint64(s.Atim.Sec), uint32(s.Atim.Nsec)
+	a.Mtime, a.Mtimensec = uint64(s.Mtim.Sec), uint32(s.Mtim.Nsec)
+	a.Ctime, a.Ctimensec = uint64(s.Ctim.Sec), uint32(s.Ctim.Nsec)
+	a.Mode = s.Mode
+	a.Nlink = uint32(s.Nlink)
+	a.Uid, a.Gid = s.Uid, s.Gid
+	a.Rdev = uint32(s.Rdev)
+	a.Blksize = uint32(s.Blksize)
+}
+
+func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
+	f.fillAttr(&out.Attr, st)
+}
+
+// depth counts the directories between the root and n.
+func (f *FS) depth(n *Node) int {
+	d := 0
+	lockorder.GoFuse("Inode.Parent")
+	for in := n.EmbeddedInode(); in != nil && in != f.root.EmbeddedInode(); d++ {
+		_, in = in.Parent()
+		if in == nil {
+			return -1 // detached: treat as outside
+		}
+	}
+	return d
+}
+
+// Owners. "Owner" in this package means one thing: the locks.Owner a
+// calling process writes as (its sandbox's cgroup by default), which the
+// lock table, the pending writes and the audit log's "owner" share. The
+// kernel's lock_owner of a record lock is a locker (reclock.go).

@@ -206,3 +206,54 @@ func (f *FS) holdOf(key locks.Key) int64 {
 	defer f.rekeyedMu.Unlock()
 	return f.holds[key]
 }
+
+// releaseAll releases the charges of fds closed.
+func (f *FS) releaseAll(cs []fdCharge) {
+	for _, c := range cs {
+		if c.o != "" {
+			f.fds.release(c.o, c.n)
+		}
+	}
+}
+
+// lockSetOf returns the lock set for a node born as the backing file key:
+// the set of a retired node born as that file, if one lives, else a new one.
+func (f *FS) lockSetOf(key locks.Key) *lockFds {
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if l := f.heirs[key]; l != nil {
+		l.nodes++
+		return l
+	}
+	return &lockFds{nodes: 1}
+}
+
+// bequeath offers n's lock set to the nodes that replace it: nodes born as
+// the backing file key, which n stood for when it was retired.
+func (f *FS) bequeath(n *Node, key locks.Key) {
+	l := n.lockSet()
+	f.rekeyedMu.Lock()
+	defer f.rekeyedMu.Unlock()
+	if f.heirs == nil {
+		f.heirs = make(map[locks.Key]*lockFds)
+	}
+	f.heirs[key] = l
+}
+
+// dropLockSet is a node's forget: the last node of a set closes its fds.
+func (f *FS) dropLockSet(l *lockFds) {
+	f.rekeyedMu.Lock()
+	l.nodes--
+	last := l.nodes == 0
+	if last {
+		for k, v := range f.heirs {
+			if v == l {
+				delete(f.heirs, k)
+			}
+		}
+	}
+	f.rekeyedMu.Unlock()
+	if last {
+		f.releaseAll(l.closeAll())
+	}
+}

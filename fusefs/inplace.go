@@ -71,26 +71,6 @@ var (
 	_ = (openFile)((*inPlaceHandle)(nil))
 )
 
-// coordinated reports whether name in dir is in the policy's coordinated
-// set, by the name alone where the set allows (every open asks): the
-// path is built only for a set that looks at directories. It takes
-// go-fuse's tree locks: never under commitMu.
-func (f *FS) coordinated(dir *Node, name string) bool {
-	m := f.opts.Credentials
-	if m.CoordinatedByName() {
-		return m.Coordinated(name)
-	}
-	return m.Coordinated(f.relPath(dir, name))
-}
-
-// inPlaceFile reports whether the file with stat st, at a coordinated
-// path, may be written in place (see above). The caller holds commitMu
-// (read), under which write locks are taken.
-func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
-	return st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
-		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
-}
-
 // passthroughInPlace is an in-place handle the kernel serves straight from
 // its fd (read-write, registered by go-fuse as the node's backing file):
 // reads, writes and mappings never reach the daemon.

@@ -344,26 +344,6 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	return child, 0
 }
 
-// fillAttr fills a FUSE attribute from a backing stat, with the mount's
-// inode number for it (inoOf).
-func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
-	a.Ino = f.inoOf(s)
-	a.Size = uint64(s.Size)
-	a.Blocks = uint64(s.Blocks)
-	a.Atime, a.Atimensec = uint64(s.Atim.Sec), uint32(s.Atim.Nsec)
-	a.Mtime, a.Mtimensec = uint64(s.Mtim.Sec), uint32(s.Mtim.Nsec)
-	a.Ctime, a.Ctimensec = uint64(s.Ctim.Sec), uint32(s.Ctim.Nsec)
-	a.Mode = s.Mode
-	a.Nlink = uint32(s.Nlink)
-	a.Uid, a.Gid = s.Uid, s.Gid
-	a.Rdev = uint32(s.Rdev)
-	a.Blksize = uint32(s.Blksize)
-}
-
-func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
-	f.fillAttr(&out.Attr, st)
-}
-
 // stat stats the object n stands for, through fh when it shows the
 // caller's view (views.go), else by name; a handle whose name is gone or
 // leads elsewhere still answers for its file.
@@ -635,19 +615,6 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
 	return []byte(target), 0
-}
-
-// depth counts the directories between the root and n.
-func (f *FS) depth(n *Node) int {
-	d := 0
-	lockorder.GoFuse("Inode.Parent")
-	for in := n.EmbeddedInode(); in != nil && in != f.root.EmbeddedInode(); d++ {
-		_, in = in.Parent()
-		if in == nil {
-			return -1 // detached: treat as outside
-		}
-	}
-	return d
 }
 
 // childInode is the node the kernel knows as name in directory n, if any.

@@ -558,3 +558,79 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 func (n *Node) ownChange(apply func(temp int) error) {
 	n.fsys.engine.OwnChange(n.key(), apply)
 }
+
+// acquire takes the lock on n for owner in mode, waiting for a release
+// that is on its way (releaseWait).
+func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode locks.Mode) (*locks.Lease, error) {
+	return f.writeLocks.AcquireWait(ctx, key, owner, mode, patience())
+}
+
+// ownWrite returns, locked, the caller's own write in progress on the file
+// with key; nil if there is none. The caller must unlock w.Entry().
+func (f *FS) ownWrite(ctx context.Context, key locks.Key) *pendingWrite {
+	return f.engine.OwnWrite(f.owner(ctx), key)
+}
+
+// coordinated reports whether name in dir is in the policy's coordinated
+// set, by the name alone where the set allows (every open asks): the
+// path is built only for a set that looks at directories. It takes
+// go-fuse's tree locks: never under commitMu.
+func (f *FS) coordinated(dir *Node, name string) bool {
+	m := f.opts.Credentials
+	if m.CoordinatedByName() {
+		return m.Coordinated(name)
+	}
+	return m.Coordinated(f.relPath(dir, name))
+}
+
+// inPlaceFile reports whether the file with stat st, at a coordinated
+// path, may be written in place (see above). The caller holds commitMu
+// (read), under which write locks are taken.
+func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
+	return st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
+		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
+}
+
+// writing reports whether an owner holds the write lock on the backing
+// file with key (a write in progress). It asks the lock table only: a
+// lookup must not wait for the entry's lock, which a commit holds through
+// its fsyncs.
+func (f *FS) writing(key locks.Key) bool {
+	_, held := f.writeLocks.Holder(key)
+	return held
+}
+
+// A write open's way to the owner's write in progress (the write engine,
+// writeengine): the lock it takes, and the handle it makes over the write.
+
+// How long a conflicting open (or rename, unlink, metadata change) waits
+// for another owner's release. The kernel sends RELEASE after close(2)
+// has returned, so a sequential writer's next step would meet the lock
+// its last one let go of. A hold whose opener closed its last descriptor
+// is closing (writeproto), and a conflicting call waits for it to be
+// released, woken by the release (locks.AcquireWait), up to releaseWait:
+// a bound for a hold whose RELEASE does not come (one the daemon took for
+// closed while a descriptor of it lives on: a forked child's, or a dup
+// beside an idle write handle), never reached by load. A hold not known
+// to be closing is waited for only releaseGrace (a close the daemon
+// could not judge, by another process than the opener), then EBUSY.
+const (
+	releaseWait  = 2 * time.Second
+	releaseGrace = 250 * time.Millisecond
+)
+
+// patience is the wait of a conflicting call that starts now.
+func patience() locks.Patience {
+	now := time.Now()
+	return locks.Patience{Closing: now.Add(releaseWait), Grace: now.Add(releaseGrace)}
+}
+
+// lockMode is the lock an open with flags takes: an append without
+// O_TRUNC shares the file with other owners' appends (they go into the
+// file in place, each whole); every other write excludes other owners.
+func lockMode(flags uint32) locks.Mode {
+	if flags&syscall.O_APPEND != 0 && flags&syscall.O_TRUNC == 0 {
+		return locks.Append
+	}
+	return locks.Write
+}

@@ -3,8 +3,6 @@ package fusefs
 import (
 	"context"
 	"time"
-
-	"github.com/realm-dev/realm/locks"
 )
 
 // Views of a file being written. While an owner writes a file, two
@@ -84,15 +82,6 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 	uncommitted := w.Uncommitted()
 	w.Entry().Unlock()
 	return !uncommitted
-}
-
-// writing reports whether an owner holds the write lock on the backing
-// file with key (a write in progress). It asks the lock table only: a
-// lookup must not wait for the entry's lock, which a commit holds through
-// its fsyncs.
-func (f *FS) writing(key locks.Key) bool {
-	_, held := f.writeLocks.Holder(key)
-	return held
 }
 
 // createdAttrValid is how long the kernel may keep the attributes of the
