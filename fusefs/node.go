@@ -241,18 +241,46 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 // may hold). The same type is a replacement (an editor outside saving by
 // rename): ESTALE, which makes the kernel look the name up afresh and retry,
 // so the caller meets the new object through a full lookup instead of an
-// error.
+// error. A caller holding commitMu asks checkIdentity under it and
+// answerIdentity after: the refusal names the path, which walks go-fuse's
+// tree, and no go-fuse lock is taken under commitMu (internal/lockorder).
 func (n *Node) verify(ctx context.Context, op string, pn *Node, name string, st *unix.Stat_t) syscall.Errno {
+	return n.answerIdentity(ctx, op, pn, name, n.checkIdentity(ctx, pn, name, st))
+}
+
+// identity is what checkIdentity found under a node's name.
+type identity int
+
+const (
+	identitySame     identity = iota // the node's object (or its committed successor)
+	identityReplaced                 // another object of the node's type
+	identitySwapped                  // an object of another type
+)
+
+// checkIdentity tells whether st is the object n stands for (verify).
+func (n *Node) checkIdentity(ctx context.Context, pn *Node, name string, st *unix.Stat_t) identity {
 	if dev, ino := n.ident(); st.Dev == dev && st.Ino == ino {
-		return 0
+		return identitySame
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && pn != nil && n.catchUp(ctx, pn, name, st) {
+		return identitySame
+	}
+	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
+		return identityReplaced
+	}
+	return identitySwapped
+}
+
+// answerIdentity answers what checkIdentity found (verify), with no realm
+// lock held that go-fuse's tree may not be walked under.
+func (n *Node) answerIdentity(ctx context.Context, op string, pn *Node, name string, id identity) syscall.Errno {
+	if id == identitySame {
 		return 0
 	}
 	if pn != nil {
 		n.fsys.notify.entry(pn.EmbeddedInode(), name)
 	}
-	if st.Mode&syscall.S_IFMT == n.Mode()&syscall.S_IFMT {
+	if id == identityReplaced {
 		return syscall.ESTALE
 	}
 	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeSwapped)
@@ -276,17 +304,22 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 		return -1, errno
 	}
 	n.fsys.commitMu.RLock()
-	defer n.fsys.commitMu.RUnlock()
 	fd, err := dirfd.OpenPath(pfd, name)
+	var st unix.Stat_t
+	if err == nil {
+		if err = dirfd.Fstat(fd, &st); err != nil {
+			dirfd.Close(fd)
+		}
+	}
+	id := identitySame
+	if err == nil {
+		id = n.checkIdentity(ctx, pn, name, &st)
+	}
+	n.fsys.commitMu.RUnlock()
 	if err != nil {
 		return -1, toErrno(err)
 	}
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		dirfd.Close(fd)
-		return -1, toErrno(err)
-	}
-	if errno := n.verify(ctx, op, pn, name, &st); errno != 0 {
+	if errno := n.answerIdentity(ctx, op, pn, name, id); errno != 0 {
 		dirfd.Close(fd)
 		return -1, errno
 	}
@@ -380,12 +413,16 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	}
 	n.fsys.commitMu.RLock()
 	err := dirfd.Lstat(pfd, name, st)
+	id := identitySame
 	if err == nil {
-		errno = n.verify(ctx, "stat", pn, name, st)
+		id = n.checkIdentity(ctx, pn, name, st)
 	}
 	n.fsys.commitMu.RUnlock()
-	if err != nil || errno != 0 {
-		return max(errno, toErrno(err))
+	if err != nil {
+		return toErrno(err)
+	}
+	if errno := n.answerIdentity(ctx, "stat", pn, name, id); errno != 0 {
+		return errno
 	}
 	// A process stat-ing a file its owner is writing sees its own bytes,
 	// as a reopen would.

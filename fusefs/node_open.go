@@ -88,16 +88,20 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	}
 	var st unix.Stat_t
 	err = dirfd.Fstat(fd, &st)
+	id := identitySame
 	if err == nil {
-		errno = n.verify(ctx, op, pn, name, &st)
+		id = n.checkIdentity(ctx, pn, name, &st)
 	}
 	var lease *locks.Lease
 	var lockErr error
-	inPlace := err == nil && errno == 0 && coordinated && f.inPlaceFile(&st)
-	if err == nil && errno == 0 && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
+	inPlace := err == nil && id == identitySame && coordinated && f.inPlaceFile(&st)
+	if err == nil && id == identitySame && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
 		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
 	}
 	f.commitMu.RUnlock()
+	if err == nil {
+		errno = n.answerIdentity(ctx, op, pn, name, id)
+	}
 	if err != nil || errno != 0 {
 		dirfd.Close(fd)
 		return nil, 0, max(errno, toErrno(err)), false

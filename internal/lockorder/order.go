@@ -128,12 +128,7 @@ var (
 // each by the class held, what is taken (as a Violation's Taking says) and
 // a function on the taking stack. They are counted (RunTests says how
 // often) but fail nothing; take one out once fixed, and its return fails.
-var known = []breach{
-	// Node.verify refuses an object swapped under a node's name (refuse:
-	// relPath walks go-fuse's tree; the audit line reads /proc) while its
-	// callers (openPath, openOnce, statByName) hold commitMu for reading.
-	{held: &commitMu, taking: "go-fuse's tree locks (Inode.Path)", via: "fusefs.(*Node).verify"},
-}
+var known = []breach{}
 
 type breach struct {
 	held   *class
