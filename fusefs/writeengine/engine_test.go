@@ -15,6 +15,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -98,7 +99,21 @@ func newEngineDir(t *testing.T, content string) *engineDir {
 	t.Cleanup(func() { dirfd.Close(fd) })
 	d.dfd = fd
 	d.g = New[*fakeNode](d.host, locks.NewTable(), Config{Durability: DurabilityFull})
+	t.Cleanup(func() { d.host.noViolation(t) })
 	return d
+}
+
+// noViolation fails t if the engine logged an event the write protocol
+// rejected (protocolEnded).
+func (h *fakeHost) noViolation(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.logs {
+		if strings.Contains(l, writeproto.Marker) {
+			t.Errorf("the write protocol rejected an event: %s", l)
+		}
+	}
 }
 
 // open opens f for owner with flags (of the O_* bits: O_TRUNC, O_APPEND)
@@ -328,6 +343,9 @@ func TestEngineKilledWriter(t *testing.T) {
 			w, h, lease := d.open(t, "a", unix.O_RDWR)
 			d.write(t, w, h, false, "NEW", 0)
 			w.Entry().Lock()
+			if _, may := w.FlushStart(h); !may {
+				t.Fatal("a killed writer's close may not commit")
+			}
 			w.Flush(context.Background(), h, FlushFacts{Signal: int(unix.SIGKILL)}, 1)
 			w.Release(context.Background(), h, 1, true, lease)
 			w.Entry().Unlock()
