@@ -9,6 +9,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -432,10 +433,6 @@ func (f *FS) noteLookup(dir *Node, name string, st *unix.Stat_t, gen uint64) (re
 	return rel, f.hiding()
 }
 
-// maxRenameScan bounds the subtree a directory rename inspects. A larger
-// tree is refused: realm cannot tell it holds no credential.
-const maxRenameScan = 200000
-
 // denyDirRename refuses renaming name in dir (whose verified fd is pfd) to
 // newRel, the workspace path it gets, when the move could release a
 // credential or plant a protected path:
@@ -484,10 +481,10 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, n
 	defer dirfd.Close(fd)
 	seen := 0
 	found, code := "", errcode.CredentialPathDenied
-	err = walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
+	err = guard.Walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
 		seen++
 		if hiddenName(d.Name) {
-			return seen < maxRenameScan
+			return seen < guard.MaxRenameScan
 		}
 		after := newRel + p[len(rel):]
 		switch {
@@ -497,7 +494,7 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, n
 			d.Type == unix.DT_LNK && f.opts.Credentials.ProtectedPrefix(after):
 			found, code = after, errcode.ProtectedPathDenied
 		}
-		return found == "" && seen < maxRenameScan
+		return found == "" && seen < guard.MaxRenameScan
 	})
 	if found != "" {
 		if code == errcode.ProtectedPathDenied {
@@ -505,7 +502,7 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, n
 		}
 		return f.refuseCredential(ctx, "rename", found, found), false
 	}
-	if err != nil || seen >= maxRenameScan {
+	if err != nil || seen >= guard.MaxRenameScan {
 		return f.refuseRel(ctx, "rename", rel, errcode.CredentialPathDenied, RuleCredentialUnscanned), false
 	}
 	return 0, false
@@ -603,46 +600,6 @@ func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 	return 0
 }
 
-// errStop ends a walk early.
-var errStop = errors.New("walk stopped")
-
-// walk visits every entry beneath the directory held by dir, depth first,
-// without following symlinks; visit gets the entry's path (prefix/...), the
-// fd of the directory holding it, and the entry, and returns false to stop.
-func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dirent) bool) error {
-	ents, err := dirfd.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, d := range ents {
-		rel := d.Name
-		if prefix != "" {
-			rel = prefix + "/" + d.Name
-		}
-		if !visit(rel, dir, d) {
-			return errStop
-		}
-		isDir := d.Type == unix.DT_DIR
-		if d.Type == unix.DT_UNKNOWN {
-			var st unix.Stat_t
-			isDir = dirfd.Lstat(dir, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		}
-		if !isDir {
-			continue
-		}
-		sub, err := dirfd.OpenDir(dir, d.Name)
-		if err != nil {
-			continue // gone or swapped since listed: nothing to visit there
-		}
-		err = walk(sub, rel, visit)
-		dirfd.Close(sub)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ScanResult is what the mount-time scan found.
 type ScanResult struct {
 	Entries     int
@@ -662,7 +619,7 @@ type ScanResult struct {
 func (f *FS) Scan() ScanResult {
 	var res ScanResult
 	defer close(f.creds.scanned)
-	res.Err = walk(f.rootFd, "", func(rel string, parent int, d dirfd.Dirent) bool {
+	res.Err = guard.Walk(f.rootFd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		res.Entries++
 		if hiddenName(d.Name) {
 			if f.removeCrashTemp(parent, d.Name) {

@@ -84,7 +84,7 @@ var nameCallsAllowed = map[string]string{
 	"ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
 	"ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
-	"umask.go (*FS).callerUmask os.ReadFile": "reads /proc/PID/status",
+	"guard/umask.go ProcUmask os.ReadFile": "reads /proc/PID/status",
 }
 
 // panicsAllowed are the panics of documented unreachable cases, keyed
@@ -102,7 +102,7 @@ var panicDirs = []string{"fusefs", "locks", "procinfo", "policy", "cmd/realmfs",
 // of the walked tree is not silently left unchecked.
 var daemonSubpackages = []string{
 	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
-	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache",
+	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache", "fusefs/guard",
 }
 
 // TestInvariants checks the rules over the module's own source, and that

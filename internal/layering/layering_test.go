@@ -29,7 +29,7 @@ var layers = map[string]int{
 	// What the adapters call: the write engine and the mount's services.
 	"fusefs/audit": 3, "fusefs/dircache": 3, "fusefs/kernelnotify": 3,
 	"fusefs/readhold": 3, "fusefs/requestnotes": 3, "fusefs/watch": 3,
-	"fusefs/fdbudget": 3,
+	"fusefs/fdbudget": 3, "fusefs/guard": 3,
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
 	"fusefs/writeproto": 4, "fusefs/dirfd": 4, "policy": 4, "procinfo": 4,
 	// The lock table (procinfo names its owners).
