@@ -54,3 +54,49 @@ func Walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dir
 	}
 	return nil
 }
+
+// RenameFinding is what a directory rename's scan found against the move.
+type RenameFinding struct {
+	// Path is the first credential found (its path now) or protected path
+	// (its path after the move); "" if none.
+	Path string
+	// Protected says Path is a protected path after the move, not a
+	// credential.
+	Protected bool
+	// Unscanned: the tree could not be scanned whole (too large, or a
+	// directory could not be read); nothing found means nothing then.
+	Unscanned bool
+}
+
+// ScanDirRename judges the move of the directory held by fd from rel to
+// newRel, workspace paths, by what it holds: a credential (under the new
+// name the file could match no glob: ".aws" renamed to "x" would release
+// x/credentials; files made through the mount are no credentials), or
+// anything whose path after the move is protected (mkdir m/docker, write
+// m/docker/config.json, mv m/docker m/.docker), or a symlink whose path
+// after the move is a protected prefix. skip names the entries the mount
+// does not show (its temps), which are neither judged nor counted out.
+// The caller holds the names beneath still (FS.nsMu exclusively) from the
+// scan through the rename.
+func (g *Guard) ScanDirRename(fd int, rel, newRel string, skip func(name string) bool) RenameFinding {
+	seen := 0
+	var f RenameFinding
+	err := Walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
+		seen++
+		if skip(d.Name) {
+			return seen < MaxRenameScan
+		}
+		after := newRel + p[len(rel):]
+		switch {
+		case g.Denied(p) && !g.MadeEntry(parent, d.Name):
+			f.Path = p
+		case g.Protected(after), d.Type == unix.DT_LNK && g.ProtectedPrefix(after):
+			f.Path, f.Protected = after, true
+		}
+		return f.Path == "" && seen < MaxRenameScan
+	})
+	if f.Path == "" && (err != nil || seen >= MaxRenameScan) {
+		f.Unscanned = true
+	}
+	return f
+}
