@@ -2,8 +2,11 @@ package fusefs
 
 import (
 	"context"
+	"path"
+	"strings"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
@@ -354,4 +357,197 @@ func (f *FS) sweepBeforeRmdir(pfd int, name string) bool {
 		}
 	}
 	return removed
+}
+
+// Symlinks are judged by where they resolve (fusefs/guard's symlink.go
+// says the rule: every target normal, climbing no higher than its
+// directory is deep); what is here refuses what the rule does not let
+// through.
+
+// staysInside reports whether target, the target of a symlink in a
+// directory depth levels below the root, is normal and climbs no higher
+// than the root (guard.StaysInside).
+func staysInside(depth int, target string) bool { return guard.StaysInside(depth, target) }
+
+// lexicalTarget is the workspace-relative path a symlink in dir points at
+// (guard.LexicalTarget).
+func lexicalTarget(dir, target string) string { return guard.LexicalTarget(dir, target) }
+
+// pathDepth is the number of names in the workspace path rel.
+func pathDepth(rel string) int { return guard.PathDepth(rel) }
+
+// targetHidden reports whether a symlink target names a hidden name (a
+// live .realm-tmp- temp) in any component: such a link would reach, by a
+// path the kernel resolves in BACKING's namespace, a file the mount says
+// does not exist.
+func targetHidden(target string) bool {
+	for c := range strings.SplitSeq(target, "/") {
+		if hiddenName(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolvesInside reports whether target, the target of a symlink made in
+// the directory dir (a workspace path), resolves beneath the root as the
+// host's kernel would follow it in BACKING (guard.ResolvesInside).
+func (f *FS) resolvesInside(dir, target string) bool {
+	return guard.ResolvesInside(f.rootFd, dir, target)
+}
+
+// denyLinkTarget refuses op when the symlink held by fd (an O_PATH fd of
+// the verified link) would climb out of the root from a directory depth
+// levels deep: a hard link of a symlink gives it a new directory to
+// resolve from.
+func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name string, fd, depth int) syscall.Errno {
+	target, err := dirfd.Readlink(fd)
+	if err != nil {
+		return toErrno(err)
+	}
+	if !staysInside(depth, target) {
+		return f.refuse(ctx, op, dir, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
+	}
+	return 0
+}
+
+// denyLinkMove refuses renaming name in dir (held by pfd) from oldRel to
+// newRel (workspace paths, as the kernel has them now) when that would
+// leave a symlink climbing out of the root: the object itself, if it is a
+// link, or a link beneath it, if it is a directory moving to a shallower
+// place (a link inside a directory moving deeper climbs less far than
+// before). A tree too large to scan whole is refused too. The scan needs
+// nsMu held exclusively, or a link could be made in the directory between
+// the scan and the rename: without it, again says to come back with it.
+func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name, oldRel, newRel string, exclusive bool) (_ syscall.Errno, again bool) {
+	from, to := pathDepth(oldRel)-1, pathDepth(newRel)-1
+	if from == to {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if err := dirfd.Lstat(pfd, name, &st); err != nil {
+		return 0, false // the rename itself will say what is wrong
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFLNK:
+		fd, err := dirfd.OpenPath(pfd, name)
+		if err != nil {
+			return toErrno(err), false
+		}
+		defer dirfd.Close(fd)
+		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to), false
+	case syscall.S_IFDIR:
+		if to > from {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	if !exclusive {
+		return 0, true
+	}
+	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1), false
+}
+
+// denyLinksBeneath refuses moving the directory name in dir (held by pfd)
+// to a place depth levels below the root when a symlink beneath it would
+// then climb out (guard.LinkEscapingBeneath), or when its tree cannot be
+// read whole.
+func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name string, depth int) syscall.Errno {
+	fd, err := dirfd.OpenDir(pfd, name)
+	if isEscape(err) {
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve)
+	}
+	if err != nil {
+		return toErrno(err)
+	}
+	defer dirfd.Close(fd)
+	escaping, scanned := guard.LinkEscapingBeneath(fd, depth)
+	if escaping != "" {
+		return f.refuse(ctx, "rename", dir, path.Join(name, escaping), errcode.PathEscape, RuleEscapeSymlinkTarget)
+	}
+	if !scanned {
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeUnscanned)
+	}
+	return 0
+}
+
+// Host meaning: the allowlists of mode bits and xattrs are fusefs/guard's
+// (hostmode.go says what they let through and why); what is here audits
+// what they refuse.
+
+// hostFileMode is the mode a regular file's new content may carry: mode
+// without set-ID bits (guard.HostFileMode).
+func hostFileMode(mode uint32) uint32 { return guard.HostFileMode(mode) }
+
+// allowedXattr reports whether the mount may set attr (guard.AllowedXattr).
+func allowedXattr(attr string) bool { return guard.AllowedXattr(attr) }
+
+// removableXattr reports whether the mount may remove attr
+// (guard.RemovableXattr).
+func removableXattr(attr string) bool { return guard.RemovableXattr(attr) }
+
+// dropSetID clears the set-ID bits of the file held by fd before the daemon
+// writes new content into it in place (guard.DropSetID).
+func dropSetID(fd int) error { return guard.DropSetID(fd) }
+
+// newHostMode is mode (permission bits of a new object of type typ) within
+// the allowlist; a set-ID bit it drops is audited (the create goes on:
+// natively the object would be made, and its mode shows what it got).
+func (n *Node) newHostMode(ctx context.Context, op, name string, typ, mode uint32) uint32 {
+	allowed := mode & guard.AllowedModeBits(typ)
+	if allowed != mode {
+		n.fsys.refuseAs(ctx, op, n, name, errcode.PrivilegeDenied, 0, RulePrivilegeSetID)
+	}
+	return allowed
+}
+
+// denyChmod refuses a chmod of n (of type typ) to a mode outside the
+// allowlist (guard.ChmodAllowed).
+func (n *Node) denyChmod(ctx context.Context, typ, mode uint32) syscall.Errno {
+	if guard.ChmodAllowed(typ, mode) {
+		return 0
+	}
+	return n.fsys.refuse(ctx, "setattr", n, "", errcode.PrivilegeDenied, RulePrivilegeSetID)
+}
+
+// Modes of new objects. The mount negotiates FUSE_DONT_MASK (MountOptions):
+// the kernel sends the mode the caller asked for, without its umask, and
+// the daemon, whose own umask is 0 (realmfs sets it at start), applies the
+// rule the kernel applies natively on a filesystem with POSIX ACLs
+// (guard.NewMode: a parent's default ACL decides, else the umask). Without
+// DONT_MASK the kernel would apply the umask itself even under a default
+// ACL, and with the daemon's own umask on top a group-shared tree (umask
+// 002) would lose group write.
+//
+// The kernel sends the caller's umask with every CREATE, MKDIR and MKNOD
+// (current_umask(), whatever DONT_MASK says), but go-fuse's node API does
+// not pass it on: the mount's raw filesystem notes it for the request
+// (requestnotes.go). Where the note is missing (a request that did not
+// come through the mount's raw filesystem) the caller's umask is read from
+// /proc/PID/status (guard.ProcUmask), which is the same umask: the thread
+// is blocked in the system call it runs under. The note spares a create
+// the twelve system calls of reading that file.
+
+// newMode is the mode (permission and set-ID bits, without the type) an
+// object made with mode by the caller in the directory held by pfd gets
+// natively.
+func (f *FS) newMode(ctx context.Context, pfd int, mode uint32) uint32 {
+	return guard.NewMode(pfd, mode, func() uint32 { return f.callerUmask(ctx) })
+}
+
+// callerUmask is the umask of the process that made the request in ctx; 0
+// for a request that did not come from the kernel (the unit tests).
+func (f *FS) callerUmask(ctx context.Context) uint32 {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c == nil {
+		return 0
+	}
+	if c.Pid == 0 {
+		return guard.UmaskUnknown
+	}
+	if u, ok := f.umasks.of(ctx); ok {
+		return u
+	}
+	return guard.ProcUmask(c.Pid)
 }
