@@ -94,7 +94,7 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// MadeStore, if set, is the file (outside BACKING) that keeps the set
 	// of files made through the mount from one mount to the next
-	// (madestore.go): read by New, written by Close.
+	// (guard.MadeSet.Load, Save): read by New, written by Close.
 	MadeStore string
 	// Debugf receives what the daemon did in the ordinary course that a
 	// person debugging may want to follow but need not act on (a write
@@ -453,7 +453,7 @@ func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code, r
 // refuseCredential audits a credential refusal of op on the workspace path
 // rel. The line names the glob that denies matched (rel itself, or the
 // target of a symlink being made) and where that glob was written; when no
-// glob denies it, the file is a credential by its identity (credInodes).
+// glob denies it, the file is a credential by its identity (guard.Guard.Creds).
 func (f *FS) refuseCredential(ctx context.Context, op, rel, matched string) syscall.Errno {
 	return f.auditCredential(ctx, op, rel, matched, errcode.CredentialPathDenied.Errno())
 }
