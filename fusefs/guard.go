@@ -155,45 +155,22 @@ func (f *FS) waitScan() { f.guard.WaitScan() }
 // denyDirRename refuses renaming name in dir (whose verified fd is pfd) to
 // newRel, the workspace path it gets, when the move could release a
 // credential or plant a protected path: a directory judged by what it
-// holds (guard.ScanDirRename), a symlink renamed to a protected prefix
-// (ProtectedPrefix). The name itself, when it is not a directory, is
-// judged by prepare.
+// holds, a symlink renamed to a protected prefix (guard.DirRename). The
+// name itself, when it is not a directory, is judged by prepare.
 //
 // rel is the name's workspace path now, dir its directory's node. A scan
 // needs nsMu held exclusively through the rename (Node.Rename), so that no
 // name enters the tree scanned before the rename is done: without it
 // (exclusive false), again says to come back with it.
 func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, newRel string, exclusive bool) (errno syscall.Errno, again bool) {
-	if !f.guard.On() {
-		return 0, false
-	}
-	var st unix.Stat_t
-	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0, false
-	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFLNK:
-		if f.guard.ProtectedPrefix(newRel) {
-			return f.refuseRel(ctx, "rename", newRel, errcode.ProtectedPathDenied, RuleProtected), false
-		}
-		return 0, false
-	case syscall.S_IFDIR:
-		if !exclusive {
-			return 0, true // a scan needs nsMu exclusively
-		}
-	default:
-		return 0, false
-	}
-	fd, err := dirfd.OpenDir(pfd, name)
-	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false // a mount point, or swapped
-	}
-	if err != nil {
-		return toErrno(err), false
-	}
-	defer dirfd.Close(fd)
-	found := f.guard.ScanDirRename(fd, rel, newRel, hiddenName)
+	found, again, err := f.guard.DirRename(pfd, name, rel, newRel, exclusive, hiddenName)
 	switch {
+	case again:
+		return 0, true
+	case isEscape(err):
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false // a mount point, or swapped
+	case err != nil:
+		return toErrno(err), false
 	case found.Path != "" && found.Protected:
 		return f.refuseRel(ctx, "rename", found.Path, errcode.ProtectedPathDenied, RuleProtected), false
 	case found.Path != "":
@@ -401,11 +378,11 @@ func (f *FS) resolvesInside(dir, target string) bool {
 // levels deep: a hard link of a symlink gives it a new directory to
 // resolve from.
 func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name string, fd, depth int) syscall.Errno {
-	target, err := dirfd.Readlink(fd)
+	ok, err := guard.LinkFdStaysInside(fd, depth)
 	if err != nil {
 		return toErrno(err)
 	}
-	if !staysInside(depth, target) {
+	if !ok {
 		return f.refuse(ctx, op, dir, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
 	}
 	return 0
@@ -413,63 +390,25 @@ func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name stri
 
 // denyLinkMove refuses renaming name in dir (held by pfd) from oldRel to
 // newRel (workspace paths, as the kernel has them now) when that would
-// leave a symlink climbing out of the root: the object itself, if it is a
-// link, or a link beneath it, if it is a directory moving to a shallower
-// place (a link inside a directory moving deeper climbs less far than
-// before). A tree too large to scan whole is refused too. The scan needs
+// leave a symlink climbing out of the root, or when a directory moved
+// shallower cannot be scanned whole (guard.LinkMoved). The scan needs
 // nsMu held exclusively, or a link could be made in the directory between
 // the scan and the rename: without it, again says to come back with it.
 func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name, oldRel, newRel string, exclusive bool) (_ syscall.Errno, again bool) {
-	from, to := pathDepth(oldRel)-1, pathDepth(newRel)-1
-	if from == to {
-		return 0, false
-	}
-	var st unix.Stat_t
-	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0, false // the rename itself will say what is wrong
-	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFLNK:
-		fd, err := dirfd.OpenPath(pfd, name)
-		if err != nil {
-			return toErrno(err), false
-		}
-		defer dirfd.Close(fd)
-		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to), false
-	case syscall.S_IFDIR:
-		if to > from {
-			return 0, false
-		}
-	default:
-		return 0, false
-	}
-	if !exclusive {
+	mv, again, err := guard.LinkMoved(pfd, name, oldRel, newRel, exclusive)
+	switch {
+	case again:
 		return 0, true
+	case mv.Dir && isEscape(err):
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false
+	case err != nil:
+		return toErrno(err), false
+	case mv.Escapes:
+		return f.refuse(ctx, "rename", dir, path.Join(name, mv.Path), errcode.PathEscape, RuleEscapeSymlinkTarget), false
+	case mv.Unscanned:
+		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeUnscanned), false
 	}
-	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1), false
-}
-
-// denyLinksBeneath refuses moving the directory name in dir (held by pfd)
-// to a place depth levels below the root when a symlink beneath it would
-// then climb out (guard.LinkEscapingBeneath), or when its tree cannot be
-// read whole.
-func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name string, depth int) syscall.Errno {
-	fd, err := dirfd.OpenDir(pfd, name)
-	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve)
-	}
-	if err != nil {
-		return toErrno(err)
-	}
-	defer dirfd.Close(fd)
-	escaping, scanned := guard.LinkEscapingBeneath(fd, depth)
-	if escaping != "" {
-		return f.refuse(ctx, "rename", dir, path.Join(name, escaping), errcode.PathEscape, RuleEscapeSymlinkTarget)
-	}
-	if !scanned {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeUnscanned)
-	}
-	return 0
+	return 0, false
 }
 
 // Host meaning: the allowlists of mode bits and xattrs are fusefs/guard's

@@ -182,9 +182,9 @@ func (g *Guard) MadeRenamed(pfd int, rel, name string) {
 	}
 }
 
-// MadeEntry reports whether name in the directory held by dir is a file
+// madeEntry reports whether name in the directory held by dir is a file
 // made through the mount and unchanged since.
-func (g *Guard) MadeEntry(dir int, name string) bool {
+func (g *Guard) madeEntry(dir int, name string) bool {
 	var st unix.Stat_t
 	gen, err := dirfd.Statx(dir, name, &st)
 	return err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && g.Made.Check(ID{keyOf(&st), gen}, &st) == MadeFresh

@@ -218,14 +218,14 @@ func TestScanDirRename(t *testing.T) {
 		{"a skipped name", "skip", "y", skip, RenameFinding{}},
 		{"nothing against it", "clean", "z", none, RenameFinding{}},
 	} {
-		if got := g.ScanDirRename(open(c.from), c.from, c.to, c.skip); got != c.want {
+		if got := g.scanDirRename(open(c.from), c.from, c.to, c.skip); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
 	keys := open("keys")
 	id, st := identity(t, keys, ".env")
 	g.Made.Add(id, st)
-	if got := g.ScanDirRename(keys, "keys", "x", none); got != (RenameFinding{}) {
+	if got := g.scanDirRename(keys, "keys", "x", none); got != (RenameFinding{}) {
 		t.Errorf("a made credential: %+v, want nothing found", got)
 	}
 }

@@ -78,12 +78,12 @@ func PathDepth(rel string) int {
 	return strings.Count(rel, "/") + 1
 }
 
-// LinkEscapingBeneath finds a symlink beneath the directory held by fd
+// linkEscapingBeneath finds a symlink beneath the directory held by fd
 // that would climb out of the root were the directory depth levels below
 // it: escaping is its path below the directory, "" if none; scanned is
 // false when the tree could not be read whole (a directory moved
 // shallower is then refused, as realm cannot tell).
-func LinkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
+func linkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
 	seen := 0
 	err := Walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		seen++
@@ -97,9 +97,9 @@ func LinkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
 				dirfd.Close(lfd)
 			}
 		}
-		return escaping == "" && seen < MaxRenameScan
+		return escaping == "" && seen < maxRenameScan
 	})
-	return escaping, escaping != "" || (err == nil && seen < MaxRenameScan)
+	return escaping, escaping != "" || (err == nil && seen < maxRenameScan)
 }
 
 // maxLinks bounds the links one resolution follows, as the kernel's 40.

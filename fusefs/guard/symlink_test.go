@@ -129,7 +129,7 @@ func TestLinkEscapingBeneath(t *testing.T) {
 		{1, true},  // sub/up2 from depth 2 climbs out; up reaches the root
 		{0, true},
 	} {
-		esc, scanned := LinkEscapingBeneath(fd, tc.depth)
+		esc, scanned := linkEscapingBeneath(fd, tc.depth)
 		if (esc != "") != tc.escaping || !scanned {
 			t.Errorf("depth %d: escaping %q, scanned %v; want escaping %v, scanned", tc.depth, esc, scanned, tc.escaping)
 		}

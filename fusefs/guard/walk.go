@@ -9,10 +9,10 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
-// MaxRenameScan bounds the subtree a directory rename inspects. A larger
+// maxRenameScan bounds the subtree a directory rename inspects. A larger
 // tree is refused: realm cannot tell it holds no credential, nor no link
 // that would climb out.
-const MaxRenameScan = 200000
+const maxRenameScan = 200000
 
 // errStop ends a walk early.
 var errStop = errors.New("walk stopped")
@@ -68,7 +68,7 @@ type RenameFinding struct {
 	Unscanned bool
 }
 
-// ScanDirRename judges the move of the directory held by fd from rel to
+// scanDirRename judges the move of the directory held by fd from rel to
 // newRel, workspace paths, by what it holds: a credential (under the new
 // name the file could match no glob: ".aws" renamed to "x" would release
 // x/credentials; files made through the mount are no credentials), or
@@ -78,24 +78,24 @@ type RenameFinding struct {
 // does not show (its temps), which are neither judged nor counted out.
 // The caller holds the names beneath still (FS.nsMu exclusively) from the
 // scan through the rename.
-func (g *Guard) ScanDirRename(fd int, rel, newRel string, skip func(name string) bool) RenameFinding {
+func (g *Guard) scanDirRename(fd int, rel, newRel string, skip func(name string) bool) RenameFinding {
 	seen := 0
 	var f RenameFinding
 	err := Walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
 		seen++
 		if skip(d.Name) {
-			return seen < MaxRenameScan
+			return seen < maxRenameScan
 		}
 		after := newRel + p[len(rel):]
 		switch {
-		case g.Denied(p) && !g.MadeEntry(parent, d.Name):
+		case g.Denied(p) && !g.madeEntry(parent, d.Name):
 			f.Path = p
 		case g.Protected(after), d.Type == unix.DT_LNK && g.ProtectedPrefix(after):
 			f.Path, f.Protected = after, true
 		}
-		return f.Path == "" && seen < MaxRenameScan
+		return f.Path == "" && seen < maxRenameScan
 	})
-	if f.Path == "" && (err != nil || seen >= MaxRenameScan) {
+	if f.Path == "" && (err != nil || seen >= maxRenameScan) {
 		f.Unscanned = true
 	}
 	return f
