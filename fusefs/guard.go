@@ -254,38 +254,17 @@ func (f *FS) refuseProtect(ctx context.Context, op, rel string, rule guard.Prote
 }
 
 // ScanResult is what the mount-time scan found.
-type ScanResult struct {
-	Entries     int
-	Credentials int
-	TempRemoved int
-	Err         error
-}
+type ScanResult = guard.ScanResult
 
-// Scan walks the backing tree once at mount: it records the identity of
-// every credential file (for its other names: hard links, bind mounts, the
-// names it is renamed to) and protected file (guard.ScanEntry), and removes
-// the temp files of atomic writes that a crash left behind (every temp
-// this mount is not using; conflict copies are never touched). Checks by
-// identity (guard.IDs.Has) wait until it is done. It runs while the mount
-// serves (ScanInBackground); what could meet a crash's temp before the
-// walk reaches it sweeps that directory itself (sweepBeforeRmdir).
+// Scan walks the backing tree once at mount (guard.Guard.Scan): it records
+// the identity of every credential and protected file, and removes the
+// temp files of atomic writes that a crash left behind (every temp this
+// mount is not using; conflict copies are never touched). It runs while
+// the mount serves (ScanInBackground); what could meet a crash's temp
+// before the walk reaches it sweeps that directory itself
+// (sweepBeforeRmdir).
 func (f *FS) Scan() ScanResult {
-	var res ScanResult
-	defer f.guard.ScanDone()
-	res.Err = guard.Walk(f.rootFd, "", func(rel string, parent int, d dirfd.Dirent) bool {
-		res.Entries++
-		if hiddenName(d.Name) {
-			if f.removeCrashTemp(parent, d.Name) {
-				res.TempRemoved++
-			}
-			return true
-		}
-		if d.Type != unix.DT_DIR && f.guard.ScanEntry(parent, d.Name, rel) {
-			res.Credentials++
-		}
-		return true
-	})
-	return res
+	return f.guard.Scan(f.rootFd, hiddenName, f.removeCrashTemp)
 }
 
 // ScanInBackground runs Scan on a goroutine of its own and hands report its

@@ -272,3 +272,32 @@ func TestOwnChange(t *testing.T) {
 		t.Error("MadeFd of a file no longer made: an fd")
 	}
 }
+
+// TestScan: the scan records credentials and protected files by identity,
+// hands hidden names to sweep and counts what it removed, and ends the
+// identity checks' wait.
+func TestScan(t *testing.T) {
+	root, _ := tree(t, ".env", "d/.envrc", "d/.tmp-a", "d/.tmp-b", "readme")
+	fd := openDir(t, root, "")
+	g := newGuard()
+	g.StartScan()
+	hidden := func(name string) bool { return len(name) > 5 && name[:5] == ".tmp-" }
+	var swept []string
+	res := g.Scan(fd, hidden, func(dir int, name string) bool {
+		swept = append(swept, name)
+		return name == ".tmp-a"
+	})
+	if res.Err != nil || res.Entries != 6 || res.Credentials != 1 || res.TempRemoved != 1 || len(swept) != 2 {
+		t.Errorf("scan: %+v, swept %v; want 6 entries, 1 credential, 1 temp removed of 2", res, swept)
+	}
+	select {
+	case <-g.Scanned():
+	default:
+		t.Error("the scan is done, its channel open")
+	}
+	env, _ := identity(t, fd, ".env")
+	envrc, _ := identity(t, openDir(t, root, "d"), ".envrc")
+	if !g.Creds.Has(env) || !g.ProtIDs.Has(envrc) {
+		t.Errorf("after the scan: .env %v, d/.envrc %v; want both recorded", g.Creds.Has(env), g.ProtIDs.Has(envrc))
+	}
+}
