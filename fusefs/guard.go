@@ -19,8 +19,10 @@ import (
 // functions of the policy, workspace paths and identities; what is here
 // builds a node's path from go-fuse's tree (relPath, dirRel), asks the
 // guard, and audits and answers what it refuses (refuse*: the audit lines
-// and errnos are the mount's). Every operation's call site names a method
-// of this file, so that a check lives in one place.
+// and errnos are the mount's). The other files call the methods and
+// functions here, by the names they had before the rules moved, so that
+// a check lives in one place and the write engine needs no guard of its
+// own.
 //
 // Credential denial. The policy's matcher is asked about the canonical
 // workspace-relative path of the object an operation touches: the node's
@@ -35,6 +37,8 @@ func (id fileID) guardID() guard.ID { return guard.ID{Key: id.key, Gen: id.gen} 
 // a file be a made one).
 type madeView struct{ set *guard.MadeSet }
 
+// holds reports whether a file with key may be a made one (no system
+// call: guard.MadeSet.Holds).
 func (v madeView) holds(key locks.Key) bool { return v.set.Holds(key) }
 
 // credentialDenied reports whether rel is a credential under the policy.

@@ -199,6 +199,16 @@ const (
 	ProtectedIdentity             // the file is protected under another name
 )
 
+func (r ProtectRule) String() string {
+	switch r {
+	case ProtectedPath:
+		return "protected path"
+	case ProtectedIdentity:
+		return "protected identity"
+	}
+	return "not protected"
+}
+
 // SelfProtected is the protect check of a change to an object itself, at
 // rel with identity id: its path, and, for what is no directory, its
 // identity (a hard link the host made to .envrc under an innocent name is
