@@ -34,14 +34,14 @@ type Guard struct {
 }
 
 // StartScan makes the identity checks (Creds.Has, ProtIDs.Has) wait for
-// the mount-time scan until ScanDone: one scan records both.
+// the mount-time scan until scanDone: one scan records both.
 func (g *Guard) StartScan() {
 	g.Creds.scanned = make(chan struct{})
 	g.ProtIDs.scanned = g.Creds.scanned
 }
 
-// ScanDone ends StartScan's wait.
-func (g *Guard) ScanDone() { close(g.Creds.scanned) }
+// scanDone ends StartScan's wait.
+func (g *Guard) scanDone() { close(g.Creds.scanned) }
 
 // Scanned is closed once the mount-time scan has finished (nil before
 // StartScan).
@@ -251,11 +251,11 @@ func (g *Guard) CommitProtected(rel string, id ID) ProtectRule {
 	return NotProtected
 }
 
-// ScanEntry records the identity of the entry name (rel) in the directory
+// scanEntry records the identity of the entry name (rel) in the directory
 // held by dir if it is a regular file at a credential path or a protected
 // one, for the mount-time scan; it reports whether it recorded a
 // credential.
-func (g *Guard) ScanEntry(dir int, name, rel string) (credential bool) {
+func (g *Guard) scanEntry(dir int, name, rel string) (credential bool) {
 	if g.Policy == nil {
 		return false
 	}

@@ -156,7 +156,7 @@ func TestNoteLookupAndScan(t *testing.T) {
 	s := newGuard()
 	creds := 0
 	for _, name := range []string{".env", ".envrc", "readme"} {
-		if s.ScanEntry(dir, name, name) {
+		if s.scanEntry(dir, name, name) {
 			creds++
 		}
 	}

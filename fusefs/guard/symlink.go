@@ -85,7 +85,7 @@ func PathDepth(rel string) int {
 // shallower is then refused, as realm cannot tell).
 func linkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
 	seen := 0
-	err := Walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
+	err := walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		seen++
 		if d.Type == unix.DT_LNK || d.Type == unix.DT_UNKNOWN {
 			lfd, err := dirfd.OpenPath(parent, d.Name)

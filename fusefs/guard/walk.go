@@ -17,11 +17,11 @@ const maxRenameScan = 200000
 // errStop ends a walk early.
 var errStop = errors.New("walk stopped")
 
-// Walk visits every entry beneath the directory held by dir, depth first,
+// walk visits every entry beneath the directory held by dir, depth first,
 // without following symlinks; visit gets the entry's path (prefix/...), the
 // fd of the directory holding it, and the entry, and returns false to stop
-// (Walk then returns a non-nil error).
-func Walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dirent) bool) error {
+// (walk then returns a non-nil error).
+func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dirent) bool) error {
 	ents, err := dirfd.ReadDir(dir)
 	if err != nil {
 		return err
@@ -46,7 +46,7 @@ func Walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dir
 		if err != nil {
 			continue // gone or swapped since listed: nothing to visit there
 		}
-		err = Walk(sub, rel, visit)
+		err = walk(sub, rel, visit)
 		dirfd.Close(sub)
 		if err != nil {
 			return err
@@ -81,7 +81,7 @@ type RenameFinding struct {
 func (g *Guard) scanDirRename(fd int, rel, newRel string, skip func(name string) bool) RenameFinding {
 	seen := 0
 	var f RenameFinding
-	err := Walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
+	err := walk(fd, rel, func(p string, parent int, d dirfd.Dirent) bool {
 		seen++
 		if skip(d.Name) {
 			return seen < maxRenameScan
