@@ -38,6 +38,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -90,7 +91,7 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// MadeStore, if set, is the file (outside BACKING) that keeps the set
 	// of files made through the mount from one mount to the next
-	// (madestore.go): read by New, written by Close.
+	// (guard.MadeSet.Load, Save): read by New, written by Close.
 	MadeStore string
 	// Debugf receives what the daemon did in the ordinary course that a
 	// person debugging may want to follow but need not act on (a write
@@ -129,10 +130,8 @@ type FS struct {
 	boundary   *dirfd.Root    // is a directory node's fd still beneath the root (Node.dirFd)
 	fds        fdCounts       // descriptors charged per owner (fdcap.go)
 	dirs       dircache.Cache // directory nodes' fds, idle ones bounded (dircache.go)
-	creds      credInodes
-	protIDs    credInodes         // the identities of protected files, as creds holds credentials' (guard.go)
-	madeDirs   credInodes         // protected directories made through the mount (guard.go: madeNew); no scan to wait for
-	made       madeSet            // files made through the mount at credential paths (guard.go)
+	guard      guard.Guard
+	made       madeView           // guard.Made as the write engine asks it; credentials, protected paths and made files are the guard's (guard.go)
 	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
 	processes  *procinfo.Resolver // pid mode: names a thread's process
 	asRoot     bool               // the daemon runs as root: temps get the file's owner
@@ -153,9 +152,6 @@ type FS struct {
 	// (judged by what it holds: denyDirRename) holds it exclusively from
 	// its scan through renameat2. No lock-table wait is made under it.
 	nsMu lockorder.RWMutex[lockorder.NsMu]
-	// madeOpMu serializes the mount's own changes of files it made at
-	// credential paths (ownMadeChange): each one's stat before and after.
-	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
 
 	// engine keeps the owners' writes in progress, their temps and the
 	// files a rename is moving (writeengine, enginehost.go).
@@ -228,18 +224,19 @@ func New(backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys.guard.Policy = opts.Credentials
+	fsys.made = madeView{&fsys.guard.Made}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
 	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {
-		if err := fsys.made.load(opts.MadeStore); err != nil {
+		if err := fsys.guard.Made.Load(opts.MadeStore); err != nil {
 			fsys.logf("files made through earlier mounts are host-placed: %v", err)
 		}
 	}
-	fsys.creds.scanned = make(chan struct{})
-	fsys.protIDs.scanned = fsys.creds.scanned // one scan records both
+	fsys.guard.StartScan()
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: keyOf(&st)}
 	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
@@ -373,7 +370,7 @@ func (f *FS) Close() error {
 	f.dirs.CloseMountFd()
 	var saved error
 	if f.opts.MadeStore != "" {
-		if saved = f.made.save(f.opts.MadeStore, f.backing); saved != nil {
+		if saved = f.guard.Made.Save(f.opts.MadeStore, f.backing); saved != nil {
 			saved = fmt.Errorf("files made through the mount are not remembered: %w", saved)
 		}
 	}
@@ -447,7 +444,7 @@ func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code, r
 // refuseCredential audits a credential refusal of op on the workspace path
 // rel. The line names the glob that denies matched (rel itself, or the
 // target of a symlink being made) and where that glob was written; when no
-// glob denies it, the file is a credential by its identity (credInodes).
+// glob denies it, the file is a credential by its identity (guard.Guard.Creds).
 func (f *FS) refuseCredential(ctx context.Context, op, rel, matched string) syscall.Errno {
 	return f.auditCredential(ctx, op, rel, matched, errcode.CredentialPathDenied.Errno())
 }

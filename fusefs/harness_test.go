@@ -42,13 +42,6 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// bytes is a copy of what was written so far.
-func (b *syncBuffer) bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
 // events parses the audit lines written so far.
 func (b *syncBuffer) events(t testing.TB) []audit.Event {
 	t.Helper()

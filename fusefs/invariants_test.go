@@ -78,16 +78,16 @@ var nameCallsAllowed = map[string]string{
 	// The made store (Options.MadeStore): a file in the daemon's state
 	// directory, which cmd/realmfs refuses beneath BACKING, replaced by
 	// write-temp-then-rename.
-	"madestore.go (*madeSet).load os.ReadFile":   "reads the made store",
-	"madestore.go (*madeSet).save os.MkdirAll":   "makes the made store's directory",
-	"madestore.go (*madeSet).save os.CreateTemp": "writes the made store's temp",
-	"madestore.go (*madeSet).save os.Remove":     "removes the temp where the rename did not happen",
-	"madestore.go (*madeSet).save os.Rename":     "puts the made store in place",
+	"guard/madestore.go (*MadeSet).Load os.ReadFile":   "reads the made store",
+	"guard/madestore.go (*MadeSet).Save os.MkdirAll":   "makes the made store's directory",
+	"guard/madestore.go (*MadeSet).Save os.CreateTemp": "writes the made store's temp",
+	"guard/madestore.go (*MadeSet).Save os.Remove":     "removes the temp where the rename did not happen",
+	"guard/madestore.go (*MadeSet).Save os.Rename":     "puts the made store in place",
 	// /sys: whether the ext4 filesystem under BACKING has a journal.
 	"writeengine/ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
 	"writeengine/ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
-	"umask.go (*FS).callerUmask os.ReadFile": "reads /proc/PID/status",
+	"guard/umask.go ProcUmask os.ReadFile": "reads /proc/PID/status",
 }
 
 // panicsAllowed are the panics of documented unreachable cases, keyed
@@ -105,7 +105,7 @@ var panicDirs = []string{"fusefs", "locks", "procinfo", "policy", "cmd/realmfs",
 // of the walked tree is not silently left unchecked.
 var daemonSubpackages = []string{
 	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
-	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache",
+	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache", "fusefs/guard",
 	"fusefs/writeengine",
 }
 

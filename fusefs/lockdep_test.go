@@ -10,6 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -107,8 +108,8 @@ func TestNoLockHeldWaitingForTheScan(t *testing.T) {
 	vs := lockorder.Catch(func() {
 		tf.nsMu.RLock()
 		defer tf.nsMu.RUnlock()
-		awaitScan(scanned)
-		awaitScan(scanned)
+		guard.AwaitScan(scanned)
+		guard.AwaitScan(scanned)
 	})
 	if len(vs) != 1 || vs[0].Taking != "a wait for the mount-time scan" {
 		t.Errorf("waits for the scan under nsMu: %v", vs)

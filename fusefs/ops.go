@@ -293,7 +293,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // credential is refused as the link's source as well as its name.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
-	// The source's checks wait for the mount-time scan (credInodes.has):
+	// The source's checks wait for the mount-time scan (guard.IDs.Has):
 	// not under nsMu.
 	n.fsys.waitScan()
 	in, linked, errno := n.link(ctx, target, name, out)

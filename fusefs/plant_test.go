@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestCommitRechecksProtect: a write whose file reaches a protected path
@@ -86,62 +84,6 @@ func TestMadeFollowsCommits(t *testing.T) {
 	n := tf.lookup(t, ".env")
 	if _, _, errno := n.Open(as(2), syscall.O_RDONLY); errno != syscall.EACCES {
 		t.Errorf("open of .env after the host rewrote it: %v, want EACCES", errno)
-	}
-}
-
-// TestMadeSetStamp: a made file is as the mount left it only with the
-// same generation, size, mtime and ctime: cp -p over it (same size, mtime
-// set back) still moves the ctime.
-func TestMadeSetStamp(t *testing.T) {
-	base := unix.Stat_t{Dev: 1, Ino: 2, Size: 10, Mtim: unix.Timespec{Sec: 100}, Ctim: unix.Timespec{Sec: 200}}
-	for _, c := range []struct {
-		name string
-		gen  uint64
-		mut  func(st *unix.Stat_t)
-		want madeState
-	}{
-		{"unchanged", 7, func(*unix.Stat_t) {}, madeFresh},
-		{"size", 7, func(st *unix.Stat_t) { st.Size++ }, madeChanged},
-		{"mtime", 7, func(st *unix.Stat_t) { st.Mtim.Nsec++ }, madeChanged},
-		{"ctime only (cp -p of the same size)", 7, func(st *unix.Stat_t) { st.Ctim.Nsec++ }, madeChanged},
-		{"another file with the number", 8, func(*unix.Stat_t) {}, notMade},
-	} {
-		var s madeSet
-		s.add(fileID{keyOf(&base), 7}, &base)
-		st := base
-		c.mut(&st)
-		if got := s.check(fileID{keyOf(&st), c.gen}, &st); got != c.want {
-			t.Errorf("%s: check = %v, want %v", c.name, got, c.want)
-		}
-		if c.want != madeFresh && s.holds(keyOf(&base)) {
-			t.Errorf("%s: still in the set", c.name)
-		}
-	}
-}
-
-// TestMadeSetRestamp: the mount's own change restamps a made file only if
-// its look before the change was the set's.
-func TestMadeSetRestamp(t *testing.T) {
-	stamp := unix.Stat_t{Dev: 1, Ino: 2, Size: 10, Ctim: unix.Timespec{Sec: 200}}
-	after := stamp
-	after.Ctim.Sec = 300
-	host := stamp
-	host.Ctim.Sec = 250
-	for _, c := range []struct {
-		name   string
-		before unix.Stat_t
-		want   madeState // of after
-	}{
-		{"the set's look before", stamp, madeFresh},
-		{"changed behind the mount before", host, madeChanged},
-	} {
-		var s madeSet
-		id := fileID{keyOf(&stamp), 7}
-		s.add(id, &stamp)
-		s.restamp(id, &c.before, &after)
-		if got := s.check(id, &after); got != c.want {
-			t.Errorf("%s: check after = %v, want %v", c.name, got, c.want)
-		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
@@ -460,7 +461,7 @@ func (w *Write[N]) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
 	}
 	defer dirfd.Close(out)
 	err = w.eng.host.OwnMadeChange([]int{out}, func() error {
-		if err := dropSetID(out); err != nil {
+		if err := guard.DropSetID(out); err != nil {
 			return err
 		}
 		if err := unix.Ftruncate(out, 0); err != nil {

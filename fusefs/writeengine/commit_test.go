@@ -27,13 +27,3 @@ func TestSideNameFits(t *testing.T) {
 		}
 	}
 }
-
-// TestContentModeDropsSetID: new content never keeps a set-ID bit.
-func TestContentModeDropsSetID(t *testing.T) {
-	if got := contentMode(0o6755); got != 0o755 {
-		t.Errorf("contentMode(06755) = %#o, want 0755", got)
-	}
-	if got := contentMode(0o1777); got != 0o1777 {
-		t.Errorf("contentMode(01777) = %#o, want 01777", got)
-	}
-}

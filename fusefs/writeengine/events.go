@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
@@ -201,7 +202,7 @@ func (w *Write[N]) Change(h *Handle, fn func(fd int) syscall.Errno) syscall.Errn
 func (w *Write[N]) Setattr(st *unix.Stat_t, apply func(temp int, mode uint32) syscall.Errno, mode uint32) syscall.Errno {
 	var errno syscall.Errno
 	if w.temp >= 0 {
-		errno = apply(w.temp, contentMode(mode))
+		errno = apply(w.temp, guard.HostFileMode(mode))
 	}
 	w.observed = *st
 	return errno

@@ -3,11 +3,11 @@ package writeengine
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 )
 
 // Temps: the hidden siblings (TempPrefix) that hold an owner's new content
@@ -70,7 +70,7 @@ func (w *Write[N]) ensureTemp(seed bool) error {
 			return fail(err)
 		}
 	}
-	mode := contentMode(st.Mode & 07777)
+	mode := guard.HostFileMode(st.Mode & 07777)
 	if err := dirfd.Chmod(fd, mode); err != nil {
 		return fail(err)
 	}
@@ -125,25 +125,4 @@ func (g *Engine[N]) IsOwnTemp(name string) bool {
 	g.tempsMu.Lock()
 	defer g.tempsMu.Unlock()
 	return g.temps[name]
-}
-
-// contentMode is the mode a regular file's new content may carry: mode
-// without set-ID bits (new content with the host's privilege would be the
-// writer's program running with it: fusefs hostmode.go).
-func contentMode(mode uint32) uint32 {
-	return mode & (0o777 | syscall.S_ISVTX)
-}
-
-// dropSetID clears the set-ID bits of the file held by fd before the
-// daemon writes new content into it in place: the daemon writes as root,
-// which the kernel lets keep them.
-func dropSetID(fd int) error {
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if m := st.Mode & 07777; contentMode(m) != m {
-		return dirfd.Chmod(fd, contentMode(m))
-	}
-	return nil
 }

@@ -27,16 +27,19 @@ var layers = map[string]int{
 	// The go-fuse adapters: decode a request, call one thing, answer.
 	"fusefs": 2,
 	// What the adapters call: the write engine and the mount's services.
-	"fusefs/audit": 3, "fusefs/dircache": 3, "fusefs/kernelnotify": 3,
-	"fusefs/readhold": 3, "fusefs/requestnotes": 3, "fusefs/watch": 3,
-	"fusefs/fdbudget": 3, "fusefs/writeengine": 3,
+	"fusefs/writeengine": 3, "fusefs/audit": 3, "fusefs/dircache": 3,
+	"fusefs/kernelnotify": 3, "fusefs/readhold": 3, "fusefs/requestnotes": 3,
+	"fusefs/watch": 3, "fusefs/fdbudget": 3,
+	// The guard's decisions, which the adapters and the engine ask (new
+	// content never keeps a set-ID bit: guard.HostFileMode).
+	"fusefs/guard": 4,
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
-	"fusefs/writeproto": 4, "fusefs/dirfd": 4, "policy": 4, "procinfo": 4,
+	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
 	// The lock table (procinfo names its owners).
-	"locks": 5,
+	"locks": 6,
 	// Leaves.
-	"errcode": 6, "sandbox/label": 6, "internal/lockorder": 6,
-	"internal/devthread": 6, "internal/sysfail": 6, "internal/layering": 6,
+	"errcode": 7, "sandbox/label": 7, "internal/lockorder": 7,
+	"internal/devthread": 7, "internal/sysfail": 7, "internal/layering": 7,
 }
 
 // pkg is one package of the module as go list sees it.

@@ -20,14 +20,14 @@
 //	locks.Entry
 //	└─ FS.nsMu
 //	   └─ FS.commitMu
-//	      └─ FS.madeOpMu
+//	      └─ guard.Guard.madeOpMu
 //	         ├─ Node.mu
 //	         │  └─ FS.rekeyedMu
 //	         ├─ handle.mu
 //	         ├─ lockFds.mu
 //	         ├─ Engine.tempsMu
-//	         ├─ credInodes.mu
-//	         ├─ madeSet.mu
+//	         ├─ guard.IDs.mu
+//	         ├─ guard.MadeSet.mu
 //	         ├─ watcher.mu
 //	         ├─ notifier.mu
 //	         ├─ Auditor.mu
@@ -43,7 +43,7 @@
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
-// waited for (fusefs awaitScan), nor across a wait in the lock table
+// waited for (fusefs/guard AwaitScan), nor across a wait in the lock table
 // (locks.Table.wait); nor, unchecked, while Flush waits out another
 // thread's write (writeHandle.writeGoesOn). go-fuse's tree locks
 // (Inode.Path, Parent, GetChild, NewInode) are taken under any class but
@@ -81,7 +81,7 @@ var (
 	// its protect and credential checks through its system call; exclusive
 	// by a rename that scans a directory (renameJudged), from the scan
 	// through renameat2. Never held across a lock-table wait (a rename's
-	// heldByOther comes before it) nor while credInodes.has waits for the
+	// heldByOther comes before it) nor while guard.IDs.Has waits for the
 	// mount-time scan (Link waits for the scan before it takes nsMu).
 	nsMu = class{name: "FS.nsMu", under: &entry}
 	// Written by a commit's rename together with the move of the file's
@@ -96,7 +96,7 @@ var (
 	// Held by ownMadeChange around the mount's own change of a file it
 	// made at a credential path: its stat before, the system call, its
 	// stat after.
-	madeOpMu = class{name: "FS.madeOpMu", under: &commitMu}
+	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &commitMu}
 
 	// The rest are held for a map, a counter or a field or two.
 	// Node.mu: a node's identity, its lock set (made under it, from
@@ -108,8 +108,8 @@ var (
 	handleMu       = class{name: "handle.mu", under: &madeOpMu}
 	lockFdsMu      = class{name: "lockFds.mu", under: &madeOpMu}
 	tempsMu        = class{name: "Engine.tempsMu", under: &madeOpMu} // writeengine: the temps in use
-	credInodesMu   = class{name: "credInodes.mu", under: &madeOpMu}  // creds, protIDs, madeDirs
-	madeSetMu      = class{name: "madeSet.mu", under: &madeOpMu}
+	credInodesMu   = class{name: "guard.IDs.mu", under: &madeOpMu}   // Guard.Creds, ProtIDs, MadeDirs
+	madeSetMu      = class{name: "guard.MadeSet.mu", under: &madeOpMu}
 	watcherMu      = class{name: "watcher.mu", under: &madeOpMu}
 	notifierMu     = class{name: "notifier.mu", under: &madeOpMu}
 	auditorMu      = class{name: "Auditor.mu", under: &madeOpMu}

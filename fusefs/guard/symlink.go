@@ -1,14 +1,13 @@
-package fusefs
+package guard
 
 import (
-	"context"
+	"errors"
 	"path"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
@@ -29,11 +28,11 @@ import (
 // and at every readlink on the mount, so a link the host made that breaks
 // it is not followed either.
 
-// staysInside reports whether target, the target of a symlink in a
+// StaysInside reports whether target, the target of a symlink in a
 // directory depth levels below the root, is normal and climbs no higher
 // than the root. An absolute target is an escape: on the mount the kernel
 // would resolve it in the caller's namespace, outside the workspace.
-func staysInside(depth int, target string) bool {
+func StaysInside(depth int, target string) bool {
 	ups, ok := targetUps(target)
 	return ok && depth >= 0 && ups <= depth
 }
@@ -62,109 +61,37 @@ func targetUps(target string) (ups int, ok bool) {
 	return ups, true
 }
 
-// lexicalTarget is the workspace-relative path a symlink in dir (itself
-// workspace-relative) points at. The target has passed staysInside, so the
+// LexicalTarget is the workspace-relative path a symlink in dir (itself
+// workspace-relative) points at. The target has passed StaysInside, so the
 // result does not climb above the root, and is where the link resolves.
-func lexicalTarget(dir, target string) string {
+func LexicalTarget(dir, target string) string {
 	p := path.Clean(path.Join("/", dir, target))
 	return strings.TrimPrefix(p, "/")
 }
 
-// targetHidden reports whether a symlink target names a hidden name (a
-// live .realm-tmp- temp) in any component: such a link would reach, by a
-// path the kernel resolves in BACKING's namespace, a file the mount says
-// does not exist.
-func targetHidden(target string) bool {
-	for c := range strings.SplitSeq(target, "/") {
-		if hiddenName(c) {
-			return true
-		}
-	}
-	return false
-}
-
-// denyLinkTarget refuses op when the symlink held by fd (an O_PATH fd of
-// the verified link) would climb out of the root from a directory depth
-// levels deep: a hard link of a symlink gives it a new directory to
-// resolve from.
-func (f *FS) denyLinkTarget(ctx context.Context, op string, dir *Node, name string, fd, depth int) syscall.Errno {
-	target, err := dirfd.Readlink(fd)
-	if err != nil {
-		return toErrno(err)
-	}
-	if !staysInside(depth, target) {
-		return f.refuse(ctx, op, dir, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
-	}
-	return 0
-}
-
-// denyLinkMove refuses renaming name in dir (held by pfd) from oldRel to
-// newRel (workspace paths, as the kernel has them now) when that would
-// leave a symlink climbing out of the root: the object itself, if it is a
-// link, or a link beneath it, if it is a directory moving to a shallower
-// place (a link inside a directory moving deeper climbs less far than
-// before). A tree too large to scan whole is refused too. The scan needs
-// nsMu held exclusively, or a link could be made in the directory between
-// the scan and the rename: without it, again says to come back with it.
-func (f *FS) denyLinkMove(ctx context.Context, dir *Node, pfd int, name, oldRel, newRel string, exclusive bool) (_ syscall.Errno, again bool) {
-	from, to := pathDepth(oldRel)-1, pathDepth(newRel)-1
-	if from == to {
-		return 0, false
-	}
-	var st unix.Stat_t
-	if err := dirfd.Lstat(pfd, name, &st); err != nil {
-		return 0, false // the rename itself will say what is wrong
-	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFLNK:
-		fd, err := dirfd.OpenPath(pfd, name)
-		if err != nil {
-			return toErrno(err), false
-		}
-		defer dirfd.Close(fd)
-		return f.denyLinkTarget(ctx, "rename", dir, name, fd, to), false
-	case syscall.S_IFDIR:
-		if to > from {
-			return 0, false
-		}
-	default:
-		return 0, false
-	}
-	if !exclusive {
-		return 0, true
-	}
-	return f.denyLinksBeneath(ctx, dir, pfd, name, to+1), false
-}
-
-// pathDepth is the number of names in the workspace path rel: the depth of
+// PathDepth is the number of names in the workspace path rel: the depth of
 // the directory rel names, below the root ("").
-func pathDepth(rel string) int {
+func PathDepth(rel string) int {
 	if rel == "" {
 		return 0
 	}
 	return strings.Count(rel, "/") + 1
 }
 
-// denyLinksBeneath refuses moving the directory name in dir (held by pfd)
-// to a place depth levels below the root when a symlink beneath it would
-// then climb out.
-func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name string, depth int) syscall.Errno {
-	fd, err := dirfd.OpenDir(pfd, name)
-	if isEscape(err) {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve)
-	}
-	if err != nil {
-		return toErrno(err)
-	}
-	defer dirfd.Close(fd)
-	seen, escaping := 0, ""
-	err = walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
+// linkEscapingBeneath finds a symlink beneath the directory held by fd
+// that would climb out of the root were the directory depth levels below
+// it: escaping is its path below the directory, "" if none; scanned is
+// false when the tree could not be read whole (a directory moved
+// shallower is then refused, as realm cannot tell).
+func linkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
+	seen := 0
+	err := walk(fd, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		seen++
 		if d.Type == unix.DT_LNK || d.Type == unix.DT_UNKNOWN {
 			lfd, err := dirfd.OpenPath(parent, d.Name)
 			if err == nil {
 				target, err := dirfd.Readlink(lfd)
-				if err == nil && !staysInside(depth+strings.Count(rel, "/"), target) {
+				if err == nil && !StaysInside(depth+strings.Count(rel, "/"), target) {
 					escaping = rel
 				}
 				dirfd.Close(lfd)
@@ -172,31 +99,26 @@ func (f *FS) denyLinksBeneath(ctx context.Context, dir *Node, pfd int, name stri
 		}
 		return escaping == "" && seen < maxRenameScan
 	})
-	if escaping != "" {
-		return f.refuse(ctx, "rename", dir, path.Join(name, escaping), errcode.PathEscape, RuleEscapeSymlinkTarget)
-	}
-	if err != nil || seen >= maxRenameScan {
-		return f.refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeUnscanned)
-	}
-	return 0
+	return escaping, escaping != "" || (err == nil && seen < maxRenameScan)
 }
 
 // maxLinks bounds the links one resolution follows, as the kernel's 40.
 const maxLinks = 40
 
-// resolvesInside reports whether target, the target of a symlink made in
+// ResolvesInside reports whether target, the target of a symlink made in
 // the directory dir (a workspace path, as the kernel has it now), resolves
-// beneath the root as the host's kernel would follow it in BACKING:
-// component by component from the root, through every link it meets, each
-// of which must itself be normal and climb no higher than its directory is
-// deep (a link the host made may not be: `hd/hx -> ../../etc`, so a new
-// `x -> hd/hx` would lead out on the host, though on the mount the kernel
-// meets hx's readlink and is refused). The walk ends inside at a name that
-// is not there or not a directory (the text's own climb was judged by
-// staysInside), and at a loop, which resolves to nothing; it ends outside
-// at a directory another filesystem is mounted on.
-func (f *FS) resolvesInside(dir, target string) bool {
-	w := resolveWalk{f: f}
+// beneath the root held by root as the host's kernel would follow it in
+// BACKING: component by component from the root, through every link it
+// meets, each of which must itself be normal and climb no higher than its
+// directory is deep (a link the host made may not be: `hd/hx ->
+// ../../etc`, so a new `x -> hd/hx` would lead out on the host, though on
+// the mount the kernel meets hx's readlink and is refused). The walk ends
+// inside at a name that is not there or not a directory (the text's own
+// climb was judged by StaysInside), and at a loop, which resolves to
+// nothing; it ends outside at a directory another filesystem is mounted
+// on.
+func ResolvesInside(root int, dir, target string) bool {
+	w := resolveWalk{root: root}
 	defer w.close()
 	for c := range strings.SplitSeq(dir, "/") {
 		if c != "" && w.enter(c) != nil {
@@ -220,7 +142,7 @@ func (f *FS) resolvesInside(dir, target string) bool {
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFDIR:
 			if err := w.enter(c); err != nil {
-				return !isEscape(err) // another filesystem mounted there is outside
+				return !errors.Is(err, dirfd.ErrEscape) // another filesystem mounted there is outside
 			}
 		case syscall.S_IFLNK:
 			if links++; links > maxLinks {
@@ -249,16 +171,16 @@ func pathNames(p string) []string {
 	return names
 }
 
-// resolveWalk is resolvesInside's place: the O_PATH fds of the
+// resolveWalk is ResolvesInside's place: the O_PATH fds of the
 // directories from the root down to where it is.
 type resolveWalk struct {
-	f   *FS
-	fds []int
+	root int
+	fds  []int
 }
 
 func (w *resolveWalk) cur() int {
 	if len(w.fds) == 0 {
-		return w.f.rootFd
+		return w.root
 	}
 	return w.fds[len(w.fds)-1]
 }
@@ -292,7 +214,7 @@ func (w *resolveWalk) readlink(name string) (string, bool) {
 	}
 	defer dirfd.Close(fd)
 	target, err := dirfd.Readlink(fd)
-	return target, err == nil && staysInside(len(w.fds), target)
+	return target, err == nil && StaysInside(len(w.fds), target)
 }
 
 func (w *resolveWalk) close() {

@@ -1,4 +1,4 @@
-package fusefs
+package guard
 
 import (
 	"syscall"
@@ -21,9 +21,12 @@ func TestAllowedModeBits(t *testing.T) {
 		{syscall.S_IFIFO, 0o4644, false},
 		{syscall.S_IFSOCK, 0o755, true},
 	} {
-		if got := tc.mode&^allowedModeBits(tc.typ) == 0; got != tc.ok {
+		if got := ChmodAllowed(tc.typ, tc.mode); got != tc.ok {
 			t.Errorf("type %#o mode %#o allowed = %v, want %v", tc.typ, tc.mode, got, tc.ok)
 		}
+	}
+	if got := HostFileMode(0o6755); got != 0o755 {
+		t.Errorf("HostFileMode(06755) = %#o, want 0755", got)
 	}
 }
 
@@ -45,11 +48,11 @@ func TestAllowedXattr(t *testing.T) {
 		{"user", false, false},
 		{"", false, false},
 	} {
-		if got := allowedXattr(tc.attr); got != tc.set {
-			t.Errorf("allowedXattr(%q) = %v, want %v", tc.attr, got, tc.set)
+		if got := AllowedXattr(tc.attr); got != tc.set {
+			t.Errorf("AllowedXattr(%q) = %v, want %v", tc.attr, got, tc.set)
 		}
-		if got := removableXattr(tc.attr); got != tc.removable {
-			t.Errorf("removableXattr(%q) = %v, want %v", tc.attr, got, tc.removable)
+		if got := RemovableXattr(tc.attr); got != tc.removable {
+			t.Errorf("RemovableXattr(%q) = %v, want %v", tc.attr, got, tc.removable)
 		}
 	}
 }

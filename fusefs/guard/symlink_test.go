@@ -1,9 +1,11 @@
-package fusefs
+package guard
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestStaysInside(t *testing.T) {
@@ -37,8 +39,8 @@ func TestStaysInside(t *testing.T) {
 		{1, "x/../../..", false},
 	}
 	for _, tt := range tests {
-		if got := staysInside(tt.depth, tt.target); got != tt.want {
-			t.Errorf("staysInside(%d, %q) = %v, want %v", tt.depth, tt.target, got, tt.want)
+		if got := StaysInside(tt.depth, tt.target); got != tt.want {
+			t.Errorf("StaysInside(%d, %q) = %v, want %v", tt.depth, tt.target, got, tt.want)
 		}
 	}
 }
@@ -47,9 +49,14 @@ func TestStaysInside(t *testing.T) {
 // the links it meets, as the host's kernel would; one met that is not
 // normal or climbs out makes the new one lead out too.
 func TestResolvesInside(t *testing.T) {
-	tf := newTestFS(t, nil)
+	backing := t.TempDir()
+	root, err := unix.Open(backing, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(root)
 	for _, d := range []string{"a/b", "c"} {
-		if err := os.MkdirAll(filepath.Join(tf.backing, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(backing, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +70,7 @@ func TestResolvesInside(t *testing.T) {
 		"c/bad":  "toa/out",  // out, through toa
 		"c/file": "../a/b/f", // missing: inside by its text
 	} {
-		if err := os.Symlink(target, filepath.Join(tf.backing, link)); err != nil {
+		if err := os.Symlink(target, filepath.Join(backing, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,8 +90,48 @@ func TestResolvesInside(t *testing.T) {
 		{"a/b", "../../c/deep", true},
 		{"", "nothing/../..", true}, // a missing name ends the walk; staysInside judges the text
 	} {
-		if got := tf.resolvesInside(tc.dir, tc.target); got != tc.want {
-			t.Errorf("resolvesInside(%q, %q) = %v, want %v", tc.dir, tc.target, got, tc.want)
+		if got := ResolvesInside(root, tc.dir, tc.target); got != tc.want {
+			t.Errorf("ResolvesInside(%q, %q) = %v, want %v", tc.dir, tc.target, got, tc.want)
+		}
+	}
+}
+
+func TestPathDepth(t *testing.T) {
+	for rel, want := range map[string]int{"": 0, "a": 1, "a/b": 2, "a/b/c": 3} {
+		if got := PathDepth(rel); got != want {
+			t.Errorf("PathDepth(%q) = %d, want %d", rel, got, want)
+		}
+	}
+}
+
+// TestLinkEscapingBeneath: a directory moved to a depth is judged by the
+// links beneath it, each from its own directory's new depth.
+func TestLinkEscapingBeneath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"up": "..", "sub/up2": "../../.."} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for _, tc := range []struct {
+		depth    int
+		escaping bool
+	}{
+		{2, false}, // up climbs from depth 2 to 1, sub/up2 from depth 3 to 0
+		{1, true},  // sub/up2 from depth 2 climbs out; up reaches the root
+		{0, true},
+	} {
+		esc, scanned := linkEscapingBeneath(fd, tc.depth)
+		if (esc != "") != tc.escaping || !scanned {
+			t.Errorf("depth %d: escaping %q, scanned %v; want escaping %v, scanned", tc.depth, esc, scanned, tc.escaping)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package fusefs
+package guard
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 	"github.com/realm-dev/realm/locks"
 )
 
-// The made set across mounts (Options.MadeStore). A clone's fixture keys
+// The made set across mounts (fusefs.Options.MadeStore). A clone's fixture keys
 // stay the clone's after a remount: the set of files made through the
 // mount is saved when the mount ends and read when the next one starts,
 // in a file of the daemon's state outside BACKING (no process on the mount
@@ -44,9 +44,9 @@ type madeStore struct {
 
 const madeStoreVersion = 1
 
-// load adds the entries of the store at path to s; a missing store is an
+// Load adds the entries of the store at path to s; a missing store is an
 // empty one.
-func (s *madeSet) load(path string) error {
+func (s *MadeSet) Load(path string) error {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -64,18 +64,18 @@ func (s *madeSet) load(path string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.set == nil {
-		s.set = make(map[locks.Key]madeStamp)
+		s.set = make(map[locks.Key]stamp)
 	}
 	for _, f := range st.Files {
-		s.set[locks.Key{Dev: f.Dev, Ino: f.Ino}] = madeStamp{gen: f.Gen, size: f.Size,
+		s.set[locks.Key{Dev: f.Dev, Ino: f.Ino}] = stamp{gen: f.Gen, size: f.Size,
 			mtim: unix.Timespec{Sec: f.Mtime[0], Nsec: f.Mtime[1]}, ctim: unix.Timespec{Sec: f.Ctime[0], Nsec: f.Ctime[1]}}
 	}
 	return nil
 }
 
-// save writes s to the store at path (made 0600, its directory 0700),
+// Save writes s to the store at path (made 0600, its directory 0700),
 // replacing it whole.
-func (s *madeSet) save(path, backing string) error {
+func (s *MadeSet) Save(path, backing string) error {
 	st := madeStore{Version: madeStoreVersion, Backing: backing, Files: []madeFile{}}
 	s.mu.Lock()
 	for k, m := range s.set {

@@ -1,80 +1,57 @@
-package fusefs
+package guard
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"os"
 	"strconv"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
-// Modes of new objects. The mount negotiates FUSE_DONT_MASK (MountOptions):
-// the kernel sends the mode the caller asked for, without its umask, and
-// the daemon, whose own umask is 0 (realmfs sets it at start), applies the
-// rule the kernel applies natively on a filesystem with POSIX ACLs
-// (posix_acl_create): a parent directory with a default ACL decides the
-// new object's permissions, and the umask is ignored; otherwise the umask
-// applies. Without DONT_MASK the kernel would apply the umask itself even
-// under a default ACL, and with the daemon's own umask on top a group-shared
-// tree (umask 002) would lose group write.
-//
-// The kernel sends the caller's umask with every CREATE, MKDIR and MKNOD
-// (current_umask(), whatever DONT_MASK says), but go-fuse's node API does
-// not pass it on: the mount's raw filesystem notes it for the request
-// (requestnotes.go). Where the note is missing (a request that did not
-// come through the mount's raw filesystem) the caller's umask is read from
-// /proc/PID/status, which is the same umask: the thread is blocked in the
-// system call it runs under. The note spares a create the twelve system
-// calls of reading that file.
+// Modes of new objects, as the kernel makes them natively on a filesystem
+// with POSIX ACLs (posix_acl_create): a parent directory with a default
+// ACL decides the new object's permissions, and the umask is ignored;
+// otherwise the caller's umask applies. fusefs negotiates FUSE_DONT_MASK,
+// so the kernel leaves both to the daemon (fusefs's umask.go says why).
 
-// umaskUnknown is the umask assumed when the caller's cannot be read (a
+// UmaskUnknown is the umask assumed when the caller's cannot be read (a
 // caller outside the daemon's pid namespace, which the kernel names pid 0,
 // or a /proc that hides it): the strictest, so that no object is ever made
 // more permissive than its caller would have made it.
-const umaskUnknown = 0o077
+const UmaskUnknown = 0o077
 
-// newMode is the mode (permission and set-ID bits, without the type) an
-// object made with mode by the caller in the directory held by pfd gets
-// natively. Making it with this mode, or chmodding it to this mode after,
-// gives the native result: under a default ACL the backing filesystem's
-// own masking of it changes nothing, and the named entries it copies from
-// the default ACL are not masked by the mode.
-func (f *FS) newMode(ctx context.Context, pfd int, mode uint32) uint32 {
+// NewMode is the mode (permission and set-ID bits, without the type) an
+// object made with mode in the directory held by pfd gets natively, umask
+// giving the caller's umask, asked only where no default ACL decides.
+// Making it with this mode, or chmodding it to this mode after, gives the
+// native result: under a default ACL the backing filesystem's own masking
+// of it changes nothing, and the named entries it copies from the default
+// ACL are not masked by the mode.
+func NewMode(pfd int, mode uint32, umask func() uint32) uint32 {
 	mode &= 07777
 	if perm, ok := defaultACLPerm(pfd); ok {
 		return mode&^0777 | mode&perm
 	}
-	return mode &^ f.callerUmask(ctx)
+	return mode &^ umask()
 }
 
-// callerUmask is the umask of the process that made the request in ctx; 0
-// for a request that did not come from the kernel (the unit tests).
-func (f *FS) callerUmask(ctx context.Context) uint32 {
-	c, ok := fuse.FromContext(ctx)
-	if !ok || c == nil {
-		return 0
-	}
-	if c.Pid == 0 {
-		return umaskUnknown
-	}
-	if u, ok := f.umasks.of(ctx); ok {
-		return u
-	}
-	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
+// ProcUmask is the umask of the process pid, read from /proc/PID/status:
+// the umask a blocked caller makes its object with; UmaskUnknown if it
+// cannot be read.
+func ProcUmask(pid uint32) uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
 	if err != nil {
-		return umaskUnknown
+		return UmaskUnknown
 	}
 	return parseUmask(b)
 }
 
 // parseUmask finds the Umask: line of a /proc/PID/status (Linux 4.7 on);
-// umaskUnknown if there is none.
+// UmaskUnknown if there is none.
 func parseUmask(status []byte) uint32 {
 	for line := range bytes.Lines(status) {
 		v, ok := bytes.CutPrefix(line, []byte("Umask:"))
@@ -83,11 +60,11 @@ func parseUmask(status []byte) uint32 {
 		}
 		u, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 8, 32)
 		if err != nil || u > 0o777 {
-			return umaskUnknown
+			return UmaskUnknown
 		}
 		return uint32(u)
 	}
-	return umaskUnknown
+	return UmaskUnknown
 }
 
 // Tags of the entries of an ACL as Linux stores it in system.posix_acl_*

@@ -1,11 +1,12 @@
-package fusefs
+package guard
 
 import (
-	"context"
 	"strings"
 	"syscall"
 
-	"github.com/realm-dev/realm/errcode"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Host meaning. BACKING is the host's: an object the mount makes or
@@ -32,19 +33,32 @@ import (
 //     labels privilege on the host and is refused (EPERM, PRIVILEGE_DENIED);
 //     of those, only security.capability may be removed (that drops a
 //     privilege), and a write's temp never carries it;
-//   - device nodes: never (Mknod, DEVICE_NODE_DENIED).
+//   - device nodes: never (fusefs's Mknod, DEVICE_NODE_DENIED).
 
-// allowedModeBits are the permission bits the mount may give an object of
+// AllowedModeBits are the permission bits the mount may give an object of
 // type typ (S_IFMT bits) in BACKING.
-func allowedModeBits(typ uint32) uint32 {
+func AllowedModeBits(typ uint32) uint32 {
 	if typ == syscall.S_IFDIR {
 		return 0o777 | syscall.S_ISVTX | syscall.S_ISGID
 	}
 	return 0o777 | syscall.S_ISVTX
 }
 
-// allowedXattr reports whether the mount may set attr.
-func allowedXattr(attr string) bool {
+// ChmodAllowed reports whether the mount may chmod an object of type typ
+// to mode, even one a host's file has already: chmod 4711 of a host's
+// set-user-ID 4700 file would let every user run it.
+func ChmodAllowed(typ, mode uint32) bool {
+	return mode&07777&^AllowedModeBits(typ) == 0
+}
+
+// HostFileMode is the mode a regular file's new content may carry: mode
+// without set-ID bits.
+func HostFileMode(mode uint32) uint32 {
+	return mode & AllowedModeBits(syscall.S_IFREG)
+}
+
+// AllowedXattr reports whether the mount may set attr.
+func AllowedXattr(attr string) bool {
 	switch {
 	case attr == "system.posix_acl_access", attr == "system.posix_acl_default":
 		return true
@@ -54,30 +68,23 @@ func allowedXattr(attr string) bool {
 	return strings.HasPrefix(attr, "user.")
 }
 
-// removableXattr reports whether the mount may remove attr: what it may
+// RemovableXattr reports whether the mount may remove attr: what it may
 // set, and a file capability, whose removal only drops a privilege (the
 // kernel removes it itself when a write or a truncate changes the file).
-func removableXattr(attr string) bool {
-	return attr == "security.capability" || allowedXattr(attr)
+func RemovableXattr(attr string) bool {
+	return attr == "security.capability" || AllowedXattr(attr)
 }
 
-// newHostMode is mode (permission bits of a new object of type typ) within
-// the allowlist; a set-ID bit it drops is audited (the create goes on:
-// natively the object would be made, and its mode shows what it got).
-func (n *Node) newHostMode(ctx context.Context, op, name string, typ, mode uint32) uint32 {
-	allowed := mode & allowedModeBits(typ)
-	if allowed != mode {
-		n.fsys.refuseAs(ctx, op, n, name, errcode.PrivilegeDenied, 0, RulePrivilegeSetID)
+// DropSetID clears the set-ID bits of the file held by fd before the
+// daemon writes new content into it in place: the daemon writes as root,
+// which the kernel lets keep them.
+func DropSetID(fd int) error {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return err
 	}
-	return allowed
-}
-
-// denyChmod refuses a chmod of n (of type typ) to a mode outside the
-// allowlist, even one a host's file has already: chmod 4711 of a host's
-// set-user-ID 4700 file would let every user run it.
-func (n *Node) denyChmod(ctx context.Context, typ, mode uint32) syscall.Errno {
-	if mode&07777&^allowedModeBits(typ) == 0 {
-		return 0
+	if m := st.Mode & 07777; HostFileMode(m) != m {
+		return dirfd.Chmod(fd, HostFileMode(m))
 	}
-	return n.fsys.refuse(ctx, "setattr", n, "", errcode.PrivilegeDenied, RulePrivilegeSetID)
+	return nil
 }

@@ -1,4 +1,4 @@
-package fusefs
+package guard
 
 import (
 	"os"
@@ -17,9 +17,9 @@ import (
 func TestMadeStoreRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "state", "made.json")
-	ids := map[string]fileID{}
+	ids := map[string]ID{}
 	stats := map[string]*unix.Stat_t{}
-	var s madeSet
+	var s MadeSet
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -35,10 +35,10 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[name], stats[name] = fileID{keyOf(&st), gen}, &st
-		s.add(ids[name], &st)
+		ids[name], stats[name] = ID{keyOf(&st), gen}, &st
+		s.Add(ids[name], &st)
 	}
-	if err := s.save(store, dir); err != nil {
+	if err := s.Save(store, dir); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(store); err != nil || fi.Mode().Perm() != 0o600 {
@@ -53,25 +53,25 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "touched"), ts, 0)
 	os.Chmod(filepath.Join(dir, "chmodded"), 0o644)
 
-	var loaded madeSet
-	if err := loaded.load(store); err != nil {
+	var loaded MadeSet
+	if err := loaded.Load(store); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]madeState{"kept": madeFresh, "appended": madeChanged, "touched": madeChanged, "chmodded": madeChanged} {
+	for name, want := range map[string]MadeState{"kept": MadeFresh, "appended": MadeChanged, "touched": MadeChanged, "chmodded": MadeChanged} {
 		var st unix.Stat_t
 		if err := unix.Stat(filepath.Join(dir, name), &st); err != nil {
 			t.Fatal(err)
 		}
-		if got := loaded.check(ids[name], &st); got != want {
+		if got := loaded.Check(ids[name], &st); got != want {
 			t.Errorf("%s after a remount: %v, want %v", name, got, want)
 		}
 	}
-	var empty madeSet
-	if err := empty.load(filepath.Join(dir, "none.json")); err != nil || len(empty.set) != 0 {
-		t.Errorf("a missing store: %v, %d entries; want none, no error", err, len(empty.set))
+	var empty MadeSet
+	if err := empty.Load(filepath.Join(dir, "none.json")); err != nil || empty.Len() != 0 {
+		t.Errorf("a missing store: %v, %d entries; want none, no error", err, empty.Len())
 	}
 	os.WriteFile(store, []byte("{not json"), 0o600)
-	if err := empty.load(store); err == nil {
+	if err := empty.Load(store); err == nil {
 		t.Error("a corrupt store loaded without an error")
 	}
 }

@@ -1,4 +1,4 @@
-package fusefs
+package guard
 
 import (
 	"path/filepath"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// insideByClean is the reference for staysInside: the symlink lives depth
+// insideByClean is the reference for StaysInside: the symlink lives depth
 // directories below a root /r; the target stays inside when it is normal
 // (no ".." after a name: cleaning it changes only "." and "//") and every
 // prefix of its components, joined to the link's directory and cleaned by
@@ -47,8 +47,8 @@ func normalByRegexp(target string) bool {
 	return !strings.Contains("/"+rest+"/", "/../")
 }
 
-// FuzzStaysInside: staysInside agrees with the filepath.Clean reference on
-// every target, and for a target it lets through, lexicalTarget names the
+// FuzzStaysInside: StaysInside agrees with the filepath.Clean reference on
+// every target, and for a target it lets through, LexicalTarget names the
 // path the reference reaches, relative to the root.
 func FuzzStaysInside(f *testing.F) {
 	for _, s := range []struct {
@@ -65,17 +65,17 @@ func FuzzStaysInside(f *testing.F) {
 		if depth > 64 {
 			depth %= 65 // a deep link behaves as one 64 levels down
 		}
-		got, want := staysInside(depth, target), insideByClean(depth, target)
+		got, want := StaysInside(depth, target), insideByClean(depth, target)
 		if got != want {
-			t.Fatalf("staysInside(%d, %q) = %v, the Clean reference says %v", depth, target, got, want)
+			t.Fatalf("StaysInside(%d, %q) = %v, the Clean reference says %v", depth, target, got, want)
 		}
 		if !got {
 			return
 		}
 		dir := strings.TrimPrefix(strings.Repeat("/d", depth), "/")
 		ref := strings.TrimPrefix(strings.TrimPrefix(filepath.Clean("/r/"+dir+"/"+target), "/r"), "/")
-		if lt := lexicalTarget(dir, target); lt != ref {
-			t.Fatalf("lexicalTarget(%q, %q) = %q, want %q", dir, target, lt, ref)
+		if lt := LexicalTarget(dir, target); lt != ref {
+			t.Fatalf("LexicalTarget(%q, %q) = %q, want %q", dir, target, lt, ref)
 		}
 	})
 }

@@ -1,0 +1,75 @@
+package guard
+
+import (
+	"github.com/realm-dev/realm/internal/lockorder"
+	"github.com/realm-dev/realm/locks"
+)
+
+// ID names one backing file: its (dev, ino) and its generation (birth
+// time, dirfd.Statx), so that an inode number freed by a deleted file and
+// given to a new one is another identity.
+type ID struct {
+	Key locks.Key
+	Gen uint64
+}
+
+// IDs remembers identities: of every credential file the mount has seen
+// by a denied name (a scan of the backing tree at mount, then every
+// lookup), and, as other sets, of protected files and of the protected
+// directories the mount made. A file whose identity is in the credential
+// set is a credential under any name it has or gets, whatever its link
+// count: a hard link made outside the mount to ~/.ssh/id_rsa under an
+// innocent name is refused, and stays refused after the credential's own
+// name is removed or renamed, through the mount or in BACKING, and so is
+// the same file seen through a bind mount.
+//
+// Where the backing filesystem has no birth time the generation is 0 for
+// every file, and a new file with a recycled number is refused (closed,
+// not open). Entries are never dropped: a credential's identity cannot
+// stop being one.
+type IDs struct {
+	mu      lockorder.RWMutex[lockorder.CredInodesMu]
+	set     map[ID]struct{}
+	scanned chan struct{} // closed when the mount-time scan has finished; nil: none to wait for
+}
+
+// Add records id.
+func (c *IDs) Add(id ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.set == nil {
+		c.set = make(map[ID]struct{})
+	}
+	c.set[id] = struct{}{}
+}
+
+// Has waits for the mount-time scan, then looks the identity up: one map
+// lookup, no system call. Every name of a file may be the credential's, so
+// every check waits for the scan, not only that of a multiply-linked file (a
+// bind mount shows one file, with one link, under two names).
+func (c *IDs) Has(id ID) bool {
+	if c.scanned != nil {
+		AwaitScan(c.scanned)
+	}
+	return c.Knows(id)
+}
+
+// Knows is Has without waiting for the mount-time scan: for a caller
+// under a lock whose request waited for it already.
+func (c *IDs) Knows(id ID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.set[id]
+	return ok
+}
+
+// AwaitScan waits for scanned to be closed, holding no realm lock if it
+// has to wait: the scan may take minutes.
+func AwaitScan(scanned <-chan struct{}) {
+	select {
+	case <-scanned:
+	default:
+		lockorder.AssertNoneHeld("a wait for the mount-time scan")
+		<-scanned
+	}
+}
