@@ -53,14 +53,3 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 
 // Releasedir closes the listing's directory fd.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.stream.Close() }
-
-// hiddenEntry returns the filter for listing directory n: realm's temp
-// files always, credentials too when the policy hides them.
-func (f *FS) hiddenEntry(n *Node) func(name string) bool {
-	if !f.hiding() {
-		return hiddenName
-	}
-	return func(name string) bool {
-		return hiddenName(name) || f.credentialDenied(f.relPath(n, name))
-	}
-}

@@ -94,12 +94,12 @@ func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string,
 // (verify), which denyPath reads from n with its generation, and its size
 // and mtime), and for a write open a protected path. It costs no system
 // call.
-func (n *Node) denyOpen(ctx context.Context, op string, st *unix.Stat_t, write bool) syscall.Errno {
-	if errno := n.fsys.denyPathStat(ctx, op, n, "", st); errno != 0 {
+func (f *FS) denyOpen(ctx context.Context, n *Node, op string, st *unix.Stat_t, write bool) syscall.Errno {
+	if errno := f.denyPathStat(ctx, op, n, "", st); errno != 0 {
 		return errno
 	}
 	if write {
-		return n.fsys.denyProtect(ctx, op, n, "")
+		return f.denyProtect(ctx, op, n, "")
 	}
 	return 0
 }
@@ -408,21 +408,21 @@ func removableXattr(attr string) bool { return guard.RemovableXattr(attr) }
 // newHostMode is mode (permission bits of a new object of type typ) within
 // the allowlist; a set-ID bit it drops is audited (the create goes on:
 // natively the object would be made, and its mode shows what it got).
-func (n *Node) newHostMode(ctx context.Context, op, name string, typ, mode uint32) uint32 {
+func (f *FS) newHostMode(ctx context.Context, n *Node, op, name string, typ, mode uint32) uint32 {
 	allowed := mode & guard.AllowedModeBits(typ)
 	if allowed != mode {
-		n.fsys.refuseAs(ctx, op, n, name, errcode.PrivilegeDenied, 0, RulePrivilegeSetID)
+		f.refuseAs(ctx, op, n, name, errcode.PrivilegeDenied, 0, RulePrivilegeSetID)
 	}
 	return allowed
 }
 
 // denyChmod refuses a chmod of n (of type typ) to a mode outside the
 // allowlist (guard.ChmodAllowed).
-func (n *Node) denyChmod(ctx context.Context, typ, mode uint32) syscall.Errno {
+func (f *FS) denyChmod(ctx context.Context, n *Node, typ, mode uint32) syscall.Errno {
 	if guard.ChmodAllowed(typ, mode) {
 		return 0
 	}
-	return n.fsys.refuse(ctx, "setattr", n, "", errcode.PrivilegeDenied, RulePrivilegeSetID)
+	return f.refuse(ctx, "setattr", n, "", errcode.PrivilegeDenied, RulePrivilegeSetID)
 }
 
 // Modes of new objects. The mount negotiates FUSE_DONT_MASK (MountOptions):
@@ -464,4 +464,15 @@ func (f *FS) callerUmask(ctx context.Context) uint32 {
 		return u
 	}
 	return guard.ProcUmask(c.Pid)
+}
+
+// hiddenEntry returns the filter for listing directory n: realm's temp
+// files always, credentials too when the policy hides them.
+func (f *FS) hiddenEntry(n *Node) func(name string) bool {
+	if !f.hiding() {
+		return hiddenName
+	}
+	return func(name string) bool {
+		return hiddenName(name) || f.credentialDenied(f.relPath(n, name))
+	}
 }

@@ -473,7 +473,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		defer dirfd.Close(fd)
 		if mode, ok := in.GetMode(); ok {
-			if errno := n.denyChmod(ctx, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
+			if errno := n.fsys.denyChmod(ctx, n, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
 				return errno
 			}
 		}

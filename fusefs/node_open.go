@@ -119,7 +119,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		dirfd.Close(fd)
 		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
 	}
-	if errno := n.denyOpen(ctx, op, &st, write); errno != 0 {
+	if errno := n.fsys.denyOpen(ctx, n, op, &st, write); errno != 0 {
 		dirfd.Close(fd)
 		lease.Release()
 		return nil, 0, errno, false
@@ -265,7 +265,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		done()
 		return -1, -1, 0, noUnpin, errno
 	}
-	perm := n.newHostMode(ctx, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
+	perm := f.newHostMode(ctx, n, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
 		return fail(toErrno(err))

@@ -152,7 +152,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
 	if !isLink {
 		typ := mode & syscall.S_IFMT
-		mode = typ | n.newHostMode(ctx, op, name, typ, n.fsys.newMode(ctx, pfd, mode))
+		mode = typ | n.fsys.newHostMode(ctx, n, op, name, typ, n.fsys.newMode(ctx, pfd, mode))
 	}
 	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
 	first := mode
