@@ -39,6 +39,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -167,7 +168,7 @@ type FS struct {
 	// path); and that of an object of any type whose number the mount made
 	// up (FS.madeUp), so that it keeps that number. Entries go when the
 	// node is forgotten or retired. rekeyedMu
-	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
+	// guards rekeyed, borrowed, holds and successors.
 	rekeyedMu lockorder.Mutex[lockorder.RekeyedMu]
 	rekeyed   map[fileID]*Node
 	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
@@ -178,9 +179,9 @@ type FS struct {
 	// holds maps the backing files whose node was retired to when their
 	// next node's readers may pass through (see Node.retire).
 	holds map[locks.Key]int64
-	// heirs maps a retired node's backing file to its lock set, for the
-	// nodes that replace it (reclock.go).
-	heirs map[locks.Key]*lockFds
+	// heirs hands a retired node's lock set to the nodes that replace it
+	// (reclock.go).
+	heirs reclock.Heirs
 	// successors maps a backing file a commit replaced to its replacement
 	// (FS.catchUp).
 	successors map[fileID]fileID

@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -38,7 +39,7 @@ type Node struct {
 	// recLocks holds the per-locker fds of POSIX record locks and flock,
 	// made at first use (Node.lockSet, guarded by mu) and shared with a
 	// retired predecessor born as the same file (bornAs; see reclock.go).
-	recLocks *lockFds
+	recLocks *reclock.Set
 	bornAs   locks.Key
 
 	// cachedOpen counts n's open handles that are not passthrough; while
