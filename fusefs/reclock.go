@@ -15,7 +15,7 @@ import (
 // locker (the kernel's lock_owner of a request), all opened from one
 // anchor per file so that a commit never drops or splits a lock: package
 // reclock keeps them. Here are the adapters: the node's lock set, made at
-// first use and handed on when the node is retired (FS.heirs), the
+// first use and handed on when the node is retired (reclock.Heirs), the
 // charges of the fds it opens (fdcap.go), and Getlk, Setlk and Setlkw.
 
 // lockSet returns n's lock set, made at first use: a node that go-fuse

@@ -22,7 +22,7 @@
 //	   └─ FS.commitMu
 //	      └─ guard.Guard.madeOpMu
 //	         ├─ Node.mu
-//	         │  ├─ FS.rekeyedMu
+//	         │  ├─ inodes.Table.mu
 //	         │  └─ reclock.Heirs.mu
 //	         ├─ handle.mu
 //	         ├─ reclock.Set.mu
@@ -101,10 +101,11 @@ var (
 
 	// The rest are held for a map, a counter or a field or two.
 	// Node.mu: a node's identity, its lock set (made under it, from
-	// FS.rekeyedMu: Node.lockSet), its readers.
+	// reclock.Heirs.mu: Node.lockSet), its readers.
 	nodeMu = class{name: "Node.mu", under: &madeOpMu}
-	// FS.rekeyedMu: rekeyed, borrowed, holds and successors.
-	rekeyedMu = class{name: "FS.rekeyedMu", under: &nodeMu}
+	// inodes.Table.mu: the inode numbers across commits (rekeyed,
+	// borrowed, holds, successors); a node is made under it (MadeUp).
+	rekeyedMu = class{name: "inodes.Table.mu", under: &nodeMu}
 	// reclock.Heirs.mu: the lock sets retired nodes hand on, and how many
 	// nodes share each (taken under Node.mu: Node.lockSet).
 	heirsMu        = class{name: "reclock.Heirs.mu", under: &nodeMu}
