@@ -39,6 +39,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -160,31 +162,12 @@ type FS struct {
 	// which Close waits for.
 	scanning sync.WaitGroup
 
-	// rekeyed maps the backing identity of a file that an atomic write
-	// replaced to the node the kernel knows it by, so that the file keeps
-	// its node, and its inode number on the mount, across commits (SQLite
-	// checks that the file behind its descriptor is still the one at its
-	// path); and that of an object of any type whose number the mount made
-	// up (FS.madeUp), so that it keeps that number. Entries go when the
-	// node is forgotten or retired. rekeyedMu
-	// guards rekeyed, borrowed, holds, heirs, successors and lockFds.nodes.
-	rekeyedMu lockorder.Mutex[lockorder.RekeyedMu]
-	rekeyed   map[fileID]*Node
-	rekeyedBy map[*Node]fileID // each node's one entry in rekeyed
-	// borrowed holds the inode numbers those nodes answer to, which the
-	// backing filesystem may have given to new objects meanwhile; such a
-	// new object gets a number with the top bit set instead.
-	borrowed map[uint64]*Node
-	// holds maps the backing files whose node was retired to when their
-	// next node's readers may pass through (see Node.retire).
-	holds map[locks.Key]int64
-	// heirs maps a retired node's backing file to its lock set, for the
-	// nodes that replace it (reclock.go).
-	heirs map[locks.Key]*lockFds
-	// successors maps a backing file a commit replaced to its replacement
-	// (FS.catchUp).
-	successors map[fileID]fileID
-	synthetic  atomic.Uint64 // the last inode number the mount made up
+	// inos keeps the inode numbers the kernel knows across commits: a
+	// rekeyed file's, and those the mount makes up (inodes.go).
+	inos inodes.Table[*Node]
+	// heirs hands a retired node's lock set to the nodes that replace it
+	// (reclock.go).
+	heirs reclock.Heirs
 	// umasks, writeIns: the caller's umask of each CREATE, MKDIR and
 	// MKNOD, the flags of each WRITE, being served (requestnotes.go).
 	umasks, writeIns requestNotes

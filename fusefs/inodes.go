@@ -1,29 +1,18 @@
 package fusefs
 
 import (
-	"time"
-
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/locks"
 )
 
-// Inode numbers across commits. A commit gives the file a new backing
-// inode; it is rekeyed: its node takes the new identity and keeps the inode
-// number the kernel knows (FS.rekeyed), and that number becomes borrowed
-// (FS.borrowed). The backing filesystem hands the freed number to the next
-// object it makes (ext4 reuses the lowest free number of a block group at
-// once), and that object, of any type, gets a number the mount makes up
-// (newChild): two kernel inodes with one number would look like hard
-// links to cp and tar. A made-up number is kept like a rekeyed file's, by
-// the object's (dev, ino, generation) in FS.rekeyed, for as long as the
-// kernel knows its node: every later lookup finds the same node, so a
-// directory that is some process's cwd is never replaced under it (the
-// kernel drops an entry whose lookup answers another node, and getcwd
-// then fails). A retired node (Node.retire) leaves both maps and holds its
-// successor's readers off passthrough (FS.holds). "Rekeyed" is said only of
-// commits; a rename through the mount is "renamed" (renamelock.go).
+// Inode numbers across commits are package inodes' table (FS.inos): a
+// rekeyed file's node keeps the number the kernel knows, which becomes
+// borrowed, and an object given a borrowed number gets one the mount makes
+// up. Here are the adapters, which tell the table each node's inode number
+// (go-fuse's StableAttr) and make the nodes it asks for.
 
 func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
 
@@ -35,225 +24,72 @@ type fileID struct {
 	gen uint64
 }
 
+// inos is id as the inode table keys it.
+func (id fileID) inos() inodes.FileID { return inodes.FileID{Key: id.key, Gen: id.gen} }
+
+// borrowedBit marks the inode numbers the mount makes up.
+const borrowedBit = inodes.BorrowedBit
+
 // setRekeyed records that the object id is known to the kernel as node m,
-// and that m's inode number, no longer its backing object's, is borrowed.
-// m's earlier entry goes: lookups lead to a node only for what it stands
-// for now (rekeyedNode).
-func (f *FS) setRekeyed(id fileID, m *Node) {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	f.setRekeyedLocked(id, m)
-	f.borrowed[m.StableAttr().Ino] = m
-}
-
-// setRekeyedLocked records that id is known as m (rekeyedMu held); the
-// caller marks m's number borrowed.
-func (f *FS) setRekeyedLocked(id fileID, m *Node) {
-	if f.rekeyed == nil {
-		f.rekeyed = make(map[fileID]*Node)
-		f.rekeyedBy = make(map[*Node]fileID)
-	}
-	if f.borrowed == nil {
-		f.borrowed = make(map[uint64]*Node)
-	}
-	f.dropRekeyedLocked(m)
-	f.rekeyed[id] = m
-	f.rekeyedBy[m] = id
-}
-
-// dropRekeyedLocked removes m's entry from rekeyed; rekeyedMu is held.
-func (f *FS) dropRekeyedLocked(m *Node) {
-	if id, ok := f.rekeyedBy[m]; ok {
-		if f.rekeyed[id] == m {
-			delete(f.rekeyed, id)
-		}
-		delete(f.rekeyedBy, m)
-	}
-}
-
-// borrowedBit marks the inode numbers the mount makes up for files whose
-// own number is borrowed by a live node; backing filesystems do not hand
-// out numbers that high.
-const borrowedBit = 1 << 63
+// whose inode number is now borrowed (inodes.Table.Rekeyed).
+func (f *FS) setRekeyed(id fileID, m *Node) { f.inos.Rekeyed(id.inos(), m, m.StableAttr().Ino) }
 
 // madeUp returns the node for the object id when a live node borrows its
-// backing inode number ino, nil when none does. The node is the one made
-// for id before, while the kernel knows it; else mk makes one with a number
-// of the mount's own, recorded like a rekeyed file's. All of it happens
-// under rekeyedMu, so that two lookups of one name racing (a revalidation
-// of an entry is not serialized by the kernel) answer one node: two made-up
-// numbers would have the kernel drop the first node's entry.
+// backing inode number ino, nil when none does: the one made for id before,
+// else one mk makes with a number of the mount's own (inodes.Table.MadeUp).
 func (f *FS) madeUp(id fileID, ino uint64, mk func(ino uint64) *fs.Inode) *fs.Inode {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	if f.borrowed[ino] == nil {
-		return nil
-	}
-	if m := f.rekeyed[id]; m != nil {
+	var made *fs.Inode
+	m, ok := f.inos.MadeUp(id.inos(), ino, func(ino uint64) (*Node, uint64) {
+		made = mk(ino)
+		m := asNode(made)
+		if m == nil {
+			return nil, 0
+		}
+		return m, made.StableAttr().Ino
+	})
+	switch {
+	case made != nil:
+		return made
+	case ok:
 		return m.EmbeddedInode()
 	}
-	in := mk(borrowedBit | f.synthetic.Add(1))
-	if m := asNode(in); m != nil {
-		f.setRekeyedLocked(id, m)
-		f.borrowed[in.StableAttr().Ino] = m
-	}
-	return in
+	return nil
 }
 
 // rekeyedNode returns the node the kernel knows the object id by, when that
-// node's inode number is not the object's own: a file a commit rekeyed, or
-// an object of any type whose number the mount made up (newChild). Without
-// it, each lookup of such an object would make it a new node.
+// node's inode number is not the object's own (inodes.Table.Node), and the
+// node still stands for it.
 func (f *FS) rekeyedNode(id fileID) *Node {
-	f.rekeyedMu.Lock()
-	m := f.rekeyed[id]
-	f.rekeyedMu.Unlock()
+	m, _ := f.inos.Node(id.inos())
 	if m != nil && m.key() != id.key {
 		return nil // the node moved on to a later version
 	}
 	return m
 }
 
-// maxSucceeded bounds the commits remembered for catchUp; past it the
-// record starts again (a node older than that gets ESTALE, as before).
-const maxSucceeded = 4096
-
 // succeeded records that a commit of this mount replaced the backing file
-// old with new. Files are told apart by generation too: backing
-// filesystems hand a freed inode number to the next new file at once.
-func (f *FS) succeeded(old, new fileID) {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	if f.successors == nil || len(f.successors) >= maxSucceeded {
-		f.successors = make(map[fileID]fileID)
-	}
-	f.successors[old] = new
-}
+// old with new (for catchUp).
+func (f *FS) succeeded(old, new fileID) { f.inos.Succeeded(old.inos(), new.inos()) }
 
 // catchUp moves node n to the file now if commits of this mount replaced
-// the file n stands for with now: a lookup made n for the old file while a
-// commit renamed over it, too late for the commit to move n (replace moves
-// the nodes it can find). Without it, n's next stat or open would answer
-// ESTALE, and the kernel retries an open only once.
+// the file n stands for with now (inodes.Table.CatchUp): a lookup made n
+// for the old file while a commit renamed over it.
 func (f *FS) catchUp(n *Node, now fileID) bool {
-	was := n.fileID()
-	f.rekeyedMu.Lock()
-	k, ok := f.successors[was]
-	for i := 0; ok && k != now && i < 16; i++ {
-		k, ok = f.successors[k]
-	}
-	if !ok || k != now {
-		f.rekeyedMu.Unlock()
+	if !f.inos.CatchUp(n, n.StableAttr().Ino, n.fileID().inos(), now.inos()) {
 		return false
 	}
-	// n keeps the inode number the kernel knows; the file it stood for no
-	// longer has it, and a new file given it must not share it. Lookups of
-	// the file now lead to n, as they do to a node the commit moved, unless
-	// they lead to that node already.
-	ino := n.StableAttr().Ino
-	if f.rekeyed[now] == nil {
-		f.setRekeyedLocked(now, n)
-	} else {
-		f.dropRekeyedLocked(n)
-	}
-	if ino&borrowedBit == 0 && f.borrowed[ino] == nil {
-		f.borrowed[ino] = n
-	}
-	f.rekeyedMu.Unlock()
 	n.setIdent(now.key.Dev, now.key.Ino, now.gen)
 	return true
 }
 
 // forgetRekeyed drops the entries of a node the kernel has forgotten.
-func (f *FS) forgetRekeyed(m *Node) {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	f.dropRekeyedLocked(m)
-	if f.borrowed[m.StableAttr().Ino] == m {
-		delete(f.borrowed, m.StableAttr().Ino)
-	}
-}
+func (f *FS) forgetRekeyed(m *Node) { f.inos.Forget(m, m.StableAttr().Ino) }
 
 // retired records that node m, standing for the backing file key, takes no
-// new opens: lookups must not lead to it again. Its inode number becomes
-// borrowed, so the node made for the file next gets a number of its own
-// (two kernel inodes with one number would look like hard links to cp and
-// tar), and that node's readers hold off passthrough for retireHold.
-func (f *FS) retired(m *Node, key locks.Key) {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	if f.borrowed == nil {
-		f.borrowed = make(map[uint64]*Node)
-	}
-	f.dropRekeyedLocked(m)
-	f.borrowed[m.StableAttr().Ino] = m
-	now := time.Now()
-	if f.holds == nil {
-		f.holds = make(map[locks.Key]int64)
-	}
-	for k, until := range f.holds {
-		if until < now.UnixNano() {
-			delete(f.holds, k)
-		}
-	}
-	f.holds[key] = now.Add(retireHold).UnixNano()
-}
+// new opens, and that the next node for the file holds its readers off
+// passthrough for retireHold (inodes.Table.Retired).
+func (f *FS) retired(m *Node, key locks.Key) { f.inos.Retired(m, m.StableAttr().Ino, key, retireHold) }
 
 // holdOf is when a new node for the backing file key may let readers pass
 // through (see retired); 0 for most files.
-func (f *FS) holdOf(key locks.Key) int64 {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	return f.holds[key]
-}
-
-// releaseAll releases the charges of fds closed.
-func (f *FS) releaseAll(cs []fdCharge) {
-	for _, c := range cs {
-		if c.o != "" {
-			f.fds.release(c.o, c.n)
-		}
-	}
-}
-
-// lockSetOf returns the lock set for a node born as the backing file key:
-// the set of a retired node born as that file, if one lives, else a new one.
-func (f *FS) lockSetOf(key locks.Key) *lockFds {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	if l := f.heirs[key]; l != nil {
-		l.nodes++
-		return l
-	}
-	return &lockFds{nodes: 1}
-}
-
-// bequeath offers n's lock set to the nodes that replace it: nodes born as
-// the backing file key, which n stood for when it was retired.
-func (f *FS) bequeath(n *Node, key locks.Key) {
-	l := n.lockSet()
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	if f.heirs == nil {
-		f.heirs = make(map[locks.Key]*lockFds)
-	}
-	f.heirs[key] = l
-}
-
-// dropLockSet is a node's forget: the last node of a set closes its fds.
-func (f *FS) dropLockSet(l *lockFds) {
-	f.rekeyedMu.Lock()
-	l.nodes--
-	last := l.nodes == 0
-	if last {
-		for k, v := range f.heirs {
-			if v == l {
-				delete(f.heirs, k)
-			}
-		}
-	}
-	f.rekeyedMu.Unlock()
-	if last {
-		f.releaseAll(l.closeAll())
-	}
-}
+func (f *FS) holdOf(key locks.Key) int64 { return f.inos.HoldOf(key) }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestMadeUpNumberIsKept: an object of any type whose backing inode number
@@ -30,13 +32,8 @@ func TestMadeUpNumberIsKept(t *testing.T) {
 	tf.write(t, "f", "x")
 	for _, name := range []string{"d", "s", "p", "f"} {
 		st := backingStat(t, tf, name)
-		// A rewritten file's node still answers to the number.
-		tf.rekeyedMu.Lock()
-		if tf.borrowed == nil {
-			tf.borrowed = make(map[uint64]*Node)
-		}
-		tf.borrowed[st.Ino] = &Node{}
-		tf.rekeyedMu.Unlock()
+		// A retired node still answers to the number.
+		tf.inos.Retired(&Node{}, st.Ino, locks.Key{}, 0)
 
 		const lookups = 8
 		got := make([]*fs.Inode, lookups)
@@ -69,11 +66,8 @@ func TestMadeUpNumberIsKept(t *testing.T) {
 			}
 		}
 		asNode(first).OnForget()
-		tf.rekeyedMu.Lock()
-		left := len(tf.rekeyed) + len(tf.rekeyedBy)
-		tf.rekeyedMu.Unlock()
-		if left != 0 {
-			t.Errorf("%s: %d entries left once the node is forgotten", name, left)
+		if objects, nodes := tf.inos.Entries(); objects+nodes != 0 {
+			t.Errorf("%s: %d entries left once the node is forgotten", name, objects+nodes)
 		}
 	}
 }
@@ -92,17 +86,11 @@ func TestRekeyedKeepsOneEntry(t *testing.T) {
 		h.Release(as(1))
 	}
 	tf.wantContent(t, "f", "5", "after five commits")
-	tf.rekeyedMu.Lock()
-	defer tf.rekeyedMu.Unlock()
-	if len(tf.rekeyed) != 1 || len(tf.rekeyedBy) != 1 {
-		t.Errorf("rekeyed holds %d entries (%d nodes), want 1", len(tf.rekeyed), len(tf.rekeyedBy))
+	if objects, nodes := tf.inos.Entries(); objects != 1 || nodes != 1 {
+		t.Errorf("rekeyed holds %d entries (%d nodes), want 1", objects, nodes)
 	}
 }
 
 // isBorrowed reports whether a live node answers to inode number ino
 // without its backing file having it.
-func (f *FS) isBorrowed(ino uint64) bool {
-	f.rekeyedMu.Lock()
-	defer f.rekeyedMu.Unlock()
-	return f.borrowed[ino] != nil
-}
+func (f *FS) isBorrowed(ino uint64) bool { return f.inos.Borrowed(ino) }

@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -38,7 +39,7 @@ type Node struct {
 	// recLocks holds the per-locker fds of POSIX record locks and flock,
 	// made at first use (Node.lockSet, guarded by mu) and shared with a
 	// retired predecessor born as the same file (bornAs; see reclock.go).
-	recLocks *lockFds
+	recLocks *reclock.Set
 	bornAs   locks.Key
 
 	// cachedOpen counts n's open handles that are not passthrough; while
@@ -99,7 +100,7 @@ const retireHold = time.Second
 // or a page cache, of an older version) instead of through the file as it
 // is now. The open gets ESTALE, on which the kernel looks the name up again
 // (LOOKUP_REVAL) and meets a new node for the file, with an inode number of
-// its own while n lives (see FS.borrowed); the handles open on n keep
+// its own while n lives (see package inodes); the handles open on n keep
 // reading what they opened, as descriptors of a file replaced by rename do.
 func (n *Node) retire() syscall.Errno {
 	n.mu.Lock()
@@ -154,7 +155,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
 	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
 		attr.Ino = ino
-		lockorder.GoFuse("Inode.NewInode") // under FS.rekeyedMu
+		lockorder.GoFuse("Inode.NewInode") // under the inode table's lock (FS.madeUp)
 		return n.NewInode(ctx, child, attr)
 	}); in != nil {
 		return in

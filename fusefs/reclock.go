@@ -3,59 +3,29 @@ package fusefs
 import (
 	"context"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/internal/lockorder"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/locks"
 )
 
-// POSIX record locks and flock on the mount (sqlite, git, make's jobserver
-// rely on them) are open-file-description locks that the daemon takes on
-// behalf of each locker: the kernel's lock_owner of a request (a process's
-// file table for fcntl locks, an open file for flock), not the write-lock
-// owner of owner.go. One fd per locker gives each its own lock identity, as
-// the kernel gives each process: a locker's locks merge and split among
-// themselves and conflict with every other locker's.
-//
-// All of a node's locker fds are opened from one anchor, the file as it was
-// when the first lock was taken, and the anchor is kept while any locker
-// holds an fd. Atomic writes replace the backing file, but lockers keep meeting on
-// the anchor, so a commit never drops or splits a lock. (Locks taken by
-// processes outside the mount on a later version of the file do not meet
-// the mount's.) A node retired while readers hold it (views.go) hands its
-// set to the node that replaces it: the two are one file to every locker.
-//
-// Each locker's fd is charged to the owner of the request that opened it,
-// and the anchor to the owner whose lock made it (fdcap.go); closed, they
-// are released.
-type lockFds struct {
-	mu          lockorder.Mutex[lockorder.LockFdsMu]
-	anchor      int // 0 when none (fd 0 is never an anchor: dups start at 3)
-	anchorOwner locks.Owner
-	byLocker    map[uint64]int
-	owners      map[uint64]locks.Owner // whom each locker's fd is charged to
-	nodes       int                    // nodes sharing the set; guarded by FS.rekeyedMu
-}
-
-// fdCharge is n descriptors charged to owner o, to release.
-type fdCharge struct {
-	o locks.Owner
-	n int
-}
+// POSIX record locks and flock on the mount are OFD locks on one fd per
+// locker (the kernel's lock_owner of a request), all opened from one
+// anchor per file so that a commit never drops or splits a lock: package
+// reclock keeps them. Here are the adapters: the node's lock set, made at
+// first use and handed on when the node is retired (reclock.Heirs), the
+// charges of the fds it opens (fdcap.go), and Getlk, Setlk and Setlkw.
 
 // lockSet returns n's lock set, made at first use: a node that go-fuse
 // drops for one it knows already (a lookup of a known name) never holds
 // one, so every set is dropped by the OnForget of each node sharing it.
-func (n *Node) lockSet() *lockFds {
+func (n *Node) lockSet() *reclock.Set {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.recLocks == nil {
-		n.recLocks = n.fsys.lockSetOf(n.bornAs)
+		n.recLocks = n.fsys.heirs.Of(n.bornAs)
 	}
 	return n.recLocks
 }
@@ -66,96 +36,24 @@ func (n *Node) dropLocker(locker uint64) {
 	l := n.recLocks
 	n.mu.Unlock()
 	if l != nil {
-		n.fsys.releaseAll(l.drop(locker))
+		n.fsys.releaseAll(l.Drop(locker))
 	}
 }
 
-// has returns locker's lock fd if it has one.
-func (l *lockFds) has(locker uint64) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fd, ok := l.byLocker[locker]
-	return fd, ok
-}
+// bequeath offers n's lock set to the nodes that replace it: nodes born as
+// the backing file key, which n stood for when it was retired.
+func (f *FS) bequeath(n *Node, key locks.Key) { f.heirs.Bequeath(key, n.lockSet()) }
 
-// fd returns locker's lock fd, opening it from the anchor (made from src, an
-// fd of the file's current content, on first use); opened is how many fds
-// it opened, charged to owner.
-func (l *lockFds) fd(src int, locker uint64, owner locks.Owner) (fd, opened int, errno syscall.Errno) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if fd, ok := l.byLocker[locker]; ok {
-		return fd, 0, 0
-	}
-	if len(l.byLocker) == 0 {
-		anchor, err := dirfd.Dup(src)
-		if err != nil {
-			return -1, 0, toErrno(err)
+// dropLockSet is a node's forget: the last node of a set closes its fds.
+func (f *FS) dropLockSet(l *reclock.Set) { f.releaseAll(f.heirs.Forget(l)) }
+
+// releaseAll releases the charges of fds closed.
+func (f *FS) releaseAll(cs []reclock.Charge) {
+	for _, c := range cs {
+		if c.Owner != "" {
+			f.fds.release(c.Owner, c.N)
 		}
-		l.anchor, l.anchorOwner = anchor, owner
 	}
-	fd, err := dirfd.Reopen(l.anchor, unix.O_RDWR)
-	if err != nil {
-		fd, err = dirfd.Reopen(l.anchor, unix.O_RDONLY)
-	}
-	if err != nil {
-		if len(l.byLocker) == 0 {
-			dirfd.Close(l.anchor)
-			l.anchor, l.anchorOwner = 0, ""
-		}
-		return -1, 0, toErrno(err)
-	}
-	if l.byLocker == nil {
-		l.byLocker = make(map[uint64]int)
-		l.owners = make(map[uint64]locks.Owner)
-	}
-	l.byLocker[locker] = fd
-	l.owners[locker] = owner
-	if len(l.byLocker) == 1 {
-		return fd, 2, 0
-	}
-	return fd, 1, 0
-}
-
-// drop closes locker's fd, which releases every lock it held, and returns
-// the charges of the fds it closed.
-func (l *lockFds) drop(locker uint64) []fdCharge {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fd, ok := l.byLocker[locker]
-	if !ok {
-		return nil
-	}
-	dirfd.Close(fd)
-	cs := []fdCharge{{l.owners[locker], 1}}
-	delete(l.byLocker, locker)
-	delete(l.owners, locker)
-	if len(l.byLocker) == 0 {
-		dirfd.Close(l.anchor)
-		cs = append(cs, fdCharge{l.anchorOwner, 1})
-		l.anchor, l.anchorOwner = 0, ""
-	}
-	return cs
-}
-
-// closeAll closes every locker's fd and the anchor: the node is forgotten.
-// It returns the charges of the fds it closed.
-func (l *lockFds) closeAll() []fdCharge {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var cs []fdCharge
-	for locker, fd := range l.byLocker {
-		dirfd.Close(fd)
-		cs = append(cs, fdCharge{l.owners[locker], 1})
-		delete(l.byLocker, locker)
-		delete(l.owners, locker)
-	}
-	if l.anchor > 0 {
-		dirfd.Close(l.anchor)
-		cs = append(cs, fdCharge{l.anchorOwner, 1})
-		l.anchor, l.anchorOwner = 0, ""
-	}
-	return cs
 }
 
 // lockFd returns the lock fd of locker for handle fh, remembering on the
@@ -169,7 +67,7 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 		return -1, syscall.EBADF
 	}
 	l := n.lockSet()
-	if fd, ok := l.has(locker); ok {
+	if fd, ok := l.Has(locker); ok {
 		h.common().noteLocker(locker)
 		return fd, 0
 	}
@@ -184,7 +82,7 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 	var fd, opened int
 	errno := h.withFd(func(src int) syscall.Errno {
 		var errno syscall.Errno
-		fd, opened, errno = l.fd(src, locker, owner)
+		fd, opened, errno = l.Fd(src, locker, owner)
 		return errno
 	})
 	if owner != "" {
@@ -205,16 +103,15 @@ func (n *Node) Getlk(ctx context.Context, fh fs.FileHandle, locker uint64, lk *f
 	}
 	var flk syscall.Flock_t
 	lk.ToFlockT(&flk)
-	flk.Pid = 0
-	if err := syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &flk); err != nil {
-		return toErrno(err)
+	if errno := reclock.Test(fd, &flk); errno != 0 {
+		return errno
 	}
 	out.FromFlockT(&flk)
 	return 0
 }
 
 // Setlk takes or releases a POSIX record lock or flock without waiting,
-// as an OFD lock on the locker's fd (see lockFds).
+// as an OFD lock on the locker's fd (package reclock).
 func (n *Node) Setlk(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
 	return n.setLock(ctx, fh, locker, lk, flags, false)
 }
@@ -225,47 +122,17 @@ func (n *Node) Setlkw(ctx context.Context, fh fs.FileHandle, locker uint64, lk *
 	return n.setLock(ctx, fh, locker, lk, flags, true)
 }
 
-// setLock is Setlk and Setlkw: an OFD lock or flock on locker's fd,
+// setLock is Setlk and Setlkw: a flock or an OFD lock on locker's fd,
 // retried with backoff until ctx ends when wait is set.
 func (n *Node) setLock(ctx context.Context, fh fs.FileHandle, locker uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	fd, errno := n.lockFd(ctx, fh, locker)
 	if errno != 0 {
 		return errno
 	}
-	try := func() error {
-		if flags&fuse.FUSE_LK_FLOCK != 0 {
-			op := unix.LOCK_NB
-			switch lk.Typ {
-			case syscall.F_RDLCK:
-				op |= unix.LOCK_SH
-			case syscall.F_WRLCK:
-				op |= unix.LOCK_EX
-			case syscall.F_UNLCK:
-				op |= unix.LOCK_UN
-			default:
-				return syscall.EINVAL
-			}
-			return unix.Flock(fd, op)
-		}
-		var flk syscall.Flock_t
-		lk.ToFlockT(&flk)
-		flk.Pid = 0 // OFD locks require it
-		return syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &flk)
+	if flags&fuse.FUSE_LK_FLOCK != 0 {
+		return reclock.Flock(ctx, fd, lk.Typ, wait)
 	}
-	delay := time.Millisecond
-	for {
-		err := try()
-		if err == nil {
-			return 0
-		}
-		if !wait || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EACCES) {
-			return toErrno(err)
-		}
-		select {
-		case <-ctx.Done():
-			return syscall.EINTR
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 50*time.Millisecond)
-	}
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	return reclock.Lock(ctx, fd, flk, wait)
 }

@@ -22,9 +22,10 @@
 //	   └─ FS.commitMu
 //	      └─ guard.Guard.madeOpMu
 //	         ├─ Node.mu
-//	         │  └─ FS.rekeyedMu
+//	         │  ├─ inodes.Table.mu
+//	         │  └─ reclock.Heirs.mu
 //	         ├─ handle.mu
-//	         ├─ lockFds.mu
+//	         ├─ reclock.Set.mu
 //	         ├─ Engine.tempsMu
 //	         ├─ guard.IDs.mu
 //	         ├─ guard.MadeSet.mu
@@ -100,13 +101,16 @@ var (
 
 	// The rest are held for a map, a counter or a field or two.
 	// Node.mu: a node's identity, its lock set (made under it, from
-	// FS.rekeyedMu: Node.lockSet), its readers.
+	// reclock.Heirs.mu: Node.lockSet), its readers.
 	nodeMu = class{name: "Node.mu", under: &madeOpMu}
-	// FS.rekeyedMu: rekeyed, borrowed, holds, heirs, successors and
-	// lockFds.nodes.
-	rekeyedMu      = class{name: "FS.rekeyedMu", under: &nodeMu}
+	// inodes.Table.mu: the inode numbers across commits (rekeyed,
+	// borrowed, holds, successors); a node is made under it (MadeUp).
+	rekeyedMu = class{name: "inodes.Table.mu", under: &nodeMu}
+	// reclock.Heirs.mu: the lock sets retired nodes hand on, and how many
+	// nodes share each (taken under Node.mu: Node.lockSet).
+	heirsMu        = class{name: "reclock.Heirs.mu", under: &nodeMu}
 	handleMu       = class{name: "handle.mu", under: &madeOpMu}
-	lockFdsMu      = class{name: "lockFds.mu", under: &madeOpMu}
+	lockFdsMu      = class{name: "reclock.Set.mu", under: &madeOpMu}
 	tempsMu        = class{name: "Engine.tempsMu", under: &madeOpMu} // writeengine: the temps in use
 	credInodesMu   = class{name: "guard.IDs.mu", under: &madeOpMu}   // Guard.Creds, ProtIDs, MadeDirs
 	madeSetMu      = class{name: "guard.MadeSet.mu", under: &madeOpMu}
@@ -146,6 +150,7 @@ type (
 	HandleMu       struct{}
 	LockFdsMu      struct{}
 	RekeyedMu      struct{}
+	HeirsMu        struct{}
 	TempsMu        struct{}
 	CredInodesMu   struct{}
 	MadeSetMu      struct{}
@@ -171,6 +176,7 @@ func (NodeMu) class() *class         { return &nodeMu }
 func (HandleMu) class() *class       { return &handleMu }
 func (LockFdsMu) class() *class      { return &lockFdsMu }
 func (RekeyedMu) class() *class      { return &rekeyedMu }
+func (HeirsMu) class() *class        { return &heirsMu }
 func (TempsMu) class() *class        { return &tempsMu }
 func (CredInodesMu) class() *class   { return &credInodesMu }
 func (MadeSetMu) class() *class      { return &madeSetMu }

@@ -1,0 +1,66 @@
+package reclock
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Test reports in flk a lock that would conflict with flk on a locker's
+// fd (F_OFD_GETLK); flk.Type is F_UNLCK if none would.
+func Test(fd int, flk *syscall.Flock_t) syscall.Errno {
+	flk.Pid = 0 // OFD locks require it
+	return toErrno(syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, flk))
+}
+
+// Lock takes or releases the record lock flk as an OFD lock on a locker's
+// fd; with wait set it waits for it (see retry).
+func Lock(ctx context.Context, fd int, flk syscall.Flock_t, wait bool) syscall.Errno {
+	flk.Pid = 0 // OFD locks require it
+	return retry(ctx, wait, func() error {
+		return syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &flk)
+	})
+}
+
+// Flock takes or releases a flock of a locker's fd for a lock type as the
+// kernel sends it: shared for F_RDLCK, exclusive for F_WRLCK, none for
+// F_UNLCK; EINVAL for any other. With wait set it waits (see retry).
+func Flock(ctx context.Context, fd int, typ uint32, wait bool) syscall.Errno {
+	op := unix.LOCK_NB
+	switch typ {
+	case syscall.F_RDLCK:
+		op |= unix.LOCK_SH
+	case syscall.F_WRLCK:
+		op |= unix.LOCK_EX
+	case syscall.F_UNLCK:
+		op |= unix.LOCK_UN
+	default:
+		return syscall.EINVAL
+	}
+	return retry(ctx, wait, func() error { return unix.Flock(fd, op) })
+}
+
+// retry makes the non-blocking attempt try, and with wait set retries it
+// with backoff while the lock is held, until ctx ends (EINTR): a blocking
+// fcntl or flock could not be interrupted when the caller gives up (a
+// signal, or the kernel's INTERRUPT).
+func retry(ctx context.Context, wait bool, try func() error) syscall.Errno {
+	delay := time.Millisecond
+	for {
+		err := try()
+		if err == nil {
+			return 0
+		}
+		if !wait || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EACCES) {
+			return toErrno(err)
+		}
+		select {
+		case <-ctx.Done():
+			return syscall.EINTR
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
