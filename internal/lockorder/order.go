@@ -1,10 +1,9 @@
 // Package lockorder is realm's lock order, written once, and the mutex
 // types that carry it.
 //
-// Every mutex of fusefs, fusefs/writeengine, locks and procinfo is a
-// Mutex[C] or RWMutex[C], whose type argument C names its class in the
-// table below. In an ordinary
-// build they are sync.Mutex and sync.RWMutex and cost nothing more. Built
+// Every mutex of the daemon's packages (fusefs and the packages beneath
+// it, locks, procinfo) is a Mutex[C] or RWMutex[C], whose type argument C
+// names its class in the table below. In an ordinary build they are sync.Mutex and sync.RWMutex and cost nothing more. Built
 // with the tag lockdep (make unit-lockdep, and the e2e daemon under
 // REALM_E2E_LOCKDEP=1) each goroutine's held locks are recorded, and
 // taking a lock out of order, or holding one where none may be held (a
