@@ -186,6 +186,7 @@ func shadowed(os fakeOS) {
 		"policy/ok.go":                 "package policy\nimport \"os\"\nfunc ok() { os.Open(\"x\") }\n",
 		"errcode/errcode.go":           "package errcode\n",
 		"procinfo/procinfo.go":         "package procinfo\n",
+		"locks/mu.go":                  "package locks\nimport (\"sync\"; s2 \"sync\")\ntype t struct{ a sync.Mutex; b s2.RWMutex; c sync.WaitGroup }\n",
 	} {
 		path := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -211,6 +212,8 @@ func shadowed(os fakeOS) {
 		"fusefs/proto.go:2: imports fusefs/writeproto",
 		"fusefs/sub/sub.go:3: os.Stat in readProgram",
 		"locks/locks.go:2: naked panic in never",
+		"locks/mu.go:3: sync.Mutex",
+		"locks/mu.go:3: s2.RWMutex",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the check found\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
@@ -248,6 +251,7 @@ func checkFile(rel string, fset *token.FileSet, f *ast.File, used map[string]boo
 				" (rule: only the write engine, fusefs/writeengine, drives the write protocol; call the engine)")
 		}
 	}
+	problems = append(problems, unclassedMutexes(rel, fset, f)...)
 	checkNames := strings.HasPrefix(rel, "fusefs/") && !strings.HasPrefix(rel, "fusefs/dirfd/")
 	eachCall(f, func(fn string, call *ast.CallExpr) {
 		where := fmt.Sprintf("%s:%d", rel, fset.Position(call.Pos()).Line)
@@ -274,6 +278,38 @@ func checkFile(rel string, fset *token.FileSet, f *ast.File, used map[string]boo
 			problems = append(problems, where+": "+name+" in "+fn+
 				" (rule: name-based system calls on BACKING only in fusefs/dirfd; a call on a file outside BACKING goes in nameCallsAllowed, with why)")
 		}
+	})
+	return problems
+}
+
+// unclassedMutexes returns the places in f that name sync.Mutex or
+// sync.RWMutex: every mutex of the daemon is a lockorder.Mutex or RWMutex
+// of a class in internal/lockorder's tree, which a lockdep build checks.
+func unclassedMutexes(rel string, fset *token.FileSet, f *ast.File) []string {
+	syncNames := map[string]bool{}
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"sync"` {
+			name := "sync"
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			syncNames[name] = true
+		}
+	}
+	if len(syncNames) == 0 {
+		return nil
+	}
+	var problems []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if id, ok := sel.X.(*ast.Ident); ok && syncNames[id.Name] && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex") {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s.%s", rel, fset.Position(sel.Pos()).Line, id.Name, sel.Sel.Name)+
+				" (rule: every mutex of the daemon is a lockorder.Mutex or RWMutex of a class in internal/lockorder/order.go)")
+		}
+		return true
 	})
 	return problems
 }
