@@ -5,6 +5,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -93,3 +94,19 @@ func (f *FS) retired(m *Node, key locks.Key) { f.inos.Retired(m, m.StableAttr().
 // holdOf is when a new node for the backing file key may let readers pass
 // through (see retired); 0 for most files.
 func (f *FS) holdOf(key locks.Key) int64 { return f.inos.HoldOf(key) }
+
+// bequeath offers n's lock set to the nodes that replace it: nodes born as
+// the backing file key, which n stood for when it was retired.
+func (f *FS) bequeath(n *Node, key locks.Key) { f.heirs.Bequeath(key, n.lockSet()) }
+
+// dropLockSet is a node's forget: the last node of a set closes its fds.
+func (f *FS) dropLockSet(l *reclock.Set) { f.releaseAll(f.heirs.Forget(l)) }
+
+// releaseAll releases the charges of fds closed.
+func (f *FS) releaseAll(cs []reclock.Charge) {
+	for _, c := range cs {
+		if c.Owner != "" {
+			f.fds.release(c.Owner, c.N)
+		}
+	}
+}

@@ -40,22 +40,6 @@ func (n *Node) dropLocker(locker uint64) {
 	}
 }
 
-// bequeath offers n's lock set to the nodes that replace it: nodes born as
-// the backing file key, which n stood for when it was retired.
-func (f *FS) bequeath(n *Node, key locks.Key) { f.heirs.Bequeath(key, n.lockSet()) }
-
-// dropLockSet is a node's forget: the last node of a set closes its fds.
-func (f *FS) dropLockSet(l *reclock.Set) { f.releaseAll(f.heirs.Forget(l)) }
-
-// releaseAll releases the charges of fds closed.
-func (f *FS) releaseAll(cs []reclock.Charge) {
-	for _, c := range cs {
-		if c.Owner != "" {
-			f.fds.release(c.Owner, c.N)
-		}
-	}
-}
-
 // lockFd returns the lock fd of locker for handle fh, remembering on the
 // handle that locker used it. A locker's first lock on the file charges
 // the caller's owner its fd and maybe the anchor (fdcap.go): an owner that
