@@ -70,7 +70,8 @@ func TestLayers(t *testing.T) {
 }
 
 // TestArchitectureGraph keeps the import graph in docs/ARCHITECTURE.md the
-// compiler's: go test ./internal/layering -update rewrites it.
+// compiler's (its layers and imports; the files and lines columns may lag
+// behind an edit): go test ./internal/layering -update rewrites it.
 func TestArchitectureGraph(t *testing.T) {
 	doc := filepath.Join("..", "..", "docs", "ARCHITECTURE.md")
 	b, err := os.ReadFile(doc)
@@ -84,8 +85,8 @@ func TestArchitectureGraph(t *testing.T) {
 	}
 	want := graphTable(listPackages(t))
 	got := string(b[i+len(begin) : j])
-	if got == want {
-		return
+	if got == want || !*update && graphOnly(got) == graphOnly(want) {
+		return // the counts may lag; -update refreshes them
 	}
 	if *update {
 		out := append(append(append([]byte{}, b[:i+len(begin)]...), want...), b[j:]...)
@@ -95,6 +96,20 @@ func TestArchitectureGraph(t *testing.T) {
 		return
 	}
 	t.Errorf("%s: the import graph is not the compiler's; go test ./internal/layering -update rewrites it. want:\n%s", doc, want)
+}
+
+// graphOnly is a graph table without its files and lines columns: what
+// the compiler decides, which the document must say exactly.
+func graphOnly(table string) string {
+	var out []string
+	for _, row := range strings.Split(table, "\n") {
+		cells := strings.Split(row, "|")
+		if len(cells) == 7 {
+			cells[3], cells[4] = "", ""
+		}
+		out = append(out, strings.Join(cells, "|"))
+	}
+	return strings.Join(out, "\n")
 }
 
 // graphTable is the import graph as a table, by layer, then path.
