@@ -78,12 +78,15 @@ func (f *FS) denyPathStat(ctx context.Context, op string, dir *Node, name string
 	return 0
 }
 
-// denyName is the credential check of a name an operation moves or makes
-// (prepare; guard.NameDenied says which). rel is the name's workspace path
-// as the kernel has it now (FS.dirRel).
-func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string, use nameUse) syscall.Errno {
-	if f.guard.NameDenied(rel, pfd, name, use == makes) {
+// refuseName audits and answers the rule that refuses op on the name at
+// rel, if any (guard.Guard.JudgeName, JudgeRename): the audit lines are
+// those of denyPath and denyProtectRel.
+func (f *FS) refuseName(ctx context.Context, op, rel string, rule guard.NameRule) syscall.Errno {
+	switch rule {
+	case guard.NameCredential:
 		return f.refuseCredential(ctx, op, rel, rel)
+	case guard.NameProtected:
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
 }

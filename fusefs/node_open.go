@@ -11,6 +11,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -257,7 +258,7 @@ func (n *Node) readerGone(h *readHandle) {
 func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
 	f := n.fsys
 	defer f.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "create", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "create", name, guard.Makes)
 	if errno != 0 {
 		return -1, -1, 0, noUnpin, errno
 	}

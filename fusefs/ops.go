@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -21,28 +22,6 @@ var (
 	_ = (fs.NodeUnlinker)((*Node)(nil))
 	_ = (fs.NodeRmdirer)((*Node)(nil))
 	_ = (fs.NodeRenamer)((*Node)(nil))
-)
-
-// nameUse says what an operation does with the name it is given, which
-// decides how prepare refuses it.
-type nameUse int
-
-const (
-	// removes: the op needs the name to exist and only removes it
-	// (unlink, rmdir); its path is not judged (the policy denies a
-	// credential's opens, creates, renames and links, not its removal).
-	removes nameUse = iota
-	// movesFrom: the op needs the name to exist and moves it away
-	// (rename's source, and both names of an exchange).
-	movesFrom
-	// makes: the op makes the name (create, mknod, symlink, link, rename's
-	// target).
-	makes
-	// makesDir: mkdir. A directory is judged by what it holds, each name
-	// in it as it is made or opened, not by its own name: a policy may
-	// allow .aws/config beneath a denied .aws/**, and the directory must
-	// be makeable to hold it.
-	makesDir
 )
 
 // prepare is the first step of every operation that makes, removes or
@@ -59,23 +38,25 @@ const (
 //  4. the name's workspace path, when the op moves or makes a name other
 //     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED,
 //     unless nothing is there yet and the op makes it, or what is there was
-//     made through the mount (denyName);
+//     made through the mount (guard.Guard.NameDenied);
 //  5. when the op makes the name, its path: a protected path is EACCES,
 //     PROTECTED_PATH_DENIED.
 //
-// Escapes come before credentials (the README: an escaping credential path
-// reports PATH_ESCAPE). What an op checks beyond this (a symlink's target, a
-// link's source, a rename's locks) comes after. The fd returned is n's,
-// pinned until the caller calls done (dircache.go; a no-op on error): the
-// op makes its one dirfd call on (fd, name), which
-// acts on that one name beneath a verified directory without following it.
-// The path returned is n's workspace path as the kernel has it now
-// (dirRel; "" for removes, which judges no path): an op that makes a name
-// holds nsMu shared from prepare through its system call, so that no
-// directory rename moves the name's place between the two.
-func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, dir string, done func(), _ syscall.Errno) {
+// Steps 1 and 2 are guard.AdmitEntry's, 4 and 5 guard.Guard.JudgeName's;
+// what is here opens the fd and audits. Escapes come before credentials
+// (the README: an escaping credential path reports PATH_ESCAPE). What an
+// op checks beyond this (a symlink's target, a link's source, a rename's
+// locks) comes after. The fd returned is n's, pinned until the caller
+// calls done (dircache.go; a no-op on error): the op makes its one dirfd
+// call on (fd, name), which acts on that one name beneath a verified
+// directory without following it. The path returned is n's workspace path
+// as the kernel has it now (dirRel; "" for guard.Removes, which judges no
+// path): an op that makes a name holds nsMu shared from prepare through
+// its system call, so that no directory rename moves the name's place
+// between the two.
+func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
 	pfd, done, errno := n.prepareDir(ctx, op, name, use)
-	if errno != 0 || use == removes {
+	if errno != 0 || use == guard.Removes {
 		return pfd, "", done, errno
 	}
 	dir = n.fsys.dirRel(n, pfd)
@@ -87,35 +68,25 @@ func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int
 }
 
 // prepareDir is prepare up to the name's judgement: read-only mount, hidden
-// name, n's verified fd (pinned until done). Rename judges its names
-// itself, under nsMu (renameUnder).
-func (n *Node) prepareDir(ctx context.Context, op, name string, use nameUse) (int, func(), syscall.Errno) {
+// name (guard.AdmitEntry), n's verified fd (pinned until done). Rename
+// judges its names itself, under nsMu (renameUnder).
+func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (int, func(), syscall.Errno) {
 	f := n.fsys
-	if f.opts.ReadOnly {
+	switch guard.AdmitEntry(f.opts.ReadOnly, hiddenName(name), use) {
+	case guard.EntryReadOnly:
 		return -1, noUnpin, syscall.EROFS
-	}
-	if hiddenName(name) {
-		if use == removes || use == movesFrom {
-			return -1, noUnpin, syscall.ENOENT
-		}
+	case guard.EntryAbsent:
+		return -1, noUnpin, syscall.ENOENT
+	case guard.EntryHiddenName:
 		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
 	}
 	return n.dirFd(ctx)
 }
 
 // judgeName is prepare's judgement of name (rel, its path) in the
-// directory held by pfd: its credential path, then for a name the op makes
-// its protect rule.
-func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use nameUse) syscall.Errno {
-	if use == movesFrom || use == makes {
-		if errno := f.denyName(ctx, op, rel, pfd, name, use); errno != 0 {
-			return errno
-		}
-	}
-	if use == makes {
-		return f.denyProtectRel(ctx, op, rel)
-	}
-	return 0
+// directory held by pfd (guard.Guard.JudgeName), audited.
+func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use guard.Use) syscall.Errno {
+	return f.refuseName(ctx, op, rel, f.guard.JudgeName(rel, pfd, name, use))
 }
 
 // claim gives a just-created object, held by fd, to the caller, when the
@@ -219,7 +190,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		h(name)
 	}
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, guard.MakesDir)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -244,7 +215,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -270,7 +241,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer n.enter()()
 	f := n.fsys
 	defer f.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -309,7 +280,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // node linked, once the link is made.
 func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, linked *Node, errno syscall.Errno) {
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "link", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "link", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, nil, errno
@@ -370,7 +341,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // remove is Unlink and Rmdir: one unlinkat on n's verified fd.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	pfd, _, done, errno := n.prepare(ctx, op, name, removes)
+	pfd, _, done, errno := n.prepare(ctx, op, name, guard.Removes)
 	defer done()
 	if errno != 0 {
 		return errno
@@ -422,16 +393,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, movesFrom)
+	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, guard.MovesFrom)
 	defer doneOld()
 	if errno != 0 {
 		return errno
 	}
-	targetUse := makes
-	if exchange {
-		targetUse = movesFrom
-	}
-	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, targetUse)
+	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, guard.RenameTarget(exchange))
 	defer doneNew()
 	if errno != 0 {
 		return errno
@@ -493,15 +460,12 @@ type renaming struct {
 
 // renameJudged judges r's names and moves under nsMu, and renames: shared
 // for names that are no directory, exclusive when a directory's contents
-// are scanned (denyDirRename), so that no name enters it between the scan
-// and the rename. A name found to be a directory only under the shared
-// lock (it became one since) is judged again under the exclusive one.
+// are scanned (denyDirRename; guard.RenameScans), so that no name enters
+// it between the scan and the rename. A name found to be a directory only
+// under the shared lock (it became one since) is judged again under the
+// exclusive one.
 func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
-	exchange := r.flags&unix.RENAME_EXCHANGE != 0
-	scans := func() bool {
-		return isDirAt(r.ofd, r.name) || exchange && isDirAt(r.nfd, r.newName)
-	}
-	exclusive := scans()
+	exclusive := guard.RenameScans(r.names())
 	for {
 		unlock := f.nsLock(exclusive)
 		errno, again := f.renameUnder(ctx, r, exclusive)
@@ -513,30 +477,27 @@ func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
 	}
 }
 
+// names is r's names as the guard judges them.
+func (r *renaming) names() guard.RenameNames {
+	return guard.RenameNames{
+		OldDir: r.ofd, NewDir: r.nfd,
+		Name: r.name, NewName: r.newName,
+		OldRel: r.oldRel, NewRel: r.newRel,
+		Exchange: r.flags&unix.RENAME_EXCHANGE != 0,
+	}
+}
+
 // renameUnder is renameJudged's step under nsMu: the names at their
-// places now (dirRel), both names of an exchange against the protect rule,
-// each directory moved (denyDirRename, exclusive only: again is true when
-// one is met under the shared lock), then renameat2.
+// places now (dirRel), judged (guard.Guard.JudgeRename: both names of an
+// exchange against the protect rule, then each name's own checks), each
+// directory moved (denyDirRename, exclusive only: again is true when one
+// is met under the shared lock), then renameat2.
 func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
 	exchange := r.flags&unix.RENAME_EXCHANGE != 0
 	r.oldRel = joinRel(f.dirRel(r.from, r.ofd), r.name)
 	r.newRel = joinRel(f.dirRel(r.to, r.nfd), r.newName)
-	targetUse := makes
-	if exchange {
-		targetUse = movesFrom
-		// Each name receives the other's object.
-		if errno := f.denyProtectRel(ctx, "rename", r.oldRel); errno != 0 {
-			return errno, false
-		}
-		if errno := f.denyProtectRel(ctx, "rename", r.newRel); errno != 0 {
-			return errno, false
-		}
-	}
-	if errno := f.judgeName(ctx, "rename", r.ofd, r.oldRel, r.name, movesFrom); errno != 0 {
-		return errno, false
-	}
-	if errno := f.judgeName(ctx, "rename", r.nfd, r.newRel, r.newName, targetUse); errno != 0 {
-		return errno, false
+	if rule, rel := f.guard.JudgeRename(r.names()); rule != guard.NameAllowed {
+		return f.refuseName(ctx, "rename", rel, rule), false
 	}
 	if errno, again := f.denyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
 		return errno, again
@@ -592,13 +553,6 @@ func (f *FS) replacesOthers(r *renaming) bool {
 		}
 	}
 	return false
-}
-
-// isDirAt reports whether name in the directory held by dir is a
-// directory.
-func isDirAt(dir int, name string) bool {
-	var st unix.Stat_t
-	return dirfd.Lstat(dir, name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 }
 
 // lockOf looks up the regular file name in dir (one fstatat) in the lock
