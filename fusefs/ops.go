@@ -90,29 +90,28 @@ func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string
 }
 
 // claim gives a just-created object, held by fd, to the caller, when the
-// daemon creates on behalf of other users. In a set-group-ID directory the
-// group stays the directory's, as the kernel would have made it.
+// daemon creates on behalf of other users (guard.Claims, guard.NewOwner):
+// in a set-group-ID directory the group stays the directory's, as the
+// kernel would have made it.
 func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 	if !f.opts.ChownToCaller {
 		return 0
 	}
 	c := caller(ctx)
-	if c.Uid == 0 && c.Gid == 0 {
+	if !guard.Claims(c.Uid, c.Gid) {
 		return 0
 	}
-	gid := int(c.Gid)
 	var pst unix.Stat_t
-	if err := dirfd.Fstat(pfd, &pst); err == nil && pst.Mode&syscall.S_ISGID != 0 {
-		gid = -1
-	}
-	return toErrno(dirfd.Chown(fd, int(c.Uid), gid))
+	setGID := dirfd.Fstat(pfd, &pst) == nil && pst.Mode&syscall.S_ISGID != 0
+	uid, gid := guard.NewOwner(c.Uid, c.Gid, setGID)
+	return toErrno(dirfd.Chown(fd, uid, gid))
 }
 
 // createNamed finishes making a directory, fifo, socket or symlink by name
 // in n, whose fd pfd prepare returned: make is called with a mode with no
-// permission bits, so that the object can be recognised as the one this
-// call made (a root-made object no one can open yet) before it is given to
-// the caller and its mode is set. Without ownership to hand over, make gets
+// permission bits (guard.FirstMode), so that the object can be recognised
+// as the one this call made (guard.MadeByCall) before it is given to the
+// caller and its mode is set. Without ownership to hand over, make gets
 // the final mode and no check is needed. The final mode is the caller's
 // mode as the kernel would make it natively (newMode: its umask, or the
 // directory's default ACL); a symlink's is always 0777.
@@ -120,17 +119,12 @@ func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 // rel is the new name's workspace path (prepare).
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
-	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
 	if !isLink {
 		typ := mode & syscall.S_IFMT
 		mode = typ | n.fsys.newHostMode(ctx, n, op, name, typ, n.fsys.newMode(ctx, pfd, mode))
 	}
-	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
-	first := mode
-	if handOver && !isLink {
-		first = mode &^ 07777
-	}
-	if err := make(first & 07777); err != nil {
+	handOver := guard.HandsOver(n.fsys.opts.ChownToCaller, caller(ctx).Uid)
+	if err := make(guard.FirstMode(mode, handOver)); err != nil {
 		return nil, toErrno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
@@ -142,13 +136,8 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
-	// A directory made in a set-group-ID directory is set-group-ID too,
-	// whatever mode it was made with, and keeps that bit.
-	inherited := uint32(0)
-	if isDir {
-		inherited = st.Mode & syscall.S_ISGID
-	}
-	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != inherited || st.Uid != uint32(unix.Geteuid()))) {
+	inherited, ok := guard.MadeByCall(&st, mode, handOver, uint32(unix.Geteuid()))
+	if !ok {
 		// Not what this call made: something outside swapped it in.
 		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeSwapped)
 	}
@@ -220,11 +209,8 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if errno != 0 {
 		return nil, errno
 	}
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
-	case 0:
-		mode |= syscall.S_IFREG
-	default:
+	mode, ok := guard.MknodMode(mode)
+	if !ok {
 		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, RuleDeviceNode)
 	}
 	typ := mode & syscall.S_IFMT
