@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"path"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -227,17 +226,6 @@ func (f *FS) denyProtectRel(ctx context.Context, op, rel string) syscall.Errno {
 	return 0
 }
 
-// denySymlinkPlant refuses a symlink whose path rel is a protected
-// directory prefix: writes beneath it would land at its target, whose path
-// the protect check sees, while a host's program reading the protected
-// path follows the symlink to them.
-func (f *FS) denySymlinkPlant(ctx context.Context, rel string) syscall.Errno {
-	if f.guard.ProtectedPrefix(rel) {
-		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
-	}
-	return 0
-}
-
 // denyCommit re-checks the protect rule on the place a write is about to
 // commit to (guard.CommitProtected), under the entry's lock.
 func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
@@ -332,31 +320,25 @@ func (f *FS) sweepBeforeRmdir(pfd int, name string) bool {
 // than the root (guard.StaysInside).
 func staysInside(depth int, target string) bool { return guard.StaysInside(depth, target) }
 
-// lexicalTarget is the workspace-relative path a symlink in dir points at
-// (guard.LexicalTarget).
-func lexicalTarget(dir, target string) string { return guard.LexicalTarget(dir, target) }
-
 // pathDepth is the number of names in the workspace path rel.
 func pathDepth(rel string) int { return guard.PathDepth(rel) }
 
-// targetHidden reports whether a symlink target names a hidden name (a
-// live .realm-tmp- temp) in any component: such a link would reach, by a
-// path the kernel resolves in BACKING's namespace, a file the mount says
-// does not exist.
-func targetHidden(target string) bool {
-	for c := range strings.SplitSeq(target, "/") {
-		if hiddenName(c) {
-			return true
-		}
+// denySymlink refuses a symlink to target made at name in n, whose
+// workspace path is dir (guard.Guard.JudgeSymlink): a target that escapes
+// (PATH_ESCAPE), a credential target (the audit line names the glob that
+// denies the target), a link at a protected directory prefix
+// (PROTECTED_PATH_DENIED).
+func (f *FS) denySymlink(ctx context.Context, n *Node, dir, name, target string) syscall.Errno {
+	rel := joinRel(dir, name)
+	switch rule, matched := f.guard.JudgeSymlink(f.rootFd, dir, rel, target, hiddenName); rule {
+	case guard.SymlinkEscapes:
+		return f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
+	case guard.SymlinkCredential:
+		return f.refuseCredential(ctx, "symlink", rel, matched)
+	case guard.SymlinkPlants:
+		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
-	return false
-}
-
-// resolvesInside reports whether target, the target of a symlink made in
-// the directory dir (a workspace path), resolves beneath the root as the
-// host's kernel would follow it in BACKING (guard.ResolvesInside).
-func (f *FS) resolvesInside(dir, target string) bool {
-	return guard.ResolvesInside(f.rootFd, dir, target)
+	return 0
 }
 
 // denyLinkTarget refuses op when the symlink held by fd (an O_PATH fd of

@@ -232,13 +232,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	if !staysInside(pathDepth(dir), target) || targetHidden(target) || !f.resolvesInside(dir, target) {
-		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
-	}
-	if rel := lexicalTarget(dir, target); f.credentialDenied(rel) {
-		return nil, f.refuseCredential(ctx, "symlink", joinRel(dir, name), rel)
-	}
-	if errno := f.denySymlinkPlant(ctx, joinRel(dir, name)); errno != 0 {
+	if errno := f.denySymlink(ctx, n, dir, name, target); errno != 0 {
 		return nil, errno
 	}
 	return n.createNamed(ctx, "symlink", pfd, joinRel(dir, name), name, syscall.S_IFLNK|0777, func(uint32) error {
