@@ -278,11 +278,8 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, nil, toErrno(err)
 	}
-	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
-		return nil, nil, errno
-	}
 	// Another name of a protected file would be one to write it by.
-	if errno := n.fsys.denyProtect(ctx, "link", tn, ""); errno != 0 {
+	if errno := n.fsys.denySelf(ctx, "link", tn, &st, true); errno != 0 {
 		return nil, nil, errno
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {

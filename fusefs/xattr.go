@@ -27,8 +27,9 @@ var (
 // prepareSelf is prepare for an operation on n itself: a change on a
 // read-only mount is EROFS; n's object is opened as an O_PATH fd and
 // verified (openPath: a swapped object is PATH_ESCAPE); then, if judged,
-// n's path and identity are asked (denyPath: a credential is
-// CREDENTIAL_PATH_DENIED). Setattr's mode, owner and time changes and the
+// n's path and identity are asked (denySelf: a credential is
+// CREDENTIAL_PATH_DENIED, and a change of a protected file
+// PROTECTED_PATH_DENIED). Setattr's mode, owner and time changes and the
 // xattr calls are judged here, in this one place. The caller acts through
 // the fd and closes it.
 func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool) (int, syscall.Errno) {
@@ -45,15 +46,9 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 			dirfd.Close(fd)
 			return -1, toErrno(err)
 		}
-		if errno := n.fsys.denyPathStat(ctx, op, n, "", &st); errno != 0 {
+		if errno := n.fsys.denySelf(ctx, op, n, &st, changes); errno != 0 {
 			dirfd.Close(fd)
 			return -1, errno
-		}
-		if changes {
-			if errno := n.fsys.denyProtect(ctx, op, n, ""); errno != 0 {
-				dirfd.Close(fd)
-				return -1, errno
-			}
 		}
 	}
 	return fd, 0
