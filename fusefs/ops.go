@@ -325,9 +325,9 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	}
 	// Removing a file another owner is writing would drop that owner's
 	// bytes at its commit: refused like renaming over it.
-	var l fileLock
+	var l guard.FileLock
 	if flags == 0 {
-		l = n.fsys.lockOf(pfd, name)
+		l = n.fsys.nameLocks().LockOf(pfd, name)
 		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, l); errno != 0 {
 			return errno
 		}
@@ -342,8 +342,8 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	if err != nil {
 		return toErrno(err)
 	}
-	if l.held {
-		n.fsys.engine.Removed(l.key, pfd, name) // the owner's own write goes with the file
+	if l.Held {
+		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
 	}
 	return 0
 }
@@ -384,7 +384,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
 	}
 
-	src, dst := f.lockOf(ofd, name), f.lockOf(nfd, newName)
+	names := f.nameLocks()
+	src, dst := names.LockOf(ofd, name), names.LockOf(nfd, newName)
 	if errno := f.heldByOther(ctx, "rename", np, newName, dst); errno != 0 {
 		return errno
 	}
@@ -395,10 +396,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	// The files moved are marked from the look that finds their writes
 	// until the writes have followed: no commit of theirs meets a name
-	// half way (beginMove).
-	ls, endMove := f.beginMove(place{ofd, name}, place{nfd, newName})
+	// half way (guard.NameLocks.BeginMove).
+	ls, endMove := names.BeginMove(f.engine.BeginMoves, guard.Place{Dir: ofd, Name: name}, guard.Place{Dir: nfd, Name: newName})
 	defer endMove()
-	replaced := dst.held // by the caller's owner: another's was refused
+	replaced := dst.Held // by the caller's owner: another's was refused
 	src, dst = ls[0], ls[1]
 	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags, me: f.owner(ctx)}
 	if errno := f.renameJudged(ctx, &r); errno != 0 {
@@ -410,16 +411,16 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	// A write in progress follows its file to the new name, one begun
 	// since the look too (renamed finds none if there is none).
-	if src.regular() {
-		f.engine.Renamed(src.key, np, nfd, newName)
+	if src.Regular() {
+		f.engine.Renamed(src.Key, np, nfd, newName)
 	}
-	if exchange && dst.regular() {
-		f.engine.Renamed(dst.key, n, ofd, name)
+	if exchange && dst.Regular() {
+		f.engine.Renamed(dst.Key, n, ofd, name)
 	}
-	if replaced && !exchange && dst.key != src.key {
+	if replaced && !exchange && dst.Key != src.Key {
 		// The caller's owner's own write of the file replaced (another's
 		// was refused) goes with that file, as natively.
-		f.engine.Removed(dst.key, nfd, newName)
+		f.engine.Removed(dst.Key, nfd, newName)
 	}
 	return 0
 }
@@ -502,7 +503,7 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// another owner opened for writing since heldByOther is not renamed
 	// over, where its commit would meet another file.
 	f.commitMu.Lock()
-	if f.replacesOthers(r) {
+	if f.nameLocks().ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()
 		return f.refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, RuleLockOtherOwner), false
 	}
@@ -513,82 +514,18 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	return toErrno(err), false
 }
 
-// replacesOthers reports whether r would replace a regular file an owner
-// other than r.me writes: the one at the new name, and for an exchange
-// the one at the old name too. The caller holds commitMu.
-func (f *FS) replacesOthers(r *renaming) bool {
-	places := []place{{r.nfd, r.newName}}
-	if r.flags&unix.RENAME_EXCHANGE != 0 {
-		places = append(places, place{r.ofd, r.name})
-	}
-	for _, p := range places {
-		var st unix.Stat_t
-		if dirfd.Lstat(p.dir, p.name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			if _, other := f.writeLocks.OtherHolder(keyOf(&st), r.me); other {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// lockOf looks up the regular file name in dir (one fstatat) in the lock
-// table; a name that leads to no regular file is not held. The look and
-// the lookup are one step under commitMu (read), as an open's are: a
-// commit moves the lock with its rename, so a file being committed is
-// never seen unlocked.
-func (f *FS) lockOf(dir int, name string) fileLock {
-	var st unix.Stat_t
-	f.commitMu.RLock()
-	defer f.commitMu.RUnlock()
-	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return fileLock{}
-	}
-	l := fileLock{key: keyOf(&st)}
-	l.holder, l.held = f.writeLocks.Holder(l.key)
-	return l
-}
-
 // heldByOther refuses op (a rename over name in dir, an unlink of it) while
 // another owner holds l, the lock of the file name leads to. Like a
 // conflicting open, it waits briefly for a release already on its way.
-func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l fileLock) syscall.Errno {
-	if !l.held {
+func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l guard.FileLock) syscall.Errno {
+	if !l.Held {
 		return 0
 	}
 	me := f.owner(ctx)
-	if _, other := f.writeLocks.WaitOthers(ctx, l.key, me, patience()); other {
+	if _, other := f.writeLocks.WaitOthers(ctx, l.Key, me, patience()); other {
 		return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
 	}
 	return 0
-}
-
-// beginMove marks the regular files the names (name in the directory fd
-// of each place) lead to as moving (writeengine.Engine.BeginMoves), and
-// returns their locks as the marks found them and the end of the marks,
-// which the caller calls once every write of them has followed the
-// rename. A name that leads to no regular file marks nothing. A commit
-// that replaced a file between its look and its mark is met by a look
-// again: the file the name leads to now is marked instead.
-func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
-	for {
-		ls = make([]fileLock, len(places))
-		var keys []locks.Key // of regular files
-		for i, p := range places {
-			if ls[i] = f.lockOf(p.dir, p.name); ls[i].regular() {
-				keys = append(keys, ls[i].key)
-			}
-		}
-		end = f.engine.BeginMoves(keys)
-		same := true
-		for i, p := range places {
-			same = same && f.lockOf(p.dir, p.name).key == ls[i].key
-		}
-		if same {
-			return ls, end
-		}
-		end()
-	}
 }
 
 // metaHeldByOther refuses op (a chmod, chown or utimens of n, whose
@@ -599,39 +536,14 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 // becomes the file does not carry it. The owner writing the file may
 // (Setattr applies the change to its temp too).
 func (f *FS) metaHeldByOther(ctx context.Context, op string, n *Node, fd int) syscall.Errno {
-	var st unix.Stat_t
-	if dirfd.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return 0
-	}
-	l := fileLock{key: keyOf(&st)}
-	l.holder, l.held = f.writeLocks.Holder(l.key)
-	return f.heldByOther(ctx, op, n, "", l)
+	return f.heldByOther(ctx, op, n, "", f.nameLocks().LockOfFd(fd))
 }
 
-// The lock table in names' operations: a rename over, or an unlink of, a
-// file another owner is writing is refused, and a write in progress follows
-// its file when this mount renames it, as natively the writer's bytes land
-// under the file's new name.
-
-// fileLock is what the lock table says of the regular file a name leads
-// to: its key, and who holds it if anyone does (held).
-type fileLock struct {
-	key    locks.Key
-	holder locks.Owner
-	held   bool
-}
-
-// regular reports whether l's name led to a regular file.
-func (l fileLock) regular() bool { return l.key != (locks.Key{}) }
-
-// A rename through the mount moves a file between two of the steps of
-// any commit of a write of it, so it marks the files it moves before it
-// renames, waiting out the commits of their writes under way, and
-// unmarks them once the writes have followed (writeengine: BeginMoves
-// says why).
-
-// place is a name in the directory held by dir.
-type place struct {
-	dir  int
-	name string
+// nameLocks looks names up in the mount's lock table, under commitMu
+// (guard.NameLocks): a rename over, or an unlink of, a file another owner
+// is writing is refused, and a write in progress follows its file when
+// this mount renames it, as natively the writer's bytes land under the
+// file's new name.
+func (f *FS) nameLocks() guard.NameLocks {
+	return guard.NameLocks{Table: f.writeLocks, CommitMu: &f.commitMu}
 }
