@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 )
 
 var (
@@ -55,12 +55,10 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 }
 
 // Getxattr reads an attribute through an O_PATH fd of the verified object
-// (/proc/self/fd/N); user.* and trusted.* of a credential are refused.
-// security.* and system.* are metadata like the mode bits (capabilities,
-// SELinux labels, ACLs), which ls asks for on every entry; user.* and
-// trusted.* can hold content.
+// (/proc/self/fd/N); user.* and trusted.* of a credential are refused,
+// security.* and system.* are metadata (guard.MetadataXattr).
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	fd, errno := n.prepareSelf(ctx, "getxattr", false, !metadataXattr(attr))
+	fd, errno := n.prepareSelf(ctx, "getxattr", false, !guard.MetadataXattr(attr))
 	if errno != 0 {
 		return 0, errno
 	}
@@ -128,8 +126,4 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	defer dirfd.Close(fd)
 	sz, err := dirfd.Listxattr(fd, dest)
 	return uint32(max(sz, 0)), toErrno(err)
-}
-
-func metadataXattr(attr string) bool {
-	return strings.HasPrefix(attr, "security.") || strings.HasPrefix(attr, "system.")
 }
