@@ -71,7 +71,7 @@ func (h engineHost) LockNames() (unlock func()) { return h.f.nsLock(false) }
 
 // LockCommit takes commitMu: the rename, the lock's move and the nodes'
 // new identity are one step against the opens and stats that verify a
-// node by name (Node.openOnce, statByName, lockOf).
+// node by name (Node.openOnce, statByName, guard.NameLocks.LockOf).
 func (h engineHost) LockCommit() (unlock func()) {
 	h.f.commitMu.Lock()
 	return h.f.commitMu.Unlock

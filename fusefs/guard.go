@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"path"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -47,61 +46,51 @@ func (f *FS) credentialDenied(rel string) bool { return f.guard.Denied(rel) }
 // hiding reports whether denied entries vanish from lookup and listings.
 func (f *FS) hiding() bool { return f.guard.Hiding() }
 
-// denyPath refuses op on name in dir, or on dir itself when name is "", if
-// it is a credential: by its path, and for dir itself also by its identity
-// (credential). Every check of an operation on a node (open, truncate,
-// setattr, xattrs, link, copy_file_range) comes here. A file made through
-// the mount is no credential under any name: what it holds its writers
-// had.
+// denyPath refuses op on name in dir if its path is a credential: a name
+// an operation makes without prepare's judgement (a hidden credential
+// mkdir would say exists). Every check of an operation on a node itself
+// (open, truncate, setattr, xattrs, link, copy_file_range) is denySelf's.
 func (f *FS) denyPath(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
-	return f.denyPathStat(ctx, op, dir, name, nil)
-}
-
-// denyPathStat is denyPath with st, when not nil, the backing file dir
-// stands for as an open just found it: a file made through the mount that
-// was changed behind it since (its size or mtime differ) is host-placed
-// again, and refused (guard.SelfDenied).
-func (f *FS) denyPathStat(ctx context.Context, op string, dir *Node, name string, st *unix.Stat_t) syscall.Errno {
 	if !f.guard.On() {
 		return 0
 	}
-	rel := f.relPath(dir, name)
-	var denied bool
-	if name == "" {
-		denied = f.guard.SelfDenied(rel, dir.fileID().guardID(), st)
-	} else {
-		denied = f.guard.Denied(rel)
-	}
-	if denied {
+	if rel := f.relPath(dir, name); f.guard.Denied(rel) {
 		return f.refuseCredential(ctx, op, rel, rel)
 	}
 	return 0
 }
 
-// denyName is the credential check of a name an operation moves or makes
-// (prepare; guard.NameDenied says which). rel is the name's workspace path
-// as the kernel has it now (FS.dirRel).
-func (f *FS) denyName(ctx context.Context, op, rel string, pfd int, name string, use nameUse) syscall.Errno {
-	if f.guard.NameDenied(rel, pfd, name, use == makes) {
+// refuseName audits and answers the rule that refuses op on the name at
+// rel, if any (guard.Guard.JudgeName, JudgeRename): the audit lines are
+// refuseCredential and refuseRel by the path refused.
+func (f *FS) refuseName(ctx context.Context, op, rel string, rule guard.NameRule) syscall.Errno {
+	switch rule {
+	case guard.NameCredential:
 		return f.refuseCredential(ctx, op, rel, rel)
+	case guard.NameProtected:
+		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
 	return 0
 }
 
-// denyOpen is the guard's check of an open, after the fd is verified: a
-// credential by path and by identity, unless made through the mount and
-// unchanged since (st, the fd's stat, is the identity n stands for
-// (verify), which denyPath reads from n with its generation, and its size
-// and mtime), and for a write open a protected path. It costs no system
-// call.
-func (f *FS) denyOpen(ctx context.Context, n *Node, op string, st *unix.Stat_t, write bool) syscall.Errno {
-	if errno := f.denyPathStat(ctx, op, n, "", st); errno != 0 {
-		return errno
+// denySelf is the guard's check of an operation on n itself, after its
+// fd is verified (guard.Guard.JudgeSelf): a credential by path and by
+// identity, unless made through the mount and unchanged since (st, when
+// not nil, is the fd's stat: the identity n stands for (verify), which is
+// read from n with its generation, and its size and mtime), and, when the
+// operation changes n or names it anew (changes: a write open, truncate,
+// setattr, an xattr change, a link's source), the protect rule. It costs
+// no system call.
+func (f *FS) denySelf(ctx context.Context, op string, n *Node, st *unix.Stat_t, changes bool) syscall.Errno {
+	if !f.guard.On() {
+		return 0
 	}
-	if write {
-		return f.denyProtect(ctx, op, n, "")
+	rel := f.relPath(n, "")
+	credential, rule := f.guard.JudgeSelf(rel, n.fileID().guardID(), st, n.IsDir(), changes)
+	if credential {
+		return f.refuseCredential(ctx, op, rel, rel)
 	}
-	return 0
+	return f.refuseProtect(ctx, op, rel, rule)
 }
 
 // noteLookup records a credential file's identity (st's dev and ino, and
@@ -198,42 +187,7 @@ func (f *FS) denyDirRename(ctx context.Context, dir *Node, pfd int, name, rel, n
 // whose file was moved since it was opened (denyCommit). A protected file
 // is protected under every name the host gave it: the scan and every
 // lookup record its identity (guard.Guard.ProtIDs), which every check of
-// a change to a node itself asks (denyProtect with name "", denyCommit).
-
-// denyProtect refuses op on name in dir (dir itself when name is "") if
-// its path is protected, and a change to dir itself if it is a protected
-// file by its identity (guard.SelfProtected: a protected directory the
-// mount made may have its metadata changed).
-func (f *FS) denyProtect(ctx context.Context, op string, dir *Node, name string) syscall.Errno {
-	if !f.guard.On() {
-		return 0
-	}
-	rel := f.relPath(dir, name)
-	if name != "" {
-		return f.denyProtectRel(ctx, op, rel)
-	}
-	return f.refuseProtect(ctx, op, rel, f.guard.SelfProtected(rel, dir.fileID().guardID(), dir.IsDir()))
-}
-
-// denyProtectRel refuses op making rel, a name's workspace path as the
-// kernel has it now (FS.dirRel), if it is protected.
-func (f *FS) denyProtectRel(ctx context.Context, op, rel string) syscall.Errno {
-	if f.guard.Protected(rel) {
-		return f.refuseRel(ctx, op, rel, errcode.ProtectedPathDenied, RuleProtected)
-	}
-	return 0
-}
-
-// denySymlinkPlant refuses a symlink whose path rel is a protected
-// directory prefix: writes beneath it would land at its target, whose path
-// the protect check sees, while a host's program reading the protected
-// path follows the symlink to them.
-func (f *FS) denySymlinkPlant(ctx context.Context, rel string) syscall.Errno {
-	if f.guard.ProtectedPrefix(rel) {
-		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
-	}
-	return 0
-}
+// a change to a node itself asks (denySelf, denyCommit).
 
 // denyCommit re-checks the protect rule on the place a write is about to
 // commit to (guard.CommitProtected), under the entry's lock.
@@ -329,31 +283,25 @@ func (f *FS) sweepBeforeRmdir(pfd int, name string) bool {
 // than the root (guard.StaysInside).
 func staysInside(depth int, target string) bool { return guard.StaysInside(depth, target) }
 
-// lexicalTarget is the workspace-relative path a symlink in dir points at
-// (guard.LexicalTarget).
-func lexicalTarget(dir, target string) string { return guard.LexicalTarget(dir, target) }
-
 // pathDepth is the number of names in the workspace path rel.
 func pathDepth(rel string) int { return guard.PathDepth(rel) }
 
-// targetHidden reports whether a symlink target names a hidden name (a
-// live .realm-tmp- temp) in any component: such a link would reach, by a
-// path the kernel resolves in BACKING's namespace, a file the mount says
-// does not exist.
-func targetHidden(target string) bool {
-	for c := range strings.SplitSeq(target, "/") {
-		if hiddenName(c) {
-			return true
-		}
+// denySymlink refuses a symlink to target made at name in n, whose
+// workspace path is dir (guard.Guard.JudgeSymlink): a target that escapes
+// (PATH_ESCAPE), a credential target (the audit line names the glob that
+// denies the target), a link at a protected directory prefix
+// (PROTECTED_PATH_DENIED).
+func (f *FS) denySymlink(ctx context.Context, n *Node, dir, name, target string) syscall.Errno {
+	rel := joinRel(dir, name)
+	switch rule, matched := f.guard.JudgeSymlink(f.rootFd, dir, rel, target, hiddenName); rule {
+	case guard.SymlinkEscapes:
+		return f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
+	case guard.SymlinkCredential:
+		return f.refuseCredential(ctx, "symlink", rel, matched)
+	case guard.SymlinkPlants:
+		return f.refuseRel(ctx, "symlink", rel, errcode.ProtectedPathDenied, RuleProtected)
 	}
-	return false
-}
-
-// resolvesInside reports whether target, the target of a symlink made in
-// the directory dir (a workspace path), resolves beneath the root as the
-// host's kernel would follow it in BACKING (guard.ResolvesInside).
-func (f *FS) resolvesInside(dir, target string) bool {
-	return guard.ResolvesInside(f.rootFd, dir, target)
+	return 0
 }
 
 // denyLinkTarget refuses op when the symlink held by fd (an O_PATH fd of

@@ -590,10 +590,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return syscall.EINVAL
 	}
 	if h != nil {
-		if errno := n.fsys.denyPath(ctx, "truncate", n, ""); errno != 0 {
-			return errno
-		}
-		if errno := n.fsys.denyProtect(ctx, "truncate", n, ""); errno != 0 {
+		if errno := n.fsys.denySelf(ctx, "truncate", n, nil, true); errno != 0 {
 			return errno
 		}
 		switch h := h.(type) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -119,7 +120,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		dirfd.Close(fd)
 		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
 	}
-	if errno := n.fsys.denyOpen(ctx, n, op, &st, write); errno != 0 {
+	if errno := n.fsys.denySelf(ctx, op, n, &st, write); errno != 0 {
 		dirfd.Close(fd)
 		lease.Release()
 		return nil, 0, errno, false
@@ -257,7 +258,7 @@ func (n *Node) readerGone(h *readHandle) {
 func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
 	f := n.fsys
 	defer f.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "create", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "create", name, guard.Makes)
 	if errno != 0 {
 		return -1, -1, 0, noUnpin, errno
 	}
@@ -371,7 +372,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	// Both handles passed Open's check; a rename since then could have
 	// put either under a credential name, so ask again.
 	for _, h := range []openFile{in, to} {
-		if errno := n.fsys.denyPath(ctx, "copy_file_range", h.common().node, ""); errno != 0 {
+		if errno := n.fsys.denySelf(ctx, "copy_file_range", h.common().node, nil, false); errno != 0 {
 			return 0, errno
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -21,28 +22,6 @@ var (
 	_ = (fs.NodeUnlinker)((*Node)(nil))
 	_ = (fs.NodeRmdirer)((*Node)(nil))
 	_ = (fs.NodeRenamer)((*Node)(nil))
-)
-
-// nameUse says what an operation does with the name it is given, which
-// decides how prepare refuses it.
-type nameUse int
-
-const (
-	// removes: the op needs the name to exist and only removes it
-	// (unlink, rmdir); its path is not judged (the policy denies a
-	// credential's opens, creates, renames and links, not its removal).
-	removes nameUse = iota
-	// movesFrom: the op needs the name to exist and moves it away
-	// (rename's source, and both names of an exchange).
-	movesFrom
-	// makes: the op makes the name (create, mknod, symlink, link, rename's
-	// target).
-	makes
-	// makesDir: mkdir. A directory is judged by what it holds, each name
-	// in it as it is made or opened, not by its own name: a policy may
-	// allow .aws/config beneath a denied .aws/**, and the directory must
-	// be makeable to hold it.
-	makesDir
 )
 
 // prepare is the first step of every operation that makes, removes or
@@ -59,23 +38,25 @@ const (
 //  4. the name's workspace path, when the op moves or makes a name other
 //     than a directory's: a credential is EACCES, CREDENTIAL_PATH_DENIED,
 //     unless nothing is there yet and the op makes it, or what is there was
-//     made through the mount (denyName);
+//     made through the mount (guard.Guard.NameDenied);
 //  5. when the op makes the name, its path: a protected path is EACCES,
 //     PROTECTED_PATH_DENIED.
 //
-// Escapes come before credentials (the README: an escaping credential path
-// reports PATH_ESCAPE). What an op checks beyond this (a symlink's target, a
-// link's source, a rename's locks) comes after. The fd returned is n's,
-// pinned until the caller calls done (dircache.go; a no-op on error): the
-// op makes its one dirfd call on (fd, name), which
-// acts on that one name beneath a verified directory without following it.
-// The path returned is n's workspace path as the kernel has it now
-// (dirRel; "" for removes, which judges no path): an op that makes a name
-// holds nsMu shared from prepare through its system call, so that no
-// directory rename moves the name's place between the two.
-func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int, dir string, done func(), _ syscall.Errno) {
+// Steps 1 and 2 are guard.AdmitEntry's, 4 and 5 guard.Guard.JudgeName's;
+// what is here opens the fd and audits. Escapes come before credentials
+// (the README: an escaping credential path reports PATH_ESCAPE). What an
+// op checks beyond this (a symlink's target, a link's source, a rename's
+// locks) comes after. The fd returned is n's, pinned until the caller
+// calls done (dircache.go; a no-op on error): the op makes its one dirfd
+// call on (fd, name), which acts on that one name beneath a verified
+// directory without following it. The path returned is n's workspace path
+// as the kernel has it now (dirRel; "" for guard.Removes, which judges no
+// path): an op that makes a name holds nsMu shared from prepare through
+// its system call, so that no directory rename moves the name's place
+// between the two.
+func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
 	pfd, done, errno := n.prepareDir(ctx, op, name, use)
-	if errno != 0 || use == removes {
+	if errno != 0 || use == guard.Removes {
 		return pfd, "", done, errno
 	}
 	dir = n.fsys.dirRel(n, pfd)
@@ -87,61 +68,50 @@ func (n *Node) prepare(ctx context.Context, op, name string, use nameUse) (_ int
 }
 
 // prepareDir is prepare up to the name's judgement: read-only mount, hidden
-// name, n's verified fd (pinned until done). Rename judges its names
-// itself, under nsMu (renameUnder).
-func (n *Node) prepareDir(ctx context.Context, op, name string, use nameUse) (int, func(), syscall.Errno) {
+// name (guard.AdmitEntry), n's verified fd (pinned until done). Rename
+// judges its names itself, under nsMu (renameUnder).
+func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (int, func(), syscall.Errno) {
 	f := n.fsys
-	if f.opts.ReadOnly {
+	switch guard.AdmitEntry(f.opts.ReadOnly, hiddenName(name), use) {
+	case guard.EntryReadOnly:
 		return -1, noUnpin, syscall.EROFS
-	}
-	if hiddenName(name) {
-		if use == removes || use == movesFrom {
-			return -1, noUnpin, syscall.ENOENT
-		}
+	case guard.EntryAbsent:
+		return -1, noUnpin, syscall.ENOENT
+	case guard.EntryHiddenName:
 		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
 	}
 	return n.dirFd(ctx)
 }
 
 // judgeName is prepare's judgement of name (rel, its path) in the
-// directory held by pfd: its credential path, then for a name the op makes
-// its protect rule.
-func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use nameUse) syscall.Errno {
-	if use == movesFrom || use == makes {
-		if errno := f.denyName(ctx, op, rel, pfd, name, use); errno != 0 {
-			return errno
-		}
-	}
-	if use == makes {
-		return f.denyProtectRel(ctx, op, rel)
-	}
-	return 0
+// directory held by pfd (guard.Guard.JudgeName), audited.
+func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use guard.Use) syscall.Errno {
+	return f.refuseName(ctx, op, rel, f.guard.JudgeName(rel, pfd, name, use))
 }
 
 // claim gives a just-created object, held by fd, to the caller, when the
-// daemon creates on behalf of other users. In a set-group-ID directory the
-// group stays the directory's, as the kernel would have made it.
+// daemon creates on behalf of other users (guard.Claims, guard.NewOwner):
+// in a set-group-ID directory the group stays the directory's, as the
+// kernel would have made it.
 func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 	if !f.opts.ChownToCaller {
 		return 0
 	}
 	c := caller(ctx)
-	if c.Uid == 0 && c.Gid == 0 {
+	if !guard.Claims(c.Uid, c.Gid) {
 		return 0
 	}
-	gid := int(c.Gid)
 	var pst unix.Stat_t
-	if err := dirfd.Fstat(pfd, &pst); err == nil && pst.Mode&syscall.S_ISGID != 0 {
-		gid = -1
-	}
-	return toErrno(dirfd.Chown(fd, int(c.Uid), gid))
+	setGID := dirfd.Fstat(pfd, &pst) == nil && pst.Mode&syscall.S_ISGID != 0
+	uid, gid := guard.NewOwner(c.Uid, c.Gid, setGID)
+	return toErrno(dirfd.Chown(fd, uid, gid))
 }
 
 // createNamed finishes making a directory, fifo, socket or symlink by name
 // in n, whose fd pfd prepare returned: make is called with a mode with no
-// permission bits, so that the object can be recognised as the one this
-// call made (a root-made object no one can open yet) before it is given to
-// the caller and its mode is set. Without ownership to hand over, make gets
+// permission bits (guard.FirstMode), so that the object can be recognised
+// as the one this call made (guard.MadeByCall) before it is given to the
+// caller and its mode is set. Without ownership to hand over, make gets
 // the final mode and no check is needed. The final mode is the caller's
 // mode as the kernel would make it natively (newMode: its umask, or the
 // directory's default ACL); a symlink's is always 0777.
@@ -149,17 +119,12 @@ func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 // rel is the new name's workspace path (prepare).
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
-	isDir := mode&syscall.S_IFMT == syscall.S_IFDIR
 	if !isLink {
 		typ := mode & syscall.S_IFMT
 		mode = typ | n.fsys.newHostMode(ctx, n, op, name, typ, n.fsys.newMode(ctx, pfd, mode))
 	}
-	handOver := n.fsys.opts.ChownToCaller && caller(ctx).Uid != 0
-	first := mode
-	if handOver && !isLink {
-		first = mode &^ 07777
-	}
-	if err := make(first & 07777); err != nil {
+	handOver := guard.HandsOver(n.fsys.opts.ChownToCaller, caller(ctx).Uid)
+	if err := make(guard.FirstMode(mode, handOver)); err != nil {
 		return nil, toErrno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
@@ -171,13 +136,8 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, toErrno(err)
 	}
-	// A directory made in a set-group-ID directory is set-group-ID too,
-	// whatever mode it was made with, and keeps that bit.
-	inherited := uint32(0)
-	if isDir {
-		inherited = st.Mode & syscall.S_ISGID
-	}
-	if st.Mode&syscall.S_IFMT != mode&syscall.S_IFMT || (handOver && !isLink && (st.Mode&07777 != inherited || st.Uid != uint32(unix.Geteuid()))) {
+	inherited, ok := guard.MadeByCall(&st, mode, handOver, uint32(unix.Geteuid()))
+	if !ok {
 		// Not what this call made: something outside swapped it in.
 		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeSwapped)
 	}
@@ -219,7 +179,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		h(name)
 	}
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, makesDir)
+	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, guard.MakesDir)
 	defer done()
 	if errno != 0 {
 		return nil, errno
@@ -244,16 +204,13 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
-	case 0:
-		mode |= syscall.S_IFREG
-	default:
+	mode, ok := guard.MknodMode(mode)
+	if !ok {
 		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, RuleDeviceNode)
 	}
 	typ := mode & syscall.S_IFMT
@@ -270,18 +227,12 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer n.enter()()
 	f := n.fsys
 	defer f.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, errno
 	}
-	if !staysInside(pathDepth(dir), target) || targetHidden(target) || !f.resolvesInside(dir, target) {
-		return nil, f.refuse(ctx, "symlink", n, name, errcode.PathEscape, RuleEscapeSymlinkTarget)
-	}
-	if rel := lexicalTarget(dir, target); f.credentialDenied(rel) {
-		return nil, f.refuseCredential(ctx, "symlink", joinRel(dir, name), rel)
-	}
-	if errno := f.denySymlinkPlant(ctx, joinRel(dir, name)); errno != 0 {
+	if errno := f.denySymlink(ctx, n, dir, name, target); errno != 0 {
 		return nil, errno
 	}
 	return n.createNamed(ctx, "symlink", pfd, joinRel(dir, name), name, syscall.S_IFLNK|0777, func(uint32) error {
@@ -309,7 +260,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // node linked, once the link is made.
 func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, linked *Node, errno syscall.Errno) {
 	defer n.fsys.nsLock(false)()
-	pfd, dir, done, errno := n.prepare(ctx, "link", name, makes)
+	pfd, dir, done, errno := n.prepare(ctx, "link", name, guard.Makes)
 	defer done()
 	if errno != 0 {
 		return nil, nil, errno
@@ -327,11 +278,8 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		return nil, nil, toErrno(err)
 	}
-	if errno := n.fsys.denyPathStat(ctx, "link", tn, "", &st); errno != 0 {
-		return nil, nil, errno
-	}
 	// Another name of a protected file would be one to write it by.
-	if errno := n.fsys.denyProtect(ctx, "link", tn, ""); errno != 0 {
+	if errno := n.fsys.denySelf(ctx, "link", tn, &st, true); errno != 0 {
 		return nil, nil, errno
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
@@ -370,16 +318,16 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // remove is Unlink and Rmdir: one unlinkat on n's verified fd.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	pfd, _, done, errno := n.prepare(ctx, op, name, removes)
+	pfd, _, done, errno := n.prepare(ctx, op, name, guard.Removes)
 	defer done()
 	if errno != 0 {
 		return errno
 	}
 	// Removing a file another owner is writing would drop that owner's
 	// bytes at its commit: refused like renaming over it.
-	var l fileLock
+	var l guard.FileLock
 	if flags == 0 {
-		l = n.fsys.lockOf(pfd, name)
+		l = n.fsys.nameLocks().LockOf(pfd, name)
 		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, l); errno != 0 {
 			return errno
 		}
@@ -394,8 +342,8 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	if err != nil {
 		return toErrno(err)
 	}
-	if l.held {
-		n.fsys.engine.Removed(l.key, pfd, name) // the owner's own write goes with the file
+	if l.Held {
+		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
 	}
 	return 0
 }
@@ -422,16 +370,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, movesFrom)
+	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, guard.MovesFrom)
 	defer doneOld()
 	if errno != 0 {
 		return errno
 	}
-	targetUse := makes
-	if exchange {
-		targetUse = movesFrom
-	}
-	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, targetUse)
+	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, guard.RenameTarget(exchange))
 	defer doneNew()
 	if errno != 0 {
 		return errno
@@ -440,7 +384,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
 	}
 
-	src, dst := f.lockOf(ofd, name), f.lockOf(nfd, newName)
+	names := f.nameLocks()
+	src, dst := names.LockOf(ofd, name), names.LockOf(nfd, newName)
 	if errno := f.heldByOther(ctx, "rename", np, newName, dst); errno != 0 {
 		return errno
 	}
@@ -451,10 +396,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	// The files moved are marked from the look that finds their writes
 	// until the writes have followed: no commit of theirs meets a name
-	// half way (beginMove).
-	ls, endMove := f.beginMove(place{ofd, name}, place{nfd, newName})
+	// half way (guard.NameLocks.BeginMove).
+	ls, endMove := names.BeginMove(f.engine.BeginMoves, guard.Place{Dir: ofd, Name: name}, guard.Place{Dir: nfd, Name: newName})
 	defer endMove()
-	replaced := dst.held // by the caller's owner: another's was refused
+	replaced := dst.Held // by the caller's owner: another's was refused
 	src, dst = ls[0], ls[1]
 	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags, me: f.owner(ctx)}
 	if errno := f.renameJudged(ctx, &r); errno != 0 {
@@ -466,16 +411,16 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	// A write in progress follows its file to the new name, one begun
 	// since the look too (renamed finds none if there is none).
-	if src.regular() {
-		f.engine.Renamed(src.key, np, nfd, newName)
+	if src.Regular() {
+		f.engine.Renamed(src.Key, np, nfd, newName)
 	}
-	if exchange && dst.regular() {
-		f.engine.Renamed(dst.key, n, ofd, name)
+	if exchange && dst.Regular() {
+		f.engine.Renamed(dst.Key, n, ofd, name)
 	}
-	if replaced && !exchange && dst.key != src.key {
+	if replaced && !exchange && dst.Key != src.Key {
 		// The caller's owner's own write of the file replaced (another's
 		// was refused) goes with that file, as natively.
-		f.engine.Removed(dst.key, nfd, newName)
+		f.engine.Removed(dst.Key, nfd, newName)
 	}
 	return 0
 }
@@ -493,15 +438,12 @@ type renaming struct {
 
 // renameJudged judges r's names and moves under nsMu, and renames: shared
 // for names that are no directory, exclusive when a directory's contents
-// are scanned (denyDirRename), so that no name enters it between the scan
-// and the rename. A name found to be a directory only under the shared
-// lock (it became one since) is judged again under the exclusive one.
+// are scanned (denyDirRename; guard.RenameScans), so that no name enters
+// it between the scan and the rename. A name found to be a directory only
+// under the shared lock (it became one since) is judged again under the
+// exclusive one.
 func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
-	exchange := r.flags&unix.RENAME_EXCHANGE != 0
-	scans := func() bool {
-		return isDirAt(r.ofd, r.name) || exchange && isDirAt(r.nfd, r.newName)
-	}
-	exclusive := scans()
+	exclusive := guard.RenameScans(r.names())
 	for {
 		unlock := f.nsLock(exclusive)
 		errno, again := f.renameUnder(ctx, r, exclusive)
@@ -513,30 +455,27 @@ func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
 	}
 }
 
+// names is r's names as the guard judges them.
+func (r *renaming) names() guard.RenameNames {
+	return guard.RenameNames{
+		OldDir: r.ofd, NewDir: r.nfd,
+		Name: r.name, NewName: r.newName,
+		OldRel: r.oldRel, NewRel: r.newRel,
+		Exchange: r.flags&unix.RENAME_EXCHANGE != 0,
+	}
+}
+
 // renameUnder is renameJudged's step under nsMu: the names at their
-// places now (dirRel), both names of an exchange against the protect rule,
-// each directory moved (denyDirRename, exclusive only: again is true when
-// one is met under the shared lock), then renameat2.
+// places now (dirRel), judged (guard.Guard.JudgeRename: both names of an
+// exchange against the protect rule, then each name's own checks), each
+// directory moved (denyDirRename, exclusive only: again is true when one
+// is met under the shared lock), then renameat2.
 func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
 	exchange := r.flags&unix.RENAME_EXCHANGE != 0
 	r.oldRel = joinRel(f.dirRel(r.from, r.ofd), r.name)
 	r.newRel = joinRel(f.dirRel(r.to, r.nfd), r.newName)
-	targetUse := makes
-	if exchange {
-		targetUse = movesFrom
-		// Each name receives the other's object.
-		if errno := f.denyProtectRel(ctx, "rename", r.oldRel); errno != 0 {
-			return errno, false
-		}
-		if errno := f.denyProtectRel(ctx, "rename", r.newRel); errno != 0 {
-			return errno, false
-		}
-	}
-	if errno := f.judgeName(ctx, "rename", r.ofd, r.oldRel, r.name, movesFrom); errno != 0 {
-		return errno, false
-	}
-	if errno := f.judgeName(ctx, "rename", r.nfd, r.newRel, r.newName, targetUse); errno != 0 {
-		return errno, false
+	if rule, rel := f.guard.JudgeRename(r.names()); rule != guard.NameAllowed {
+		return f.refuseName(ctx, "rename", rel, rule), false
 	}
 	if errno, again := f.denyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
 		return errno, again
@@ -564,7 +503,7 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// another owner opened for writing since heldByOther is not renamed
 	// over, where its commit would meet another file.
 	f.commitMu.Lock()
-	if f.replacesOthers(r) {
+	if f.nameLocks().ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()
 		return f.refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, RuleLockOtherOwner), false
 	}
@@ -575,89 +514,18 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	return toErrno(err), false
 }
 
-// replacesOthers reports whether r would replace a regular file an owner
-// other than r.me writes: the one at the new name, and for an exchange
-// the one at the old name too. The caller holds commitMu.
-func (f *FS) replacesOthers(r *renaming) bool {
-	places := []place{{r.nfd, r.newName}}
-	if r.flags&unix.RENAME_EXCHANGE != 0 {
-		places = append(places, place{r.ofd, r.name})
-	}
-	for _, p := range places {
-		var st unix.Stat_t
-		if dirfd.Lstat(p.dir, p.name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			if _, other := f.writeLocks.OtherHolder(keyOf(&st), r.me); other {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// isDirAt reports whether name in the directory held by dir is a
-// directory.
-func isDirAt(dir int, name string) bool {
-	var st unix.Stat_t
-	return dirfd.Lstat(dir, name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-}
-
-// lockOf looks up the regular file name in dir (one fstatat) in the lock
-// table; a name that leads to no regular file is not held. The look and
-// the lookup are one step under commitMu (read), as an open's are: a
-// commit moves the lock with its rename, so a file being committed is
-// never seen unlocked.
-func (f *FS) lockOf(dir int, name string) fileLock {
-	var st unix.Stat_t
-	f.commitMu.RLock()
-	defer f.commitMu.RUnlock()
-	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return fileLock{}
-	}
-	l := fileLock{key: keyOf(&st)}
-	l.holder, l.held = f.writeLocks.Holder(l.key)
-	return l
-}
-
 // heldByOther refuses op (a rename over name in dir, an unlink of it) while
 // another owner holds l, the lock of the file name leads to. Like a
 // conflicting open, it waits briefly for a release already on its way.
-func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l fileLock) syscall.Errno {
-	if !l.held {
+func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l guard.FileLock) syscall.Errno {
+	if !l.Held {
 		return 0
 	}
 	me := f.owner(ctx)
-	if _, other := f.writeLocks.WaitOthers(ctx, l.key, me, patience()); other {
+	if _, other := f.writeLocks.WaitOthers(ctx, l.Key, me, patience()); other {
 		return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
 	}
 	return 0
-}
-
-// beginMove marks the regular files the names (name in the directory fd
-// of each place) lead to as moving (writeengine.Engine.BeginMoves), and
-// returns their locks as the marks found them and the end of the marks,
-// which the caller calls once every write of them has followed the
-// rename. A name that leads to no regular file marks nothing. A commit
-// that replaced a file between its look and its mark is met by a look
-// again: the file the name leads to now is marked instead.
-func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
-	for {
-		ls = make([]fileLock, len(places))
-		var keys []locks.Key // of regular files
-		for i, p := range places {
-			if ls[i] = f.lockOf(p.dir, p.name); ls[i].regular() {
-				keys = append(keys, ls[i].key)
-			}
-		}
-		end = f.engine.BeginMoves(keys)
-		same := true
-		for i, p := range places {
-			same = same && f.lockOf(p.dir, p.name).key == ls[i].key
-		}
-		if same {
-			return ls, end
-		}
-		end()
-	}
 }
 
 // metaHeldByOther refuses op (a chmod, chown or utimens of n, whose
@@ -668,39 +536,14 @@ func (f *FS) beginMove(places ...place) (ls []fileLock, end func()) {
 // becomes the file does not carry it. The owner writing the file may
 // (Setattr applies the change to its temp too).
 func (f *FS) metaHeldByOther(ctx context.Context, op string, n *Node, fd int) syscall.Errno {
-	var st unix.Stat_t
-	if dirfd.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return 0
-	}
-	l := fileLock{key: keyOf(&st)}
-	l.holder, l.held = f.writeLocks.Holder(l.key)
-	return f.heldByOther(ctx, op, n, "", l)
+	return f.heldByOther(ctx, op, n, "", f.nameLocks().LockOfFd(fd))
 }
 
-// The lock table in names' operations: a rename over, or an unlink of, a
-// file another owner is writing is refused, and a write in progress follows
-// its file when this mount renames it, as natively the writer's bytes land
-// under the file's new name.
-
-// fileLock is what the lock table says of the regular file a name leads
-// to: its key, and who holds it if anyone does (held).
-type fileLock struct {
-	key    locks.Key
-	holder locks.Owner
-	held   bool
-}
-
-// regular reports whether l's name led to a regular file.
-func (l fileLock) regular() bool { return l.key != (locks.Key{}) }
-
-// A rename through the mount moves a file between two of the steps of
-// any commit of a write of it, so it marks the files it moves before it
-// renames, waiting out the commits of their writes under way, and
-// unmarks them once the writes have followed (writeengine: BeginMoves
-// says why).
-
-// place is a name in the directory held by dir.
-type place struct {
-	dir  int
-	name string
+// nameLocks looks names up in the mount's lock table, under commitMu
+// (guard.NameLocks): a rename over, or an unlink of, a file another owner
+// is writing is refused, and a write in progress follows its file when
+// this mount renames it, as natively the writer's bytes land under the
+// file's new name.
+func (f *FS) nameLocks() guard.NameLocks {
+	return guard.NameLocks{Table: f.writeLocks, CommitMu: &f.commitMu}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
 )
 
 var (
@@ -27,8 +27,9 @@ var (
 // prepareSelf is prepare for an operation on n itself: a change on a
 // read-only mount is EROFS; n's object is opened as an O_PATH fd and
 // verified (openPath: a swapped object is PATH_ESCAPE); then, if judged,
-// n's path and identity are asked (denyPath: a credential is
-// CREDENTIAL_PATH_DENIED). Setattr's mode, owner and time changes and the
+// n's path and identity are asked (denySelf: a credential is
+// CREDENTIAL_PATH_DENIED, and a change of a protected file
+// PROTECTED_PATH_DENIED). Setattr's mode, owner and time changes and the
 // xattr calls are judged here, in this one place. The caller acts through
 // the fd and closes it.
 func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool) (int, syscall.Errno) {
@@ -45,27 +46,19 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 			dirfd.Close(fd)
 			return -1, toErrno(err)
 		}
-		if errno := n.fsys.denyPathStat(ctx, op, n, "", &st); errno != 0 {
+		if errno := n.fsys.denySelf(ctx, op, n, &st, changes); errno != 0 {
 			dirfd.Close(fd)
 			return -1, errno
-		}
-		if changes {
-			if errno := n.fsys.denyProtect(ctx, op, n, ""); errno != 0 {
-				dirfd.Close(fd)
-				return -1, errno
-			}
 		}
 	}
 	return fd, 0
 }
 
 // Getxattr reads an attribute through an O_PATH fd of the verified object
-// (/proc/self/fd/N); user.* and trusted.* of a credential are refused.
-// security.* and system.* are metadata like the mode bits (capabilities,
-// SELinux labels, ACLs), which ls asks for on every entry; user.* and
-// trusted.* can hold content.
+// (/proc/self/fd/N); user.* and trusted.* of a credential are refused,
+// security.* and system.* are metadata (guard.MetadataXattr).
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	fd, errno := n.prepareSelf(ctx, "getxattr", false, !metadataXattr(attr))
+	fd, errno := n.prepareSelf(ctx, "getxattr", false, !guard.MetadataXattr(attr))
 	if errno != 0 {
 		return 0, errno
 	}
@@ -133,8 +126,4 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	defer dirfd.Close(fd)
 	sz, err := dirfd.Listxattr(fd, dest)
 	return uint32(max(sz, 0)), toErrno(err)
-}
-
-func metadataXattr(attr string) bool {
-	return strings.HasPrefix(attr, "security.") || strings.HasPrefix(attr, "system.")
 }

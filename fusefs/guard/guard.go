@@ -232,6 +232,22 @@ func (g *Guard) SelfProtected(rel string, id ID, isDir bool) ProtectRule {
 	return NotProtected
 }
 
+// JudgeSelf is the check of an operation on an object itself (an open, a
+// truncate, a link's source, a change of its metadata or xattrs), at rel
+// with identity id, st as the operation just found it (nil: not looked
+// at): a credential (SelfDenied) first, then, when the operation changes
+// the object or gives it another name (changes), the protect rule
+// (SelfProtected). credential true refuses before any protect rule.
+func (g *Guard) JudgeSelf(rel string, id ID, st *unix.Stat_t, isDir, changes bool) (credential bool, _ ProtectRule) {
+	if g.SelfDenied(rel, id, st) {
+		return true, NotProtected
+	}
+	if changes {
+		return false, g.SelfProtected(rel, id, isDir)
+	}
+	return false, NotProtected
+}
+
 // CommitProtected is the protect check of the place a write is about to
 // commit to, rel, of the file id: a descriptor opened on
 // m/docker/config.json before its directory became m/.docker must not put

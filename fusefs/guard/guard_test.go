@@ -301,3 +301,40 @@ func TestScan(t *testing.T) {
 		t.Errorf("after the scan: .env %v, d/.envrc %v; want both recorded", g.Creds.Has(env), g.ProtIDs.Has(envrc))
 	}
 }
+
+// TestJudgeSelf: an operation on an object is refused as a credential
+// first, then, only when it changes the object, by the protect rule.
+func TestJudgeSelf(t *testing.T) {
+	_, dir := tree(t, ".env", ".envrc", "envrc.bak", "plain")
+	g := newGuard()
+	env, envSt := identity(t, dir, ".env")
+	envrc, envrcSt := identity(t, dir, ".envrc")
+	plain, plainSt := identity(t, dir, "plain")
+	g.ProtIDs.Add(envrc)
+	g.Creds.Add(env)
+	for _, c := range []struct {
+		name       string
+		rel        string
+		id         ID
+		st         *unix.Stat_t
+		changes    bool
+		credential bool
+		rule       ProtectRule
+	}{
+		{"a credential read", ".env", env, envSt, false, true, NotProtected},
+		{"a credential changed", ".env", env, nil, true, true, NotProtected},
+		{"a credential at a protected path", ".envrc", env, nil, true, true, NotProtected}, // the credential comes first
+		{"a protected file read", ".envrc", envrc, envrcSt, false, false, NotProtected},
+		{"a protected file changed", ".envrc", envrc, envrcSt, true, false, ProtectedPath},
+		{"a protected file under another name", "envrc.bak", envrc, nil, true, false, ProtectedIdentity},
+		{"an innocent file changed", "plain", plain, plainSt, true, false, NotProtected},
+	} {
+		credential, rule := g.JudgeSelf(c.rel, c.id, c.st, false, c.changes)
+		if credential != c.credential || rule != c.rule {
+			t.Errorf("%s: %v, %v; want %v, %v", c.name, credential, rule, c.credential, c.rule)
+		}
+	}
+	if credential, rule := (&Guard{}).JudgeSelf(".envrc", envrc, nil, false, true); credential || rule != NotProtected {
+		t.Errorf("no policy: %v, %v; want nothing", credential, rule)
+	}
+}

@@ -75,6 +75,14 @@ func RemovableXattr(attr string) bool {
 	return attr == "security.capability" || AllowedXattr(attr)
 }
 
+// MetadataXattr reports whether attr is metadata like the mode bits, read
+// of any file without the credential check: security.* and system.*
+// (capabilities, SELinux labels, ACLs), which ls asks for on every entry.
+// user.* and trusted.* can hold content: a credential's are refused.
+func MetadataXattr(attr string) bool {
+	return strings.HasPrefix(attr, "security.") || strings.HasPrefix(attr, "system.")
+}
+
 // DropSetID clears the set-ID bits of the file held by fd before the
 // daemon writes new content into it in place: the daemon writes as root,
 // which the kernel lets keep them.

@@ -56,3 +56,24 @@ func TestAllowedXattr(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataXattr: security.* and system.* are metadata, read of any
+// file; user.* and trusted.* can hold content.
+func TestMetadataXattr(t *testing.T) {
+	for _, tc := range []struct {
+		attr string
+		want bool
+	}{
+		{"security.selinux", true},
+		{"security.capability", true},
+		{"system.posix_acl_access", true},
+		{"user.origin", false},
+		{"trusted.overlay.opaque", false},
+		{"securityx", false},
+		{"", false},
+	} {
+		if got := MetadataXattr(tc.attr); got != tc.want {
+			t.Errorf("MetadataXattr(%q) = %v, want %v", tc.attr, got, tc.want)
+		}
+	}
+}

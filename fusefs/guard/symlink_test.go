@@ -3,6 +3,7 @@ package guard
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -133,5 +134,47 @@ func TestLinkEscapingBeneath(t *testing.T) {
 		if (esc != "") != tc.escaping || !scanned {
 			t.Errorf("depth %d: escaping %q, scanned %v; want escaping %v, scanned", tc.depth, esc, scanned, tc.escaping)
 		}
+	}
+}
+
+// TestJudgeSymlink: a symlink being made is judged by its target's escape
+// first (the rule, a hidden name, its resolution in BACKING), then its
+// target's credential, then its own path as a protected prefix.
+func TestJudgeSymlink(t *testing.T) {
+	backing, root := tree(t, "a/b/", ".git/")
+	if err := os.Symlink("../..", filepath.Join(backing, "a/b/up")); err != nil {
+		t.Fatal(err)
+	}
+	g := newGuard()
+	hidden := func(name string) bool { return strings.HasPrefix(name, ".tmp-") }
+	for _, c := range []struct {
+		dir, name, target string
+		want              SymlinkRule
+		matched           string
+	}{
+		{"a", "l", "b", SymlinkAllowed, ""},
+		{"a", "l", "../..", SymlinkEscapes, ""},
+		{"a", "l", "b/../..", SymlinkEscapes, ""}, // not normal
+		{"a", "l", "b/.tmp-x", SymlinkEscapes, ""},
+		{"a", "l", "b/up/..", SymlinkEscapes, ""}, // resolves out through b/up
+		{"a", "l", "../.env", SymlinkCredential, ".env"},
+		{"a", "l", "../../.env", SymlinkEscapes, ""}, // the escape comes first
+		{"", "hooks", "a", SymlinkAllowed, ""},
+		{".git", "hooks", "../a", SymlinkPlants, ""},
+		{".git", "hooks", "../.env", SymlinkCredential, ".env"}, // the credential comes first
+	} {
+		rel := c.name
+		if c.dir != "" {
+			rel = c.dir + "/" + c.name
+		}
+		if got, matched := g.JudgeSymlink(root, c.dir, rel, c.target, hidden); got != c.want || matched != c.matched {
+			t.Errorf("%s -> %s: %v %q; want %v %q", rel, c.target, got, matched, c.want, c.matched)
+		}
+	}
+	if got, _ := (&Guard{}).JudgeSymlink(root, ".git", ".git/hooks", "../.env", hidden); got != SymlinkAllowed {
+		t.Errorf("no policy: %v; want allowed", got)
+	}
+	if got, _ := (&Guard{}).JudgeSymlink(root, "a", "a/l", "../..", hidden); got != SymlinkEscapes {
+		t.Errorf("no policy, escaping: %v; want escapes", got)
 	}
 }
