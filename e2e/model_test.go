@@ -224,6 +224,12 @@ func (g *modelGen) proc() *mproc {
 
 // slot picks a descriptor of a live process whose handle passes ok.
 func (g *modelGen) slot(ok func(*mhandle) bool) (*mproc, string, bool) {
+	return g.slotOf(func(_ *mproc, h *mhandle) bool { return ok(h) })
+}
+
+// slotOf picks a descriptor of a live process p whose handle h passes
+// ok(p, h).
+func (g *modelGen) slotOf(ok func(*mproc, *mhandle) bool) (*mproc, string, bool) {
 	type ps struct {
 		p    *mproc
 		slot string
@@ -232,7 +238,7 @@ func (g *modelGen) slot(ok func(*mhandle) bool) (*mproc, string, bool) {
 	for _, id := range g.m.procIDs() {
 		p := g.m.procs[id]
 		for _, s := range p.slotIDs() {
-			if ok(p.slots[s]) {
+			if ok(p, p.slots[s]) {
 				all = append(all, ps{p, s})
 			}
 		}
@@ -399,33 +405,21 @@ func (g *modelGen) raceFirst(x *mproc, h *mhandle, step int) (*mop, bool) {
 		}
 		return &mop{Kind: "rename", Proc: y.id, Name: h.obj.name, Name2: to}, true
 	}
-	type ps struct {
-		p    *mproc
-		slot string
-	}
-	var all []ps
-	for _, id := range g.m.procIDs() {
-		p := g.m.procs[id]
-		for _, sl := range p.slotIDs() {
-			if hy := p.slots[sl]; p.id != x.id && hy != h && hy.obj == h.obj && hy.write {
-				all = append(all, ps{p, sl})
-			}
-		}
-	}
-	if len(all) == 0 {
+	y, sl, ok := g.slotOf(func(p *mproc, hy *mhandle) bool {
+		return p.id != x.id && hy != h && hy.obj == h.obj && hy.write
+	})
+	if !ok {
 		return nil, false
 	}
-	c := all[g.pick(len(all))]
-	hy := c.p.slots[c.slot]
-	o := &mop{Kind: []string{"write", "close", "fsync", "trunc", "write"}[g.pick(5)], Proc: c.p.id, Slot: c.slot}
+	o := &mop{Kind: []string{"write", "close", "fsync", "trunc", "write"}[g.pick(5)], Proc: y.id, Slot: sl}
 	switch o.Kind {
 	case "write":
-		o.Data = fmt.Sprintf("%s%d+|", strings.ToLower(c.p.owner), step)
-		if hy.setfl {
-			o.Kind, o.Size = "pwrite", g.pick(len(g.m.view(h.obj, c.p.owner))+1)
+		o.Data = fmt.Sprintf("%s%d+|", strings.ToLower(y.owner), step)
+		if y.slots[sl].setfl {
+			o.Kind, o.Size = "pwrite", g.pick(len(g.m.view(h.obj, y.owner))+1)
 		}
 	case "trunc":
-		o.Size = len(g.m.view(h.obj, c.p.owner)) / 2
+		o.Size = len(g.m.view(h.obj, y.owner)) / 2
 	}
 	return o, true
 }
