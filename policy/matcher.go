@@ -230,6 +230,15 @@ func (s *globSet) add(pattern string) bool {
 	if checkGlob(pattern) != nil {
 		return false
 	}
+	if hasBraces(pattern) {
+		// doublestar matches a brace group differently by where the
+		// pattern is cut ("0*{}" and "0*{*}" miss "0", "**/0*{}" and
+		// "**/0*{*}" match "0/0"): such a pattern is matched whole, as the
+		// policy wrote it, never cut to its base name. No built-in glob
+		// has one.
+		s.general = append(s.general, pattern)
+		return true
+	}
 	if rest, ok := strings.CutPrefix(pattern, "**/"); ok {
 		if dir, ok := strings.CutSuffix(rest, "/**"); ok && isLiteral(dir) {
 			s.addDir(dir)
@@ -257,6 +266,37 @@ func (s *globSet) add(pattern string) bool {
 	}
 	s.general = append(s.general, pattern)
 	return true
+}
+
+// hasBraces reports whether pattern has a brace group ('{' outside
+// character classes and escapes).
+func hasBraces(pattern string) bool {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++ // the escaped byte
+		case '[':
+			// A class runs to its closing ']' (one right after '[' or
+			// "[!"/"[^" is a member).
+			j := i + 1
+			if j < len(pattern) && (pattern[j] == '!' || pattern[j] == '^') {
+				j++
+			}
+			if j < len(pattern) && pattern[j] == ']' {
+				j++
+			}
+			for j < len(pattern) && pattern[j] != ']' {
+				if pattern[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j
+		case '{':
+			return true
+		}
+	}
+	return false
 }
 
 // addBase files a pattern that applies to the base name only.

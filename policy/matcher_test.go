@@ -489,3 +489,28 @@ func TestRuleNamesGlobAndSource(t *testing.T) {
 		t.Errorf("nil Matcher's Rule(id_rsa) = %+v", got)
 	}
 }
+
+// TestHasBraces: the patterns doublestar matches differently by where
+// they are cut have a brace group, found outside classes and escapes only.
+func TestHasBraces(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    bool
+	}{
+		{"**/0*{}", true},
+		{"**/0*{*}", true},
+		{"**/.env{,.local}", true},
+		{"**/*.{crt,cer}", true},
+		{"a,b", false},
+		{"\\{}", false},
+		{"[{}]x", false},
+		{"[]{}]", false},
+		{"[!{]{}", true},
+		{"**/.env", false},
+		{"", false},
+	} {
+		if got := hasBraces(tc.pattern); got != tc.want {
+			t.Errorf("hasBraces(%q) = %v, want %v", tc.pattern, got, tc.want)
+		}
+	}
+}
