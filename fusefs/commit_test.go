@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/writeengine"
+	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
 
@@ -90,8 +91,8 @@ func TestCommitReplaces(t *testing.T) {
 		t.Fatal("the commit did not replace the file (same inode)")
 	}
 	n := h.node
-	if n.key() != keyOf(&now) {
-		t.Errorf("node stands for %v, want the new file %v", n.key(), keyOf(&now))
+	if n.key() != locks.KeyOf(&now) {
+		t.Errorf("node stands for %v, want the new file %v", n.key(), locks.KeyOf(&now))
 	}
 	if n.StableAttr().Ino != old.Ino {
 		t.Errorf("node's inode number = %d, want the one the kernel knows, %d", n.StableAttr().Ino, old.Ino)
@@ -99,10 +100,10 @@ func TestCommitReplaces(t *testing.T) {
 	if !tf.isBorrowed(old.Ino) {
 		t.Error("the old inode number is not marked borrowed")
 	}
-	if holder, held := tf.writeLocks.Holder(keyOf(&now)); !held || holder != "pid:1" {
+	if holder, held := tf.writeLocks.Holder(locks.KeyOf(&now)); !held || holder != "pid:1" {
 		t.Errorf("lock of the new file: %q, %v; want held by pid:1", holder, held)
 	}
-	if _, held := tf.writeLocks.Holder(keyOf(&old)); held {
+	if _, held := tf.writeLocks.Holder(locks.KeyOf(&old)); held {
 		t.Error("the lock table still holds the old identity")
 	}
 	h.Release(as(1))

@@ -220,7 +220,7 @@ func New(backing string, opts Options) (*FS, error) {
 		}
 	}
 	fsys.guard.StartScan()
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: keyOf(&st)}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: locks.KeyOf(&st)}
 	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
 	if !opts.NoWatch {
 		w, err := newWatcher(fsys)

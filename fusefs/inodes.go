@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"github.com/hanwen/go-fuse/v2/fs"
-	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/fusefs/reclock"
@@ -14,8 +13,6 @@ import (
 // borrowed, and an object given a borrowed number gets one the mount makes
 // up. Here are the adapters, which tell the table each node's inode number
 // (go-fuse's StableAttr) and make the nodes it asks for.
-
-func keyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
 
 // fileID names one backing file: its (dev, ino) and its generation, so that
 // an inode number freed by a deleted file and given to a new one does not

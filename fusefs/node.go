@@ -147,11 +147,11 @@ var (
 // stands for the same object. An object whose number a live node borrows
 // gets the number the mount made up for it (FS.madeUp).
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	id := fileID{keyOf(st), gen}
+	id := fileID{locks.KeyOf(st), gen}
 	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: n.fsys.holdOf(keyOf(st)), bornAs: keyOf(st)}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: n.fsys.holdOf(locks.KeyOf(st)), bornAs: locks.KeyOf(st)}
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
 	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
 		attr.Ino = ino
@@ -356,11 +356,11 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	child := n.newChild(ctx, &st, gen)
 	cn := n.known(name, child)
 	ttl := cn.attrValid()
-	if cn.inFlux() || n.fsys.writing(keyOf(&st)) {
+	if cn.inFlux() || n.fsys.writing(locks.KeyOf(&st)) {
 		// The caller's owner's view, not cached (views.go). A name the
 		// kernel has not met yet (another hard link) may lead to a node in
 		// flux that known cannot find: the lock table tells.
-		if w := n.fsys.ownWrite(ctx, keyOf(&st)); w != nil {
+		if w := n.fsys.ownWrite(ctx, locks.KeyOf(&st)); w != nil {
 			dirfd.Fstat(w.Cur(), &st)
 			w.Entry().Unlock()
 		}
@@ -428,7 +428,7 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	// A process stat-ing a file its owner is writing sees its own bytes,
 	// as a reopen would.
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if w := n.fsys.ownWrite(ctx, keyOf(st)); w != nil {
+		if w := n.fsys.ownWrite(ctx, locks.KeyOf(st)); w != nil {
 			defer w.Entry().Unlock()
 			return toErrno(dirfd.Fstat(w.Cur(), st))
 		}
@@ -501,7 +501,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			w = wh.pending
 			w.Entry().Lock()
 		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			w = n.fsys.ownWrite(ctx, keyOf(&st))
+			w = n.fsys.ownWrite(ctx, locks.KeyOf(&st))
 		}
 		if w != nil {
 			// The temp is new content: the engine gives the mode without
@@ -692,10 +692,10 @@ func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.S
 	}
 	var st unix.Stat_t
 	gen, err := dirfd.Statx(pfd, name, &st)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || keyOf(&st) != keyOf(found) {
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || locks.KeyOf(&st) != locks.KeyOf(found) {
 		return false
 	}
-	return n.fsys.catchUp(n, fileID{keyOf(&st), gen})
+	return n.fsys.catchUp(n, fileID{locks.KeyOf(&st), gen})
 }
 
 // inFlux reports whether n has handles of an owner's pending write open.

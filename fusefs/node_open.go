@@ -97,7 +97,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	var lockErr error
 	inPlace := err == nil && id == identitySame && coordinated && f.inPlaceFile(&st)
 	if err == nil && id == identitySame && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
-		lease, lockErr = f.writeLocks.AcquireMode(keyOf(&st), owner, lockMode(flags))
+		lease, lockErr = f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, lockMode(flags))
 	}
 	f.commitMu.RUnlock()
 	if err == nil {
@@ -111,7 +111,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		dirfd.Close(fd)
 		// Only holds whose RELEASE is on its way are waited for, and
 		// the lock is tried again, under commitMu, once one went.
-		if f.writeLocks.WaitConflict(ctx, keyOf(&st), owner, lockMode(flags), p) {
+		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
 		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
@@ -137,14 +137,14 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	// bytes; otherwise the file is all there is to see, and the reader gets
 	// a plain handle (passthrough, mmap and exec work as on any file).
 	owner = f.owner(ctx)
-	if w := f.engine.OwnWrite(owner, keyOf(&st)); w != nil {
+	if w := f.engine.OwnWrite(owner, locks.KeyOf(&st)); w != nil {
 		uncommitted := w.Uncommitted()
 		w.Entry().Unlock()
 		if uncommitted {
 			return n.openShared(ctx, w.Entry().Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
-	h, fuseFlags, ok := n.admitReader(fd, keyOf(&st), owner)
+	h, fuseFlags, ok := n.admitReader(fd, locks.KeyOf(&st), owner)
 	if !ok {
 		dirfd.Close(fd)
 		return nil, 0, n.retire(), false
@@ -416,7 +416,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.made.holds(keyOf(st))
+	h.made = f.opts.Credentials != nil && f.made.holds(locks.KeyOf(st))
 	// Passing through, the kernel reads and writes the backing file without
 	// the daemon; go-fuse registers the node's first handle's fd for every
 	// later one, so each is read-write (a read-only open's descriptor still
@@ -446,7 +446,7 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	var keep bool
 	if forKernel {
 		var ok bool
-		if keep, ok = n.admitInPlace(keyOf(st), pt); !ok {
+		if keep, ok = n.admitInPlace(locks.KeyOf(st), pt); !ok {
 			dirfd.Close(h.fd)
 			return nil, 0, n.retire()
 		}
@@ -529,7 +529,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		if writeFlags(flags) {
 			mode = lockMode(flags)
 		}
-		if lease, err = f.acquire(ctx, keyOf(st), owner, mode); err != nil {
+		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
 			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
 		}
@@ -593,7 +593,7 @@ func (f *FS) coordinated(dir *Node, name string) bool {
 // (read), under which write locks are taken.
 func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
 	return st.Mode&syscall.S_IFMT == syscall.S_IFREG &&
-		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(keyOf(st))
+		st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 && !f.writing(locks.KeyOf(st))
 }
 
 // writing reports whether an owner holds the write lock on the backing

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestCommitRechecksProtect: a write whose file reaches a protected path
@@ -22,7 +24,7 @@ func TestCommitRechecksProtect(t *testing.T) {
 	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
 		t.Fatal(err)
 	}
-	tf.engine.Renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	tf.engine.Renamed(locks.KeyOf(&st), tf.root, tf.rootFd, ".envrc")
 	if errno := h.Fsync(as(1), 0); errno != syscall.EACCES {
 		t.Errorf("commit at .envrc = %v, want EACCES", errno)
 	}
@@ -45,7 +47,7 @@ func TestAppendRechecksProtect(t *testing.T) {
 	if err := os.Rename(filepath.Join(tf.backing, "cfg"), filepath.Join(tf.backing, ".envrc")); err != nil {
 		t.Fatal(err)
 	}
-	tf.engine.Renamed(keyOf(&st), tf.root, tf.rootFd, ".envrc")
+	tf.engine.Renamed(locks.KeyOf(&st), tf.root, tf.rootFd, ".envrc")
 	if _, errno := h.Write(as(1), []byte("planted\n"), 0); errno != syscall.EACCES {
 		t.Errorf("append at .envrc = %v, want EACCES", errno)
 	}

@@ -3,6 +3,8 @@ package fusefs
 import (
 	"syscall"
 	"testing"
+
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestCommitTakesNoGoFuseLockUnderCommitMu: a commit looks up the node the
@@ -43,9 +45,9 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 	if errno := commitLocked(t, tf, h.pending, func() {
 		// Right after replace, before settle: the lock is where the file is.
 		st := backingStat(t, tf, "f")
-		owner, held := tf.FS.writeLocks.Holder(keyOf(&st))
+		owner, held := tf.FS.writeLocks.Holder(locks.KeyOf(&st))
 		seen = held && owner == h.pending.Entry().Owner()
-		if _, held := tf.FS.writeLocks.Holder(keyOf(&old)); held {
+		if _, held := tf.FS.writeLocks.Holder(locks.KeyOf(&old)); held {
 			t.Error("the replaced file's identity still holds a lock")
 		}
 	}); errno != 0 {

@@ -19,6 +19,8 @@ import (
 	"io"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -27,6 +29,9 @@ import (
 type Key struct {
 	Dev, Ino uint64
 }
+
+// KeyOf is the Key of the file with stat st.
+func KeyOf(st *unix.Stat_t) Key { return Key{Dev: st.Dev, Ino: st.Ino} }
 
 // Owner names who holds a lock, as produced by a Resolver, for example
 // "cgroup:/user.slice/session-3.scope". Owners compare as strings.

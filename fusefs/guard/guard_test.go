@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
 )
 
@@ -47,7 +48,7 @@ func identity(t *testing.T, dir int, name string) (ID, *unix.Stat_t) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ID{keyOf(&st), gen}, &st
+	return ID{locks.KeyOf(&st), gen}, &st
 }
 
 // openDir opens the directory rel beneath root, for the test's own looks.

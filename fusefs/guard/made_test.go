@@ -26,13 +26,13 @@ func TestMadeSetStamp(t *testing.T) {
 		{"another file with the number", 8, func(*unix.Stat_t) {}, NotMade},
 	} {
 		var s MadeSet
-		s.Add(ID{keyOf(&base), 7}, &base)
+		s.Add(ID{locks.KeyOf(&base), 7}, &base)
 		st := base
 		c.mut(&st)
-		if got := s.Check(ID{keyOf(&st), c.gen}, &st); got != c.want {
+		if got := s.Check(ID{locks.KeyOf(&st), c.gen}, &st); got != c.want {
 			t.Errorf("%s: check = %v, want %v", c.name, got, c.want)
 		}
-		if c.want != MadeFresh && s.Holds(keyOf(&base)) {
+		if c.want != MadeFresh && s.Holds(locks.KeyOf(&base)) {
 			t.Errorf("%s: still in the set", c.name)
 		}
 	}
@@ -55,7 +55,7 @@ func TestMadeSetRestamp(t *testing.T) {
 		{"changed behind the mount before", host, MadeChanged},
 	} {
 		var s MadeSet
-		id := ID{keyOf(&stamp), 7}
+		id := ID{locks.KeyOf(&stamp), 7}
 		s.Add(id, &stamp)
 		s.Restamp(id, &c.before, &after)
 		if got := s.Check(id, &after); got != c.want {
@@ -81,18 +81,18 @@ func TestMadeSetCarry(t *testing.T) {
 		{"another file with its number", 8, MadeFresh, NotMade, false, true},
 	} {
 		var s MadeSet
-		s.Add(ID{keyOf(&old), 7}, &old)
-		s.Carry(ID{keyOf(&old), c.gen}, ID{keyOf(&repl), 9}, &repl)
-		if got := s.Holds(keyOf(&repl)); got != c.newInSet {
+		s.Add(ID{locks.KeyOf(&old), 7}, &old)
+		s.Carry(ID{locks.KeyOf(&old), c.gen}, ID{locks.KeyOf(&repl), 9}, &repl)
+		if got := s.Holds(locks.KeyOf(&repl)); got != c.newInSet {
 			t.Errorf("%s: the new file held = %v, want %v", c.name, got, c.newInSet)
 		}
-		if got := s.Holds(keyOf(&old)); got != c.oldInSet {
+		if got := s.Holds(locks.KeyOf(&old)); got != c.oldInSet {
 			t.Errorf("%s: the old file held = %v, want %v", c.name, got, c.oldInSet)
 		}
-		if got := s.Check(ID{keyOf(&repl), 9}, &repl); got != c.wantNew {
+		if got := s.Check(ID{locks.KeyOf(&repl), 9}, &repl); got != c.wantNew {
 			t.Errorf("%s: the new file = %v, want %v", c.name, got, c.wantNew)
 		}
-		if got := s.Check(ID{keyOf(&old), 7}, &old); got != c.wantOld {
+		if got := s.Check(ID{locks.KeyOf(&old), 7}, &old); got != c.wantOld {
 			t.Errorf("%s: the old file = %v, want %v", c.name, got, c.wantOld)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 // TestMadeStoreRoundTrip: a made set saved and loaded by a new mount
@@ -35,7 +36,7 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[name], stats[name] = ID{keyOf(&st), gen}, &st
+		ids[name], stats[name] = ID{locks.KeyOf(&st), gen}, &st
 		s.Add(ids[name], &st)
 	}
 	if err := s.Save(store, dir); err != nil {

@@ -68,7 +68,7 @@ func (n NameLocks) LockOfFd(fd int) FileLock {
 
 // held is the lock of the regular file whose stat st is.
 func (n NameLocks) held(st *unix.Stat_t) FileLock {
-	l := FileLock{Key: keyOf(st)}
+	l := FileLock{Key: locks.KeyOf(st)}
 	l.Holder, l.Held = n.Table.Holder(l.Key)
 	return l
 }
@@ -114,7 +114,7 @@ func (n NameLocks) ReplacesOthers(r RenameNames, me locks.Owner) bool {
 	for _, p := range places {
 		var st unix.Stat_t
 		if dirfd.Lstat(p.Dir, p.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			if _, other := n.Table.OtherHolder(keyOf(&st), me); other {
+			if _, other := n.Table.OtherHolder(locks.KeyOf(&st), me); other {
 				return true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/locks"
 )
 
 // OwnChange runs change, a change the mount makes that moves the ctime of
@@ -40,7 +41,7 @@ func (g *Guard) OwnChange(fds []int, change func() error) error {
 		if err != nil {
 			continue
 		}
-		h.fd, h.id = fd, ID{keyOf(&h.before), gen}
+		h.fd, h.id = fd, ID{locks.KeyOf(&h.before), gen}
 		switch g.Made.Check(h.id, &h.before) {
 		case MadeFresh:
 			hs = append(hs, h)
@@ -63,7 +64,7 @@ func (g *Guard) OwnChange(fds []int, change func() error) error {
 // EBADF).
 func (g *Guard) MadeFd(dir int, name string) int {
 	var st unix.Stat_t
-	if g.Policy == nil || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !g.Made.Holds(keyOf(&st)) {
+	if g.Policy == nil || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !g.Made.Holds(locks.KeyOf(&st)) {
 		return -1
 	}
 	fd, err := dirfd.OpenPath(dir, name)
@@ -77,7 +78,7 @@ func (g *Guard) MadeFd(dir int, name string) int {
 func (g *Guard) anyMade(fds []int) bool {
 	for _, fd := range fds {
 		var st unix.Stat_t
-		if fd >= 0 && dirfd.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && g.Made.Holds(keyOf(&st)) {
+		if fd >= 0 && dirfd.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && g.Made.Holds(locks.KeyOf(&st)) {
 			return true
 		}
 	}

@@ -176,7 +176,7 @@ func (w *Write[N]) cur() int {
 func (w *Write[N]) catchUp() {
 	g := w.eng
 	k := g.table.EntryKey(w.entry)
-	if w.temp >= 0 || k == KeyOf(&w.observed) {
+	if w.temp >= 0 || k == locks.KeyOf(&w.observed) {
 		return
 	}
 	fd, err := dirfd.Open(w.fileDir, w.fileName, unix.O_RDONLY, 0)
@@ -184,7 +184,7 @@ func (w *Write[N]) catchUp() {
 		return
 	}
 	var st unix.Stat_t
-	if dirfd.Fstat(fd, &st) != nil || KeyOf(&st) != k || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if dirfd.Fstat(fd, &st) != nil || locks.KeyOf(&st) != k || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
 		return
 	}
@@ -361,20 +361,20 @@ func (w *Write[N]) replace() (unix.Stat_t, error) {
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
 		return st, err
 	}
-	if err := g.table.Rekey(KeyOf(&w.observed), KeyOf(&st)); err != nil {
+	if err := g.table.Rekey(locks.KeyOf(&w.observed), locks.KeyOf(&st)); err != nil {
 		g.host.Logf("%s: committed; the lock table kept the old identity: %v", w.place(), err)
 	} else {
-		w.pinForOthers(KeyOf(&st))
+		w.pinForOthers(locks.KeyOf(&st))
 	}
 	g.TempMade(w.tempName, false)
 	// The identities for the nodes (each keeps the inode number the kernel
 	// knows, which the host marks borrowed) and the mount's records.
-	was, now := FileID{KeyOf(&old), oldGen}, FileID{KeyOf(&st), gen}
+	was, now := FileID{locks.KeyOf(&old), oldGen}, FileID{locks.KeyOf(&st), gen}
 	// The rename moved the new file's ctime: its stamp is taken after it.
 	if err := dirfd.Fstat(w.temp, &st); err != nil {
 		g.host.Logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
-	g.host.Replaced(nodes, KeyOf(&w.observed), was, now, &st)
+	g.host.Replaced(nodes, locks.KeyOf(&w.observed), was, now, &st)
 	return st, nil
 }
 
@@ -493,7 +493,7 @@ func (w *Write[N]) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno
 	} else {
 		g.host.Logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
 	}
-	if err := g.table.Rekey(KeyOf(&w.observed), KeyOf(now)); err != nil {
+	if err := g.table.Rekey(locks.KeyOf(&w.observed), locks.KeyOf(now)); err != nil {
 		g.host.Logf("%s: the lock table kept the old identity: %v", w.place(), err)
 	}
 	w.observed = *now

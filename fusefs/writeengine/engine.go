@@ -58,9 +58,6 @@ type FileID struct {
 	Gen uint64
 }
 
-// KeyOf is the lock table's key of the file st describes.
-func KeyOf(st *unix.Stat_t) locks.Key { return locks.Key{Dev: st.Dev, Ino: st.Ino} }
-
 // Host is what the engine needs of the mount, implemented by the go-fuse
 // adapter (fusefs), as one narrow interface per concern. N is the
 // adapter's node: the engine keeps the node a write began on and its

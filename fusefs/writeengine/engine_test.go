@@ -132,7 +132,7 @@ func (d *engineDir) open(t *testing.T, owner locks.Owner, flags int) (*Write[*fa
 	if flags&unix.O_APPEND != 0 {
 		mode = locks.Append
 	}
-	lease, err := d.g.table.AcquireMode(KeyOf(&st), owner, mode)
+	lease, err := d.g.table.AcquireMode(locks.KeyOf(&st), owner, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestEngineFollowsARename(t *testing.T) {
 	if err := unix.Stat(filepath.Join(d.path, "f"), &st); err != nil {
 		t.Fatal(err)
 	}
-	end := d.g.BeginMoves([]locks.Key{KeyOf(&st)})
+	end := d.g.BeginMoves([]locks.Key{locks.KeyOf(&st)})
 	waited := make(chan struct{})
 	go func() {
 		w.Entry().Lock()
@@ -310,7 +310,7 @@ func TestEngineFollowsARename(t *testing.T) {
 	if err := os.Rename(filepath.Join(d.path, "f"), filepath.Join(d.path, "g")); err != nil {
 		t.Fatal(err)
 	}
-	d.g.Renamed(KeyOf(&st), &fakeNode{"."}, d.dfd, "g")
+	d.g.Renamed(locks.KeyOf(&st), &fakeNode{"."}, d.dfd, "g")
 	time.Sleep(10 * time.Millisecond) // time for the commit point to go on, were it to
 	select {
 	case <-waited:

@@ -27,7 +27,7 @@ import (
 func (g *Engine[N]) Join(e *locks.Entry, lease *locks.Lease, owner locks.Owner, node N, base int, dir N, pfd int, name string, st *unix.Stat_t, created bool) (w *Write[N], again bool, err error) {
 	w = g.of(e)
 	switch {
-	case w == nil && lease.Key() != KeyOf(st):
+	case w == nil && lease.Key() != locks.KeyOf(st):
 		// The owner's commit moved the lock to the file it put in place,
 		// and its write ended: base is the file that commit replaced.
 		again = true

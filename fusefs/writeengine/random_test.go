@@ -169,7 +169,7 @@ func (r *randomRun) open() {
 	if flags == unix.O_APPEND {
 		mode = locks.Append
 	}
-	lease, err := r.d.g.table.AcquireMode(KeyOf(&st), owner, mode)
+	lease, err := r.d.g.table.AcquireMode(locks.KeyOf(&st), owner, mode)
 	if err != nil {
 		dirfd.Close(base)
 		r.logf("%s open %#o: busy", owner, flags)
@@ -362,11 +362,11 @@ func (r *randomRun) rename() {
 	if err := unix.Stat(filepath.Join(r.d.path, r.name), &st); err != nil {
 		r.t.Fatal(err)
 	}
-	end := r.d.g.BeginMoves([]locks.Key{KeyOf(&st)})
+	end := r.d.g.BeginMoves([]locks.Key{locks.KeyOf(&st)})
 	if err := os.Rename(filepath.Join(r.d.path, r.name), filepath.Join(r.d.path, to)); err != nil {
 		r.t.Fatal(err)
 	}
-	r.d.g.Renamed(KeyOf(&st), &fakeNode{"."}, r.d.dfd, to)
+	r.d.g.Renamed(locks.KeyOf(&st), &fakeNode{"."}, r.d.dfd, to)
 	end()
 	r.logf("rename %s %s", r.name, to)
 	r.name = to
