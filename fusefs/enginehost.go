@@ -102,15 +102,14 @@ func (h engineHost) Child(dir *Node, name string) *Node { return asNode(dir.chil
 // file (successors, the made set) follow it.
 func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeengine.FileID, st *unix.Stat_t) {
 	f := h.f
-	was, now := fileID{old.Key, old.Gen}, fileID{new.Key, new.Gen}
 	for _, m := range nodes {
 		if m != nil && m.key() == stoodFor {
 			m.setIdent(new.Key.Dev, new.Key.Ino, new.Gen)
-			f.setRekeyed(now, m)
+			f.setRekeyed(new, m)
 		}
 	}
-	f.succeeded(was, now)
-	f.madeCommitted(was, now, st)
+	f.succeeded(old, new)
+	f.madeCommitted(old, new, st)
 }
 
 // NotifyEntry and NotifyInode queue invalidations for the kernel.

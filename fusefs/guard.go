@@ -29,9 +29,6 @@ import (
 // the symlink's target. Escape checks (dirfd, verify, staysInside) come
 // first, so an escaping credential path reports PATH_ESCAPE.
 
-// guardID is id as the guard names a file.
-func (id fileID) guardID() guard.ID { return guard.ID{Key: id.key, Gen: id.gen} }
-
 // madeView is the made set as the write engine asks it (inplace.go: may
 // a file be a made one).
 type madeView struct{ set *guard.MadeSet }
@@ -86,7 +83,7 @@ func (f *FS) denySelf(ctx context.Context, op string, n *Node, st *unix.Stat_t, 
 		return 0
 	}
 	rel := f.relPath(n, "")
-	credential, rule := f.guard.JudgeSelf(rel, n.fileID().guardID(), st, n.IsDir(), changes)
+	credential, rule := f.guard.JudgeSelf(rel, n.fileID(), st, n.IsDir(), changes)
 	if credential {
 		return f.refuseCredential(ctx, op, rel, rel)
 	}
@@ -138,7 +135,7 @@ func (f *FS) madeRenamed(pfd int, rel, name string) { f.guard.MadeRenamed(pfd, r
 // madeCommitted carries a made file to the file a commit put in its place
 // (old replaced by new, whose stat is st): the mount's own write.
 func (f *FS) madeCommitted(old, new fileID, st *unix.Stat_t) {
-	f.guard.Made.Carry(old.guardID(), new.guardID(), st)
+	f.guard.Made.Carry(old, new, st)
 }
 
 // waitScan returns once the mount-time scan has finished (at once with no
@@ -196,7 +193,7 @@ func (f *FS) denyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
 		return 0
 	}
 	rel := joinRel(f.dirRel(w.Dir(), w.DirFd()), w.Name())
-	return f.refuseProtect(ctx, "commit", rel, f.guard.CommitProtected(rel, w.Node().fileID().guardID()))
+	return f.refuseProtect(ctx, "commit", rel, f.guard.CommitProtected(rel, w.Node().fileID()))
 }
 
 // refuseProtect audits and answers the protect rule that refuses op on

@@ -132,7 +132,7 @@ func TestCredentialRecycledInode(t *testing.T) {
 	tf.write(t, ".env", "SECRET=1\n")
 	cred := tf.lookup(t, ".env")
 	old := cred.fileID()
-	if old.gen == 0 {
+	if old.Gen == 0 {
 		t.Skip("the backing filesystem reports no birth time: a recycled number is refused, by design")
 	}
 	if err := os.Remove(filepath.Join(tf.backing, ".env")); err != nil {
@@ -146,11 +146,11 @@ func TestCredentialRecycledInode(t *testing.T) {
 	for i := range 64 {
 		name := fmt.Sprintf("fresh%d.txt", i)
 		tf.write(t, name, "fresh\n")
-		if st := backingStat(t, tf, name); st.Ino != old.key.Ino {
+		if st := backingStat(t, tf, name); st.Ino != old.Key.Ino {
 			continue
 		}
 		n := tf.lookup(t, name)
-		if id := n.fileID(); id.key != old.key || id.gen == old.gen {
+		if id := n.fileID(); id.Key != old.Key || id.Gen == old.Gen {
 			t.Fatalf("%s: identity %+v, credential was %+v: want the same number, another generation", name, id, old)
 		}
 		tf.audit.reset()
@@ -162,7 +162,7 @@ func TestCredentialRecycledInode(t *testing.T) {
 	}
 	var sfs unix.Statfs_t
 	unix.Statfs(tf.backing, &sfs)
-	t.Skipf("the backing filesystem (type %#x) did not reuse inode %d in 64 new files", sfs.Type, old.key.Ino)
+	t.Skipf("the backing filesystem (type %#x) did not reuse inode %d in 64 new files", sfs.Type, old.Key.Ino)
 }
 
 // reset forgets the audit lines written so far.

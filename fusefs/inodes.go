@@ -14,30 +14,22 @@ import (
 // up. Here are the adapters, which tell the table each node's inode number
 // (go-fuse's StableAttr) and make the nodes it asks for.
 
-// fileID names one backing file: its (dev, ino) and its generation, so that
-// an inode number freed by a deleted file and given to a new one does not
-// lead to the old file's node.
-type fileID struct {
-	key locks.Key
-	gen uint64
-}
-
-// inos is id as the inode table keys it.
-func (id fileID) inos() inodes.FileID { return inodes.FileID{Key: id.key, Gen: id.gen} }
+// fileID names one backing file over time (locks.FileID).
+type fileID = locks.FileID
 
 // borrowedBit marks the inode numbers the mount makes up.
 const borrowedBit = inodes.BorrowedBit
 
 // setRekeyed records that the object id is known to the kernel as node m,
 // whose inode number is now borrowed (inodes.Table.Rekeyed).
-func (f *FS) setRekeyed(id fileID, m *Node) { f.inos.Rekeyed(id.inos(), m, m.StableAttr().Ino) }
+func (f *FS) setRekeyed(id fileID, m *Node) { f.inos.Rekeyed(id, m, m.StableAttr().Ino) }
 
 // madeUp returns the node for the object id when a live node borrows its
 // backing inode number ino, nil when none does: the one made for id before,
 // else one mk makes with a number of the mount's own (inodes.Table.MadeUp).
 func (f *FS) madeUp(id fileID, ino uint64, mk func(ino uint64) *fs.Inode) *fs.Inode {
 	var made *fs.Inode
-	m, ok := f.inos.MadeUp(id.inos(), ino, func(ino uint64) (*Node, uint64) {
+	m, ok := f.inos.MadeUp(id, ino, func(ino uint64) (*Node, uint64) {
 		made = mk(ino)
 		m := asNode(made)
 		if m == nil {
@@ -58,8 +50,8 @@ func (f *FS) madeUp(id fileID, ino uint64, mk func(ino uint64) *fs.Inode) *fs.In
 // node's inode number is not the object's own (inodes.Table.Node), and the
 // node still stands for it.
 func (f *FS) rekeyedNode(id fileID) *Node {
-	m, _ := f.inos.Node(id.inos())
-	if m != nil && m.key() != id.key {
+	m, _ := f.inos.Node(id)
+	if m != nil && m.key() != id.Key {
 		return nil // the node moved on to a later version
 	}
 	return m
@@ -67,16 +59,16 @@ func (f *FS) rekeyedNode(id fileID) *Node {
 
 // succeeded records that a commit of this mount replaced the backing file
 // old with new (for catchUp).
-func (f *FS) succeeded(old, new fileID) { f.inos.Succeeded(old.inos(), new.inos()) }
+func (f *FS) succeeded(old, new fileID) { f.inos.Succeeded(old, new) }
 
 // catchUp moves node n to the file now if commits of this mount replaced
 // the file n stands for with now (inodes.Table.CatchUp): a lookup made n
 // for the old file while a commit renamed over it.
 func (f *FS) catchUp(n *Node, now fileID) bool {
-	if !f.inos.CatchUp(n, n.StableAttr().Ino, n.fileID().inos(), now.inos()) {
+	if !f.inos.CatchUp(n, n.StableAttr().Ino, n.fileID(), now) {
 		return false
 	}
-	n.setIdent(now.key.Dev, now.key.Ino, now.gen)
+	n.setIdent(now.Key.Dev, now.Key.Ino, now.Gen)
 	return true
 }
 

@@ -147,7 +147,7 @@ var (
 // stands for the same object. An object whose number a live node borrows
 // gets the number the mount made up for it (FS.madeUp).
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	id := fileID{locks.KeyOf(st), gen}
+	id := fileID{Key: locks.KeyOf(st), Gen: gen}
 	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
@@ -677,7 +677,7 @@ func (n *Node) setIdent(dev, ino, gen uint64) {
 func (n *Node) fileID() fileID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return fileID{locks.Key{Dev: n.dev, Ino: n.ino}, n.gen}
+	return fileID{Key: locks.Key{Dev: n.dev, Ino: n.ino}, Gen: n.gen}
 }
 
 // catchUp moves n to found, the file the caller found named name in pn, if
@@ -695,7 +695,7 @@ func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.S
 	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || locks.KeyOf(&st) != locks.KeyOf(found) {
 		return false
 	}
-	return n.fsys.catchUp(n, fileID{locks.KeyOf(&st), gen})
+	return n.fsys.catchUp(n, fileID{Key: locks.KeyOf(&st), Gen: gen})
 }
 
 // inFlux reports whether n has handles of an owner's pending write open.

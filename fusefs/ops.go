@@ -296,7 +296,7 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	// A file the mount may read, linked onto a credential name, holds what
 	// the caller could read already: made through the mount.
-	n.fsys.madeNew(joinRel(dir, name), &st, tn.fileID().gen)
+	n.fsys.madeNew(joinRel(dir, name), &st, tn.fileID().Gen)
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino

@@ -309,9 +309,9 @@ func TestCatchUpNeedsTheGeneration(t *testing.T) {
 	tf.write(t, "f", "x")
 	n := tf.lookup(t, "f")
 	was := n.fileID()
-	next := fileID{locks.Key{Dev: was.key.Dev, Ino: was.key.Ino + 1000}, 7}
+	next := fileID{Key: locks.Key{Dev: was.Key.Dev, Ino: was.Key.Ino + 1000}, Gen: 7}
 	tf.succeeded(was, next)
-	reused := fileID{next.key, 8} // the same number, another file
+	reused := fileID{Key: next.Key, Gen: 8} // the same number, another file
 	if tf.catchUp(n, reused) {
 		t.Fatal("caught up with a file that only shares the replacement's inode number")
 	}

@@ -30,6 +30,15 @@ type Key struct {
 	Dev, Ino uint64
 }
 
+// FileID names one file over time: its Key and its generation (its birth
+// time, dirfd.Statx), so that an inode number a deleted file freed and a
+// new file took is another identity. The inode table, the write engine
+// and the guard key their records by it.
+type FileID struct {
+	Key Key
+	Gen uint64
+}
+
 // KeyOf is the Key of the file with stat st.
 func KeyOf(st *unix.Stat_t) Key { return Key{Dev: st.Dev, Ino: st.Ino} }
 

@@ -110,7 +110,7 @@ func (g *Guard) NameDenied(rel string, pfd int, name string, makes bool) bool {
 	case errors.Is(err, syscall.ENOENT) && makes && !g.Hiding():
 		return false
 	case err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG:
-		if g.Made.Check(ID{locks.KeyOf(&st), gen}, &st) == MadeFresh {
+		if g.Made.Check(ID{Key: locks.KeyOf(&st), Gen: gen}, &st) == MadeFresh {
 			return false
 		}
 	}
@@ -126,7 +126,7 @@ func (g *Guard) NoteLookup(rel string, st *unix.Stat_t, gen uint64) (hide bool) 
 		return false
 	}
 	regular := st.Mode&syscall.S_IFMT == syscall.S_IFREG
-	id := ID{locks.KeyOf(st), gen}
+	id := ID{Key: locks.KeyOf(st), Gen: gen}
 	if regular && g.Policy.Protected(rel) {
 		g.ProtIDs.Add(id)
 	}
@@ -153,11 +153,11 @@ func (g *Guard) MadeNew(rel string, st *unix.Stat_t, gen uint64) {
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
 		if g.Policy.Denied(rel) {
-			g.Made.Add(ID{locks.KeyOf(st), gen}, st)
+			g.Made.Add(ID{Key: locks.KeyOf(st), Gen: gen}, st)
 		}
 	case syscall.S_IFDIR:
 		if g.Policy.Protected(rel) {
-			g.MadeDirs.Add(ID{locks.KeyOf(st), gen})
+			g.MadeDirs.Add(ID{Key: locks.KeyOf(st), Gen: gen})
 		}
 	}
 }
@@ -176,7 +176,7 @@ func (g *Guard) MadeRenamed(pfd int, rel, name string) {
 	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return
 	}
-	id := ID{locks.KeyOf(&st), gen}
+	id := ID{Key: locks.KeyOf(&st), Gen: gen}
 	if g.Made.Check(id, nil) == NotMade && !g.Creds.Has(id) {
 		g.Made.Add(id, &st)
 	}
@@ -187,7 +187,7 @@ func (g *Guard) MadeRenamed(pfd int, rel, name string) {
 func (g *Guard) madeEntry(dir int, name string) bool {
 	var st unix.Stat_t
 	gen, err := dirfd.Statx(dir, name, &st)
-	return err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && g.Made.Check(ID{locks.KeyOf(&st), gen}, &st) == MadeFresh
+	return err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && g.Made.Check(ID{Key: locks.KeyOf(&st), Gen: gen}, &st) == MadeFresh
 }
 
 // ProtectRule is which protect rule refuses a change.
@@ -285,10 +285,10 @@ func (g *Guard) scanEntry(dir int, name, rel string) (credential bool) {
 		return false
 	}
 	if cred {
-		g.Creds.Add(ID{locks.KeyOf(&st), gen})
+		g.Creds.Add(ID{Key: locks.KeyOf(&st), Gen: gen})
 	}
 	if prot {
-		g.ProtIDs.Add(ID{locks.KeyOf(&st), gen})
+		g.ProtIDs.Add(ID{Key: locks.KeyOf(&st), Gen: gen})
 	}
 	return cred
 }

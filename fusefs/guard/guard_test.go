@@ -48,7 +48,7 @@ func identity(t *testing.T, dir int, name string) (ID, *unix.Stat_t) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ID{locks.KeyOf(&st), gen}, &st
+	return ID{Key: locks.KeyOf(&st), Gen: gen}, &st
 }
 
 // openDir opens the directory rel beneath root, for the test's own looks.

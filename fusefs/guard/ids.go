@@ -5,13 +5,8 @@ import (
 	"github.com/realm-dev/realm/locks"
 )
 
-// ID names one backing file: its (dev, ino) and its generation (birth
-// time, dirfd.Statx), so that an inode number freed by a deleted file and
-// given to a new one is another identity.
-type ID struct {
-	Key locks.Key
-	Gen uint64
-}
+// ID names one backing file over time (locks.FileID).
+type ID = locks.FileID
 
 // IDs remembers identities: of every credential file the mount has seen
 // by a denied name (a scan of the backing tree at mount, then every

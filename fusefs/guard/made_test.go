@@ -26,10 +26,10 @@ func TestMadeSetStamp(t *testing.T) {
 		{"another file with the number", 8, func(*unix.Stat_t) {}, NotMade},
 	} {
 		var s MadeSet
-		s.Add(ID{locks.KeyOf(&base), 7}, &base)
+		s.Add(ID{Key: locks.KeyOf(&base), Gen: 7}, &base)
 		st := base
 		c.mut(&st)
-		if got := s.Check(ID{locks.KeyOf(&st), c.gen}, &st); got != c.want {
+		if got := s.Check(ID{Key: locks.KeyOf(&st), Gen: c.gen}, &st); got != c.want {
 			t.Errorf("%s: check = %v, want %v", c.name, got, c.want)
 		}
 		if c.want != MadeFresh && s.Holds(locks.KeyOf(&base)) {
@@ -55,7 +55,7 @@ func TestMadeSetRestamp(t *testing.T) {
 		{"changed behind the mount before", host, MadeChanged},
 	} {
 		var s MadeSet
-		id := ID{locks.KeyOf(&stamp), 7}
+		id := ID{Key: locks.KeyOf(&stamp), Gen: 7}
 		s.Add(id, &stamp)
 		s.Restamp(id, &c.before, &after)
 		if got := s.Check(id, &after); got != c.want {
@@ -81,18 +81,18 @@ func TestMadeSetCarry(t *testing.T) {
 		{"another file with its number", 8, MadeFresh, NotMade, false, true},
 	} {
 		var s MadeSet
-		s.Add(ID{locks.KeyOf(&old), 7}, &old)
-		s.Carry(ID{locks.KeyOf(&old), c.gen}, ID{locks.KeyOf(&repl), 9}, &repl)
+		s.Add(ID{Key: locks.KeyOf(&old), Gen: 7}, &old)
+		s.Carry(ID{Key: locks.KeyOf(&old), Gen: c.gen}, ID{Key: locks.KeyOf(&repl), Gen: 9}, &repl)
 		if got := s.Holds(locks.KeyOf(&repl)); got != c.newInSet {
 			t.Errorf("%s: the new file held = %v, want %v", c.name, got, c.newInSet)
 		}
 		if got := s.Holds(locks.KeyOf(&old)); got != c.oldInSet {
 			t.Errorf("%s: the old file held = %v, want %v", c.name, got, c.oldInSet)
 		}
-		if got := s.Check(ID{locks.KeyOf(&repl), 9}, &repl); got != c.wantNew {
+		if got := s.Check(ID{Key: locks.KeyOf(&repl), Gen: 9}, &repl); got != c.wantNew {
 			t.Errorf("%s: the new file = %v, want %v", c.name, got, c.wantNew)
 		}
-		if got := s.Check(ID{locks.KeyOf(&old), 7}, &old); got != c.wantOld {
+		if got := s.Check(ID{Key: locks.KeyOf(&old), Gen: 7}, &old); got != c.wantOld {
 			t.Errorf("%s: the old file = %v, want %v", c.name, got, c.wantOld)
 		}
 	}
@@ -104,10 +104,10 @@ func TestIDs(t *testing.T) {
 	var c IDs
 	scanned := make(chan struct{})
 	c.scanned = scanned
-	id := ID{locks.Key{Dev: 1, Ino: 2}, 3}
+	id := ID{Key: locks.Key{Dev: 1, Ino: 2}, Gen: 3}
 	c.Add(id)
-	if !c.Knows(id) || c.Knows(ID{id.Key, 4}) {
-		t.Errorf("Knows: the identity %v, another generation %v; want true, false", c.Knows(id), c.Knows(ID{id.Key, 4}))
+	if !c.Knows(id) || c.Knows(ID{Key: id.Key, Gen: 4}) {
+		t.Errorf("Knows: the identity %v, another generation %v; want true, false", c.Knows(id), c.Knows(ID{Key: id.Key, Gen: 4}))
 	}
 	done := make(chan bool)
 	go func() { done <- c.Has(id) }()

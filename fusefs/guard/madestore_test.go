@@ -36,7 +36,7 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[name], stats[name] = ID{locks.KeyOf(&st), gen}, &st
+		ids[name], stats[name] = ID{Key: locks.KeyOf(&st), Gen: gen}, &st
 		s.Add(ids[name], &st)
 	}
 	if err := s.Save(store, dir); err != nil {

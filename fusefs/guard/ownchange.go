@@ -41,7 +41,7 @@ func (g *Guard) OwnChange(fds []int, change func() error) error {
 		if err != nil {
 			continue
 		}
-		h.fd, h.id = fd, ID{locks.KeyOf(&h.before), gen}
+		h.fd, h.id = fd, ID{Key: locks.KeyOf(&h.before), Gen: gen}
 		switch g.Made.Check(h.id, &h.before) {
 		case MadeFresh:
 			hs = append(hs, h)

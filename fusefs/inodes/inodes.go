@@ -28,13 +28,8 @@ import (
 	"github.com/realm-dev/realm/locks"
 )
 
-// FileID names one backing file: its (dev, ino) and its generation, so that
-// an inode number freed by a deleted file and given to a new one does not
-// lead to the old file's node.
-type FileID struct {
-	Key locks.Key
-	Gen uint64
-}
+// FileID names one backing file over time (locks.FileID).
+type FileID = locks.FileID
 
 // BorrowedBit marks the inode numbers the mount makes up for objects whose
 // own number is borrowed by a live node; backing filesystems do not hand

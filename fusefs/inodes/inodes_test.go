@@ -14,7 +14,7 @@ type node struct {
 	ino  uint64
 }
 
-func file(ino, gen uint64) FileID { return FileID{locks.Key{Dev: 1, Ino: ino}, gen} }
+func file(ino, gen uint64) FileID { return FileID{Key: locks.Key{Dev: 1, Ino: ino}, Gen: gen} }
 
 // TestRekeyed: a rekeyed node is found by its new identity only, its
 // number is borrowed until it is forgotten, and it keeps one entry

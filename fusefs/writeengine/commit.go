@@ -369,7 +369,7 @@ func (w *Write[N]) replace() (unix.Stat_t, error) {
 	g.TempMade(w.tempName, false)
 	// The identities for the nodes (each keeps the inode number the kernel
 	// knows, which the host marks borrowed) and the mount's records.
-	was, now := FileID{locks.KeyOf(&old), oldGen}, FileID{locks.KeyOf(&st), gen}
+	was, now := FileID{Key: locks.KeyOf(&old), Gen: oldGen}, FileID{Key: locks.KeyOf(&st), Gen: gen}
 	// The rename moved the new file's ctime: its stamp is taken after it.
 	if err := dirfd.Fstat(w.temp, &st); err != nil {
 		g.host.Logf("%s: committed; cannot stat the new file: %v", w.place(), err)

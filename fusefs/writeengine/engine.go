@@ -50,13 +50,8 @@ const (
 // asks before it scans /proc.
 func CloseMayCommit(byOpener bool) bool { return writeproto.CloseMayCommit(byOpener) }
 
-// FileID names one backing file: its (dev, ino) and its generation
-// (dirfd.Statx), so that an inode number a deleted file freed and a new one
-// took does not lead to the old file's node.
-type FileID struct {
-	Key locks.Key
-	Gen uint64
-}
+// FileID names one backing file over time (locks.FileID).
+type FileID = locks.FileID
 
 // Host is what the engine needs of the mount, implemented by the go-fuse
 // adapter (fusefs), as one narrow interface per concern. N is the
