@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -308,7 +309,7 @@ func serve(cfg config, stderr io.Writer) int {
 	auditor, reopen := logs.audit, logs.files
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
-		if err := fusefs.CheckKernel(unix.ByteSliceToString(uts.Release[:])); err != nil {
+		if err := kernelcheck.Check(unix.ByteSliceToString(uts.Release[:])); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -507,7 +508,7 @@ func logMountNotes(fsys *fusefs.FS, server *fuse.Server, cfg config, logger *slo
 	if c, how := fsys.CacheInEffect(), fsys.Watching(); cfg.debug || how == "" && cfg.mount.watch {
 		logger.Info("kernel cache", "entries", c.Entry, "attributes", c.Attr, "absent_names", c.Negative, "watched_by", how)
 	}
-	for _, note := range fusefs.KernelNotes(server.KernelSettings()) {
+	for _, note := range kernelcheck.Notes(server.KernelSettings()) {
 		logger.Info("note: " + note)
 	}
 }

@@ -1,8 +1,8 @@
-package fusefs
+package kernelcheck
 
 import "testing"
 
-func TestCheckKernel(t *testing.T) {
+func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		release string
 		ok      bool
@@ -16,9 +16,9 @@ func TestCheckKernel(t *testing.T) {
 		{"5.10", true},
 		{"weird", true}, // unknown: let the mount tell
 	} {
-		err := CheckKernel(tc.release)
+		err := Check(tc.release)
 		if (err == nil) != tc.ok {
-			t.Errorf("CheckKernel(%q) = %v, want ok=%v", tc.release, err, tc.ok)
+			t.Errorf("Check(%q) = %v, want ok=%v", tc.release, err, tc.ok)
 		}
 	}
 }

@@ -1,4 +1,9 @@
-package fusefs
+// Package kernelcheck says which Linux realmfs runs on: the oldest
+// release it accepts (Check, before the mount) and what the mounted
+// kernel's FUSE lacks that realm would use (Notes, for the daemon's log).
+// It is a package of its own because it needs nothing of the mount:
+// cmd/realmfs asks it before and after mounting.
+package kernelcheck
 
 import (
 	"fmt"
@@ -8,22 +13,22 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// MinKernel is the oldest Linux realmfs runs on (Debian 11's 5.10 LTS).
+// Min is the oldest Linux realmfs runs on (Debian 11's 5.10 LTS).
 // Newer calls each have a fallback (tested in package dirfd by taking the
 // call away with a seccomp filter): openat2 (5.6) falls back to openat with
 // O_NOFOLLOW on single names, fchmodat2 (6.6) to /proc/self/fd/N, pidfds
 // with PIDFD_THREAD (6.9) to /proc/PID/stat start times; FUSE passthrough
 // (6.9) is negotiated at mount, and without it the daemon serves reads.
-var MinKernel = [2]int{5, 10}
+var Min = [2]int{5, 10}
 
-// CheckKernel refuses a kernel release (uname -r) older than MinKernel.
-func CheckKernel(release string) error {
+// Check refuses a kernel release (uname -r) older than Min.
+func Check(release string) error {
 	major, minor, ok := parseRelease(release)
 	if !ok {
 		return nil // an unknown scheme: let the mount say what is missing
 	}
-	if major < MinKernel[0] || major == MinKernel[0] && minor < MinKernel[1] {
-		return fmt.Errorf("realmfs needs Linux %d.%d or later; this kernel is %s", MinKernel[0], MinKernel[1], release)
+	if major < Min[0] || major == Min[0] && minor < Min[1] {
+		return fmt.Errorf("realmfs needs Linux %d.%d or later; this kernel is %s", Min[0], Min[1], release)
 	}
 	return nil
 }
@@ -43,9 +48,9 @@ func parseRelease(r string) (major, minor int, ok bool) {
 	return major, minor, err1 == nil && err2 == nil
 }
 
-// KernelNotes lists what the mounted kernel's FUSE lacks that realm would
+// Notes lists what the mounted kernel's FUSE lacks that realm would
 // use, one sentence each, for the daemon's log.
-func KernelNotes(in *fuse.InitIn) []string {
+func Notes(in *fuse.InitIn) []string {
 	var notes []string
 	if in == nil {
 		return nil
