@@ -113,8 +113,8 @@ func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeen
 }
 
 // NotifyEntry and NotifyInode queue invalidations for the kernel.
-func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.entry(dir.EmbeddedInode(), name) }
-func (h engineHost) NotifyInode(n *Node)                { h.f.notify.inode(n.EmbeddedInode()) }
+func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.Entry(dir.EmbeddedInode(), name) }
+func (h engineHost) NotifyInode(n *Node)                { h.f.notify.Inode(n.EmbeddedInode()) }
 
 // Quiet and Unquiet spare the watcher the daemon's own changes to a temp.
 func (h engineHost) Quiet(fd int) bool { return h.f.watch != nil && h.f.watch.quiet(fd) }

@@ -40,6 +40,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/writeengine"
@@ -168,16 +169,20 @@ type FS struct {
 	// heirs hands a retired node's lock set to the nodes that replace it
 	// (reclock.go).
 	heirs reclock.Heirs
-	// umasks, writeIns: the caller's umask of each CREATE, MKDIR and
-	// MKNOD, the flags of each WRITE, being served (requestnotes.go).
-	umasks, writeIns requestNotes
+	// umasks, writeIns: what the mount's raw filesystem noted of the
+	// requests in progress (requestnotes.NotingFS, on a mount made by
+	// FS.Mount): the caller's umask of each CREATE, MKDIR and MKNOD
+	// (callerUmask), the file's flags at each WRITE (writeHandle.Write).
+	// Notes.Of answers false for a call that did not come through the
+	// mount (the unit tests).
+	umasks, writeIns requestnotes.Notes
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.
 	attrTimeout time.Duration
 
-	notify *notifier // invalidations for the kernel, sent by one goroutine
-	watch  *watcher  // changes in BACKING behind the mount; nil if unwatched
+	notify *kernelnotify.Notifier // invalidations for the kernel, sent by one goroutine
+	watch  *watcher               // changes in BACKING behind the mount; nil if unwatched
 
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
@@ -221,7 +226,13 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys.guard.StartScan()
 	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: locks.KeyOf(&st)}
-	fsys.notify = newNotifier(fsys, opts.NotifyWhenBusy)
+	// Unless NotifyWhenBusy (tests: they wait in the kernel), an entry
+	// invalidation waits while its directory has a request in progress
+	// that the kernel sent holding the directory's lock (Node.busy).
+	fsys.notify = kernelnotify.New(fsys.root.EmbeddedInode(), func(dir *fs.Inode) bool {
+		n := asNode(dir)
+		return n != nil && n.busy.Load() > 0 && !opts.NotifyWhenBusy
+	})
 	if !opts.NoWatch {
 		w, err := newWatcher(fsys)
 		if err != nil {
@@ -575,7 +586,7 @@ func (f *FS) processOf(pid uint32) uint32 { return f.processes.Process(pid) }
 // never touches; another process's POLL gets ENOSYS, as it would after the
 // hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
-	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks.Notes, WriteIns: &f.writeIns.Notes}
+	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks, WriteIns: &f.writeIns}
 	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds.Counts, Owner: f.owner}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {

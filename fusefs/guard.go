@@ -382,7 +382,7 @@ func (f *FS) denyChmod(ctx context.Context, n *Node, typ, mode uint32) syscall.E
 // The kernel sends the caller's umask with every CREATE, MKDIR and MKNOD
 // (current_umask(), whatever DONT_MASK says), but go-fuse's node API does
 // not pass it on: the mount's raw filesystem notes it for the request
-// (requestnotes.go). Where the note is missing (a request that did not
+// (fusefs/requestnotes). Where the note is missing (a request that did not
 // come through the mount's raw filesystem) the caller's umask is read from
 // /proc/PID/status (guard.ProcUmask), which is the same umask: the thread
 // is blocked in the system call it runs under. The note spares a create
@@ -405,7 +405,7 @@ func (f *FS) callerUmask(ctx context.Context) uint32 {
 	if c.Pid == 0 {
 		return guard.UmaskUnknown
 	}
-	if u, ok := f.umasks.of(ctx); ok {
+	if u, ok := f.umasks.Of(ctx); ok {
 		return u
 	}
 	return guard.ProcUmask(c.Pid)

@@ -7,6 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/readhold"
 )
 
 // Coordinated files. A program that shares a file between its processes
@@ -58,7 +60,7 @@ type inPlaceHandle struct {
 	// handle made for the daemon's own use (truncate by name) is not.
 	// passthrough: the kernel serves it from fd (passthroughInPlace).
 	counted, passthrough bool
-	reads                readHolds // reads go-fuse has yet to make from fd
+	reads                readhold.Holds // reads go-fuse has yet to make from fd
 }
 
 var (
@@ -89,9 +91,9 @@ func (h *inPlaceHandle) change(fn func() error) error {
 	return h.node.fsys.ownMadeChange([]int{h.fd}, fn)
 }
 
-// Read reads the file (readhold.go).
+// Read reads the file (fusefs/readhold).
 func (h *inPlaceHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return h.reads.read(h.fd, buf, off)
+	return h.reads.Read(h.fd, buf, off)
 }
 
 // Write writes the file in place, at the offset the kernel gives (an
@@ -163,7 +165,7 @@ func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 	if h.counted {
 		h.node.inPlaceGone(h.passthrough)
 	}
-	return toErrno(h.reads.close(h.fd))
+	return toErrno(h.reads.Close(h.fd))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file.

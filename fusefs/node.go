@@ -71,7 +71,7 @@ type Node struct {
 	watched atomic.Bool
 	// busy counts requests in progress that the kernel sends holding this
 	// directory's lock; the notifier waits for none before it invalidates
-	// an entry here (see notify.go).
+	// an entry here (kernelnotify.New's busy).
 	busy atomic.Int32
 }
 
@@ -113,7 +113,7 @@ func (n *Node) retire() syscall.Errno {
 	// name up again for a stat too, not only for an open.
 	lockorder.GoFuse("Inode.Parent")
 	if name, parent := n.Parent(); parent != nil {
-		n.fsys.notify.entry(parent, name)
+		n.fsys.notify.Entry(parent, name)
 	}
 	return syscall.ESTALE
 }
@@ -237,7 +237,7 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 // name now leads somewhere else, changed from outside the mount: it is never
 // served under n. An object of another type (a symlink or directory where a
 // file was) is a swap: refused, EACCES, audited PATH_ESCAPE, and the
-// kernel's entry is queued for invalidation (notify.go; never sent from
+// kernel's entry is queued for invalidation (fusefs/kernelnotify; never sent from
 // here: a notification can block on the directory's lock, which the caller
 // may hold). The same type is a replacement (an editor outside saving by
 // rename): ESTALE, which makes the kernel look the name up afresh and retry,
@@ -279,7 +279,7 @@ func (n *Node) answerIdentity(ctx context.Context, op string, pn *Node, name str
 		return 0
 	}
 	if pn != nil {
-		n.fsys.notify.entry(pn.EmbeddedInode(), name)
+		n.fsys.notify.Entry(pn.EmbeddedInode(), name)
 	}
 	if id == identityReplaced {
 		return syscall.ESTALE

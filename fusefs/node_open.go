@@ -514,7 +514,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		lease.Release()
 		// Its readers stay on n: the attributes the kernel keeps for them
 		// go, as the writer's appends in place may grow the file.
-		f.notify.inode(n.EmbeddedInode())
+		f.notify.Inode(n.EmbeddedInode())
 		return nil, 0, n.retire(), false
 	}
 	defer func() {

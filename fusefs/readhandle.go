@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/readhold"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -18,12 +19,12 @@ import (
 // has nothing to commit.
 type readHandle struct {
 	handle
-	fd          int         // of the verified backing file
-	key         locks.Key   // that file's identity
-	owner       locks.Owner // the opener's lock owner
-	passthrough bool        // the kernel may serve reads straight from fd
-	cached      bool        // the kernel serves reads through its page cache
-	reads       readHolds   // reads go-fuse has yet to make from fd
+	fd          int            // of the verified backing file
+	key         locks.Key      // that file's identity
+	owner       locks.Owner    // the opener's lock owner
+	passthrough bool           // the kernel may serve reads straight from fd
+	cached      bool           // the kernel serves reads through its page cache
+	reads       readhold.Holds // reads go-fuse has yet to make from fd
 }
 
 var (
@@ -50,9 +51,9 @@ type passthroughFile struct{ *readHandle }
 func (p *passthroughFile) PassthroughFd() (int, bool) { return p.fd, true }
 
 // Read splices from the verified backing fd: the data does not pass
-// through the daemon (readhold.go).
+// through the daemon (fusefs/readhold).
 func (h *readHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return h.reads.read(h.fd, buf, off)
+	return h.reads.Read(h.fd, buf, off)
 }
 
 // Write answers EBADF, as write(2) on a descriptor opened read-only
@@ -81,7 +82,7 @@ func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 		h.node.cachedOpen.Add(-1)
 	}
 	h.node.readerGone(h)
-	return toErrno(h.reads.close(h.fd))
+	return toErrno(h.reads.Close(h.fd))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file the handle reads.

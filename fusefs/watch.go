@@ -63,19 +63,19 @@ func (w *watcher) Changed(dir *Node, name string, names, content bool) {
 	q := w.fs.notify
 	in := dir.EmbeddedInode()
 	if name == "" {
-		q.inode(in)
+		q.Inode(in)
 		return
 	}
 	if hiddenName(name) {
 		return
 	}
 	if names {
-		q.entry(in, name)
+		q.Entry(in, name)
 	}
 	if content {
 		lockorder.GoFuse("Inode.GetChild")
 		if child := in.GetChild(name); child != nil {
-			q.inode(child)
+			q.Inode(child)
 		}
 	}
 }

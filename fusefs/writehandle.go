@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/readhold"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
@@ -89,7 +90,7 @@ func (h *writeHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.Rea
 		n, err = unix.Pread(w.Cur(), buf, off)
 		return toErrno(err)
 	})
-	return bytesRead(buf[:max(n, 0)]), errno
+	return readhold.Bytes(buf[:max(n, 0)]), errno
 }
 
 // Write writes into the owner's temp, never the file; the first write
@@ -113,12 +114,12 @@ func (h *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32
 }
 
 // appends reports whether a WRITE through h (ctx) appends: O_APPEND as
-// the kernel sent it with the write (requestnotes.go), else as h was opened.
+// the kernel sent it with the write (fusefs/requestnotes), else as h was opened.
 // h keeps it for the scans of its opener's descriptors (sameOpen), whose
 // flags in /proc show fcntl(F_SETFL)'s change too.
 func (h *writeHandle) appends(ctx context.Context) bool {
 	flags := h.flags.Load()
-	if now, ok := h.node.fsys.writeIns.of(ctx); ok {
+	if now, ok := h.node.fsys.writeIns.Of(ctx); ok {
 		flags = flags&^syscall.O_APPEND | now&syscall.O_APPEND
 		h.flags.Store(flags)
 	}
