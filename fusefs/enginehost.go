@@ -98,17 +98,17 @@ func (h engineHost) Child(dir *Node, name string) *Node { return asNode(dir.chil
 // Replaced moves the nodes that stood for the file a commit replaced
 // (stoodFor) to the new file: each keeps the inode number the kernel
 // knows, which the backing filesystem may now give to a new file, so the
-// number is marked borrowed (setRekeyed). The mount's records of the old
-// file (successors, the made set) follow it.
+// number is marked borrowed (inodes.Table.Rekeyed). The mount's records of
+// the old file (successors, for Node.catchUp; the made set) follow it.
 func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeengine.FileID, st *unix.Stat_t) {
 	f := h.f
 	for _, m := range nodes {
 		if m != nil && m.key() == stoodFor {
 			m.setIdent(new.Key.Dev, new.Key.Ino, new.Gen)
-			f.setRekeyed(new, m)
+			f.inos.Rekeyed(new, m, m.StableAttr().Ino)
 		}
 	}
-	f.succeeded(old, new)
+	f.inos.Succeeded(old, new)
 	f.madeCommitted(old, new, st)
 }
 

@@ -164,7 +164,10 @@ type FS struct {
 	scanning sync.WaitGroup
 
 	// inos keeps the inode numbers the kernel knows across commits: a
-	// rekeyed file's, and those the mount makes up (inodes.go).
+	// rekeyed file's node keeps the number the kernel knows, which becomes
+	// borrowed, and an object given a borrowed number gets one the mount
+	// makes up (fusefs/inodes). It is told each node's inode number
+	// (go-fuse's StableAttr) by the caller.
 	inos inodes.Table[*Node]
 	// heirs hands a retired node's lock set to the nodes that replace it
 	// (reclock.go).
@@ -369,17 +372,6 @@ func (f *FS) Close() error {
 		}
 	}
 	return errors.Join(saved, f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
-}
-
-// inoOf maps a backing (dev, ino) to the mount's inode number: files on the
-// root's device keep their own number; others are mixed with their device so
-// that a filesystem mounted inside the backing dir cannot collide.
-func (f *FS) inoOf(st *unix.Stat_t) uint64 {
-	if st.Dev == f.rootDev {
-		return st.Ino
-	}
-	swap := func(d uint64) uint64 { return d<<32 | d>>32 }
-	return (swap(st.Dev) ^ swap(f.rootDev)) ^ st.Ino
 }
 
 // logf writes one line to the daemon's log.
@@ -597,9 +589,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 }
 
 // fillAttr fills a FUSE attribute from a backing stat, with the mount's
-// inode number for it (inoOf).
+// inode number for it (inodes.Number).
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
-	a.Ino = f.inoOf(s)
+	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
 	a.Blocks = uint64(s.Blocks)
 	a.Atime, a.Atimensec = uint64(s.Atim.Sec), uint32(s.Atim.Nsec)

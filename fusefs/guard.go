@@ -134,7 +134,7 @@ func (f *FS) madeRenamed(pfd int, rel, name string) { f.guard.MadeRenamed(pfd, r
 
 // madeCommitted carries a made file to the file a commit put in its place
 // (old replaced by new, whose stat is st): the mount's own write.
-func (f *FS) madeCommitted(old, new fileID, st *unix.Stat_t) {
+func (f *FS) madeCommitted(old, new locks.FileID, st *unix.Stat_t) {
 	f.guard.Made.Carry(old, new, st)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -55,7 +56,7 @@ func TestMadeUpNumberIsKept(t *testing.T) {
 		if first == nil {
 			t.Fatalf("%s: no node", name)
 		}
-		if first.StableAttr().Ino&borrowedBit == 0 {
+		if first.StableAttr().Ino&inodes.BorrowedBit == 0 {
 			t.Errorf("%s: inode number %d, want one the mount made up", name, first.StableAttr().Ino)
 		}
 		tf.root.AddChild(name, first, true)

@@ -36,7 +36,7 @@ func TestGoFuseNotUnderCommitMu(t *testing.T) {
 	if !strings.Contains(vs[0].TakingStack, "fusefs.(*Node).childInode") || !strings.Contains(vs[0].HeldStack, "TestGoFuseNotUnderCommitMu") {
 		t.Errorf("stacks:\n%s\n%s", vs[0].TakingStack, vs[0].HeldStack)
 	}
-	// The inode table's lock is a leaf: a node is made under it (FS.madeUp).
+	// The inode table's lock is a leaf: a node is made under it (inodes.Table.MadeUp).
 	const ino = 12345
 	tf.inos.Retired(&Node{}, ino, locks.Key{}, 0)
 	vs = lockorder.Catch(func() {

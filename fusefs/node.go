@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -107,7 +108,7 @@ func (n *Node) retire() syscall.Errno {
 	n.retired = true
 	key := locks.Key{Dev: n.dev, Ino: n.ino}
 	n.mu.Unlock()
-	n.fsys.retired(n, key)
+	n.fsys.inos.Retired(n, n.StableAttr().Ino, key, retireHold)
 	n.fsys.bequeath(n, key)
 	// The kernel's entry for the name still leads to n: have it look the
 	// name up again for a stat too, not only for an open.
@@ -145,20 +146,30 @@ var (
 // same inode number. go-fuse may answer with an existing node of the same
 // identity (a hard link, or a second lookup racing this one); that node
 // stands for the same object. An object whose number a live node borrows
-// gets the number the mount made up for it (FS.madeUp).
+// gets the number the mount made up for it (inodes.Table.MadeUp).
+//
+// The node the table leads to (inodes.Table.Node) is the object's while
+// it still stands for it: it may have moved on to a later version.
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
-	id := fileID{Key: locks.KeyOf(st), Gen: gen}
-	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
+	f := n.fsys
+	id := locks.FileID{Key: locks.KeyOf(st), Gen: gen}
+	if m, _ := f.inos.Node(id); m != nil && m.key() == id.Key && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: n.fsys.holdOf(locks.KeyOf(st)), bornAs: locks.KeyOf(st)}
-	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
-	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
+	child := &Node{fsys: f, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: f.inos.HoldOf(id.Key), bornAs: id.Key}
+	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: inodes.Number(f.rootDev, st.Dev, st.Ino), Gen: gen}
+	var made *fs.Inode
+	m, borrowed := f.inos.MadeUp(id, attr.Ino, func(ino uint64) (*Node, uint64) {
 		attr.Ino = ino
-		lockorder.GoFuse("Inode.NewInode") // under the inode table's lock (FS.madeUp)
-		return n.NewInode(ctx, child, attr)
-	}); in != nil {
-		return in
+		lockorder.GoFuse("Inode.NewInode") // under the inode table's lock (inodes.Table.MadeUp)
+		made = n.NewInode(ctx, child, attr)
+		return asNode(made), made.StableAttr().Ino
+	})
+	switch {
+	case made != nil:
+		return made
+	case borrowed:
+		return m.EmbeddedInode()
 	}
 	lockorder.GoFuse("Inode.NewInode")
 	return n.NewInode(ctx, child, attr)
@@ -191,7 +202,7 @@ func (n *Node) OnForget() {
 	if l != nil {
 		n.fsys.dropLockSet(l)
 	}
-	n.fsys.forgetRekeyed(n)
+	n.fsys.inos.Forget(n, n.StableAttr().Ino)
 }
 
 // parentFd returns the fd of n's parent directory and n's name in it.
@@ -674,16 +685,17 @@ func (n *Node) setIdent(dev, ino, gen uint64) {
 }
 
 // fileID is the backing file n stands for, generation included.
-func (n *Node) fileID() fileID {
+func (n *Node) fileID() locks.FileID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return fileID{Key: locks.Key{Dev: n.dev, Ino: n.ino}, Gen: n.gen}
+	return locks.FileID{Key: locks.Key{Dev: n.dev, Ino: n.ino}, Gen: n.gen}
 }
 
 // catchUp moves n to found, the file the caller found named name in pn, if
 // it is what commits of this mount put in place of the file n stands for
-// (FS.catchUp). A second look at the name gives the generation; it must
-// still be found.
+// (inodes.Table.CatchUp): a lookup made n for the old file while a commit
+// renamed over it. A second look at the name gives the generation; it
+// must still be found.
 func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.Stat_t) bool {
 	pfd, done, errno := pn.dirFd(ctx)
 	defer done()
@@ -695,7 +707,12 @@ func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.S
 	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || locks.KeyOf(&st) != locks.KeyOf(found) {
 		return false
 	}
-	return n.fsys.catchUp(n, fileID{Key: locks.KeyOf(&st), Gen: gen})
+	now := locks.FileID{Key: locks.KeyOf(&st), Gen: gen}
+	if !n.fsys.inos.CatchUp(n, n.StableAttr().Ino, n.fileID(), now) {
+		return false
+	}
+	n.setIdent(now.Key.Dev, now.Key.Ino, now.Gen)
+	return true
 }
 
 // inFlux reports whether n has handles of an owner's pending write open.

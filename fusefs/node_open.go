@@ -170,7 +170,7 @@ func (n *Node) admitReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHan
 	// The hold of n, or of the file: a node made for the file just before
 	// another of its nodes was retired holds off too.
 	now := time.Now().UnixNano()
-	fileHold := f.holdOf(key)
+	fileHold := f.inos.HoldOf(key)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	held := now < n.ptHold || now < fileHold

@@ -35,7 +35,7 @@ import (
 //     written now keeps new readers off passthrough for retireHold, so that
 //     the next write open need not retire again; a node a lookup made for
 //     the file a commit was replacing catches up with the commit instead of
-//     answering ESTALE (FS.catchUp, by generation: inode numbers are
+//     answering ESTALE (Node.catchUp, by generation: inode numbers are
 //     reused at once); readers that all read direct share a node across
 //     versions (admitReader).
 //   - A node whose name a rename replaced answers open and stat with

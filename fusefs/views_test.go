@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -309,16 +312,25 @@ func TestCatchUpNeedsTheGeneration(t *testing.T) {
 	tf.write(t, "f", "x")
 	n := tf.lookup(t, "f")
 	was := n.fileID()
-	next := fileID{Key: locks.Key{Dev: was.Key.Dev, Ino: was.Key.Ino + 1000}, Gen: 7}
-	tf.succeeded(was, next)
-	reused := fileID{Key: next.Key, Gen: 8} // the same number, another file
-	if tf.catchUp(n, reused) {
+	tf.write(t, "f.new", "y")
+	if err := os.Rename(filepath.Join(tf.backing, "f.new"), filepath.Join(tf.backing, "f")); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(tf.rootFd, "f", &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := locks.FileID{Key: locks.KeyOf(&st), Gen: gen}
+	tf.inos.Succeeded(was, locks.FileID{Key: next.Key, Gen: gen + 1}) // the same number, another file
+	if n.catchUp(context.Background(), tf.root, "f", &st) {
 		t.Fatal("caught up with a file that only shares the replacement's inode number")
 	}
 	if n.fileID() != was {
 		t.Fatal("a refused catch-up moved the node")
 	}
-	if !tf.catchUp(n, next) || n.fileID() != next {
+	tf.inos.Succeeded(was, next)
+	if !n.catchUp(context.Background(), tf.root, "f", &st) || n.fileID() != next {
 		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.fileID(), next)
 	}
 }

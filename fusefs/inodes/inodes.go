@@ -1,4 +1,5 @@
-// Package inodes keeps the inode numbers the kernel knows across commits.
+// Package inodes keeps the inode numbers the kernel knows across commits,
+// and gives each backing object its number on the mount (Number).
 // A commit gives the file a new backing inode; it is rekeyed: its node
 // takes the new identity and keeps the inode number the kernel knows
 // (Table.Rekeyed), and that number becomes borrowed. The backing
@@ -253,4 +254,16 @@ func (t *Table[N]) Entries() (objects, nodes int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.rekeyed), len(t.rekeyedBy)
+}
+
+// Number is the mount's inode number of the backing object (dev, ino):
+// objects on the root's device rootDev keep their own number; others are
+// mixed with their device, so that a filesystem mounted inside the backing
+// dir cannot collide.
+func Number(rootDev, dev, ino uint64) uint64 {
+	if dev == rootDev {
+		return ino
+	}
+	swap := func(d uint64) uint64 { return d<<32 | d>>32 }
+	return (swap(dev) ^ swap(rootDev)) ^ ino
 }

@@ -157,3 +157,20 @@ func TestRetired(t *testing.T) {
 		t.Errorf("a hold past is kept until %d", hold)
 	}
 }
+
+// TestNumber: an object on the root's device keeps its number; one on
+// another device gets a number mixed with both devices, which differs
+// from its own and from the same number on a third device.
+func TestNumber(t *testing.T) {
+	const root, other, third = 0x801, 0x2a, 0x2b
+	if got := Number(root, root, 7); got != 7 {
+		t.Errorf("Number on the root's device = %d, want 7", got)
+	}
+	a, b := Number(root, other, 7), Number(root, third, 7)
+	if a == 7 || b == 7 || a == b {
+		t.Errorf("Number on other devices = %#x, %#x: want two numbers of their own", a, b)
+	}
+	if want := uint64(other<<32^root<<32) ^ 7; a != want {
+		t.Errorf("Number(%#x, %#x, 7) = %#x, want %#x", root, other, a, want)
+	}
+}

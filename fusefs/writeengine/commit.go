@@ -354,7 +354,7 @@ func (w *Write[N]) replace() (unix.Stat_t, error) {
 	// name now (after an earlier commit it can be another). A node a
 	// lookup makes for the old file after this look is in neither place:
 	// it catches up when it meets the new file (fusefs Node.verify and
-	// FS.succeeded).
+	// inodes.Table.Succeeded).
 	nodes := []N{w.node, g.host.Child(w.fileParent, w.fileName)}
 	w.unquiet() // before the temp becomes the file: the host's changes to it must be seen
 	defer g.host.LockCommit()()
