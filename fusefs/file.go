@@ -54,7 +54,7 @@ func (h *handle) release(also func()) bool {
 	}
 	h.mu.Unlock()
 	for locker := range lockers {
-		h.node.dropLocker(locker)
+		h.node.fsys.heirs.Drop(&h.node.recLocks, locker)
 	}
 	return true
 }

@@ -169,7 +169,8 @@ type FS struct {
 	// makes up (fusefs/inodes). It is told each node's inode number
 	// (go-fuse's StableAttr) by the caller.
 	inos inodes.Table[*Node]
-	// heirs hands a retired node's lock set to the nodes that replace it
+	// heirs keeps the nodes' lock sets and hands a retired node's to the
+	// nodes that replace it, releasing the charges of the fds they close
 	// (reclock.go).
 	heirs reclock.Heirs
 	// umasks, writeIns: what the mount's raw filesystem noted of the
@@ -220,6 +221,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
+	fsys.heirs.Charges = &fsys.fds.Counts
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
 	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {
@@ -228,7 +230,7 @@ func New(backing string, opts Options) (*FS, error) {
 		}
 	}
 	fsys.guard.StartScan()
-	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, bornAs: locks.KeyOf(&st)}
+	fsys.root = &Node{fsys: fsys, dev: st.Dev, ino: st.Ino, recLocks: reclock.Place{Born: locks.KeyOf(&st)}}
 	// Unless NotifyWhenBusy (tests: they wait in the kernel), an entry
 	// invalidation waits while its directory has a request in progress
 	// that the kernel sent holding the directory's lock (Node.busy).

@@ -37,11 +37,11 @@ type Node struct {
 	// FS.rootFd.
 	dcache dircache.Entry
 
-	// recLocks holds the per-locker fds of POSIX record locks and flock,
-	// made at first use (Node.lockSet, guarded by mu) and shared with a
-	// retired predecessor born as the same file (bornAs; see reclock.go).
-	recLocks *reclock.Set
-	bornAs   locks.Key
+	// recLocks is n's place among the lock sets of POSIX record locks and
+	// flock (fusefs/reclock, guarded by FS.heirs): the per-locker fds, made
+	// at first use and shared with a retired predecessor born as the same
+	// file (see reclock.go).
+	recLocks reclock.Place
 
 	// cachedOpen counts n's open handles that are not passthrough; while
 	// there are any, new readers do not pass through (see Open).
@@ -109,7 +109,7 @@ func (n *Node) retire() syscall.Errno {
 	key := locks.Key{Dev: n.dev, Ino: n.ino}
 	n.mu.Unlock()
 	n.fsys.inos.Retired(n, n.StableAttr().Ino, key, retireHold)
-	n.fsys.bequeath(n, key)
+	n.fsys.heirs.Bequeath(&n.recLocks, key)
 	// The kernel's entry for the name still leads to n: have it look the
 	// name up again for a stat too, not only for an open.
 	lockorder.GoFuse("Inode.Parent")
@@ -156,7 +156,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	if m, _ := f.inos.Node(id); m != nil && m.key() == id.Key && !m.isRetired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: f, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: f.inos.HoldOf(id.Key), bornAs: id.Key}
+	child := &Node{fsys: f, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: f.inos.HoldOf(id.Key), recLocks: reclock.Place{Born: id.Key}}
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: inodes.Number(f.rootDev, st.Dev, st.Ino), Gen: gen}
 	var made *fs.Inode
 	m, borrowed := f.inos.MadeUp(id, attr.Ino, func(ino uint64) (*Node, uint64) {
@@ -196,12 +196,7 @@ func (n *Node) OnForget() {
 	if n.IsDir() && n != n.fsys.root {
 		n.forgetDir()
 	}
-	n.mu.Lock()
-	l := n.recLocks
-	n.mu.Unlock()
-	if l != nil {
-		n.fsys.dropLockSet(l)
-	}
+	n.fsys.heirs.Forget(&n.recLocks)
 	n.fsys.inos.Forget(n, n.StableAttr().Ino)
 }
 

@@ -5,8 +5,33 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
+
+// Getlk answers the kernel's GETLK on a locker's fd: out is the lock that
+// would conflict with lk (of type F_UNLCK if none would).
+func Getlk(fd int, lk, out *fuse.FileLock) syscall.Errno {
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	if errno := Test(fd, &flk); errno != 0 {
+		return errno
+	}
+	out.FromFlockT(&flk)
+	return 0
+}
+
+// Setlk answers the kernel's SETLK, or with wait its SETLKW: a flock
+// (FUSE_LK_FLOCK in flags) or a record lock as an OFD lock on a locker's
+// fd, retried with backoff until ctx ends when wait is set (see retry).
+func Setlk(ctx context.Context, fd int, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	if flags&fuse.FUSE_LK_FLOCK != 0 {
+		return Flock(ctx, fd, lk.Typ, wait)
+	}
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	return Lock(ctx, fd, flk, wait)
+}
 
 // Test reports in flk a lock that would conflict with flk on a locker's
 // fd (F_OFD_GETLK); flk.Type is F_UNLCK if none would.

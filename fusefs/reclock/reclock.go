@@ -1,9 +1,10 @@
 // Package reclock keeps the descriptors behind POSIX record locks and
 // flock on the mount: one open-file-description lock fd per locker, opened
-// from one anchor per file, and the lock sets a retired node hands to the
-// nodes that replace it. It is a package of its own because none of it
-// needs the node tree: fusefs's Getlk, Setlk and Setlkw decode the request,
-// find the node's Set, and call Lock or Test here.
+// from one anchor per file, each node's lock set (its Place) and the sets
+// a retired node hands to the nodes that replace it (Heirs), and answers
+// the kernel's GETLK, SETLK and SETLKW on them. It is a package of its own
+// because none of it needs the node tree: fusefs's Getlk, Setlk and Setlkw
+// find the locker's fd (Heirs.Fd) and call Getlk or Setlk here.
 package reclock
 
 import (
@@ -36,7 +37,8 @@ import (
 //
 // Each locker's fd is charged to the owner of the request that opened it,
 // and the anchor to the owner whose lock made it (fusefs's fdcap.go);
-// closed, they are released: the Charges returned say to whom.
+// closed, they are released (Heirs.Charges): the charges a set's calls
+// return say to whom.
 type Set struct {
 	mu          lockorder.Mutex[lockorder.LockFdsMu]
 	anchor      int // 0 when none (fd 0 is never an anchor: dups start at 3)
@@ -46,24 +48,24 @@ type Set struct {
 	nodes       int                    // nodes sharing the set; guarded by Heirs.mu
 }
 
-// Charge is N descriptors charged to Owner, to release.
-type Charge struct {
-	Owner locks.Owner
-	N     int
+// charged is n descriptors charged to owner, to release.
+type charged struct {
+	owner locks.Owner
+	n     int
 }
 
-// Has returns locker's lock fd if it has one.
-func (l *Set) Has(locker uint64) (int, bool) {
+// has returns locker's lock fd if it has one.
+func (l *Set) has(locker uint64) (int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fd, ok := l.byLocker[locker]
 	return fd, ok
 }
 
-// Fd returns locker's lock fd, opening it from the anchor (made from src, an
+// fd returns locker's lock fd, opening it from the anchor (made from src, an
 // fd of the file's current content, on first use); opened is how many fds
 // it opened, charged to owner.
-func (l *Set) Fd(src int, locker uint64, owner locks.Owner) (fd, opened int, errno syscall.Errno) {
+func (l *Set) fd(src int, locker uint64, owner locks.Owner) (fd, opened int, errno syscall.Errno) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if fd, ok := l.byLocker[locker]; ok {
@@ -99,9 +101,9 @@ func (l *Set) Fd(src int, locker uint64, owner locks.Owner) (fd, opened int, err
 	return fd, 1, 0
 }
 
-// Drop closes locker's fd, which releases every lock it held, and returns
+// drop closes locker's fd, which releases every lock it held, and returns
 // the charges of the fds it closed.
-func (l *Set) Drop(locker uint64) []Charge {
+func (l *Set) drop(locker uint64) []charged {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fd, ok := l.byLocker[locker]
@@ -109,12 +111,12 @@ func (l *Set) Drop(locker uint64) []Charge {
 		return nil
 	}
 	dirfd.Close(fd)
-	cs := []Charge{{l.owners[locker], 1}}
+	cs := []charged{{l.owners[locker], 1}}
 	delete(l.byLocker, locker)
 	delete(l.owners, locker)
 	if len(l.byLocker) == 0 {
 		dirfd.Close(l.anchor)
-		cs = append(cs, Charge{l.anchorOwner, 1})
+		cs = append(cs, charged{l.anchorOwner, 1})
 		l.anchor, l.anchorOwner = 0, ""
 	}
 	return cs
@@ -122,19 +124,19 @@ func (l *Set) Drop(locker uint64) []Charge {
 
 // closeAll closes every locker's fd and the anchor: the last node sharing
 // the set is forgotten. It returns the charges of the fds it closed.
-func (l *Set) closeAll() []Charge {
+func (l *Set) closeAll() []charged {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var cs []Charge
+	var cs []charged
 	for locker, fd := range l.byLocker {
 		dirfd.Close(fd)
-		cs = append(cs, Charge{l.owners[locker], 1})
+		cs = append(cs, charged{l.owners[locker], 1})
 		delete(l.byLocker, locker)
 		delete(l.owners, locker)
 	}
 	if l.anchor > 0 {
 		dirfd.Close(l.anchor)
-		cs = append(cs, Charge{l.anchorOwner, 1})
+		cs = append(cs, charged{l.anchorOwner, 1})
 		l.anchor, l.anchorOwner = 0, ""
 	}
 	return cs

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/locks"
@@ -38,15 +39,15 @@ func TestLockersConflict(t *testing.T) {
 	src := openFile(t)
 	var s Set
 	ctx := context.Background()
-	fd1, opened, errno := s.Fd(src, 1, "a")
+	fd1, opened, errno := s.fd(src, 1, "a")
 	if errno != 0 || opened != 2 {
 		t.Fatalf("first locker: opened %d, %v; want the anchor and its fd", opened, errno)
 	}
-	fd2, opened, errno := s.Fd(src, 2, "b")
+	fd2, opened, errno := s.fd(src, 2, "b")
 	if errno != 0 || opened != 1 {
 		t.Fatalf("second locker: opened %d, %v; want its fd only", opened, errno)
 	}
-	if again, opened, _ := s.Fd(src, 1, "a"); again != fd1 || opened != 0 {
+	if again, opened, _ := s.fd(src, 1, "a"); again != fd1 || opened != 0 {
 		t.Errorf("locker 1 again: fd %d (opened %d), want %d", again, opened, fd1)
 	}
 	steps := []struct {
@@ -71,16 +72,16 @@ func TestLockersConflict(t *testing.T) {
 	if errno := Test(fd2, &flk); errno != 0 || flk.Type != syscall.F_RDLCK {
 		t.Errorf("2 tests: %v, type %d; want locker 1's read lock", errno, flk.Type)
 	}
-	if cs := s.Drop(1); len(cs) != 1 || cs[0] != (Charge{"a", 1}) {
+	if cs := s.drop(1); len(cs) != 1 || cs[0] != (charged{"a", 1}) {
 		t.Errorf("drop 1 released %v, want its fd", cs)
 	}
 	if errno := Lock(ctx, fd2, whole(syscall.F_WRLCK), false); errno != 0 {
 		t.Errorf("2 after 1 dropped: %v", errno)
 	}
-	if cs := s.Drop(2); len(cs) != 2 || cs[0] != (Charge{"b", 1}) || cs[1] != (Charge{"a", 1}) {
+	if cs := s.drop(2); len(cs) != 2 || cs[0] != (charged{"b", 1}) || cs[1] != (charged{"a", 1}) {
 		t.Errorf("drop 2 released %v, want its fd and the anchor (a's)", cs)
 	}
-	if cs := s.Drop(2); cs != nil {
+	if cs := s.drop(2); cs != nil {
 		t.Errorf("drop 2 again released %v", cs)
 	}
 }
@@ -90,8 +91,8 @@ func TestLockersConflict(t *testing.T) {
 func TestLockWaits(t *testing.T) {
 	src := openFile(t)
 	var s Set
-	fd1, _, _ := s.Fd(src, 1, "")
-	fd2, _, _ := s.Fd(src, 2, "")
+	fd1, _, _ := s.fd(src, 1, "")
+	fd2, _, _ := s.fd(src, 2, "")
 	ctx := context.Background()
 	if errno := Lock(ctx, fd1, whole(syscall.F_WRLCK), false); errno != 0 {
 		t.Fatal(errno)
@@ -113,34 +114,83 @@ func TestLockWaits(t *testing.T) {
 	}
 }
 
-// TestHeirs: a retired node's set goes to the nodes born as its file, and
-// only the last node sharing a set closes its fds.
+// released records the charges given back (Heirs.Charges).
+type released map[locks.Owner]int
+
+func (r released) Release(o locks.Owner, n int) { r[o] += n }
+
+// TestHeirs: a node's set is made at its first lock, a retired node's set
+// goes to the nodes born as its file, and only the last node sharing a set
+// closes its fds, giving their charges back.
 func TestHeirs(t *testing.T) {
 	src := openFile(t)
-	var h Heirs
+	back := released{}
+	h := Heirs{Charges: back}
+	withSrc := func(fn func(int) syscall.Errno) syscall.Errno { return fn(src) }
+	charges := 0
+	chargeA := func() (locks.Owner, syscall.Errno) { charges++; return "a", 0 }
 	k, other := locks.Key{Dev: 1, Ino: 2}, locks.Key{Dev: 1, Ino: 3}
-	old := h.Of(k)
-	if _, _, errno := old.Fd(src, 1, "a"); errno != 0 {
+	old, heir, another := &Place{Born: k}, &Place{Born: k}, &Place{Born: other}
+	fd, errno := h.Fd(old, 1, withSrc, chargeA)
+	if errno != 0 {
 		t.Fatal(errno)
 	}
-	if h.Of(other) == old {
+	if again, _ := h.Fd(old, 1, withSrc, chargeA); again != fd || charges != 1 {
+		t.Errorf("locker 1 again: fd %d, %d charges; want %d, one charge", again, charges, fd)
+	}
+	if h.Of(another) == h.Of(old) {
 		t.Fatal("a node of another file shares the set")
 	}
-	h.Bequeath(k, old)
-	heir := h.Of(k)
-	if heir != old {
+	h.Bequeath(old, k)
+	if h.Of(heir) != h.Of(old) {
 		t.Fatal("the node born as the retired node's file has a set of its own")
 	}
-	if cs := h.Forget(old); cs != nil {
-		t.Errorf("forget of one of two nodes released %v", cs)
+	if got, _ := h.Fd(heir, 1, withSrc, chargeA); got != fd {
+		t.Errorf("the heir's locker 1 has fd %d, want the retired node's %d", got, fd)
 	}
-	if _, ok := heir.Has(1); !ok {
-		t.Error("the heir lost locker 1's fd")
+	if _, errno := h.Fd(heir, 2, withSrc, func() (locks.Owner, syscall.Errno) { return "b", syscall.ENOLCK }); errno != syscall.ENOLCK {
+		t.Errorf("a refused charge: %v, want ENOLCK", errno)
 	}
-	if cs := h.Forget(heir); len(cs) != 2 {
-		t.Errorf("forget of the last node released %v, want the fd and the anchor", cs)
+	h.Forget(old)
+	if back["a"] != 0 {
+		t.Errorf("forget of one of two nodes released %v", back)
 	}
-	if h.Of(k) == old {
+	h.Forget(heir)
+	if back["a"] != LockerFds {
+		t.Errorf("forget of the last node released %v, want a's fd and the anchor", back)
+	}
+	if h.Of(&Place{Born: k}) == h.Of(old) {
 		t.Error("a forgotten set is still handed on")
+	}
+	h.Forget(another)
+	h.Drop(&Place{Born: other}, 1) // no set: nothing to drop
+}
+
+// TestSetlk: the kernel's requests, as go-fuse hands them over: a flock
+// (FUSE_LK_FLOCK) and a record lock of one locker, each met by another
+// locker's GETLK or SETLK.
+func TestSetlk(t *testing.T) {
+	src := openFile(t)
+	var s Set
+	ctx := context.Background()
+	fd1, _, _ := s.fd(src, 1, "")
+	fd2, _, _ := s.fd(src, 2, "")
+	defer s.closeAll()
+	wr := &fuse.FileLock{Start: 0, End: 10, Typ: syscall.F_WRLCK}
+	if errno := Setlk(ctx, fd1, wr, 0, false); errno != 0 {
+		t.Fatalf("record lock: %v", errno)
+	}
+	var out fuse.FileLock
+	if errno := Getlk(fd2, &fuse.FileLock{Start: 5, End: 6, Typ: syscall.F_RDLCK}, &out); errno != 0 || out.Typ != syscall.F_WRLCK {
+		t.Errorf("getlk: %v, type %d; want locker 1's write lock", errno, out.Typ)
+	}
+	if errno := Setlk(ctx, fd2, wr, 0, false); errno != syscall.EAGAIN {
+		t.Errorf("a conflicting record lock: %v, want EAGAIN", errno)
+	}
+	if errno := Setlk(ctx, fd2, wr, fuse.FUSE_LK_FLOCK, false); errno != 0 {
+		t.Errorf("flock beside a record lock: %v", errno)
+	}
+	if errno := Setlk(ctx, fd1, wr, fuse.FUSE_LK_FLOCK, false); errno != syscall.EWOULDBLOCK {
+		t.Errorf("a conflicting flock: %v, want EWOULDBLOCK", errno)
 	}
 }

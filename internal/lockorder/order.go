@@ -99,14 +99,14 @@ var (
 	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &commitMu}
 
 	// The rest are held for a map, a counter or a field or two.
-	// Node.mu: a node's identity, its lock set (made under it, from
-	// reclock.Heirs.mu: Node.lockSet), its readers.
+	// Node.mu: a node's identity, its readers.
 	nodeMu = class{name: "Node.mu", under: &madeOpMu}
 	// inodes.Table.mu: the inode numbers across commits (rekeyed,
 	// borrowed, holds, successors); a node is made under it (MadeUp).
 	rekeyedMu = class{name: "inodes.Table.mu", under: &nodeMu}
-	// reclock.Heirs.mu: the lock sets retired nodes hand on, and how many
-	// nodes share each (taken under Node.mu: Node.lockSet).
+	// reclock.Heirs.mu: each node's lock set (its reclock.Place, made at
+	// first use: Heirs.Of), the sets retired nodes hand on, and how many
+	// nodes share each.
 	heirsMu        = class{name: "reclock.Heirs.mu", under: &nodeMu}
 	handleMu       = class{name: "handle.mu", under: &madeOpMu}
 	lockFdsMu      = class{name: "reclock.Set.mu", under: &madeOpMu}
