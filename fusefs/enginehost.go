@@ -117,10 +117,10 @@ func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.Entry(dir.E
 func (h engineHost) NotifyInode(n *Node)                { h.f.notify.Inode(n.EmbeddedInode()) }
 
 // Quiet and Unquiet spare the watcher the daemon's own changes to a temp.
-func (h engineHost) Quiet(fd int) bool { return h.f.watch != nil && h.f.watch.quiet(fd) }
+func (h engineHost) Quiet(fd int) bool { return h.f.watch != nil && h.f.watch.Quiet(fd) }
 func (h engineHost) Unquiet(fd int) {
 	if h.f.watch != nil {
-		h.f.watch.unquiet(fd)
+		h.f.watch.Unquiet(fd)
 	}
 }
 

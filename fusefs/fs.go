@@ -43,6 +43,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
+	"github.com/realm-dev/realm/fusefs/watch"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -186,7 +187,7 @@ type FS struct {
 	attrTimeout time.Duration
 
 	notify *kernelnotify.Notifier // invalidations for the kernel, sent by one goroutine
-	watch  *watcher               // changes in BACKING behind the mount; nil if unwatched
+	watch  *watch.Watcher[*Node]  // changes in BACKING behind the mount (watch.go); nil if unwatched
 
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
@@ -239,11 +240,12 @@ func New(backing string, opts Options) (*FS, error) {
 		return n != nil && n.busy.Load() > 0 && !opts.NotifyWhenBusy
 	})
 	if !opts.NoWatch {
-		w, err := newWatcher(fsys)
+		w, err := watch.New(fsys.root, fd, watchSink{fsys.notify}, fsys.logf)
 		if err != nil {
 			fsys.logf("%v; the kernel caches for the short default timeouts", err)
 		} else {
 			fsys.watch = w
+			fsys.root.watched.Store(true)
 		}
 	}
 	return fsys, nil

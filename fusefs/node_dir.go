@@ -70,8 +70,10 @@ func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Er
 			return -1, noUnpin, errno
 		}
 	}
-	if w := f.watch; w != nil && first {
-		w.add(n, fd)
+	// A directory that cannot be watched is logged (the first) and keeps
+	// the short cache timeouts (see Node.Lookup).
+	if w := f.watch; w != nil && first && w.Add(n, fd, func() string { return f.relPath(n, "") }) {
+		n.watched.Store(true)
 	}
 	return fd, done, 0
 }

@@ -4,7 +4,9 @@
 // package of its own because it needs of the node tree only a key for
 // each directory (D: fusefs's *Node) and the directory's fd: fusefs adds
 // and removes directories as the kernel looks into and forgets them, and
-// turns what the Sink hears into kernel invalidations (kernelnotify).
+// turns what the Sink hears into kernel invalidations (kernelnotify). What
+// goes wrong with the watching itself (a directory that cannot be watched,
+// events lost) it logs.
 package watch
 
 import (
@@ -73,15 +75,16 @@ type Sink[D comparable] interface {
 	// child's content or attributes. An empty name is dir itself.
 	Changed(dir D, name string, names, content bool)
 	// Lost: events were lost (the kernel's queue overflowed, or an event
-	// could not be read: err nil) or the watcher stopped on err; any
-	// change may have gone unreported.
-	Lost(err error)
+	// could not be read) or the watcher stopped on an error (logged); any
+	// change may have gone unreported, and the sink forgets everything.
+	Lost()
 }
 
 // Watcher watches directories, each known by its key D, and reports their
 // changes to its Sink until Close.
 type Watcher[D comparable] struct {
 	sink   Sink[D]
+	logf   func(format string, args ...any)
 	fan    bool // fanotify; inotify otherwise
 	fd     int
 	stopFd int // eventfd that ends run
@@ -104,14 +107,15 @@ type watchID struct {
 }
 
 // New starts watching root, whose fd is rootFd, with fanotify if it can,
-// inotify otherwise, and reports to sink.
-func New[D comparable](root D, rootFd int, sink Sink[D]) (*Watcher[D], error) {
-	return start(root, rootFd, sink, true)
+// inotify otherwise, and reports to sink; logf gets the daemon's log lines
+// of what goes wrong with the watching.
+func New[D comparable](root D, rootFd int, sink Sink[D], logf func(format string, args ...any)) (*Watcher[D], error) {
+	return start(root, rootFd, sink, logf, true)
 }
 
 // start is New, trying fanotify only if tryFan (tests: inotify).
-func start[D comparable](root D, rootFd int, sink Sink[D], tryFan bool) (*Watcher[D], error) {
-	w := &Watcher[D]{sink: sink, self: int32(os.Getpid()), dirs: make(map[string]D),
+func start[D comparable](root D, rootFd int, sink Sink[D], logf func(format string, args ...any), tryFan bool) (*Watcher[D], error) {
+	w := &Watcher[D]{sink: sink, logf: logf, self: int32(os.Getpid()), dirs: make(map[string]D),
 		wds: make(map[int]D), watch: make(map[D]watchID), done: make(chan struct{})}
 	// fanotify, if it can mark the root: the daemon may use it and the
 	// filesystem reports file handles for its directories.
@@ -159,14 +163,19 @@ func (w *Watcher[D]) Kind() string {
 // the directory's fd.
 func (w *Watcher[D]) Fanotify() bool { return w.fan }
 
-// Add watches directory dir, whose verified fd is fd. It returns why a
-// directory cannot be watched, and whether it is the first that could
-// not (the root apart).
-func (w *Watcher[D]) Add(dir D, fd int) (firstFailure bool, err error) {
-	if err := w.add(dir, fd); err != nil {
-		return w.failed.Add(1) == 1, err
+// Add watches directory dir, whose verified fd is fd, and reports whether
+// it does. The first directory that cannot be watched (the root apart) is
+// logged by its path, which where gives: it keeps the short cache
+// timeouts.
+func (w *Watcher[D]) Add(dir D, fd int, where func() string) bool {
+	err := w.add(dir, fd)
+	if err == nil {
+		return true
 	}
-	return false, nil
+	if w.failed.Add(1) == 1 {
+		w.logf("watch %q: %v; changes made in BACKING behind the mount show there after the short cache timeouts", where(), err)
+	}
+	return false
 }
 
 // add watches directory dir, whose verified fd is fd.
@@ -239,11 +248,22 @@ func (w *Watcher[D]) Quiet(fd int) bool {
 }
 
 // Unquiet undoes Quiet: the file held by fd is about to be a file under a
-// name, whose changes by the host must be seen. Should the kernel refuse,
-// the host's changes to that file show only when the kernel's cache of it
-// expires.
-func (w *Watcher[D]) Unquiet(fd int) error {
-	return dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, true)
+// name, whose changes by the host must be seen. Should the kernel refuse
+// (logged), the host's changes to that file show only when the kernel's
+// cache of it expires.
+func (w *Watcher[D]) Unquiet(fd int) {
+	if err := dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, true); err != nil {
+		w.logf("watch BACKING: cannot stop ignoring a temp: %v", err)
+	}
+}
+
+// lost tells the sink that events were lost, or that the watcher stops on
+// err (logged).
+func (w *Watcher[D]) lost(err error) {
+	if err != nil {
+		w.logf("watch BACKING: %v; forgetting everything the kernel cached", err)
+	}
+	w.sink.Lost()
 }
 
 func (w *Watcher[D]) byHandle(h string) (D, bool) {
@@ -277,7 +297,7 @@ func (w *Watcher[D]) run() {
 	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stopFd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
-			w.sink.Lost(fmt.Errorf("poll: %w", err))
+			w.lost(fmt.Errorf("poll: %w", err))
 			return
 		}
 		if fds[1].Revents != 0 {
@@ -289,7 +309,7 @@ func (w *Watcher[D]) run() {
 				break
 			}
 			if err != nil || n <= 0 {
-				w.sink.Lost(fmt.Errorf("read: %v", err))
+				w.lost(fmt.Errorf("read: %v", err))
 				return
 			}
 			if w.fan {
@@ -314,7 +334,7 @@ func (w *Watcher[D]) fanEvents(b []byte) {
 	for len(b) >= metaLen {
 		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
 		if evLen < metaLen || evLen > len(b) || b[4] != unix.FANOTIFY_METADATA_VERSION {
-			w.sink.Lost(nil)
+			w.lost(nil)
 			return
 		}
 		ev := b[:evLen]
@@ -322,7 +342,7 @@ func (w *Watcher[D]) fanEvents(b []byte) {
 		mask := binary.NativeEndian.Uint64(ev[8:16])
 		pid := int32(binary.NativeEndian.Uint32(ev[20:24]))
 		if mask&unix.FAN_Q_OVERFLOW != 0 {
-			w.sink.Lost(nil)
+			w.lost(nil)
 			continue
 		}
 		if pid == w.self {
@@ -373,14 +393,14 @@ func (w *Watcher[D]) inEvents(b []byte) {
 		mask := binary.NativeEndian.Uint32(b[4:8])
 		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
 		if hdr+nameLen > len(b) {
-			w.sink.Lost(nil)
+			w.lost(nil)
 			return
 		}
 		name := cString(b[hdr : hdr+nameLen])
 		b = b[hdr+nameLen:]
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
-			w.sink.Lost(nil)
+			w.lost(nil)
 			continue
 		case mask&unix.IN_IGNORED != 0:
 			w.mu.Lock()

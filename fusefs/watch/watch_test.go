@@ -1,9 +1,11 @@
 package watch
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +33,7 @@ func (s *sink) Changed(dir string, name string, names, content bool) {
 	s.changes = append(s.changes, dir+"/"+name+" "+kind)
 }
 
-func (s *sink) Lost(error) {
+func (s *sink) Lost() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lost++
@@ -84,7 +86,7 @@ func testWatcher(t *testing.T, tryFan bool) {
 	}
 	defer dirfd.Close(subFd)
 	var s sink
-	w, err := start("root", rootFd, &s, tryFan)
+	w, err := start("root", rootFd, &s, t.Logf, tryFan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +94,8 @@ func testWatcher(t *testing.T, tryFan bool) {
 	if want := map[bool]string{true: "fanotify", false: "inotify"}[tryFan]; w.Kind() != want {
 		t.Skipf("watching with %s, not %s", w.Kind(), want)
 	}
-	if first, err := w.Add("sub", subFd); err != nil || first {
-		t.Fatalf("Add(sub) = %v, %v", first, err)
+	if !w.Add("sub", subFd, func() string { return "sub" }) {
+		t.Fatal("sub is not watched")
 	}
 	// Another process: fanotify skips the daemon's own changes.
 	run := func(args ...string) {
@@ -123,5 +125,30 @@ func testWatcher(t *testing.T, tryFan bool) {
 	}
 	if s.lost != 0 {
 		t.Errorf("%d losses", s.lost)
+	}
+}
+
+// TestAddFails: a directory that cannot be watched is not, and the first
+// such is logged by its path, once.
+func TestAddFails(t *testing.T) {
+	rootFd, err := dirfd.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(rootFd)
+	var s sink
+	var logs []string
+	w, err := New("root", rootFd, &s, func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, dir := range []string{"a", "b"} {
+		if w.Add(dir, -1, func() string { return "dir " + dir }) {
+			t.Errorf("%s watched by fd -1", dir)
+		}
+	}
+	if len(logs) != 1 || !strings.HasPrefix(logs[0], `watch "dir a": `) || !strings.HasSuffix(logs[0], "; changes made in BACKING behind the mount show there after the short cache timeouts") {
+		t.Errorf("logged %q, want the first failure's line", logs)
 	}
 }
