@@ -39,7 +39,7 @@ func noUnpin() {}
 
 // dirFd returns the O_PATH fd of directory n, pinned until the caller
 // calls done (always, also on error), opening and verifying it if it has
-// none open (dircache.go).
+// none open (dircache.Cache.Use: by the handle kept, else by name).
 //
 // The fd follows its directory wherever the host renames it, so each use
 // asks first whether the directory is still beneath the root (stillInside):
@@ -50,25 +50,11 @@ func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Er
 	if n == f.root {
 		return f.rootFd, noUnpin, 0
 	}
-	c, e := &f.dirs, &n.dcache
-	if fd := c.Pin(e); fd >= 0 {
-		if errno := n.stillInside(ctx, fd); errno != 0 {
-			c.Unpin(e)
-			return -1, noUnpin, errno
-		}
-		return fd, func() { c.Unpin(e) }, 0
-	}
-	fd, byHandle, errno := n.reopenDir(ctx)
+	fd, done, first, errno := f.dirs.Use(&n.dcache, n.ident,
+		func() (int, syscall.Errno) { return n.openDirByName(ctx) },
+		func(fd int) syscall.Errno { return n.stillInside(ctx, fd) })
 	if errno != 0 {
 		return -1, noUnpin, errno
-	}
-	fd, first := c.Install(e, fd)
-	done = func() { c.Unpin(e) }
-	if byHandle {
-		if errno := n.stillInside(ctx, fd); errno != 0 {
-			done()
-			return -1, noUnpin, errno
-		}
 	}
 	// A directory that cannot be watched is logged (the first) and keeps
 	// the short cache timeouts (see Node.Lookup).
@@ -76,20 +62,6 @@ func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Er
 		n.watched.Store(true)
 	}
 	return fd, done, 0
-}
-
-// reopenDir opens n's directory: by the handle kept when its fd was
-// closed, if that still opens n's directory, else by name (openDirByName).
-func (n *Node) reopenDir(ctx context.Context) (fd int, byHandle bool, errno syscall.Errno) {
-	if fd, ok := n.fsys.dirs.OpenByHandle(&n.dcache); ok {
-		var st unix.Stat_t
-		if dev, ino := n.ident(); dirfd.Fstat(fd, &st) == nil && st.Dev == dev && st.Ino == ino {
-			return fd, true, 0
-		}
-		dirfd.Close(fd)
-	}
-	fd, errno = n.openDirByName(ctx)
-	return fd, false, errno
 }
 
 // openDirByName opens n's directory by its name in its parent's fd, and
@@ -128,23 +100,14 @@ func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
 // forgetDir closes n's directory fd (or has its last unpin close it) and
 // removes its watch: go-fuse dropped n. A fanotify mark is removed through
 // a descriptor of the directory (the mark would pin its inode): the fd if
-// open, else one opened by its handle for the removal.
+// open, else one opened by its handle for the removal (dircache.Cache.Forget).
 func (n *Node) forgetDir() {
-	f := n.fsys
-	fd, owned := f.dirs.Forget(&n.dcache)
-	if w := f.watch; w != nil {
-		markFd := fd
-		if markFd < 0 && w.Fanotify() {
-			if hfd, ok := f.dirs.OpenByHandle(&n.dcache); ok {
-				markFd = hfd
-				defer dirfd.Close(hfd)
-			}
-		}
-		w.Remove(n, markFd)
+	w := n.fsys.watch
+	if w == nil {
+		n.fsys.dirs.Forget(&n.dcache, nil, false)
+		return
 	}
-	if owned && fd >= 0 {
-		dirfd.Close(fd)
-	}
+	n.fsys.dirs.Forget(&n.dcache, func(fd int) { w.Remove(n, fd) }, w.Fanotify())
 }
 
 // OpendirHandle opens n for listing: "." reopened relative to n's own

@@ -3,8 +3,11 @@
 // it; an unpinned one is idle, and beyond a bound the least recently used
 // idle fds are closed, keeping each directory's file handle to reopen it
 // by. It is a package of its own because it needs of the node tree only a
-// place in each directory node (Entry): fusefs opens, verifies and
-// reopens the fds (dircache.go), this package keeps them.
+// place in each directory node (Entry) and three questions of it, asked
+// by Use: its identity, its fd opened by name, and whether an fd that
+// followed the directory is still beneath the root. fusefs opens and
+// verifies by name (node_dir.go); this package keeps the fds, reopens
+// them by handle, and pins each for a use.
 package dircache
 
 import (
@@ -44,6 +47,54 @@ type Cache struct {
 	// mountFd is the root opened for reading: open_by_handle_at takes no
 	// O_PATH fd for the mount (EBADF).
 	mountFd int
+}
+
+// noUnpin is the unpin of a use that pinned nothing.
+func noUnpin() {}
+
+// Use pins e's fd for a use and returns it with its unpin, which the
+// caller calls when done (on error it does nothing). An entry with no fd
+// open has it reopened: by the handle kept when its fd was closed, if that
+// still opens the directory ident names, else by open (the caller's: by
+// name, verified). An fd kept open or reopened by its handle has followed
+// its directory wherever the host moved it, so check (the caller's: is it
+// still beneath the root?) must pass first. first: e's fd is open for the
+// first time.
+func (c *Cache) Use(e *Entry, ident func() (dev, ino uint64), open func() (int, syscall.Errno), check func(fd int) syscall.Errno) (fd int, unpin func(), first bool, errno syscall.Errno) {
+	if fd := c.Pin(e); fd >= 0 {
+		if errno := check(fd); errno != 0 {
+			c.Unpin(e)
+			return -1, noUnpin, false, errno
+		}
+		return fd, func() { c.Unpin(e) }, false, 0
+	}
+	fd, byHandle, errno := c.reopen(e, ident, open)
+	if errno != 0 {
+		return -1, noUnpin, false, errno
+	}
+	fd, first = c.install(e, fd)
+	unpin = func() { c.Unpin(e) }
+	if byHandle {
+		if errno := check(fd); errno != 0 {
+			unpin()
+			return -1, noUnpin, false, errno
+		}
+	}
+	return fd, unpin, first, 0
+}
+
+// reopen opens e's directory: by the handle kept when its fd was closed,
+// if that still opens the directory ident names, else by open.
+func (c *Cache) reopen(e *Entry, ident func() (dev, ino uint64), open func() (int, syscall.Errno)) (fd int, byHandle bool, errno syscall.Errno) {
+	if fd, ok := c.openByHandle(e); ok {
+		var st unix.Stat_t
+		if dev, ino := ident(); dirfd.Fstat(fd, &st) == nil && st.Dev == dev && st.Ino == ino {
+			return fd, true, 0
+		}
+		dirfd.Close(fd)
+	}
+	fd, errno = open()
+	return fd, false, errno
 }
 
 // SetBound sets how many idle fds are kept at most.
@@ -91,10 +142,10 @@ func (c *Cache) pinLocked(e *Entry) {
 	}
 }
 
-// Install makes fd, just opened and verified, e's fd, pinned; if another
+// install makes fd, just opened and verified, e's fd, pinned; if another
 // request installed one meanwhile, fd is closed and that one pinned.
 // first: e's fd is open for the first time.
-func (c *Cache) Install(e *Entry, fd int) (_ int, first bool) {
+func (c *Cache) install(e *Entry, fd int) (_ int, first bool) {
 	c.mu.Lock()
 	if e.open {
 		c.pinLocked(e)
@@ -163,10 +214,33 @@ func (c *Cache) isForgotten(e *Entry) bool {
 	return e.forgotten
 }
 
-// Forget marks e dropped and takes its fd out of the cache: owned, the
+// Forget marks e dropped (its directory node was) and takes its fd out
+// of the cache: closed now, or by its last Unpin if a use pins it.
+// unwatch, if not nil, is handed first a descriptor of the directory to
+// remove its watch by: its fd if open, else, with needFd (a fanotify mark,
+// which would pin the directory's inode), one opened by the handle kept,
+// for the removal; else -1.
+func (c *Cache) Forget(e *Entry, unwatch func(fd int), needFd bool) {
+	fd, owned := c.forget(e)
+	if unwatch != nil {
+		markFd := fd
+		if markFd < 0 && needFd {
+			if hfd, ok := c.openByHandle(e); ok {
+				markFd = hfd
+				defer dirfd.Close(hfd)
+			}
+		}
+		unwatch(markFd)
+	}
+	if owned && fd >= 0 {
+		dirfd.Close(fd)
+	}
+}
+
+// forget marks e dropped and takes its fd out of the cache: owned, the
 // caller closes it; else it is pinned (or -1), and its last Unpin closes
 // it.
-func (c *Cache) Forget(e *Entry) (fd int, owned bool) {
+func (c *Cache) forget(e *Entry) (fd int, owned bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.forgotten = true
@@ -184,10 +258,10 @@ func (c *Cache) Forget(e *Entry) (fd int, owned bool) {
 	return e.fd, false
 }
 
-// OpenByHandle opens e's directory by the handle kept when its fd was
+// openByHandle opens e's directory by the handle kept when its fd was
 // closed; ok false if there is none, or handles may not be opened. The fd
 // is not verified: the caller checks it is e's directory.
-func (c *Cache) OpenByHandle(e *Entry) (fd int, ok bool) {
+func (c *Cache) openByHandle(e *Entry) (fd int, ok bool) {
 	c.mu.Lock()
 	h := e.handle
 	c.mu.Unlock()
