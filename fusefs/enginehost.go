@@ -127,11 +127,11 @@ func (h engineHost) Unquiet(fd int) {
 // ChargeWrite charges owner pendingFds for a write in progress, if the
 // mount bounds descriptors (fdcap.go); ReleaseWrite gives them back.
 func (h engineHost) ChargeWrite(owner locks.Owner) bool {
-	if !h.f.fds.bounded() {
+	if !h.f.fds.Bounded() {
 		return false
 	}
-	h.f.fds.charge(owner, pendingFds)
+	h.f.fds.Charge(owner, pendingFds)
 	return true
 }
 
-func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.release(owner, pendingFds) }
+func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, pendingFds) }

@@ -36,18 +36,12 @@ import (
 // fileDir and an append fd.
 const pendingFds = 5
 
-// fdCounts is the mount's fdbudget.Counts, under the names the write path
-// and the lockers call it by.
+// fdCounts is the mount's fdbudget.Counts (the write path, the lockers and
+// the raw filesystem call it by its own names; admission asks bounded).
 type fdCounts struct{ fdbudget.Counts }
 
 // bounded reports whether anything is counted.
 func (c *fdCounts) bounded() bool { return c.Bounded() }
-
-// charge charges n descriptors to o, admitted before (FS.admitOpen).
-func (c *fdCounts) charge(o locks.Owner, n int) { c.Charge(o, n) }
-
-// release gives n descriptors of o back.
-func (c *fdCounts) release(o locks.Owner, n int) { c.Release(o, n) }
 
 // openNeed is what an open with flags may take: its handle, and a write
 // in progress if it writes.

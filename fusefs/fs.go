@@ -222,7 +222,7 @@ func New(backing string, opts Options) (*FS, error) {
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
-	fsys.heirs.Charges = &fsys.fds.Counts
+	fsys.heirs.Charges = &fsys.fds
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
 	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {

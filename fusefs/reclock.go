@@ -31,7 +31,7 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 	}
 	f := n.fsys
 	fd, errno := f.heirs.Fd(&n.recLocks, locker, h.withFd, func() (locks.Owner, syscall.Errno) {
-		if !f.fds.bounded() {
+		if !f.fds.Bounded() {
 			return "", 0
 		}
 		owner := f.owner(ctx)
