@@ -243,9 +243,9 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 // name now leads somewhere else, changed from outside the mount: it is never
 // served under n. An object of another type (a symlink or directory where a
 // file was) is a swap: refused, EACCES, audited PATH_ESCAPE, and the
-// kernel's entry is queued for invalidation (fusefs/kernelnotify; never sent from
-// here: a notification can block on the directory's lock, which the caller
-// may hold). The same type is a replacement (an editor outside saving by
+// kernel's entry is queued for invalidation (fusefs/kernelnotify; never
+// sent from here: a notification can block on the directory's lock, which
+// the caller may hold). The same type is a replacement (an editor outside saving by
 // rename): ESTALE, which makes the kernel look the name up afresh and retry,
 // so the caller meets the new object through a full lookup instead of an
 // error. A caller holding commitMu asks checkIdentity under it and
