@@ -30,7 +30,7 @@ var layers = map[string]int{
 	"fusefs/writeengine": 3, "fusefs/audit": 3, "fusefs/dircache": 3,
 	"fusefs/kernelnotify": 3, "fusefs/readhold": 3, "fusefs/requestnotes": 3,
 	"fusefs/watch": 3, "fusefs/fdbudget": 3, "fusefs/reclock": 3,
-	"fusefs/inodes": 3,
+	"fusefs/inodes": 3, "fusefs/nodeopens": 3,
 	// The guard's decisions, which the adapters and the engine ask (new
 	// content never keeps a set-ID bit: guard.HostFileMode).
 	"fusefs/guard": 4,

@@ -22,6 +22,7 @@
 //	      └─ guard.Guard.madeOpMu
 //	         ├─ Node.mu
 //	         │  ├─ inodes.Table.mu
+//	         │  ├─ nodeopens.Set.mu
 //	         │  └─ reclock.Heirs.mu
 //	         ├─ handle.mu
 //	         ├─ reclock.Set.mu
@@ -100,11 +101,14 @@ var (
 
 	// The rest are held for a map, a counter or a field or two.
 	// Node.mu: a node's identity, its lock set (made under it, from
-	// reclock.Heirs.mu: Node.lockSet), its readers.
+	// reclock.Heirs.mu: Node.lockSet).
 	nodeMu = class{name: "Node.mu", under: &madeOpMu}
 	// inodes.Table.mu: the inode numbers across commits (rekeyed,
 	// borrowed, holds, successors); a node is made under it (MadeUp).
 	rekeyedMu = class{name: "inodes.Table.mu", under: &nodeMu}
+	// nodeopens.Set.mu: the handles open on a node, by kind, and its
+	// retired flag (fusefs's Node.opens); nothing is taken under it.
+	nodeOpensMu = class{name: "nodeopens.Set.mu", under: &nodeMu, noGoFuse: true}
 	// reclock.Heirs.mu: the lock sets retired nodes hand on, and how many
 	// nodes share each (taken under Node.mu: Node.lockSet).
 	heirsMu        = class{name: "reclock.Heirs.mu", under: &nodeMu}
@@ -150,6 +154,7 @@ type (
 	LockFdsMu      struct{}
 	RekeyedMu      struct{}
 	HeirsMu        struct{}
+	NodeOpensMu    struct{}
 	TempsMu        struct{}
 	CredInodesMu   struct{}
 	MadeSetMu      struct{}
@@ -176,6 +181,7 @@ func (HandleMu) class() *class       { return &handleMu }
 func (LockFdsMu) class() *class      { return &lockFdsMu }
 func (RekeyedMu) class() *class      { return &rekeyedMu }
 func (HeirsMu) class() *class        { return &heirsMu }
+func (NodeOpensMu) class() *class    { return &nodeOpensMu }
 func (TempsMu) class() *class        { return &tempsMu }
 func (CredInodesMu) class() *class   { return &credInodesMu }
 func (MadeSetMu) class() *class      { return &madeSetMu }
