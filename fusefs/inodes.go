@@ -4,6 +4,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/locks"
 )
@@ -77,12 +78,10 @@ func (f *FS) forgetRekeyed(m *Node) { f.inos.Forget(m, m.StableAttr().Ino) }
 
 // retired records that node m, standing for the backing file key, takes no
 // new opens, and that the next node for the file holds its readers off
-// passthrough for retireHold (inodes.Table.Retired).
-func (f *FS) retired(m *Node, key locks.Key) { f.inos.Retired(m, m.StableAttr().Ino, key, retireHold) }
-
-// holdOf is when a new node for the backing file key may let readers pass
-// through (see retired); 0 for most files.
-func (f *FS) holdOf(key locks.Key) int64 { return f.inos.HoldOf(key) }
+// passthrough for nodeopens.RetireHold (inodes.Table.Retired).
+func (f *FS) retired(m *Node, key locks.Key) {
+	f.inos.Retired(m, m.StableAttr().Ino, key, nodeopens.RetireHold)
+}
 
 // bequeath offers n's lock set to the nodes that replace it: nodes born as
 // the backing file key, which n stood for when it was retired.

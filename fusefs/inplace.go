@@ -54,8 +54,8 @@ type inPlaceHandle struct {
 	// made: the file is one the mount made at a credential path; each
 	// change restamps it (ownMadeChange), so that it stays readable.
 	made bool
-	// counted: the handle is counted on its node (admitInPlace); a
-	// handle made for the daemon's own use (truncate by name) is not.
+	// counted: the handle is counted on its node (Node.opens); a handle
+	// made for the daemon's own use (truncate by name) is not.
 	// passthrough: the kernel serves it from fd (passthroughInPlace).
 	counted, passthrough bool
 	reads                readHolds // reads go-fuse has yet to make from fd
@@ -161,7 +161,7 @@ func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 		return syscall.EBADF
 	}
 	if h.counted {
-		h.node.inPlaceGone(h.passthrough)
+		h.node.opens.InPlaceGone(h.passthrough)
 	}
 	return toErrno(h.reads.close(h.fd))
 }

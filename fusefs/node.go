@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -42,29 +43,9 @@ type Node struct {
 	recLocks *reclock.Set
 	bornAs   locks.Key
 
-	// cachedOpen counts n's open handles that are not passthrough; while
-	// there are any, new readers do not pass through (see Open).
-	cachedOpen atomic.Int32
-	// sharedOpen counts n's open handles of an owner's pending write
-	// (writeHandle). While there are any, the kernel's one size for
-	// the inode is not the committed file's for everyone: new plain
-	// readers read direct, and attributes are not cached (see views.go).
-	sharedOpen atomic.Int32
-
-	// Guarded by mu: n's plain read handles (readers) all read the version
-	// readKey of the file, by passthrough if readPT (see admitReader).
-	// A retired node takes no new open (see retire); ptHold, in Unix
-	// nanoseconds, keeps a new node's readers from passing through while
-	// the writer whose open retired its predecessor comes back for it.
-	// cachedReaders of them read through the kernel's page cache, which
-	// a write open must not share (see views.go).
-	readers       int
-	inPlaceOpen   int // of them, in-place handles of a coordinated file (inplace.go)
-	readKey       locks.Key
-	readPT        bool
-	cachedReaders int
-	retired       bool
-	ptHold        int64
+	// opens are the handles open on n, by kind, and whether n is retired:
+	// what a new open is admitted as (nodeopens, which says why).
+	opens nodeopens.Set
 
 	// watched: directories whose changes in BACKING the watcher reports;
 	// their entries may be cached for the long timeouts (see watch.go).
@@ -83,18 +64,6 @@ func (n *Node) enter() func() {
 	return func() { n.busy.Add(-1) }
 }
 
-// isRetired reports whether n takes no new opens.
-func (n *Node) isRetired() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.retired
-}
-
-// retireHold is how long the new node of a retired one keeps its readers
-// from passing through: long enough for the open that retired it to come
-// back through a fresh lookup, not so long that readers miss passthrough.
-const retireHold = time.Second
-
 // retire takes n out of service for new opens, because the kernel would
 // serve them through what n's open handles hold (a passthrough backing file,
 // or a page cache, of an older version) instead of through the file as it
@@ -103,10 +72,8 @@ const retireHold = time.Second
 // its own while n lives (see package inodes); the handles open on n keep
 // reading what they opened, as descriptors of a file replaced by rename do.
 func (n *Node) retire() syscall.Errno {
-	n.mu.Lock()
-	n.retired = true
-	key := locks.Key{Dev: n.dev, Ino: n.ino}
-	n.mu.Unlock()
+	n.opens.Retire()
+	key := n.key()
 	n.fsys.retired(n, key)
 	n.fsys.bequeath(n, key)
 	// The kernel's entry for the name still leads to n: have it look the
@@ -148,10 +115,11 @@ var (
 // gets the number the mount made up for it (FS.madeUp).
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
 	id := fileID{Key: locks.KeyOf(st), Gen: gen}
-	if m := n.fsys.rekeyedNode(id); m != nil && !m.isRetired() {
+	if m := n.fsys.rekeyedNode(id); m != nil && !m.opens.Retired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: n.fsys.holdOf(locks.KeyOf(st)), bornAs: locks.KeyOf(st)}
+	child := &Node{fsys: n.fsys, dev: st.Dev, ino: st.Ino, gen: gen, bornAs: locks.KeyOf(st)}
+	child.opens.HoldOff(time.Unix(0, n.fsys.inos.HoldOf(id.Key)))
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: n.fsys.inoOf(st), Gen: gen}
 	if in := n.fsys.madeUp(id, attr.Ino, func(ino uint64) *fs.Inode {
 		attr.Ino = ino
@@ -356,8 +324,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	child := n.newChild(ctx, &st, gen)
 	cn := n.known(name, child)
 	ttl := cn.attrValid()
-	if cn.inFlux() || n.fsys.writing(locks.KeyOf(&st)) {
-		// The caller's owner's view, not cached (views.go). A name the
+	if cn.opens.InFlux() || n.fsys.writing(locks.KeyOf(&st)) {
+		// The caller's owner's view, not cached (nodeopens). A name the
 		// kernel has not met yet (another hard link) may lead to a node in
 		// flux that known cannot find: the lock table tells.
 		if w := n.fsys.ownWrite(ctx, locks.KeyOf(&st)); w != nil {
@@ -698,9 +666,6 @@ func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.S
 	return n.fsys.catchUp(n, fileID{Key: locks.KeyOf(&st), Gen: gen})
 }
 
-// inFlux reports whether n has handles of an owner's pending write open.
-func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
-
 // writtenElsewhere reports whether the caller, lent a read handle of
 // another owner (opener) for a stat by path, has uncommitted changes to
 // n's file through another node. A node in flux that a lookup may no
@@ -710,7 +675,7 @@ func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 // the kernel looks the name up again and meets a node of its own, which
 // answers the owner's view (Lookup).
 func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
-	if n.inFlux() || !n.fsys.writing(n.key()) {
+	if n.opens.InFlux() || !n.fsys.writing(n.key()) {
 		return false
 	}
 	caller := n.fsys.owner(ctx)
@@ -737,17 +702,15 @@ func (n *Node) known(name string, child *fs.Inode) *Node {
 	return asNode(child)
 }
 
-// attrValid is how long the kernel may keep n's attributes: the mount's
-// attribute timeout, and not at all while n is in flux, nor once n is
-// retired: its readers hold a file that appends in place may grow (tail -f
-// stats its descriptor, which the kernel answers from this cache), nor
-// while any owner holds the file's lock through another node: its appends
-// in place grow the file under every node that stands for it, and only
-// the writer's node hears of them (appendInPlace). Every answer that
-// carries attributes sets it (go-fuse's default would replace a zero).
+// attrValid is how long the kernel may keep n's attributes
+// (nodeopens.Set.AttrValid), and not at all while any owner holds the
+// file's lock through another node: its appends in place grow the file
+// under every node that stands for it, and only the writer's node hears of
+// them (appendInPlace). Every answer that carries attributes sets it
+// (go-fuse's default would replace a zero).
 func (n *Node) attrValid() time.Duration {
-	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
+	if n.fsys.writing(n.key()) {
 		return 0
 	}
-	return n.fsys.attrTimeout
+	return n.opens.AttrValid(n.fsys.attrTimeout)
 }

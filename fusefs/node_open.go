@@ -12,6 +12,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -65,7 +66,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, p locks.Patience) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
 	f := n.fsys
 	write := writeFlags(flags)
-	if forKernel && n.isRetired() {
+	if forKernel && n.opens.Retired() {
 		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
@@ -144,110 +145,34 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 			return n.openShared(ctx, w.Entry().Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
-	h, fuseFlags, ok := n.admitReader(fd, locks.KeyOf(&st), owner)
-	if !ok {
+	h, fuseFlags := n.newReader(fd, locks.KeyOf(&st), owner)
+	if h == nil {
 		dirfd.Close(fd)
 		return nil, 0, n.retire(), false
 	}
 	return h, fuseFlags, 0, false
 }
 
-// admitReader makes the plain read handle for fd, the verified backing file
-// with identity key. The kernel serves an inode's read handles through one
-// backing file while any of them passes through, and through one page
-// cache otherwise, so all of n's plain readers that pass through or read
-// through the cache must read the same version of the file: a reader of
-// another version (the file was rewritten since they opened it) is not
-// admitted, and n is retired. Readers that all read direct may each read
-// their own version.
-//
-// A reader passes through only while no other kind of handle is open on n
-// (a direct-I/O handle that was mmapped may hold pages in the cache, and
-// the kernel then refuses passthrough opens); otherwise it reads direct,
-// through the daemon.
-func (n *Node) admitReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32, bool) {
+// newReader makes the plain read handle for fd, the verified backing file
+// with identity key, as n's opens admit it (nodeopens.Set.AdmitReader);
+// nil if they refuse it, and n is to be retired.
+func (n *Node) newReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32) {
 	f := n.fsys
-	// The hold of n, or of the file: a node made for the file just before
-	// another of its nodes was retired holds off too.
-	now := time.Now().UnixNano()
-	fileHold := f.holdOf(key)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	held := now < n.ptHold || now < fileHold
-	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
-	mixed := false
-	if n.readers > 0 {
-		if n.readKey != key {
-			if n.readPT || n.cachedReaders > 0 {
-				return nil, 0, false
-			}
-			// Every reader here reads direct: each handle reads its own
-			// version, and none is cached, so the node need not go (a
-			// retire is an ESTALE the kernel retries only once).
-			mixed = true
-		}
-		pt = n.readPT // the kernel wants every open of the inode alike
+	mode := n.opens.AdmitReader(key, f.opts.Passthrough, time.Now(), time.Unix(0, f.inos.HoldOf(key)))
+	if mode == nodeopens.Refused {
+		return nil, 0
 	}
-	n.readers++
-	n.readKey, n.readPT = key, pt
-	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, passthrough: pt}
+	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, mode: mode}
 	// A read handle has nothing to do at close (it commits nothing; its
 	// record locks go at release): spare the round trip.
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
-	if pt {
-		return &passthroughFile{h}, fuseFlags, true
-	}
-	n.cachedOpen.Add(1)
-	// Read direct, past the kernel's page cache, where the mount passes
-	// through (the cache would hold what this reader read while others
-	// pass through), and while the node's size is an owner's pending
-	// write's (views.go): a read from the cache stops at that size.
-	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held || mixed {
+	switch mode {
+	case nodeopens.Passthrough:
+		return &passthroughFile{h}, fuseFlags
+	case nodeopens.Direct:
 		fuseFlags |= fuse.FOPEN_DIRECT_IO
-	} else {
-		h.cached = true
-		n.cachedReaders++
 	}
-	return h, fuseFlags, true
-}
-
-// admitShared counts a handle of a pending write on n, unless n has read
-// handles that pass through or read through the page cache, which it must
-// not join (views.go; passing through, the kernel refuses any open of n
-// that does not pass through to the same backing file). The check and the
-// count are one step under n.mu, as admitReader's are: a reader admitted
-// between them could pass through beside the writer, and the kernel would
-// fail the writer's open after the daemon had made its handle. Handles the
-// kernel never sees (forKernel false) are always counted.
-func (n *Node) admitShared(forKernel bool) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if forKernel && n.readers > 0 && (n.readPT || n.cachedReaders > 0) {
-		return false
-	}
-	n.cachedOpen.Add(1)
-	n.sharedOpen.Add(1)
-	// A file written now is likely written again soon: readers that open
-	// in the next moment read direct, so that the next write open need
-	// not retire the node (an ESTALE the kernel retries only once).
-	n.ptHold = max(n.ptHold, time.Now().Add(retireHold).UnixNano())
-	return true
-}
-
-// sharedGone uncounts a handle of a pending write on n.
-func (n *Node) sharedGone() {
-	n.cachedOpen.Add(-1)
-	n.sharedOpen.Add(-1)
-}
-
-// readerGone drops plain read handle h from n's count.
-func (n *Node) readerGone(h *readHandle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.readers--
-	if h.cached {
-		n.cachedReaders--
-	}
+	return h, fuseFlags
 }
 
 // createFile is Create's step under nsMu (shared): the name prepared, the
@@ -326,7 +251,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	out.SetAttrTimeout(createdAttrValid(asNode(child)))
+	out.SetAttrTimeout(asNode(child).opens.CreatedAttrValid(f.attrTimeout))
 	return child, fh, fuseFlags, 0
 }
 
@@ -446,7 +371,7 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	var keep bool
 	if forKernel {
 		var ok bool
-		if keep, ok = n.admitInPlace(locks.KeyOf(st), pt); !ok {
+		if keep, ok = n.opens.AdmitInPlace(locks.KeyOf(st), pt); !ok {
 			dirfd.Close(h.fd)
 			return nil, 0, n.retire()
 		}
@@ -464,43 +389,6 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	return h, fuseFlags, 0
 }
 
-// admitInPlace counts an in-place handle of the file key on n, passing
-// through if pt, unless n has handles of an owner's pending write, plain
-// readers (a passthrough reader's read-only backing file would be the new
-// handle's too), or in-place handles of another version or the other way
-// of serving (the kernel refuses to mix passthrough and cached opens of
-// one inode). keep: other in-place handles are open, and the kernel's
-// cache of n is theirs, filled through this file.
-func (n *Node) admitInPlace(key locks.Key, pt bool) (keep, ok bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.sharedOpen.Load() > 0 || n.readers > n.inPlaceOpen ||
-		n.readers > 0 && (n.readPT != pt || n.readKey != key) {
-		return false, false
-	}
-	keep = n.inPlaceOpen > 0
-	n.readers++
-	n.inPlaceOpen++
-	n.readKey, n.readPT = key, pt
-	if !pt {
-		n.cachedReaders++
-		n.cachedOpen.Add(1)
-	}
-	return keep, true
-}
-
-// inPlaceGone uncounts an in-place handle of n.
-func (n *Node) inPlaceGone(pt bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.readers--
-	n.inPlaceOpen--
-	if !pt {
-		n.cachedReaders--
-		n.cachedOpen.Add(-1)
-	}
-}
-
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file, named name in
 // the directory pn (fd pfd); it is consumed, and so is lease, the owner's
@@ -509,7 +397,7 @@ func (n *Node) inPlaceGone(pt bool) {
 // owner's is left to join; the caller opens the name again.
 func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
 	f := n.fsys
-	if !n.admitShared(forKernel) {
+	if !n.opens.AdmitShared(forKernel, time.Now()) {
 		dirfd.Close(base)
 		lease.Release()
 		// Its readers stay on n: the attributes the kernel keeps for them
@@ -519,7 +407,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	}
 	defer func() {
 		if errno != 0 || again {
-			n.sharedGone()
+			n.opens.SharedGone()
 		}
 	}()
 	if lease == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -224,7 +225,7 @@ func TestFailedOpenKeepsContent(t *testing.T) {
 // never both get into a node, in either order: a writer counted first
 // makes the reader read direct; a passthrough reader admitted first sends
 // the writer to a new node (ESTALE). Each check and its count are one step
-// under Node.mu (admitShared, admitReader), so no reader slips in between.
+// under the node's opens' lock (nodeopens.Set.AdmitShared, AdmitReader), so no reader slips in between.
 func TestAdmissionIsOneStep(t *testing.T) {
 	tf := newTestFS(t, func(o *Options) { o.Passthrough = true })
 	tf.write(t, "f", "x")
@@ -235,7 +236,7 @@ func TestAdmissionIsOneStep(t *testing.T) {
 		t.Fatal(errno)
 	}
 	r, flags, errno := n.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).(*readHandle).passthrough {
+	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).(*readHandle).mode == nodeopens.Passthrough {
 		t.Errorf("a reader beside a pending write: flags %#x, %v; want it admitted, not passing through", flags, errno)
 	}
 	fileOf(r).Release(as(2))
@@ -243,14 +244,14 @@ func TestAdmissionIsOneStep(t *testing.T) {
 
 	m := tf.lookup(t, "f")
 	r, _, errno = m.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || !fileOf(r).(*readHandle).passthrough {
-		t.Fatalf("a reader alone: %v, passthrough %v; want it passing through", errno, fileOf(r).(*readHandle).passthrough)
+	if errno != 0 || fileOf(r).(*readHandle).mode != nodeopens.Passthrough {
+		t.Fatalf("a reader alone: %v, %v; want it passing through", errno, fileOf(r).(*readHandle).mode)
 	}
 	if _, _, errno := m.Open(as(1), syscall.O_RDWR); errno != syscall.ESTALE {
 		t.Errorf("a writer beside a passthrough reader = %v, want ESTALE", errno)
 	}
-	if m.sharedOpen.Load() != 0 {
-		t.Errorf("the refused writer is still counted on the node (%d)", m.sharedOpen.Load())
+	if c := m.opens.Counts(); c.Shared != 0 {
+		t.Errorf("the refused writer is still counted on the node (%d)", c.Shared)
 	}
 	fileOf(r).Release(as(2))
 }
@@ -262,9 +263,7 @@ func TestDirectReadersAcrossVersions(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "f", "v1")
 	n := tf.lookup(t, "f")
-	n.mu.Lock()
-	n.ptHold = time.Now().Add(time.Hour).UnixNano() // readers read direct
-	n.mu.Unlock()
+	n.opens.HoldOff(time.Now().Add(time.Hour)) // readers read direct
 	r1, _, errno := n.Open(as(2), syscall.O_RDONLY)
 	if errno != 0 {
 		t.Fatal(errno)

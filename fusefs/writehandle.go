@@ -300,7 +300,7 @@ func (h *writeHandle) Release(ctx context.Context) syscall.Errno {
 		w.Release(ctx, h.wh, h.node.StableAttr().Ino, flushed, h.lease)
 		return 0
 	})
-	h.node.sharedGone()
+	h.node.opens.SharedGone()
 	return 0
 }
 
