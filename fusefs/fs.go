@@ -74,15 +74,15 @@ type Options struct {
 	Cache *CacheTimeouts
 	// MaxFdsPerOwner bounds the descriptors the daemon holds for one lock
 	// owner (its open files and directories, its writes' temps, its lock
-	// fds: fusefs/admit's fds.go; EMFILE, RESOURCE_LIMIT beyond it), so that one owner
-	// cannot take every descriptor the daemon has; 0 sets no bound.
-	// Counted only on a mount made by FS.Mount.
+	// fds: fusefs/admit's fds.go; EMFILE, RESOURCE_LIMIT beyond it), so
+	// that one owner cannot take every descriptor the daemon has; 0 sets no
+	// bound. Counted only on a mount made by FS.Mount.
 	MaxFdsPerOwner int
 	// FdLimit is the daemon's descriptor limit (RLIMIT_NOFILE): owners
 	// together may hold it less a reserve for the daemon, each at most
-	// half of what the others left (fusefs/admit's fds.go), and idle directory fds are
-	// kept to an eighth of it (dircache.go). 0: no such bound, and the
-	// idle directory fds to fdbudget.DirFdBound(0).
+	// half of what the others left (fusefs/admit's fds.go), and idle
+	// directory fds are kept to an eighth of it (dircache.go). 0: no such
+	// bound, and the idle directory fds to fdbudget.DirFdBound(0).
 	FdLimit int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
@@ -151,8 +151,9 @@ type FS struct {
 	// puts a name into a directory (create, mknod, mkdir, symlink, link,
 	// rename, a commit's rename) holds it shared from its protect and
 	// credential checks through its system call; a rename of a directory
-	// (judged by what it holds: admit.Gate.DenyDirRename) holds it exclusively from
-	// its scan through renameat2. No lock-table wait is made under it.
+	// (judged by what it holds: admit.Gate.DenyDirRename) holds it
+	// exclusively from its scan through renameat2. No lock-table wait is
+	// made under it.
 	nsMu lockorder.RWMutex[lockorder.NsMu]
 
 	// engine keeps the owners' writes in progress, their temps and the
@@ -314,7 +315,8 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// could not. The kernel asks for system.posix_acl_* and caches them.
 	mo.EnableAcl = true
 	// The caller's umask reaches the daemon unapplied, which applies it
-	// or the parent's default ACL as the kernel would natively (admit.Gate.NewMode).
+	// or the parent's default ACL as the kernel would natively
+	// (admit.Gate.NewMode).
 	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP

@@ -51,9 +51,9 @@ var (
 // calls done (dircache.go; a no-op on error): the op makes its one dirfd
 // call on (fd, name), which acts on that one name beneath a verified
 // directory without following it. The path returned is n's workspace path
-// as the kernel has it now (admit.Gate.DirRel; "" for guard.Removes, which judges no
-// path): an op that makes a name holds nsMu shared from prepare through
-// its system call, so that no directory rename moves the name's place
+// as the kernel has it now (admit.Gate.DirRel; "" for guard.Removes, which
+// judges no path): an op that makes a name holds nsMu shared from prepare
+// through its system call, so that no directory rename moves the name's place
 // between the two.
 func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
 	pfd, done, errno := n.prepareDir(ctx, op, name, use)
@@ -84,8 +84,8 @@ func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (
 // as the one this call made (guard.MadeByCall) before it is given to the
 // caller and its mode is set. Without ownership to hand over, make gets
 // the final mode and no check is needed. The final mode is the caller's
-// mode as the kernel would make it natively (admit.Gate.NewMode: its umask, or the
-// directory's default ACL); a symlink's is always 0777.
+// mode as the kernel would make it natively (admit.Gate.NewMode: its umask,
+// or the directory's default ACL); a symlink's is always 0777.
 //
 // rel is the new name's workspace path (prepare).
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -323,11 +323,12 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 // RENAME_WHITEOUT is refused (PATH_ESCAPE: it would leave a 0:0 character
 // device at the source name, a device node Mknod refuses), then a file
 // another owner is writing (a wait of the lock table: before nsMu), then,
-// under nsMu, the names judged once at their places now (admit.Gate.JudgeRename: a
-// credential, a protected target), a directory holding a credential or whose
-// contents would be protected at its new name, a symlink that would climb
-// out of the root from its new place (the object, or a link beneath a
-// directory moved shallower: admit.Gate.DenyLinkMove), and the rename itself.
+// under nsMu, the names judged once at their places now
+// (admit.Gate.JudgeRename: a credential, a protected target), a directory
+// holding a credential or whose contents would be protected at its new
+// name, a symlink that would climb out of the root from its new place (the
+// object, or a link beneath a directory moved shallower:
+// admit.Gate.DenyLinkMove), and the rename itself.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
@@ -407,10 +408,10 @@ type renaming struct {
 
 // renameJudged judges r's names and moves under nsMu, and renames: shared
 // for names that are no directory, exclusive when a directory's contents
-// are scanned (admit.Gate.DenyDirRename; guard.RenameScans), so that no name enters
-// it between the scan and the rename. A name found to be a directory only
-// under the shared lock (it became one since) is judged again under the
-// exclusive one.
+// are scanned (admit.Gate.DenyDirRename; guard.RenameScans), so that no
+// name enters it between the scan and the rename. A name found to be a
+// directory only under the shared lock (it became one since) is judged
+// again under the exclusive one.
 func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
 	exclusive := guard.RenameScans(r.names())
 	for {
@@ -435,10 +436,10 @@ func (r *renaming) names() guard.RenameNames {
 }
 
 // renameUnder is renameJudged's step under nsMu: the names at their
-// places now (admit.Gate.DirRel), judged (guard.Guard.JudgeRename: both names of an
-// exchange against the protect rule, then each name's own checks), each
-// directory moved (admit.Gate.DenyDirRename, exclusive only: again is true when one
-// is met under the shared lock), then renameat2.
+// places now (admit.Gate.DirRel), judged (guard.Guard.JudgeRename: both
+// names of an exchange against the protect rule, then each name's own
+// checks), each directory moved (admit.Gate.DenyDirRename, exclusive only:
+// again is true when one is met under the shared lock), then renameat2.
 func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
 	exchange := r.flags&unix.RENAME_EXCHANGE != 0
 	r.oldRel = admit.Join(f.gate.DirRel(r.from, r.ofd), r.name)
@@ -469,8 +470,8 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	defer dirfd.Close(dfd)
 	// The last look at who writes what the rename replaces and the rename
 	// are one step against a write open's look and lock (commitMu): a file
-	// another owner opened for writing since admit.Gate.HeldByOther is not renamed
-	// over, where its commit would meet another file.
+	// another owner opened for writing since admit.Gate.HeldByOther is not
+	// renamed over, where its commit would meet another file.
 	f.commitMu.Lock()
 	if f.gate.Names.ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()

@@ -30,8 +30,8 @@ func relPathTree(t testing.TB, names []string) *Node {
 	return cur
 }
 
-// TestRelPath: the path (Node.Rel) the guard matches is the node's place in the tree,
-// joined from the root down.
+// TestRelPath: the path (Node.Rel) the guard matches is the node's place in
+// the tree, joined from the root down.
 func TestRelPath(t *testing.T) {
 	tests := []struct {
 		dirs []string

@@ -81,8 +81,9 @@ var (
 	// its protect and credential checks through its system call; exclusive
 	// by a rename that scans a directory (renameJudged), from the scan
 	// through renameat2. Never held across a lock-table wait (a rename's
-	// admit.Gate.HeldByOther comes before it) nor while guard.IDs.Has waits for the
-	// mount-time scan (Link waits for the scan before it takes nsMu).
+	// admit.Gate.HeldByOther comes before it) nor while guard.IDs.Has
+	// waits for the mount-time scan (Link waits for the scan before it
+	// takes nsMu).
 	nsMu = class{name: "FS.nsMu", under: &entry}
 	// Written by a commit's rename together with the move of the file's
 	// lock to the new file (writeengine Write.replace, which takes it
