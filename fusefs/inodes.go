@@ -66,7 +66,7 @@ func (f *FS) succeeded(old, new fileID) { f.inos.Succeeded(old, new) }
 // the file n stands for with now (inodes.Table.CatchUp): a lookup made n
 // for the old file while a commit renamed over it.
 func (f *FS) catchUp(n *Node, now fileID) bool {
-	if !f.inos.CatchUp(n, n.StableAttr().Ino, n.fileID(), now) {
+	if !f.inos.CatchUp(n, n.StableAttr().Ino, n.FileID(), now) {
 		return false
 	}
 	n.setIdent(now.Key.Dev, now.Key.Ino, now.Gen)
@@ -94,7 +94,7 @@ func (f *FS) dropLockSet(l *reclock.Set) { f.releaseAll(f.heirs.Forget(l)) }
 func (f *FS) releaseAll(cs []reclock.Charge) {
 	for _, c := range cs {
 		if c.Owner != "" {
-			f.fds.release(c.Owner, c.N)
+			f.fds.Release(c.Owner, c.N)
 		}
 	}
 }

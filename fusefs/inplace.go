@@ -52,7 +52,7 @@ type inPlaceHandle struct {
 	fd    int
 	write bool // fd is O_RDWR
 	// made: the file is one the mount made at a credential path; each
-	// change restamps it (ownMadeChange), so that it stays readable.
+	// change restamps it (guard.Guard.OwnChange), so that it stays readable.
 	made bool
 	// counted: the handle is counted on its node (Node.opens); a handle
 	// made for the daemon's own use (truncate by name) is not.
@@ -86,7 +86,7 @@ func (h *inPlaceHandle) change(fn func() error) error {
 	if !h.made {
 		return fn()
 	}
-	return h.node.fsys.ownMadeChange([]int{h.fd}, fn)
+	return h.node.fsys.guard.OwnChange([]int{h.fd}, fn)
 }
 
 // Read reads the file (readhold.go).

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
@@ -196,7 +197,7 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 		return toErrno(err)
 	}
 	if !inside {
-		return n.fsys.refuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, RuleEscapeMovedOut)
+		return n.fsys.gate.RefuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, admit.RuleEscapeMovedOut)
 	}
 	return 0
 }
@@ -252,7 +253,7 @@ func (n *Node) answerIdentity(ctx context.Context, op string, pn *Node, name str
 	if id == identityReplaced {
 		return syscall.ESTALE
 	}
-	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeSwapped)
+	return n.fsys.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeSwapped)
 }
 
 // openPath opens n itself as an O_PATH fd and verifies it. The caller acts on
@@ -311,15 +312,13 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	gen, err := dirfd.Statx(pfd, name, &st)
 	if isEscape(err) {
 		// A mount point: what is mounted there is not in BACKING.
-		return nil, n.fsys.refuse(ctx, "lookup", n, name, errcode.PathEscape, RuleEscapeMount)
+		return nil, n.fsys.gate.Refuse(ctx, "lookup", n, name, errcode.PathEscape, admit.RuleEscapeMount)
 	}
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	if n.fsys.opts.Credentials != nil {
-		if rel, hide := n.fsys.noteLookup(n, name, &st, gen); hide {
-			return nil, n.fsys.auditCredential(ctx, "lookup", rel, rel, syscall.ENOENT)
-		}
+	if errno := n.fsys.gate.NoteLookup(ctx, n, name, &st, gen); errno != 0 {
+		return nil, errno
 	}
 	child := n.newChild(ctx, &st, gen)
 	cn := n.known(name, child)
@@ -442,14 +441,14 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		defer dirfd.Close(fd)
 		if mode, ok := in.GetMode(); ok {
-			if errno := n.fsys.denyChmod(ctx, n, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
+			if errno := n.fsys.gate.DenyChmod(ctx, n, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
 				return errno
 			}
 		}
-		if errno := n.fsys.metaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
+		if errno := n.fsys.gate.MetaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
-		if err := f.ownMadeChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
+		if err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
 			return toErrno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
@@ -558,7 +557,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return syscall.EINVAL
 	}
 	if h != nil {
-		if errno := n.fsys.denySelf(ctx, "truncate", n, nil, true); errno != 0 {
+		if errno := n.fsys.gate.DenySelf(ctx, "truncate", n, nil, true); errno != 0 {
 			return errno
 		}
 		switch h := h.(type) {
@@ -614,8 +613,8 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	lockorder.GoFuse("Inode.Parent")
 	_, parent := n.Parent()
-	if !staysInside(n.fsys.depth(asNode(parent)), target) {
-		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape, RuleEscapeSymlinkTarget)
+	if errno := n.fsys.gate.DenyTarget(ctx, n, n.fsys.depth(asNode(parent)), target); errno != 0 {
+		return nil, errno
 	}
 	return []byte(target), 0
 }
@@ -641,11 +640,24 @@ func (n *Node) setIdent(dev, ino, gen uint64) {
 	n.dev, n.ino, n.gen = dev, ino, gen
 }
 
-// fileID is the backing file n stands for, generation included.
-func (n *Node) fileID() fileID {
+// FileID is the backing file n stands for, generation included.
+func (n *Node) FileID() fileID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return fileID{Key: locks.Key{Dev: n.dev, Ino: n.ino}, Gen: n.gen}
+}
+
+// Rel is the workspace-relative path of name in n (of n itself for ""),
+// for audit lines and policy matching (admit.Place): n's place in
+// go-fuse's tree. It is built in memory only and never passed to a system
+// call.
+func (n *Node) Rel(name string) string {
+	p := ""
+	if n != nil {
+		lockorder.GoFuse("Inode.Path")
+		p = n.Path(n.fsys.root.EmbeddedInode())
+	}
+	return admit.Join(p, name)
 }
 
 // catchUp moves n to found, the file the caller found named name in pn, if

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -107,7 +108,7 @@ func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
 	fd, err := dirfd.OpenDir(pfd, name)
 	if err != nil {
 		if isEscape(err) || err == syscall.ENOTDIR {
-			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape, RuleEscapeResolve)
+			return -1, n.fsys.gate.Refuse(ctx, "opendir", pn, name, errcode.PathEscape, admit.RuleEscapeResolve)
 		}
 		return -1, toErrno(err)
 	}
@@ -150,8 +151,8 @@ func (n *Node) forgetDir() {
 // Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
 // connection.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, "", 1); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
+	if errno := n.fsys.gate.AdmitOpen(ctx, "", "opendir", n, "", false); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of handles (admit.Gate.AdmitOpen)
 	}
 	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
@@ -174,5 +175,5 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.watched.Load() {
 		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return &dirHandle{node: n, stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
+	return &dirHandle{node: n, stream: stream, hide: n.fsys.gate.HiddenIn(n)}, fuseFlags, 0
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
@@ -28,8 +29,8 @@ import (
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "open", n, "", openNeed(flags)); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of descriptors (fdcap.go)
+	if errno := n.fsys.gate.AdmitOpen(ctx, "", "open", n, "", writeFlags(flags)); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of descriptors (admit.Gate.AdmitOpen)
 	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
 	return fh, fuseFlags, openErrno(errno)
@@ -84,7 +85,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve), false
+			return nil, 0, f.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeResolve), false
 		}
 		return nil, 0, toErrno(err), false
 	}
@@ -115,13 +116,13 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
-		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+		return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
+		return nil, 0, f.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeNotRegular), false
 	}
-	if errno := n.fsys.denySelf(ctx, op, n, &st, write); errno != 0 {
+	if errno := n.fsys.gate.DenySelf(ctx, op, n, &st, write); errno != 0 {
 		dirfd.Close(fd)
 		lease.Release()
 		return nil, 0, errno, false
@@ -191,12 +192,12 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		done()
 		return -1, -1, 0, noUnpin, errno
 	}
-	perm := f.newHostMode(ctx, n, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
+	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
 		return fail(toErrno(err))
 	}
-	if errno := f.claim(ctx, pfd, fd); errno != 0 {
+	if errno := f.gate.Claim(ctx, pfd, fd); errno != 0 {
 		dirfd.Close(fd)
 		dirfd.Unlink(pfd, name, 0)
 		return fail(errno)
@@ -206,7 +207,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		dirfd.Close(fd)
 		return fail(errno)
 	}
-	f.madeNew(joinRel(dir, name), st, gen)
+	f.guard.MadeNew(admit.Join(dir, name), st, gen)
 	return pfd, fd, gen, done, 0
 }
 
@@ -219,7 +220,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer n.enter()()
 	f := n.fsys
 	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
-	if errno := f.admitOpen(ctx, owner, "create", n, name, openNeed(syscall.O_WRONLY)); errno != 0 {
+	if errno := f.gate.AdmitOpen(ctx, owner, "create", n, name, true); errno != 0 {
 		return nil, nil, 0, errno
 	}
 	var st unix.Stat_t
@@ -297,7 +298,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	// Both handles passed Open's check; a rename since then could have
 	// put either under a credential name, so ask again.
 	for _, h := range []openFile{in, to} {
-		if errno := n.fsys.denySelf(ctx, "copy_file_range", h.common().node, nil, false); errno != 0 {
+		if errno := n.fsys.gate.DenySelf(ctx, "copy_file_range", h.common().node, nil, false); errno != 0 {
 			return 0, errno
 		}
 	}
@@ -341,7 +342,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.made.holds(locks.KeyOf(st))
+	h.made = f.opts.Credentials != nil && f.guard.Made.Holds(locks.KeyOf(st))
 	// Passing through, the kernel reads and writes the backing file without
 	// the daemon; go-fuse registers the node's first handle's fd for every
 	// later one, so each is read-write (a read-only open's descriptor still
@@ -419,7 +420,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
-			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+			return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
 		}
 	}
 	e := lease.Shared()
@@ -473,7 +474,7 @@ func (f *FS) coordinated(dir *Node, name string) bool {
 	if m.CoordinatedByName() {
 		return m.Coordinated(name)
 	}
-	return m.Coordinated(f.relPath(dir, name))
+	return m.Coordinated(dir.Rel(name))
 }
 
 // inPlaceFile reports whether the file with stat st, at a coordinated

@@ -16,7 +16,8 @@ import (
 // anchor per file so that a commit never drops or splits a lock: package
 // reclock keeps them. Here are the adapters: the node's lock set, made at
 // first use and handed on when the node is retired (reclock.Heirs), the
-// charges of the fds it opens (fdcap.go), and Getlk, Setlk and Setlkw.
+// charges of the fds it opens (fusefs/admit: fds.go), and Getlk, Setlk and
+// Setlkw.
 
 // lockSet returns n's lock set, made at first use: a node that go-fuse
 // drops for one it knows already (a lookup of a known name) never holds
@@ -42,8 +43,8 @@ func (n *Node) dropLocker(locker uint64) {
 
 // lockFd returns the lock fd of locker for handle fh, remembering on the
 // handle that locker used it. A locker's first lock on the file charges
-// the caller's owner its fd and maybe the anchor (fdcap.go): an owner that
-// may not take two more is refused, ENOLCK (flock's and fcntl's "no
+// the caller's owner its fd and maybe the anchor (fusefs/admit: fds.go): an
+// owner that may not take two more is refused, ENOLCK (flock's and fcntl's "no
 // room for lock records"), audited RESOURCE_LIMIT.
 func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	h := fileOf(fh)
@@ -57,9 +58,9 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 	}
 	f := n.fsys
 	var owner locks.Owner
-	if f.fds.bounded() {
+	if f.fds.Bounded() {
 		owner = f.owner(ctx)
-		if errno := f.chargeOrRefuse(ctx, owner, "lock", n, "", 2, 2, syscall.ENOLCK); errno != 0 {
+		if errno := f.gate.ChargeOrRefuse(ctx, owner, "lock", n, "", 2, 2, syscall.ENOLCK); errno != 0 {
 			return -1, errno
 		}
 	}
@@ -70,7 +71,7 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 		return errno
 	})
 	if owner != "" {
-		f.fds.release(owner, 2-opened)
+		f.fds.Release(owner, 2-opened)
 	}
 	if errno != 0 {
 		return -1, errno

@@ -307,18 +307,18 @@ func TestCatchUpNeedsTheGeneration(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "f", "x")
 	n := tf.lookup(t, "f")
-	was := n.fileID()
+	was := n.FileID()
 	next := fileID{Key: locks.Key{Dev: was.Key.Dev, Ino: was.Key.Ino + 1000}, Gen: 7}
 	tf.succeeded(was, next)
 	reused := fileID{Key: next.Key, Gen: 8} // the same number, another file
 	if tf.catchUp(n, reused) {
 		t.Fatal("caught up with a file that only shares the replacement's inode number")
 	}
-	if n.fileID() != was {
+	if n.FileID() != was {
 		t.Fatal("a refused catch-up moved the node")
 	}
-	if !tf.catchUp(n, next) || n.fileID() != next {
-		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.fileID(), next)
+	if !tf.catchUp(n, next) || n.FileID() != next {
+		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.FileID(), next)
 	}
 }
 

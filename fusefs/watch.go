@@ -33,7 +33,7 @@ func (w *watcher) add(n *Node, fd int) {
 	first, err := w.Add(n, fd)
 	if err != nil {
 		if first {
-			w.fs.logf("watch %q: %v; changes made in BACKING behind the mount show there after the short cache timeouts", w.fs.relPath(n, ""), err)
+			w.fs.logf("watch %q: %v; changes made in BACKING behind the mount show there after the short cache timeouts", n.Rel(""), err)
 		}
 		return
 	}

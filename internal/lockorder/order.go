@@ -82,8 +82,9 @@ var (
 	// its protect and credential checks through its system call; exclusive
 	// by a rename that scans a directory (renameJudged), from the scan
 	// through renameat2. Never held across a lock-table wait (a rename's
-	// heldByOther comes before it) nor while guard.IDs.Has waits for the
-	// mount-time scan (Link waits for the scan before it takes nsMu).
+	// admit.Gate.HeldByOther comes before it) nor while guard.IDs.Has
+	// waits for the mount-time scan (Link waits for the scan before it
+	// takes nsMu).
 	nsMu = class{name: "FS.nsMu", under: &entry}
 	// Written by a commit's rename together with the move of the file's
 	// lock to the new file (writeengine Write.replace, which takes it
@@ -94,7 +95,7 @@ var (
 	// it waited in go-fuse's GetChild deadlocked with requests waiting
 	// for it (issue 18): replace looks the node up before it takes it.
 	commitMu = class{name: "FS.commitMu", under: &nsMu, noGoFuse: true}
-	// Held by ownMadeChange around the mount's own change of a file it
+	// Held by guard.Guard.OwnChange around the mount's own change of a file it
 	// made at a credential path: its stat before, the system call, its
 	// stat after.
 	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &commitMu}
