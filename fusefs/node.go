@@ -595,7 +595,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		}
 		switch h := h.(type) {
 		case *inPlaceHandle:
-			return h.truncate(size)
+			return h.file.Truncate(size)
 		case *writeHandle:
 			return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
 		}
@@ -606,7 +606,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return errno
 	}
 	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		errno = ip.truncate(size)
+		errno = ip.file.Truncate(size)
 		ip.Release(ctx)
 		return errno
 	}

@@ -350,7 +350,7 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 // write handle; a read handle changes nothing (EBADF).
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
 	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		return ip.allocate(off, size, mode)
+		return ip.file.Allocate(off, size, mode)
 	}
 	h, ok := fileOf(fh).(*writeHandle)
 	if !ok {
@@ -377,13 +377,13 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		}
 	}
 	if dst, ok := to.(*inPlaceHandle); ok {
-		var copied uint32
+		var copied int
 		errno := in.withFd(func(src int) syscall.Errno {
 			var errno syscall.Errno
-			copied, errno = dst.copyIn(src, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(src, offIn, offOut, size, flags)
 			return errno
 		})
-		return copied, errno
+		return uint32(copied), errno
 	}
 	dst, ok := to.(*writeHandle)
 	if !ok {
@@ -392,7 +392,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	switch in := in.(type) {
 	case *inPlaceHandle:
 		defer lockPair(nil, dst.pending)()
-		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
+		return dst.copyIn(ctx, in.file.Fd(), offIn, offOut, size, flags)
 	case *readHandle:
 		defer lockPair(nil, dst.pending)()
 		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
@@ -415,31 +415,32 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // instead (ESTALE: the kernel looks the name up again).
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.made.holds(locks.KeyOf(st))
+	write := writeFlags(flags)
+	made := f.opts.Credentials != nil && f.made.holds(locks.KeyOf(st))
 	// Passing through, the kernel reads and writes the backing file without
 	// the daemon; go-fuse registers the node's first handle's fd for every
 	// later one, so each is read-write (a read-only open's descriptor still
 	// cannot write: the kernel checks the open's own mode). Writes to a
-	// file the mount made at a credential path restamp it (change): the
-	// daemon must see them.
-	pt := f.opts.Passthrough && forKernel && !h.made
-	if h.write || pt {
+	// file the mount made at a credential path restamp it
+	// (writeengine.InPlace): the daemon must see them.
+	pt := f.opts.Passthrough && forKernel && !made
+	if write || pt {
 		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
 		switch {
 		case err == nil:
 			dirfd.Close(fd)
-			h.fd = rw
-		case h.write:
+			fd = rw
+		case write:
 			dirfd.Close(fd)
 			return nil, 0, toErrno(err)
 		default:
 			pt = false // a reader of a file the daemon cannot write
 		}
 	}
-	if flags&syscall.O_TRUNC != 0 && h.write {
-		if errno := h.truncate(0); errno != 0 {
-			dirfd.Close(h.fd)
+	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made)}
+	if flags&syscall.O_TRUNC != 0 && write {
+		if errno := h.file.Truncate(0); errno != 0 {
+			dirfd.Close(fd)
 			return nil, 0, errno
 		}
 	}
@@ -447,7 +448,7 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	if forKernel {
 		var ok bool
 		if keep, ok = n.admitInPlace(locks.KeyOf(st), pt); !ok {
-			dirfd.Close(h.fd)
+			dirfd.Close(fd)
 			return nil, 0, n.retire()
 		}
 		h.counted, h.passthrough = true, pt

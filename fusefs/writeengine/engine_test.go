@@ -33,6 +33,7 @@ type fakeHost struct {
 	audits   []string // "op code"
 	replaced int      // commits that rekeyed nodes
 	charged  int      // writes charged and not released
+	made     int      // changes run as the mount's own of a made file
 }
 
 func (h *fakeHost) Logf(format string, args ...any) {
@@ -55,8 +56,13 @@ func (h *fakeHost) DenyCommit(context.Context, *Write[*fakeNode]) syscall.Errno 
 func (h *fakeHost) Conflicted(context.Context, *fakeNode, string) syscall.Errno {
 	return syscall.EBUSY
 }
-func (h *fakeHost) OwnMadeChange(_ []int, change func() error) error { return change() }
-func (h *fakeHost) Child(*fakeNode, string) *fakeNode                { return nil }
+func (h *fakeHost) OwnMadeChange(_ []int, change func() error) error {
+	h.mu.Lock()
+	h.made++
+	h.mu.Unlock()
+	return change()
+}
+func (h *fakeHost) Child(*fakeNode, string) *fakeNode { return nil }
 func (h *fakeHost) Replaced(nodes []*fakeNode, _ locks.Key, _, _ FileID, _ *unix.Stat_t) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
