@@ -6,6 +6,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -52,7 +53,7 @@ func (c *fdCounts) release(o locks.Owner, n int) { c.Release(o, n) }
 // openNeed is what an open with flags may take: its handle, and a write
 // in progress if it writes.
 func openNeed(flags uint32) int {
-	if writeFlags(flags) {
+	if writeengine.WriteFlags(flags) {
 		return 1 + pendingFds
 	}
 	return 1

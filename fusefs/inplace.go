@@ -69,7 +69,7 @@ func (h *inPlaceHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // mapping): its record locks are dropped and its fd closes once go-fuse
 // has done with every read of it.
 func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.release(nil) {
+	if !h.release() {
 		return syscall.EBADF
 	}
 	if h.counted {

@@ -74,7 +74,7 @@ func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // locks are dropped, it leaves the node's count of readers (admitReader),
 // and its fd closes once go-fuse has done with every read of it.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.release(nil) {
+	if !h.release() {
 		return syscall.EBADF
 	}
 	if !h.passthrough {
