@@ -182,7 +182,7 @@ type FS struct {
 
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
-	// descriptor table (see writeHandle.Flush).
+	// descriptor table (see writeengine.File.Flush).
 	mountDev atomic.Uint64
 }
 
@@ -461,6 +461,8 @@ func (f *FS) newEngine() *writeengine.Engine[*Node] {
 		Durability:    f.opts.Durability,
 		AsRoot:        f.asRoot,
 		OrdersRenames: func() bool { return f.ordersRenames },
+		Procs:         f.processes,
+		MountDev:      f.mountDev.Load,
 		FailAt:        f.opts.FailAt,
 		OnSync: func(what string) {
 			if f.opts.onSync != nil {

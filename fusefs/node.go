@@ -465,7 +465,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		view := st
 		var w *pendingWrite
 		if wh, ok := h.(*writeHandle); ok {
-			w = wh.pending
+			w = wh.file.Pending()
 			w.Entry().Lock()
 		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			w = n.fsys.ownWrite(ctx, locks.KeyOf(&st))
@@ -562,9 +562,9 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		}
 		switch h := h.(type) {
 		case *inPlaceHandle:
-			return h.truncate(size)
+			return h.file.Truncate(size)
 		case *writeHandle:
-			return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+			return h.file.Truncate(size)
 		}
 		return syscall.EBADF
 	}
@@ -573,15 +573,15 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return errno
 	}
 	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		errno = ip.truncate(size)
+		errno = ip.file.Truncate(size)
 		ip.Release(ctx)
 		return errno
 	}
 	t := fh.(*writeHandle) // a write open's handle is one, or in place
-	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+	errno = t.file.Truncate(size)
 	if errno == 0 {
 		// Unless the owner's open write handle commits at its close.
-		errno = t.withSettled(func(w *pendingWrite) syscall.Errno { return w.CommitTruncate(ctx) })
+		errno = t.file.CommitTruncate(ctx)
 	}
 	t.Release(ctx)
 	return errno

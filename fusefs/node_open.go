@@ -29,7 +29,7 @@ import (
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.gate.AdmitOpen(ctx, "", "open", n, "", writeFlags(flags)); errno != 0 {
+	if errno := n.fsys.gate.AdmitOpen(ctx, "", "open", n, "", writeengine.WriteFlags(flags)); errno != 0 {
 		return nil, 0, errno // the owner holds its bound of descriptors (admit.Gate.AdmitOpen)
 	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
@@ -44,7 +44,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	if f.opts.ReadOnly && writeFlags(flags) {
+	if f.opts.ReadOnly && writeengine.WriteFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	p := patience()
@@ -66,7 +66,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 // gone now, or the file was replaced before the open joined its lock's write.
 func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, p locks.Patience) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
 	f := n.fsys
-	write := writeFlags(flags)
+	write := writeengine.WriteFlags(flags)
 	if forKernel && n.opens.Retired() {
 		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
@@ -275,16 +275,13 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 // Allocate preallocates or punches holes in the owner's temp, through a
 // write handle; a read handle changes nothing (EBADF).
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		return ip.allocate(off, size, mode)
+	switch h := fileOf(fh).(type) {
+	case *inPlaceHandle:
+		return h.file.Allocate(off, size, mode)
+	case *writeHandle:
+		return h.file.Allocate(off, size, mode)
 	}
-	h, ok := fileOf(fh).(*writeHandle)
-	if !ok {
-		return syscall.EBADF
-	}
-	return h.withTemp(ctx, func(fd int) syscall.Errno {
-		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
-	})
+	return syscall.EBADF
 }
 
 // CopyFileRange copies from one handle of this mount into a write handle's
@@ -302,36 +299,26 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 			return 0, errno
 		}
 	}
-	if dst, ok := to.(*inPlaceHandle); ok {
-		var copied uint32
-		errno := in.withFd(func(src int) syscall.Errno {
+	var copied int
+	errno := syscall.EBADF // a read handle is read-only
+	switch dst := to.(type) {
+	case *inPlaceHandle:
+		errno = in.withFd(func(src int) syscall.Errno {
 			var errno syscall.Errno
-			copied, errno = dst.copyIn(src, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(src, offIn, offOut, size, flags)
 			return errno
 		})
-		return copied, errno
-	}
-	dst, ok := to.(*writeHandle)
-	if !ok {
-		return 0, syscall.EBADF // a read handle is read-only
-	}
-	switch in := in.(type) {
-	case *inPlaceHandle:
-		defer lockPair(nil, dst.pending)()
-		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
-	case *readHandle:
-		defer lockPair(nil, dst.pending)()
-		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
 	case *writeHandle:
-		if in.pending == dst.pending {
-			return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
+		switch in := in.(type) {
+		case *inPlaceHandle:
+			copied, errno = dst.file.CopyIn(in.file.Fd(), offIn, offOut, size, flags)
+		case *readHandle:
+			copied, errno = dst.file.CopyIn(in.fd, offIn, offOut, size, flags)
+		case *writeHandle:
+			copied, errno = dst.file.CopyFrom(in.file, offIn, offOut, size, flags)
 		}
-		// Both writes' locks are held for the copy, taken in one order so
-		// that copies between two files in both directions cannot deadlock.
-		defer lockPair(in.pending, dst.pending)()
-		return dst.copyIn(ctx, in.pending.Cur(), offIn, offOut, size, flags)
 	}
-	return 0, syscall.EBADF
+	return uint32(copied), errno
 }
 
 // openInPlace makes the handle of an open of the coordinated file fd
@@ -341,31 +328,32 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // instead (ESTALE: the kernel looks the name up again).
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.guard.Made.Holds(locks.KeyOf(st))
+	write := writeengine.WriteFlags(flags)
+	made := f.opts.Credentials != nil && f.guard.Made.Holds(locks.KeyOf(st))
 	// Passing through, the kernel reads and writes the backing file without
 	// the daemon; go-fuse registers the node's first handle's fd for every
 	// later one, so each is read-write (a read-only open's descriptor still
 	// cannot write: the kernel checks the open's own mode). Writes to a
-	// file the mount made at a credential path restamp it (change): the
-	// daemon must see them.
-	pt := f.opts.Passthrough && forKernel && !h.made
-	if h.write || pt {
+	// file the mount made at a credential path restamp it
+	// (writeengine.InPlace): the daemon must see them.
+	pt := f.opts.Passthrough && forKernel && !made
+	if write || pt {
 		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
 		switch {
 		case err == nil:
 			dirfd.Close(fd)
-			h.fd = rw
-		case h.write:
+			fd = rw
+		case write:
 			dirfd.Close(fd)
 			return nil, 0, toErrno(err)
 		default:
 			pt = false // a reader of a file the daemon cannot write
 		}
 	}
-	if flags&syscall.O_TRUNC != 0 && h.write {
-		if errno := h.truncate(0); errno != 0 {
-			dirfd.Close(h.fd)
+	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made)}
+	if flags&syscall.O_TRUNC != 0 && write {
+		if errno := h.file.Truncate(0); errno != 0 {
+			dirfd.Close(fd)
 			return nil, 0, errno
 		}
 	}
@@ -373,7 +361,7 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	if forKernel {
 		var ok bool
 		if keep, ok = n.opens.AdmitInPlace(locks.KeyOf(st), pt); !ok {
-			dirfd.Close(h.fd)
+			dirfd.Close(fd)
 			return nil, 0, n.retire()
 		}
 		h.counted, h.passthrough = true, pt
@@ -415,7 +403,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		var err error
 		// A reader of the owner's write takes the weakest hold.
 		mode := locks.Append
-		if writeFlags(flags) {
+		if writeengine.WriteFlags(flags) {
 			mode = lockMode(flags)
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
@@ -430,16 +418,11 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	if err != nil || again {
 		return nil, 0, toErrno(err), again
 	}
-	opener := f.processOf(caller(ctx).Pid)
-	wh, err := w.Open(ctx, lease, writeengine.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
-		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease},
-		n.StableAttr().Ino)
+	file, err := w.Open(ctx, lease, n, n.StableAttr().Ino, flags, f.processOf(caller(ctx).Pid))
 	if err != nil {
 		return nil, 0, toErrno(err), false
 	}
-	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
-	h.flags.Store(flags)
-	fh = h
+	fh = &writeHandle{handle: handle{node: n}, file: file}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false

@@ -76,7 +76,7 @@ func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // (nodeopens.Set.ReaderGone), and its fd closes once go-fuse has done with
 // every read of it.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.release(nil) {
+	if !h.release() {
 		return syscall.EBADF
 	}
 	h.node.opens.ReaderGone(h.mode)

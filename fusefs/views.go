@@ -12,7 +12,7 @@ import "context"
 // through its owner's view instead (Node.stat by name). A write handle
 // shows the owner's write to its owner only.
 func (h *writeHandle) answersFor(ctx context.Context) bool {
-	return h.node.fsys.owner(ctx) == h.pending.Entry().Owner()
+	return h.node.fsys.owner(ctx) == h.file.Pending().Entry().Owner()
 }
 
 // answersFor reports whether the read handle's own fd is the view of the

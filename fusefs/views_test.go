@@ -214,9 +214,10 @@ func TestFailedOpenKeepsContent(t *testing.T) {
 
 	// A truncation that reached the process (: > f) is committed.
 	h = tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	h.mu.Lock()
-	h.flushed = true // its close sent FLUSH; as pid 1's, it committed nothing here
-	h.mu.Unlock()
+	if errno := h.Flush(as(sleeper(t))); errno != 0 { // another process's close: it commits nothing
+		t.Fatalf("flush = %v", errno)
+	}
+	tf.wantContent(t, "f", "content", "after another process's close")
 	h.Release(as(1))
 	tf.wantContent(t, "f", "", "after the release of a truncating open that was closed")
 }

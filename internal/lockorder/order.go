@@ -46,7 +46,7 @@
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
 // waited for (fusefs/guard AwaitScan), nor across a wait in the lock table
 // (locks.Table.wait); nor, unchecked, while Flush waits out another
-// thread's write (writeHandle.writeGoesOn). go-fuse's tree locks
+// thread's write (writeengine File.writeGoesOn). go-fuse's tree locks
 // (Inode.Path, Parent, GetChild, NewInode) are taken under any class but
 // those marked noGoFuse (GoFuse before each call); go-fuse calls into
 // realm (OnForget too) holding none of them.
@@ -75,7 +75,7 @@ type class struct {
 var (
 	// One owner's write of one file (its pendingWrite) and the handles
 	// sharing it. Two are held together only by CopyFileRange, in the
-	// order their writes began (fusefs lockPair).
+	// order their writes began (writeengine lockPair).
 	entry = class{name: "locks.Entry", ordered: "pendingWrite.seq"}
 	// Shared by every op that puts a name into a directory (create, mknod,
 	// mkdir, symlink, link, a rename of a file, a commit's rename) from
