@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// madeUp marks the inode numbers the mount makes up (fusefs.borrowedBit).
+// madeUp marks the inode numbers the mount makes up (fusefs/inodes.BorrowedBit).
 const madeUp = 1 << 63
 
 // TestMadeUpInodeNumbersStay: a directory whose backing inode number a

@@ -246,7 +246,7 @@ func TestCommitStress(t *testing.T) {
 			}
 			if f := strings.Fields(r.out); len(f) > 7 {
 				if r.kind == "exchange" && strings.HasPrefix(f[7], "EACCES") {
-					// Not the commit protocol's: denyDirRename (guard.go)
+					// Not the commit protocol's: admit.Gate.DenyDirRename
 					// refuses a directory whose walk met a subdirectory
 					// the mkdir worker removed meanwhile.
 					t.Logf("worker %s: refused by the credential walk: %v", r.kind, f[7:])

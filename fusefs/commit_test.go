@@ -14,7 +14,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
@@ -136,10 +135,8 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			})
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
-				h.withPending(func(w *pendingWrite) syscall.Errno {
-					// A change that failed for want of space leaves the temp failed.
-					return w.Change(h.wh, func(int) syscall.Errno { return syscall.ENOSPC })
-				})
+				// A change that failed for want of space leaves the temp failed.
+				h.file.Change(func(int) syscall.Errno { return syscall.ENOSPC })
 			}
 			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
 				t.Errorf("fsync = %v, want EIO", errno)
@@ -329,61 +326,6 @@ func TestLastReleaseCommits(t *testing.T) {
 	tf.wantContent(t, "f", "new", "after the last release")
 }
 
-// TestKilledWriter: the bytes of a writer killed by a signal are committed
-// where that tears nothing old (the file was empty, or it was only appended
-// to) and kept as NAME.realm-recovered-* otherwise, the file unchanged; a
-// temp that a failed write left short is never committed. Each outcome is
-// one audit line.
-func TestKilledWriter(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		old        string
-		flags      uint32
-		data       string
-		failed     bool
-		want, copy string // copy "": no recovery copy
-		code       string
-	}{
-		{"new file", "", syscall.O_WRONLY | syscall.O_TRUNC, "half", false, "half", "", "WRITER_KILLED_COMMITTED"},
-		{"append", "old", syscall.O_WRONLY | syscall.O_APPEND, "+half", false, "old+half", "", "WRITER_KILLED_COMMITTED"},
-		{"rewrite", "old", syscall.O_WRONLY | syscall.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
-		{"append with O_TRUNC", "old", syscall.O_WRONLY | syscall.O_APPEND | syscall.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
-		{"in place", "old content", syscall.O_RDWR, "OLD", false, "old content", "OLD content", "WRITER_KILLED_RECOVERED"},
-		{"short write to a new file", "", syscall.O_WRONLY, "half", true, "", "half", "WRITER_KILLED_RECOVERED"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tf := newTestFS(t, nil)
-			h := tf.writing(t, tc.old, tc.flags, tc.data)
-			h.withPending(func(w *pendingWrite) syscall.Errno {
-				if tc.failed {
-					w.Change(h.wh, func(int) syscall.Errno { return syscall.EIO })
-				}
-				// The close of a writer a SIGKILL is killing.
-				if _, may := w.FlushStart(h.wh); !may {
-					t.Fatal("the close of a killed writer is not one")
-				}
-				return w.Flush(as(1), h.wh, writeengine.FlushFacts{Signal: 9}, 1)
-			})
-			h.Release(as(1))
-			tf.wantContent(t, "f", tc.want, "after its writer was killed")
-			tf.wantNoTemps(t)
-			copies, _ := filepath.Glob(filepath.Join(tf.backing, "f.realm-recovered-*"))
-			switch {
-			case tc.copy == "" && len(copies) > 0:
-				t.Errorf("recovery copies %q, want none", copies)
-			case tc.copy != "" && len(copies) != 1:
-				t.Errorf("recovery copies %q, want one", copies)
-			case tc.copy != "":
-				tf.wantContent(t, filepath.Base(copies[0]), tc.copy, "the recovery copy")
-			}
-			tf.wantAudit(t, "close "+tc.code+" ")
-			if ev := tf.audit.events(t); len(ev) == 1 && !strings.Contains(ev[0].Cause, "SIGKILL") {
-				t.Errorf("audit cause %q does not name the signal", ev[0].Cause)
-			}
-		})
-	}
-}
-
 // sleeper starts a process that holds no descriptor of the test's files,
 // to stand for a process on the mount; it is killed at cleanup.
 func sleeper(t *testing.T) uint32 {
@@ -566,14 +508,16 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 	if n1 == n2 || n1.StableAttr().Ino == n2.StableAttr().Ino {
 		t.Fatalf("the second open is on the first's node (ino %d): the test needs two", n1.StableAttr().Ino)
 	}
-	if h1.pending != h2.pending {
+	w := h1.file.Pending()
+	if w != h2.file.Pending() {
 		t.Fatal("the two opens do not share the owner's write")
 	}
-	var got []uint64
-	h1.withPending(func(w *pendingWrite) syscall.Errno {
-		got = w.KernelInos()
-		return 0
-	})
+	inos := func() []uint64 {
+		w.Entry().Lock()
+		defer w.Entry().Unlock()
+		return w.KernelInos()
+	}
+	got := inos()
 	slices.Sort(got)
 	want := []uint64{n1.StableAttr().Ino, n2.StableAttr().Ino}
 	slices.Sort(want)
@@ -581,10 +525,7 @@ func TestWriteKnowsEachInodeOfItsHandles(t *testing.T) {
 		t.Errorf("the write's handles are on inodes %v; want %v", got, want)
 	}
 	h2.Release(as(1))
-	h1.withPending(func(w *pendingWrite) syscall.Errno {
-		got = w.KernelInos()
-		return 0
-	})
+	got = inos()
 	if !slices.Equal(got, []uint64{n1.StableAttr().Ino}) {
 		t.Errorf("after the second handle's release: inodes %v; want [%d]", got, n1.StableAttr().Ino)
 	}

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,5 +88,46 @@ func TestIdleDirFdsBounded(t *testing.T) {
 				t.Errorf("%d idle fds after every node was forgotten", got)
 			}
 		})
+	}
+}
+
+func callerCtx(pid uint32) context.Context {
+	return &fuse.Context{Caller: fuse.Caller{Pid: pid}}
+}
+
+// TestDirectoryMovedOut: a directory node whose fd was opened while it was
+// in BACKING is ESTALE, audited PATH_ESCAPE, once the host has moved it
+// out, and the mount's again once moved back.
+func TestDirectoryMovedOut(t *testing.T) {
+	tf := newTestFS(t, nil)
+	if err := os.MkdirAll(filepath.Join(tf.backing, "d", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tf.write(t, "d/f", "inside")
+	d := tf.lookup(t, "d")
+	ctx := callerCtx(1)
+	var out fuse.EntryOut
+	if _, errno := d.Lookup(ctx, "f", &out); errno != 0 {
+		t.Fatalf("lookup d/f: %v", errno)
+	}
+	outside := filepath.Join(t.TempDir(), "d")
+	if err := os.Rename(filepath.Join(tf.backing, "d"), outside); err != nil {
+		t.Fatal(err)
+	}
+	if _, errno := d.Lookup(ctx, "f", &out); errno != syscall.ESTALE {
+		t.Errorf("lookup d/f with d moved out: %v, want ESTALE", errno)
+	}
+	if _, _, _, errno := d.Create(ctx, "g", uint32(os.O_WRONLY|os.O_CREATE), 0o644, &out); errno != syscall.ESTALE {
+		t.Errorf("create d/g with d moved out: %v, want ESTALE", errno)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "g")); !os.IsNotExist(err) {
+		t.Errorf("d/g was made outside BACKING: %v", err)
+	}
+	tf.wantAudit(t, "opendir PATH_ESCAPE ESTALE", "opendir PATH_ESCAPE ESTALE")
+	if err := os.Rename(outside, filepath.Join(tf.backing, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, errno := d.Lookup(ctx, "f", &out); errno != 0 {
+		t.Errorf("lookup d/f with d moved back: %v", errno)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -63,8 +64,8 @@ func (h engineHost) Audit(ctx context.Context, op, rel string, code errcode.Code
 	}
 }
 
-// RelPath is name's workspace path in dir (relPath).
-func (h engineHost) RelPath(dir *Node, name string) string { return h.f.relPath(dir, name) }
+// RelPath is name's workspace path in dir (Node.Rel).
+func (h engineHost) RelPath(dir *Node, name string) string { return dir.Rel(name) }
 
 // LockNames takes nsMu shared: a commit's rename puts a name in place.
 func (h engineHost) LockNames() (unlock func()) { return h.f.nsLock(false) }
@@ -77,19 +78,19 @@ func (h engineHost) LockCommit() (unlock func()) {
 	return h.f.commitMu.Unlock
 }
 
-// DenyCommit is the protect rule on a commit's place (denyCommit).
+// DenyCommit is the protect rule on a commit's place (admit.Gate.DenyCommit).
 func (h engineHost) DenyCommit(ctx context.Context, w *pendingWrite) syscall.Errno {
-	return h.f.denyCommit(ctx, w)
+	return h.f.gate.DenyCommit(ctx, w.Dir(), w.DirFd(), w.Name(), w.Node())
 }
 
 // Conflicted is the refusal of a commit that met a change from outside.
 func (h engineHost) Conflicted(ctx context.Context, dir *Node, name string) syscall.Errno {
-	return h.f.refuse(ctx, "commit", dir, name, errcode.LockConflict, RuleLockChanged)
+	return h.f.gate.Refuse(ctx, "commit", dir, name, errcode.LockConflict, admit.RuleLockChanged)
 }
 
 // OwnMadeChange keeps a made file known across the mount's own change.
 func (h engineHost) OwnMadeChange(fds []int, change func() error) error {
-	return h.f.ownMadeChange(fds, change)
+	return h.f.guard.OwnChange(fds, change)
 }
 
 // Child is the node the kernel knows as name in dir (go-fuse's lookup).
@@ -109,7 +110,7 @@ func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeen
 		}
 	}
 	f.inos.Succeeded(old, new)
-	f.madeCommitted(old, new, st)
+	f.guard.Made.Carry(old, new, st)
 }
 
 // NotifyEntry and NotifyInode queue invalidations for the kernel.
@@ -124,14 +125,14 @@ func (h engineHost) Unquiet(fd int) {
 	}
 }
 
-// ChargeWrite charges owner pendingFds for a write in progress, if the
-// mount bounds descriptors (fdcap.go); ReleaseWrite gives them back.
+// ChargeWrite charges owner admit.PendingFds for a write in progress, if the
+// mount bounds descriptors (fusefs/admit: fds.go); ReleaseWrite gives them back.
 func (h engineHost) ChargeWrite(owner locks.Owner) bool {
 	if !h.f.fds.Bounded() {
 		return false
 	}
-	h.f.fds.Charge(owner, pendingFds)
+	h.f.fds.Charge(owner, admit.PendingFds)
 	return true
 }
 
-func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, pendingFds) }
+func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, admit.PendingFds) }

@@ -17,7 +17,7 @@ import (
 type handle struct {
 	node *Node
 
-	// mu guards released and lockers, and a write handle's flushed.
+	// mu guards released and lockers.
 	mu       lockorder.Mutex[lockorder.HandleMu]
 	released bool
 	lockers  map[uint64]bool // lockers (reclock.go) that took locks through this handle
@@ -37,11 +37,10 @@ func (h *handle) noteLocker(locker uint64) {
 	h.lockers[locker] = true
 }
 
-// release marks h released, runs also (if not nil) under h.mu in the same
-// step, and drops the record locks taken through h: the kernel releases a
-// handle when its last descriptor closes. It reports false if h was
-// released already.
-func (h *handle) release(also func()) bool {
+// release marks h released and drops the record locks taken through h:
+// the kernel releases a handle when its last descriptor closes. It
+// reports false if h was released already.
+func (h *handle) release() bool {
 	h.mu.Lock()
 	if h.released {
 		h.mu.Unlock()
@@ -49,9 +48,6 @@ func (h *handle) release(also func()) bool {
 	}
 	h.released = true
 	lockers := h.lockers
-	if also != nil {
-		also()
-	}
 	h.mu.Unlock()
 	for locker := range lockers {
 		h.node.fsys.heirs.Drop(&h.node.recLocks, locker)
@@ -117,11 +113,6 @@ func seek(h openFile, off uint64, whence uint32) (uint64, syscall.Errno) {
 	return uint64(n), errno
 }
 
-// writeFlags reports whether an open with flags may change the file.
-func writeFlags(flags uint32) bool {
-	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&(syscall.O_TRUNC|syscall.O_APPEND) != 0
-}
-
 // openErrno keeps ENOSYS and EOPNOTSUPP from reaching the kernel as the
 // answer to an open: ENOSYS to OPEN (or OPENDIR) makes the kernel stop
 // sending them for the rest of the connection, and with them every check
@@ -132,24 +123,4 @@ func openErrno(errno syscall.Errno) syscall.Errno {
 		return syscall.EIO
 	}
 	return errno
-}
-
-// lockPair locks the entries of two different writes in progress (a may be
-// nil) in the order the writes began (pendingWrite.Seq), the one order in
-// which two entries' locks are ever held together, and returns the unlock.
-func lockPair(a, b *pendingWrite) func() {
-	if a == nil {
-		b.Entry().Lock()
-		return b.Entry().Unlock
-	}
-	first, second := a, b
-	if b.Seq() < a.Seq() {
-		first, second = b, a
-	}
-	first.Entry().LockOrdered(first.Seq())
-	second.Entry().LockOrdered(second.Seq())
-	return func() {
-		second.Entry().Unlock()
-		first.Entry().Unlock()
-	}
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
@@ -76,15 +76,15 @@ type Options struct {
 	Cache *CacheTimeouts
 	// MaxFdsPerOwner bounds the descriptors the daemon holds for one lock
 	// owner (its open files and directories, its writes' temps, its lock
-	// fds: fdcap.go; EMFILE, RESOURCE_LIMIT beyond it), so that one owner
-	// cannot take every descriptor the daemon has; 0 sets no bound.
-	// Counted only on a mount made by FS.Mount.
+	// fds: fusefs/admit's fds.go; EMFILE, RESOURCE_LIMIT beyond it), so
+	// that one owner cannot take every descriptor the daemon has; 0 sets no
+	// bound. Counted only on a mount made by FS.Mount.
 	MaxFdsPerOwner int
 	// FdLimit is the daemon's descriptor limit (RLIMIT_NOFILE): owners
 	// together may hold it less a reserve for the daemon, each at most
-	// half of what the others left (fdcap.go), and idle directory fds are
-	// kept to an eighth of it (dircache.go). 0: no such bound, and the
-	// idle directory fds to fdbudget.DirFdBound(0).
+	// half of what the others left (fusefs/admit's fds.go), and idle
+	// directory fds are kept to an eighth of it (dircache.go). 0: no such
+	// bound, and the idle directory fds to fdbudget.DirFdBound(0).
 	FdLimit int
 	// NoWatch turns off watching BACKING for changes made behind the
 	// mount (and with it the long default cache timeouts).
@@ -131,11 +131,11 @@ type FS struct {
 	rootDev    uint64
 	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
 	root       *Node
-	boundary   *dirfd.Root    // is a directory node's fd still beneath the root (Node.dirFd)
-	fds        fdCounts       // descriptors charged per owner (fdcap.go)
-	dirs       dircache.Cache // directory nodes' fds, idle ones bounded (dircache.go)
-	guard      guard.Guard
-	made       madeView           // guard.Made as the write engine asks it; credentials, protected paths and made files are the guard's (guard.go)
+	boundary   *dirfd.Root        // is a directory node's fd still beneath the root (Node.dirFd)
+	fds        fdbudget.Counts    // descriptors charged per owner (admit: fds.go)
+	dirs       dircache.Cache     // directory nodes' fds, idle ones bounded (dircache.go)
+	guard      guard.Guard        // credentials, protected paths and made files
+	gate       admit.Gate         // the audited admission over guard (fusefs/admit)
 	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
 	processes  *procinfo.Resolver // pid mode: names a thread's process
 	asRoot     bool               // the daemon runs as root: temps get the file's owner
@@ -153,8 +153,9 @@ type FS struct {
 	// puts a name into a directory (create, mknod, mkdir, symlink, link,
 	// rename, a commit's rename) holds it shared from its protect and
 	// credential checks through its system call; a rename of a directory
-	// (judged by what it holds: denyDirRename) holds it exclusively from
-	// its scan through renameat2. No lock-table wait is made under it.
+	// (judged by what it holds: admit.Gate.DenyDirRename) holds it
+	// exclusively from its scan through renameat2. No lock-table wait is
+	// made under it.
 	nsMu lockorder.RWMutex[lockorder.NsMu]
 
 	// engine keeps the owners' writes in progress, their temps and the
@@ -177,9 +178,9 @@ type FS struct {
 	// umasks, writeIns: what the mount's raw filesystem noted of the
 	// requests in progress (requestnotes.NotingFS, on a mount made by
 	// FS.Mount): the caller's umask of each CREATE, MKDIR and MKNOD
-	// (callerUmask), the file's flags at each WRITE (writeHandle.Write).
-	// Notes.Of answers false for a call that did not come through the
-	// mount (the unit tests).
+	// (admit.Gate.NewMode), the file's flags at each WRITE
+	// (writeHandle.Write). Notes.Of answers false for a call that did not
+	// come through the mount (the unit tests).
 	umasks, writeIns requestnotes.Notes
 
 	// attrTimeout is how long the kernel may keep attributes (set by
@@ -191,7 +192,7 @@ type FS struct {
 
 	// mountDev is the device number of the mount itself (0 until
 	// SetMountDevice), which tells its files apart in a closing process's
-	// descriptor table (see writeHandle.Flush).
+	// descriptor table (see writeengine.File.Flush).
 	mountDev atomic.Uint64
 }
 
@@ -218,9 +219,14 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.guard.Policy = opts.Credentials
-	fsys.made = madeView{&fsys.guard.Made}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
+	fsys.gate = admit.Gate{
+		Guard: &fsys.guard, Audit: opts.Audit, ReadOnly: opts.ReadOnly, ChownToCaller: opts.ChownToCaller,
+		Names:    guard.NameLocks{Table: fsys.writeLocks, CommitMu: &fsys.commitMu},
+		Patience: patience, Fds: &fsys.fds, Owner: fsys.owner, Umasks: &fsys.umasks,
+		RootFd: fd, Boundary: boundary, Hidden: hiddenName, IsOwnTemp: fsys.engine.IsOwnTemp,
+	}
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
 	fsys.heirs.Charges = &fsys.fds
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
@@ -327,7 +333,8 @@ func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	// could not. The kernel asks for system.posix_acl_* and caches them.
 	mo.EnableAcl = true
 	// The caller's umask reaches the daemon unapplied, which applies it
-	// or the parent's default ACL as the kernel would natively (umask.go).
+	// or the parent's default ACL as the kernel would natively
+	// (admit.Gate.NewMode).
 	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	// Write handles use direct I/O; shared mmap of them must still work.
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
@@ -378,6 +385,22 @@ func (f *FS) Close() error {
 	return errors.Join(saved, f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 
+// ScanResult is what the mount-time scan found.
+type ScanResult = guard.ScanResult
+
+// ScanInBackground runs the mount-time scan (admit.Gate.Scan: the
+// identities of credentials and protected files recorded, the temps a
+// crash left removed) on a goroutine of its own and hands report its
+// result. Close waits for it: a daemon unmounted at once still removes
+// every temp a crash left, and the walk never meets a closed root fd.
+func (f *FS) ScanInBackground(report func(ScanResult)) {
+	f.scanning.Add(1)
+	go func() {
+		defer f.scanning.Done()
+		report(f.gate.Scan())
+	}()
+}
+
 // logf writes one line to the daemon's log.
 func (f *FS) logf(format string, args ...any) {
 	if f.opts.Logf != nil {
@@ -401,95 +424,6 @@ func caller(ctx context.Context) fuse.Caller {
 		return *c
 	}
 	return fuse.Caller{}
-}
-
-// refuse audits a refusal of op on name in n, by the rule id rule (one of
-// the Rule* constants), and returns its errno.
-func (f *FS) refuse(ctx context.Context, op string, n *Node, name string, code errcode.Code, rule string) syscall.Errno {
-	if f.opts.Audit == nil {
-		return code.Errno()
-	}
-	return f.refuseRel(ctx, op, f.relPath(n, name), code, rule)
-}
-
-// refuseAs is refuse answering errno instead of the code's own: a
-// directory moved out of BACKING is ESTALE to the mount, as a directory
-// gone from an NFS server is, though what was refused is an escape.
-func (f *FS) refuseAs(ctx context.Context, op string, n *Node, name string, code errcode.Code, errno syscall.Errno, rule string) syscall.Errno {
-	if f.opts.Audit != nil {
-		f.opts.Audit.RecordRefusal(ctx, op, f.relPath(n, name), code, errno, rule, "")
-	}
-	return errno
-}
-
-// refuseRel audits a refusal of op on the workspace path rel by rule id.
-func (f *FS) refuseRel(ctx context.Context, op, rel string, code errcode.Code, rule string) syscall.Errno {
-	errno := code.Errno()
-	if f.opts.Audit != nil {
-		f.opts.Audit.RecordRefusal(ctx, op, rel, code, errno, rule, "")
-	}
-	return errno
-}
-
-// refuseCredential audits a credential refusal of op on the workspace path
-// rel. The line names the glob that denies matched (rel itself, or the
-// target of a symlink being made) and where that glob was written; when no
-// glob denies it, the file is a credential by its identity (guard.Guard.Creds).
-func (f *FS) refuseCredential(ctx context.Context, op, rel, matched string) syscall.Errno {
-	return f.auditCredential(ctx, op, rel, matched, errcode.CredentialPathDenied.Errno())
-}
-
-// auditCredential writes refuseCredential's line with errno (ENOENT for a
-// hidden entry) and returns errno.
-func (f *FS) auditCredential(ctx context.Context, op, rel, matched string, errno syscall.Errno) syscall.Errno {
-	if f.opts.Audit == nil {
-		return errno
-	}
-	rule, source := RuleCredentialIdentity, ""
-	if f.opts.Credentials != nil {
-		if r, ok := f.opts.Credentials.Rule(matched); ok {
-			rule, source = r.Glob, r.Source
-		}
-	}
-	f.opts.Audit.RecordRefusal(ctx, op, rel, errcode.CredentialPathDenied, errno, rule, source)
-	return errno
-}
-
-// relPath is the workspace-relative path of name in n, for audit lines and
-// policy matching. It is built in memory only and never passed to a system
-// call.
-func (f *FS) relPath(n *Node, name string) string {
-	p := ""
-	if n != nil {
-		lockorder.GoFuse("Inode.Path")
-		p = n.Path(f.root.EmbeddedInode())
-	}
-	return joinRel(p, name)
-}
-
-// joinRel is name in the directory whose workspace path is dir.
-func joinRel(dir, name string) string {
-	switch {
-	case name == "":
-		return dir
-	case dir == "":
-		return name
-	default:
-		return dir + "/" + name
-	}
-}
-
-// dirRel is the workspace path of directory n, whose verified fd is pfd,
-// as the kernel has it now (dirfd.Root.Rel): the checks of a name an
-// operation makes use it, under nsMu. The tree of names go-fuse keeps
-// (relPath) learns of a rename only after Rename returns, and a name made
-// in the moved directory meanwhile would be judged at its old place.
-// Where the kernel gives no path (longer than it gives), the tree's.
-func (f *FS) dirRel(n *Node, pfd int) string {
-	if rel, err := f.boundary.Rel(pfd); err == nil {
-		return rel
-	}
-	return f.relPath(n, "")
 }
 
 // nsLock takes nsMu, exclusively or shared, and returns its release.
@@ -534,6 +468,8 @@ func (f *FS) newEngine() *writeengine.Engine[*Node] {
 		Durability:    f.opts.Durability,
 		AsRoot:        f.asRoot,
 		OrdersRenames: func() bool { return f.ordersRenames },
+		Procs:         f.processes,
+		MountDev:      f.mountDev.Load,
 		FailAt:        f.opts.FailAt,
 		OnSync: func(what string) {
 			if f.opts.onSync != nil {
@@ -583,7 +519,7 @@ func (f *FS) processOf(pid uint32) uint32 { return f.processes.Process(pid) }
 // hack.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks, WriteIns: &f.writeIns}
-	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds.Counts, Owner: f.owner}
+	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds, Owner: f.owner}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

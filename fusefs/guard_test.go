@@ -131,7 +131,7 @@ func TestCredentialRecycledInode(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, ".env", "SECRET=1\n")
 	cred := tf.lookup(t, ".env")
-	old := cred.fileID()
+	old := cred.FileID()
 	if old.Gen == 0 {
 		t.Skip("the backing filesystem reports no birth time: a recycled number is refused, by design")
 	}
@@ -150,7 +150,7 @@ func TestCredentialRecycledInode(t *testing.T) {
 			continue
 		}
 		n := tf.lookup(t, name)
-		if id := n.fileID(); id.Key != old.Key || id.Gen == old.Gen {
+		if id := n.FileID(); id.Key != old.Key || id.Gen == old.Gen {
 			t.Fatalf("%s: identity %+v, credential was %+v: want the same number, another generation", name, id, old)
 		}
 		tf.audit.reset()

@@ -94,7 +94,7 @@ func newTestFS(t testing.TB, opts func(*Options)) *testFS {
 		t.Fatal(err)
 	}
 	fs.NewNodeFS(f.Root(), &fs.Options{RootStableAttr: f.RootStableAttr()})
-	if res := f.Scan(); res.Err != nil {
+	if res := f.gate.Scan(); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	// After the Close below (cleanups run last first): a write the

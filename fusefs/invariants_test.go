@@ -106,7 +106,7 @@ var panicDirs = []string{"fusefs", "locks", "procinfo", "policy", "cmd/realmfs",
 var daemonSubpackages = []string{
 	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
 	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache", "fusefs/guard",
-	"fusefs/writeengine", "fusefs/reclock", "fusefs/inodes", "fusefs/kernelcheck",
+	"fusefs/writeengine", "fusefs/reclock", "fusefs/inodes", "fusefs/admit", "fusefs/kernelcheck",
 }
 
 // TestInvariants checks the rules over the module's own source, and that

@@ -11,9 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -43,29 +45,9 @@ type Node struct {
 	// file (see reclock.go).
 	recLocks reclock.Place
 
-	// cachedOpen counts n's open handles that are not passthrough; while
-	// there are any, new readers do not pass through (see Open).
-	cachedOpen atomic.Int32
-	// sharedOpen counts n's open handles of an owner's pending write
-	// (writeHandle). While there are any, the kernel's one size for
-	// the inode is not the committed file's for everyone: new plain
-	// readers read direct, and attributes are not cached (see views.go).
-	sharedOpen atomic.Int32
-
-	// Guarded by mu: n's plain read handles (readers) all read the version
-	// readKey of the file, by passthrough if readPT (see admitReader).
-	// A retired node takes no new open (see retire); ptHold, in Unix
-	// nanoseconds, keeps a new node's readers from passing through while
-	// the writer whose open retired its predecessor comes back for it.
-	// cachedReaders of them read through the kernel's page cache, which
-	// a write open must not share (see views.go).
-	readers       int
-	inPlaceOpen   int // of them, in-place handles of a coordinated file (inplace.go)
-	readKey       locks.Key
-	readPT        bool
-	cachedReaders int
-	retired       bool
-	ptHold        int64
+	// opens are the handles open on n, by kind, and whether n is retired:
+	// what a new open is admitted as (nodeopens, which says why).
+	opens nodeopens.Set
 
 	// watched: directories whose changes in BACKING the watcher reports;
 	// their entries may be cached for the long timeouts (see watch.go).
@@ -84,18 +66,6 @@ func (n *Node) enter() func() {
 	return func() { n.busy.Add(-1) }
 }
 
-// isRetired reports whether n takes no new opens.
-func (n *Node) isRetired() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.retired
-}
-
-// retireHold is how long the new node of a retired one keeps its readers
-// from passing through: long enough for the open that retired it to come
-// back through a fresh lookup, not so long that readers miss passthrough.
-const retireHold = time.Second
-
 // retire takes n out of service for new opens, because the kernel would
 // serve them through what n's open handles hold (a passthrough backing file,
 // or a page cache, of an older version) instead of through the file as it
@@ -104,11 +74,9 @@ const retireHold = time.Second
 // its own while n lives (see package inodes); the handles open on n keep
 // reading what they opened, as descriptors of a file replaced by rename do.
 func (n *Node) retire() syscall.Errno {
-	n.mu.Lock()
-	n.retired = true
-	key := locks.Key{Dev: n.dev, Ino: n.ino}
-	n.mu.Unlock()
-	n.fsys.inos.Retired(n, n.StableAttr().Ino, key, retireHold)
+	n.opens.Retire()
+	key := n.key()
+	n.fsys.inos.Retired(n, n.StableAttr().Ino, key, nodeopens.RetireHold)
 	n.fsys.heirs.Bequeath(&n.recLocks, key)
 	// The kernel's entry for the name still leads to n: have it look the
 	// name up again for a stat too, not only for an open.
@@ -153,10 +121,11 @@ var (
 func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.Inode {
 	f := n.fsys
 	id := locks.FileID{Key: locks.KeyOf(st), Gen: gen}
-	if m, _ := f.inos.Node(id); m != nil && m.key() == id.Key && !m.isRetired() {
+	if m, _ := f.inos.Node(id); m != nil && m.key() == id.Key && !m.opens.Retired() {
 		return m.EmbeddedInode()
 	}
-	child := &Node{fsys: f, dev: st.Dev, ino: st.Ino, gen: gen, ptHold: f.inos.HoldOf(id.Key), recLocks: reclock.Place{Born: id.Key}}
+	child := &Node{fsys: f, dev: st.Dev, ino: st.Ino, gen: gen, recLocks: reclock.Place{Born: id.Key}}
+	child.opens.HoldOff(time.Unix(0, f.inos.HoldOf(id.Key)))
 	attr := fs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: inodes.Number(f.rootDev, st.Dev, st.Ino), Gen: gen}
 	var made *fs.Inode
 	m, borrowed := f.inos.MadeUp(id, attr.Ino, func(ino uint64) (*Node, uint64) {
@@ -234,7 +203,7 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 		return toErrno(err)
 	}
 	if !inside {
-		return n.fsys.refuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, RuleEscapeMovedOut)
+		return n.fsys.gate.RefuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, admit.RuleEscapeMovedOut)
 	}
 	return 0
 }
@@ -290,7 +259,7 @@ func (n *Node) answerIdentity(ctx context.Context, op string, pn *Node, name str
 	if id == identityReplaced {
 		return syscall.ESTALE
 	}
-	return n.fsys.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeSwapped)
+	return n.fsys.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeSwapped)
 }
 
 // openPath opens n itself as an O_PATH fd and verifies it. The caller acts on
@@ -349,21 +318,19 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	gen, err := dirfd.Statx(pfd, name, &st)
 	if isEscape(err) {
 		// A mount point: what is mounted there is not in BACKING.
-		return nil, n.fsys.refuse(ctx, "lookup", n, name, errcode.PathEscape, RuleEscapeMount)
+		return nil, n.fsys.gate.Refuse(ctx, "lookup", n, name, errcode.PathEscape, admit.RuleEscapeMount)
 	}
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	if n.fsys.opts.Credentials != nil {
-		if rel, hide := n.fsys.noteLookup(n, name, &st, gen); hide {
-			return nil, n.fsys.auditCredential(ctx, "lookup", rel, rel, syscall.ENOENT)
-		}
+	if errno := n.fsys.gate.NoteLookup(ctx, n, name, &st, gen); errno != 0 {
+		return nil, errno
 	}
 	child := n.newChild(ctx, &st, gen)
 	cn := n.known(name, child)
 	ttl := cn.attrValid()
-	if cn.inFlux() || n.fsys.writing(locks.KeyOf(&st)) {
-		// The caller's owner's view, not cached (views.go). A name the
+	if cn.opens.InFlux() || n.fsys.writing(locks.KeyOf(&st)) {
+		// The caller's owner's view, not cached (nodeopens). A name the
 		// kernel has not met yet (another hard link) may lead to a node in
 		// flux that known cannot find: the lock table tells.
 		if w := n.fsys.ownWrite(ctx, locks.KeyOf(&st)); w != nil {
@@ -480,14 +447,14 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		defer dirfd.Close(fd)
 		if mode, ok := in.GetMode(); ok {
-			if errno := n.fsys.denyChmod(ctx, n, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
+			if errno := n.fsys.gate.DenyChmod(ctx, n, n.Mode()&syscall.S_IFMT, mode); errno != 0 {
 				return errno
 			}
 		}
-		if errno := n.fsys.metaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
+		if errno := n.fsys.gate.MetaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
-		if err := f.ownMadeChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
+		if err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
 			return toErrno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
@@ -504,7 +471,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		view := st
 		var w *pendingWrite
 		if wh, ok := h.(*writeHandle); ok {
-			w = wh.pending
+			w = wh.file.Pending()
 			w.Entry().Lock()
 		} else if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			w = n.fsys.ownWrite(ctx, locks.KeyOf(&st))
@@ -596,14 +563,14 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return syscall.EINVAL
 	}
 	if h != nil {
-		if errno := n.fsys.denySelf(ctx, "truncate", n, nil, true); errno != 0 {
+		if errno := n.fsys.gate.DenySelf(ctx, "truncate", n, nil, true); errno != 0 {
 			return errno
 		}
 		switch h := h.(type) {
 		case *inPlaceHandle:
-			return h.truncate(size)
+			return h.file.Truncate(size)
 		case *writeHandle:
-			return h.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+			return h.file.Truncate(size)
 		}
 		return syscall.EBADF
 	}
@@ -612,15 +579,15 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return errno
 	}
 	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		errno = ip.truncate(size)
+		errno = ip.file.Truncate(size)
 		ip.Release(ctx)
 		return errno
 	}
 	t := fh.(*writeHandle) // a write open's handle is one, or in place
-	errno = t.withTemp(ctx, func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+	errno = t.file.Truncate(size)
 	if errno == 0 {
 		// Unless the owner's open write handle commits at its close.
-		errno = t.withSettled(func(w *pendingWrite) syscall.Errno { return w.CommitTruncate(ctx) })
+		errno = t.file.CommitTruncate(ctx)
 	}
 	t.Release(ctx)
 	return errno
@@ -652,8 +619,8 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	lockorder.GoFuse("Inode.Parent")
 	_, parent := n.Parent()
-	if !staysInside(n.fsys.depth(asNode(parent)), target) {
-		return nil, n.fsys.refuse(ctx, "readlink", n, "", errcode.PathEscape, RuleEscapeSymlinkTarget)
+	if errno := n.fsys.gate.DenyTarget(ctx, n, n.fsys.depth(asNode(parent)), target); errno != 0 {
+		return nil, errno
 	}
 	return []byte(target), 0
 }
@@ -679,11 +646,24 @@ func (n *Node) setIdent(dev, ino, gen uint64) {
 	n.dev, n.ino, n.gen = dev, ino, gen
 }
 
-// fileID is the backing file n stands for, generation included.
-func (n *Node) fileID() locks.FileID {
+// FileID is the backing file n stands for, generation included.
+func (n *Node) FileID() locks.FileID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return locks.FileID{Key: locks.Key{Dev: n.dev, Ino: n.ino}, Gen: n.gen}
+}
+
+// Rel is the workspace-relative path of name in n (of n itself for ""),
+// for audit lines and policy matching (admit.Place): n's place in
+// go-fuse's tree. It is built in memory only and never passed to a system
+// call.
+func (n *Node) Rel(name string) string {
+	p := ""
+	if n != nil {
+		lockorder.GoFuse("Inode.Path")
+		p = n.Path(n.fsys.root.EmbeddedInode())
+	}
+	return admit.Join(p, name)
 }
 
 // catchUp moves n to found, the file the caller found named name in pn, if
@@ -703,15 +683,12 @@ func (n *Node) catchUp(ctx context.Context, pn *Node, name string, found *unix.S
 		return false
 	}
 	now := locks.FileID{Key: locks.KeyOf(&st), Gen: gen}
-	if !n.fsys.inos.CatchUp(n, n.StableAttr().Ino, n.fileID(), now) {
+	if !n.fsys.inos.CatchUp(n, n.StableAttr().Ino, n.FileID(), now) {
 		return false
 	}
 	n.setIdent(now.Key.Dev, now.Key.Ino, now.Gen)
 	return true
 }
-
-// inFlux reports whether n has handles of an owner's pending write open.
-func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 
 // writtenElsewhere reports whether the caller, lent a read handle of
 // another owner (opener) for a stat by path, has uncommitted changes to
@@ -722,7 +699,7 @@ func (n *Node) inFlux() bool { return n.sharedOpen.Load() > 0 }
 // the kernel looks the name up again and meets a node of its own, which
 // answers the owner's view (Lookup).
 func (n *Node) writtenElsewhere(ctx context.Context, opener locks.Owner) bool {
-	if n.inFlux() || !n.fsys.writing(n.key()) {
+	if n.opens.InFlux() || !n.fsys.writing(n.key()) {
 		return false
 	}
 	caller := n.fsys.owner(ctx)
@@ -749,17 +726,15 @@ func (n *Node) known(name string, child *fs.Inode) *Node {
 	return asNode(child)
 }
 
-// attrValid is how long the kernel may keep n's attributes: the mount's
-// attribute timeout, and not at all while n is in flux, nor once n is
-// retired: its readers hold a file that appends in place may grow (tail -f
-// stats its descriptor, which the kernel answers from this cache), nor
-// while any owner holds the file's lock through another node: its appends
-// in place grow the file under every node that stands for it, and only
-// the writer's node hears of them (appendInPlace). Every answer that
-// carries attributes sets it (go-fuse's default would replace a zero).
+// attrValid is how long the kernel may keep n's attributes
+// (nodeopens.Set.AttrValid), and not at all while any owner holds the
+// file's lock through another node: its appends in place grow the file
+// under every node that stands for it, and only the writer's node hears of
+// them (appendInPlace). Every answer that carries attributes sets it
+// (go-fuse's default would replace a zero).
 func (n *Node) attrValid() time.Duration {
-	if n.inFlux() || n.isRetired() || n.fsys.writing(n.key()) {
+	if n.fsys.writing(n.key()) {
 		return 0
 	}
-	return n.fsys.attrTimeout
+	return n.opens.AttrValid(n.fsys.attrTimeout)
 }

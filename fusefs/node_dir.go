@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -58,7 +59,7 @@ func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Er
 	}
 	// A directory that cannot be watched is logged (the first) and keeps
 	// the short cache timeouts (see Node.Lookup).
-	if w := f.watch; w != nil && first && w.Add(n, fd, func() string { return f.relPath(n, "") }) {
+	if w := f.watch; w != nil && first && w.Add(n, fd, func() string { return n.Rel("") }) {
 		n.watched.Store(true)
 	}
 	return fd, done, 0
@@ -81,7 +82,7 @@ func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
 	fd, err := dirfd.OpenDir(pfd, name)
 	if err != nil {
 		if isEscape(err) || err == syscall.ENOTDIR {
-			return -1, n.fsys.refuse(ctx, "opendir", pn, name, errcode.PathEscape, RuleEscapeResolve)
+			return -1, n.fsys.gate.Refuse(ctx, "opendir", pn, name, errcode.PathEscape, admit.RuleEscapeResolve)
 		}
 		return -1, toErrno(err)
 	}
@@ -115,8 +116,8 @@ func (n *Node) forgetDir() {
 // Its errors pass openErrno: an ENOSYS here would end OPENDIR for the
 // connection.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "opendir", n, "", 1); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of handles (fdcap.go)
+	if errno := n.fsys.gate.AdmitOpen(ctx, "", "opendir", n, "", false); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of handles (admit.Gate.AdmitOpen)
 	}
 	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
@@ -139,5 +140,5 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.watched.Load() {
 		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return &dirHandle{node: n, stream: stream, hide: n.fsys.hiddenEntry(n)}, fuseFlags, 0
+	return &dirHandle{node: n, stream: stream, hide: n.fsys.gate.HiddenIn(n)}, fuseFlags, 0
 }

@@ -10,8 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -27,8 +29,8 @@ import (
 // A write open takes the lock for the caller's owner and writes go to a
 // temp; no descriptor the caller holds writes the file itself.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if errno := n.fsys.admitOpen(ctx, "", "open", n, "", openNeed(flags)); errno != 0 {
-		return nil, 0, errno // the owner holds its bound of descriptors (fdcap.go)
+	if errno := n.fsys.gate.AdmitOpen(ctx, "", "open", n, "", writeengine.WriteFlags(flags)); errno != 0 {
+		return nil, 0, errno // the owner holds its bound of descriptors (admit.Gate.AdmitOpen)
 	}
 	fh, fuseFlags, errno := n.open(ctx, "open", flags, true)
 	return fh, fuseFlags, openErrno(errno)
@@ -42,7 +44,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	if f.opts.ReadOnly && writeFlags(flags) {
+	if f.opts.ReadOnly && writeengine.WriteFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
 	p := patience()
@@ -64,8 +66,8 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 // gone now, or the file was replaced before the open joined its lock's write.
 func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel bool, p locks.Patience) (_ fs.FileHandle, _ uint32, _ syscall.Errno, again bool) {
 	f := n.fsys
-	write := writeFlags(flags)
-	if forKernel && n.isRetired() {
+	write := writeengine.WriteFlags(flags)
+	if forKernel && n.opens.Retired() {
 		return nil, 0, syscall.ESTALE, false // the kernel looks the name up again
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
@@ -83,7 +85,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	if err != nil {
 		f.commitMu.RUnlock()
 		if isEscape(err) {
-			return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeResolve), false
+			return nil, 0, f.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeResolve), false
 		}
 		return nil, 0, toErrno(err), false
 	}
@@ -114,13 +116,13 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
-		return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+		return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
-		return nil, 0, f.refuse(ctx, op, pn, name, errcode.PathEscape, RuleEscapeNotRegular), false
+		return nil, 0, f.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeNotRegular), false
 	}
-	if errno := n.fsys.denySelf(ctx, op, n, &st, write); errno != 0 {
+	if errno := n.fsys.gate.DenySelf(ctx, op, n, &st, write); errno != 0 {
 		dirfd.Close(fd)
 		lease.Release()
 		return nil, 0, errno, false
@@ -144,110 +146,34 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 			return n.openShared(ctx, w.Entry().Owner(), nil, fd, pn, pfd, name, &st, flags, forKernel)
 		}
 	}
-	h, fuseFlags, ok := n.admitReader(fd, locks.KeyOf(&st), owner)
-	if !ok {
+	h, fuseFlags := n.newReader(fd, locks.KeyOf(&st), owner)
+	if h == nil {
 		dirfd.Close(fd)
 		return nil, 0, n.retire(), false
 	}
 	return h, fuseFlags, 0, false
 }
 
-// admitReader makes the plain read handle for fd, the verified backing file
-// with identity key. The kernel serves an inode's read handles through one
-// backing file while any of them passes through, and through one page
-// cache otherwise, so all of n's plain readers that pass through or read
-// through the cache must read the same version of the file: a reader of
-// another version (the file was rewritten since they opened it) is not
-// admitted, and n is retired. Readers that all read direct may each read
-// their own version.
-//
-// A reader passes through only while no other kind of handle is open on n
-// (a direct-I/O handle that was mmapped may hold pages in the cache, and
-// the kernel then refuses passthrough opens); otherwise it reads direct,
-// through the daemon.
-func (n *Node) admitReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32, bool) {
+// newReader makes the plain read handle for fd, the verified backing file
+// with identity key, as n's opens admit it (nodeopens.Set.AdmitReader);
+// nil if they refuse it, and n is to be retired.
+func (n *Node) newReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandle, uint32) {
 	f := n.fsys
-	// The hold of n, or of the file: a node made for the file just before
-	// another of its nodes was retired holds off too.
-	now := time.Now().UnixNano()
-	fileHold := f.inos.HoldOf(key)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	held := now < n.ptHold || now < fileHold
-	pt := f.opts.Passthrough && n.cachedOpen.Load() == 0 && !held
-	mixed := false
-	if n.readers > 0 {
-		if n.readKey != key {
-			if n.readPT || n.cachedReaders > 0 {
-				return nil, 0, false
-			}
-			// Every reader here reads direct: each handle reads its own
-			// version, and none is cached, so the node need not go (a
-			// retire is an ESTALE the kernel retries only once).
-			mixed = true
-		}
-		pt = n.readPT // the kernel wants every open of the inode alike
+	mode := n.opens.AdmitReader(key, f.opts.Passthrough, time.Now(), time.Unix(0, f.inos.HoldOf(key)))
+	if mode == nodeopens.Refused {
+		return nil, 0
 	}
-	n.readers++
-	n.readKey, n.readPT = key, pt
-	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, passthrough: pt}
+	h := &readHandle{handle: handle{node: n}, fd: fd, key: key, owner: owner, mode: mode}
 	// A read handle has nothing to do at close (it commits nothing; its
 	// record locks go at release): spare the round trip.
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
-	if pt {
-		return &passthroughFile{h}, fuseFlags, true
-	}
-	n.cachedOpen.Add(1)
-	// Read direct, past the kernel's page cache, where the mount passes
-	// through (the cache would hold what this reader read while others
-	// pass through), and while the node's size is an owner's pending
-	// write's (views.go): a read from the cache stops at that size.
-	if f.opts.Passthrough || n.sharedOpen.Load() > 0 || held || mixed {
+	switch mode {
+	case nodeopens.Passthrough:
+		return &passthroughFile{h}, fuseFlags
+	case nodeopens.Direct:
 		fuseFlags |= fuse.FOPEN_DIRECT_IO
-	} else {
-		h.cached = true
-		n.cachedReaders++
 	}
-	return h, fuseFlags, true
-}
-
-// admitShared counts a handle of a pending write on n, unless n has read
-// handles that pass through or read through the page cache, which it must
-// not join (views.go; passing through, the kernel refuses any open of n
-// that does not pass through to the same backing file). The check and the
-// count are one step under n.mu, as admitReader's are: a reader admitted
-// between them could pass through beside the writer, and the kernel would
-// fail the writer's open after the daemon had made its handle. Handles the
-// kernel never sees (forKernel false) are always counted.
-func (n *Node) admitShared(forKernel bool) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if forKernel && n.readers > 0 && (n.readPT || n.cachedReaders > 0) {
-		return false
-	}
-	n.cachedOpen.Add(1)
-	n.sharedOpen.Add(1)
-	// A file written now is likely written again soon: readers that open
-	// in the next moment read direct, so that the next write open need
-	// not retire the node (an ESTALE the kernel retries only once).
-	n.ptHold = max(n.ptHold, time.Now().Add(retireHold).UnixNano())
-	return true
-}
-
-// sharedGone uncounts a handle of a pending write on n.
-func (n *Node) sharedGone() {
-	n.cachedOpen.Add(-1)
-	n.sharedOpen.Add(-1)
-}
-
-// readerGone drops plain read handle h from n's count.
-func (n *Node) readerGone(h *readHandle) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.readers--
-	if h.cached {
-		n.cachedReaders--
-	}
+	return h, fuseFlags
 }
 
 // createFile is Create's step under nsMu (shared): the name prepared, the
@@ -266,12 +192,12 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		done()
 		return -1, -1, 0, noUnpin, errno
 	}
-	perm := f.newHostMode(ctx, n, "create", name, syscall.S_IFREG, f.newMode(ctx, pfd, mode))
+	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
 		return fail(toErrno(err))
 	}
-	if errno := f.claim(ctx, pfd, fd); errno != 0 {
+	if errno := f.gate.Claim(ctx, pfd, fd); errno != 0 {
 		dirfd.Close(fd)
 		dirfd.Unlink(pfd, name, 0)
 		return fail(errno)
@@ -281,7 +207,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		dirfd.Close(fd)
 		return fail(errno)
 	}
-	f.madeNew(joinRel(dir, name), st, gen)
+	f.guard.MadeNew(admit.Join(dir, name), st, gen)
 	return pfd, fd, gen, done, 0
 }
 
@@ -294,7 +220,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer n.enter()()
 	f := n.fsys
 	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
-	if errno := f.admitOpen(ctx, owner, "create", n, name, openNeed(syscall.O_WRONLY)); errno != 0 {
+	if errno := f.gate.AdmitOpen(ctx, owner, "create", n, name, true); errno != 0 {
 		return nil, nil, 0, errno
 	}
 	var st unix.Stat_t
@@ -326,7 +252,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
 	}
-	out.SetAttrTimeout(createdAttrValid(asNode(child)))
+	out.SetAttrTimeout(asNode(child).opens.CreatedAttrValid(f.attrTimeout))
 	return child, fh, fuseFlags, 0
 }
 
@@ -349,16 +275,13 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 // Allocate preallocates or punches holes in the owner's temp, through a
 // write handle; a read handle changes nothing (EBADF).
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	if ip, ok := fileOf(fh).(*inPlaceHandle); ok {
-		return ip.allocate(off, size, mode)
+	switch h := fileOf(fh).(type) {
+	case *inPlaceHandle:
+		return h.file.Allocate(off, size, mode)
+	case *writeHandle:
+		return h.file.Allocate(off, size, mode)
 	}
-	h, ok := fileOf(fh).(*writeHandle)
-	if !ok {
-		return syscall.EBADF
-	}
-	return h.withTemp(ctx, func(fd int) syscall.Errno {
-		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
-	})
+	return syscall.EBADF
 }
 
 // CopyFileRange copies from one handle of this mount into a write handle's
@@ -372,40 +295,30 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	// Both handles passed Open's check; a rename since then could have
 	// put either under a credential name, so ask again.
 	for _, h := range []openFile{in, to} {
-		if errno := n.fsys.denySelf(ctx, "copy_file_range", h.common().node, nil, false); errno != 0 {
+		if errno := n.fsys.gate.DenySelf(ctx, "copy_file_range", h.common().node, nil, false); errno != 0 {
 			return 0, errno
 		}
 	}
-	if dst, ok := to.(*inPlaceHandle); ok {
-		var copied uint32
-		errno := in.withFd(func(src int) syscall.Errno {
+	var copied int
+	errno := syscall.EBADF // a read handle is read-only
+	switch dst := to.(type) {
+	case *inPlaceHandle:
+		errno = in.withFd(func(src int) syscall.Errno {
 			var errno syscall.Errno
-			copied, errno = dst.copyIn(src, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(src, offIn, offOut, size, flags)
 			return errno
 		})
-		return copied, errno
-	}
-	dst, ok := to.(*writeHandle)
-	if !ok {
-		return 0, syscall.EBADF // a read handle is read-only
-	}
-	switch in := in.(type) {
-	case *inPlaceHandle:
-		defer lockPair(nil, dst.pending)()
-		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
-	case *readHandle:
-		defer lockPair(nil, dst.pending)()
-		return dst.copyIn(ctx, in.fd, offIn, offOut, size, flags)
 	case *writeHandle:
-		if in.pending == dst.pending {
-			return 0, syscall.EXDEV // same temp on both sides: let the kernel fall back to read/write
+		switch in := in.(type) {
+		case *inPlaceHandle:
+			copied, errno = dst.file.CopyIn(in.file.Fd(), offIn, offOut, size, flags)
+		case *readHandle:
+			copied, errno = dst.file.CopyIn(in.fd, offIn, offOut, size, flags)
+		case *writeHandle:
+			copied, errno = dst.file.CopyFrom(in.file, offIn, offOut, size, flags)
 		}
-		// Both writes' locks are held for the copy, taken in one order so
-		// that copies between two files in both directions cannot deadlock.
-		defer lockPair(in.pending, dst.pending)()
-		return dst.copyIn(ctx, in.pending.Cur(), offIn, offOut, size, flags)
 	}
-	return 0, syscall.EBADF
+	return uint32(copied), errno
 }
 
 // openInPlace makes the handle of an open of the coordinated file fd
@@ -415,39 +328,40 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // instead (ESTALE: the kernel looks the name up again).
 func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
-	h := &inPlaceHandle{handle: handle{node: n}, fd: fd, write: writeFlags(flags)}
-	h.made = f.opts.Credentials != nil && f.made.holds(locks.KeyOf(st))
+	write := writeengine.WriteFlags(flags)
+	made := f.opts.Credentials != nil && f.guard.Made.Holds(locks.KeyOf(st))
 	// Passing through, the kernel reads and writes the backing file without
 	// the daemon; go-fuse registers the node's first handle's fd for every
 	// later one, so each is read-write (a read-only open's descriptor still
 	// cannot write: the kernel checks the open's own mode). Writes to a
-	// file the mount made at a credential path restamp it (change): the
-	// daemon must see them.
-	pt := f.opts.Passthrough && forKernel && !h.made
-	if h.write || pt {
+	// file the mount made at a credential path restamp it
+	// (writeengine.InPlace): the daemon must see them.
+	pt := f.opts.Passthrough && forKernel && !made
+	if write || pt {
 		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
 		switch {
 		case err == nil:
 			dirfd.Close(fd)
-			h.fd = rw
-		case h.write:
+			fd = rw
+		case write:
 			dirfd.Close(fd)
 			return nil, 0, toErrno(err)
 		default:
 			pt = false // a reader of a file the daemon cannot write
 		}
 	}
-	if flags&syscall.O_TRUNC != 0 && h.write {
-		if errno := h.truncate(0); errno != 0 {
-			dirfd.Close(h.fd)
+	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made)}
+	if flags&syscall.O_TRUNC != 0 && write {
+		if errno := h.file.Truncate(0); errno != 0 {
+			dirfd.Close(fd)
 			return nil, 0, errno
 		}
 	}
 	var keep bool
 	if forKernel {
 		var ok bool
-		if keep, ok = n.admitInPlace(locks.KeyOf(st), pt); !ok {
-			dirfd.Close(h.fd)
+		if keep, ok = n.opens.AdmitInPlace(locks.KeyOf(st), pt); !ok {
+			dirfd.Close(fd)
 			return nil, 0, n.retire()
 		}
 		h.counted, h.passthrough = true, pt
@@ -464,43 +378,6 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 	return h, fuseFlags, 0
 }
 
-// admitInPlace counts an in-place handle of the file key on n, passing
-// through if pt, unless n has handles of an owner's pending write, plain
-// readers (a passthrough reader's read-only backing file would be the new
-// handle's too), or in-place handles of another version or the other way
-// of serving (the kernel refuses to mix passthrough and cached opens of
-// one inode). keep: other in-place handles are open, and the kernel's
-// cache of n is theirs, filled through this file.
-func (n *Node) admitInPlace(key locks.Key, pt bool) (keep, ok bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.sharedOpen.Load() > 0 || n.readers > n.inPlaceOpen ||
-		n.readers > 0 && (n.readPT != pt || n.readKey != key) {
-		return false, false
-	}
-	keep = n.inPlaceOpen > 0
-	n.readers++
-	n.inPlaceOpen++
-	n.readKey, n.readPT = key, pt
-	if !pt {
-		n.cachedReaders++
-		n.cachedOpen.Add(1)
-	}
-	return keep, true
-}
-
-// inPlaceGone uncounts an in-place handle of n.
-func (n *Node) inPlaceGone(pt bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.readers--
-	n.inPlaceOpen--
-	if !pt {
-		n.cachedReaders--
-		n.cachedOpen.Add(-1)
-	}
-}
-
 // openShared opens n through the owner's pending write (starting one for a
 // write open). base is the verified O_RDONLY fd of the file, named name in
 // the directory pn (fd pfd); it is consumed, and so is lease, the owner's
@@ -509,7 +386,7 @@ func (n *Node) inPlaceGone(pt bool) {
 // owner's is left to join; the caller opens the name again.
 func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.Lease, base int, pn *Node, pfd int, name string, st *unix.Stat_t, flags uint32, forKernel bool) (fh fs.FileHandle, fuseFlags uint32, errno syscall.Errno, again bool) {
 	f := n.fsys
-	if !n.admitShared(forKernel) {
+	if !n.opens.AdmitShared(forKernel, time.Now()) {
 		dirfd.Close(base)
 		lease.Release()
 		// Its readers stay on n: the attributes the kernel keeps for them
@@ -519,19 +396,19 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	}
 	defer func() {
 		if errno != 0 || again {
-			n.sharedGone()
+			n.opens.SharedGone()
 		}
 	}()
 	if lease == nil {
 		var err error
 		// A reader of the owner's write takes the weakest hold.
 		mode := locks.Append
-		if writeFlags(flags) {
+		if writeengine.WriteFlags(flags) {
 			mode = lockMode(flags)
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
-			return nil, 0, f.refuse(ctx, "open", n, "", errcode.LockConflict, RuleLockOtherOwner), false
+			return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
 		}
 	}
 	e := lease.Shared()
@@ -541,16 +418,11 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	if err != nil || again {
 		return nil, 0, toErrno(err), again
 	}
-	opener := f.processOf(caller(ctx).Pid)
-	wh, err := w.Open(ctx, lease, writeengine.Open{Write: writeFlags(flags), Append: flags&syscall.O_APPEND != 0,
-		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease},
-		n.StableAttr().Ino)
+	file, err := w.Open(ctx, lease, n, n.StableAttr().Ino, flags, f.processOf(caller(ctx).Pid))
 	if err != nil {
 		return nil, 0, toErrno(err), false
 	}
-	h := &writeHandle{handle: handle{node: n}, lease: lease, pending: w, wh: wh, opener: opener}
-	h.flags.Store(flags)
-	fh = h
+	fh = &writeHandle{handle: handle{node: n}, file: file}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's
 	// page cache, which readers of other owners share.
 	return fh, fuse.FOPEN_DIRECT_IO, 0, false
@@ -585,7 +457,7 @@ func (f *FS) coordinated(dir *Node, name string) bool {
 	if m.CoordinatedByName() {
 		return m.Coordinated(name)
 	}
-	return m.Coordinated(f.relPath(dir, name))
+	return m.Coordinated(dir.Rel(name))
 }
 
 // inPlaceFile reports whether the file with stat st, at a coordinated

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/locks"
@@ -50,17 +51,17 @@ var (
 // calls done (dircache.go; a no-op on error): the op makes its one dirfd
 // call on (fd, name), which acts on that one name beneath a verified
 // directory without following it. The path returned is n's workspace path
-// as the kernel has it now (dirRel; "" for guard.Removes, which judges no
-// path): an op that makes a name holds nsMu shared from prepare through
-// its system call, so that no directory rename moves the name's place
+// as the kernel has it now (admit.Gate.DirRel; "" for guard.Removes, which
+// judges no path): an op that makes a name holds nsMu shared from prepare
+// through its system call, so that no directory rename moves the name's place
 // between the two.
 func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
 	pfd, done, errno := n.prepareDir(ctx, op, name, use)
 	if errno != 0 || use == guard.Removes {
 		return pfd, "", done, errno
 	}
-	dir = n.fsys.dirRel(n, pfd)
-	if errno := n.fsys.judgeName(ctx, op, pfd, joinRel(dir, name), name, use); errno != 0 {
+	dir = n.fsys.gate.DirRel(n, pfd)
+	if errno := n.fsys.gate.JudgeName(ctx, op, pfd, admit.Join(dir, name), name, use); errno != 0 {
 		done()
 		return -1, "", noUnpin, errno
 	}
@@ -71,40 +72,10 @@ func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ i
 // name (guard.AdmitEntry), n's verified fd (pinned until done). Rename
 // judges its names itself, under nsMu (renameUnder).
 func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (int, func(), syscall.Errno) {
-	f := n.fsys
-	switch guard.AdmitEntry(f.opts.ReadOnly, hiddenName(name), use) {
-	case guard.EntryReadOnly:
-		return -1, noUnpin, syscall.EROFS
-	case guard.EntryAbsent:
-		return -1, noUnpin, syscall.ENOENT
-	case guard.EntryHiddenName:
-		return -1, noUnpin, f.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeTempName)
+	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
+		return -1, noUnpin, errno
 	}
 	return n.dirFd(ctx)
-}
-
-// judgeName is prepare's judgement of name (rel, its path) in the
-// directory held by pfd (guard.Guard.JudgeName), audited.
-func (f *FS) judgeName(ctx context.Context, op string, pfd int, rel, name string, use guard.Use) syscall.Errno {
-	return f.refuseName(ctx, op, rel, f.guard.JudgeName(rel, pfd, name, use))
-}
-
-// claim gives a just-created object, held by fd, to the caller, when the
-// daemon creates on behalf of other users (guard.Claims, guard.NewOwner):
-// in a set-group-ID directory the group stays the directory's, as the
-// kernel would have made it.
-func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
-	if !f.opts.ChownToCaller {
-		return 0
-	}
-	c := caller(ctx)
-	if !guard.Claims(c.Uid, c.Gid) {
-		return 0
-	}
-	var pst unix.Stat_t
-	setGID := dirfd.Fstat(pfd, &pst) == nil && pst.Mode&syscall.S_ISGID != 0
-	uid, gid := guard.NewOwner(c.Uid, c.Gid, setGID)
-	return toErrno(dirfd.Chown(fd, uid, gid))
 }
 
 // createNamed finishes making a directory, fifo, socket or symlink by name
@@ -113,17 +84,17 @@ func (f *FS) claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 // as the one this call made (guard.MadeByCall) before it is given to the
 // caller and its mode is set. Without ownership to hand over, make gets
 // the final mode and no check is needed. The final mode is the caller's
-// mode as the kernel would make it natively (newMode: its umask, or the
-// directory's default ACL); a symlink's is always 0777.
+// mode as the kernel would make it natively (admit.Gate.NewMode: its umask,
+// or the directory's default ACL); a symlink's is always 0777.
 //
 // rel is the new name's workspace path (prepare).
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
 	if !isLink {
 		typ := mode & syscall.S_IFMT
-		mode = typ | n.fsys.newHostMode(ctx, n, op, name, typ, n.fsys.newMode(ctx, pfd, mode))
+		mode = typ | n.fsys.gate.NewMode(ctx, op, n, pfd, name, typ, mode)
 	}
-	handOver := guard.HandsOver(n.fsys.opts.ChownToCaller, caller(ctx).Uid)
+	handOver := n.fsys.gate.HandsOver(ctx)
 	if err := make(guard.FirstMode(mode, handOver)); err != nil {
 		return nil, toErrno(err)
 	}
@@ -139,10 +110,10 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	inherited, ok := guard.MadeByCall(&st, mode, handOver, uint32(unix.Geteuid()))
 	if !ok {
 		// Not what this call made: something outside swapped it in.
-		return nil, n.fsys.refuse(ctx, op, n, name, errcode.PathEscape, RuleEscapeSwapped)
+		return nil, n.fsys.gate.Refuse(ctx, op, n, name, errcode.PathEscape, admit.RuleEscapeSwapped)
 	}
 	if handOver {
-		if errno := n.fsys.claim(ctx, pfd, fd); errno != 0 {
+		if errno := n.fsys.gate.Claim(ctx, pfd, fd); errno != 0 {
 			dirfd.Unlink(pfd, name, unlinkFlags(mode))
 			return nil, errno
 		}
@@ -157,7 +128,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	if errno != 0 {
 		return nil, errno
 	}
-	n.fsys.madeNew(rel, &st, gen)
+	n.fsys.guard.MadeNew(rel, &st, gen)
 	n.fsys.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	out.SetAttrTimeout(asNode(child).attrValid())
@@ -186,12 +157,10 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	// A hidden credential does not exist on the mount: answering EEXIST
 	// would say it does, so making one is refused like a create.
-	if n.fsys.hiding() {
-		if errno := n.fsys.denyPath(ctx, "mkdir", n, name); errno != 0 {
-			return nil, errno
-		}
+	if errno := n.fsys.gate.DenyHiddenCredential(ctx, "mkdir", n, name); errno != 0 {
+		return nil, errno
 	}
-	return n.createNamed(ctx, "mkdir", pfd, joinRel(dir, name), name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
+	return n.createNamed(ctx, "mkdir", pfd, admit.Join(dir, name), name, syscall.S_IFDIR|mode&07777, func(m uint32) error {
 		return dirfd.Mkdir(pfd, name, m)
 	}, out)
 }
@@ -211,10 +180,10 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	}
 	mode, ok := guard.MknodMode(mode)
 	if !ok {
-		return nil, n.fsys.refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, RuleDeviceNode)
+		return nil, n.fsys.gate.Refuse(ctx, "mknod", n, name, errcode.DeviceNodeDenied, admit.RuleDeviceNode)
 	}
 	typ := mode & syscall.S_IFMT
-	return n.createNamed(ctx, "mknod", pfd, joinRel(dir, name), name, mode, func(m uint32) error {
+	return n.createNamed(ctx, "mknod", pfd, admit.Join(dir, name), name, mode, func(m uint32) error {
 		return dirfd.Mknod(pfd, name, typ|m, 0)
 	}, out)
 }
@@ -232,10 +201,10 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	if errno := f.denySymlink(ctx, n, dir, name, target); errno != 0 {
+	if errno := f.gate.DenySymlink(ctx, n, dir, name, target); errno != 0 {
 		return nil, errno
 	}
-	return n.createNamed(ctx, "symlink", pfd, joinRel(dir, name), name, syscall.S_IFLNK|0777, func(uint32) error {
+	return n.createNamed(ctx, "symlink", pfd, admit.Join(dir, name), name, syscall.S_IFLNK|0777, func(uint32) error {
 		return dirfd.Symlink(target, pfd, name)
 	}, out)
 }
@@ -246,7 +215,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	defer n.enter()()
 	// The source's checks wait for the mount-time scan (guard.IDs.Has):
 	// not under nsMu.
-	n.fsys.waitScan()
+	n.fsys.guard.WaitScan()
 	in, linked, errno := n.link(ctx, target, name, out)
 	if linked != nil {
 		// Not under nsMu either: a write's entry lock is taken above it
@@ -279,16 +248,16 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, nil, toErrno(err)
 	}
 	// Another name of a protected file would be one to write it by.
-	if errno := n.fsys.denySelf(ctx, "link", tn, &st, true); errno != 0 {
+	if errno := n.fsys.gate.DenySelf(ctx, "link", tn, &st, true); errno != 0 {
 		return nil, nil, errno
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		// The link's target resolves from its new directory too.
-		if errno := n.fsys.denyLinkTarget(ctx, "link", n, name, fd, pathDepth(dir)); errno != 0 {
+		if errno := n.fsys.gate.DenyLinkTarget(ctx, "link", n, name, fd, guard.PathDepth(dir)); errno != 0 {
 			return nil, nil, errno
 		}
 	}
-	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
+	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
 		return nil, nil, toErrno(err)
 	}
 	if err := dirfd.Fstat(fd, &st); err != nil {
@@ -296,7 +265,7 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	// A file the mount may read, linked onto a credential name, holds what
 	// the caller could read already: made through the mount.
-	n.fsys.madeNew(joinRel(dir, name), &st, tn.fileID().Gen)
+	n.fsys.guard.MadeNew(admit.Join(dir, name), &st, tn.FileID().Gen)
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
@@ -327,16 +296,16 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	// bytes at its commit: refused like renaming over it.
 	var l guard.FileLock
 	if flags == 0 {
-		l = n.fsys.nameLocks().LockOf(pfd, name)
-		if errno := n.fsys.heldByOther(ctx, "unlink", n, name, l); errno != 0 {
+		l = n.fsys.gate.Names.LockOf(pfd, name)
+		if errno := n.fsys.gate.HeldByOther(ctx, "unlink", n, name, l); errno != 0 {
 			return errno
 		}
 	}
 	// Another name of a made file may stay: its ctime moves.
-	mfd := n.fsys.madeFd(pfd, name)
+	mfd := n.fsys.guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
-	err := n.fsys.ownMadeChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
-	if err == syscall.ENOTEMPTY && n.fsys.sweepBeforeRmdir(pfd, name) {
+	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
+	if err == syscall.ENOTEMPTY && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
 		err = dirfd.Unlink(pfd, name, flags)
 	}
 	if err != nil {
@@ -354,11 +323,12 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 // RENAME_WHITEOUT is refused (PATH_ESCAPE: it would leave a 0:0 character
 // device at the source name, a device node Mknod refuses), then a file
 // another owner is writing (a wait of the lock table: before nsMu), then,
-// under nsMu, the names judged once at their places now (judgeName: a
-// credential, a protected target), a directory holding a credential or whose
-// contents would be protected at its new name, a symlink that would climb
-// out of the root from its new place (the object, or a link beneath a
-// directory moved shallower: denyLinkMove), and the rename itself.
+// under nsMu, the names judged once at their places now
+// (admit.Gate.JudgeRename: a credential, a protected target), a directory
+// holding a credential or whose contents would be protected at its new
+// name, a symlink that would climb out of the root from its new place (the
+// object, or a link beneath a directory moved shallower:
+// admit.Gate.DenyLinkMove), and the rename itself.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
@@ -381,16 +351,16 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	if flags&unix.RENAME_WHITEOUT != 0 {
-		return f.refuse(ctx, "rename", n, name, errcode.PathEscape, RuleEscapeWhiteout)
+		return f.gate.Refuse(ctx, "rename", n, name, errcode.PathEscape, admit.RuleEscapeWhiteout)
 	}
 
-	names := f.nameLocks()
+	names := f.gate.Names
 	src, dst := names.LockOf(ofd, name), names.LockOf(nfd, newName)
-	if errno := f.heldByOther(ctx, "rename", np, newName, dst); errno != 0 {
+	if errno := f.gate.HeldByOther(ctx, "rename", np, newName, dst); errno != 0 {
 		return errno
 	}
 	if exchange {
-		if errno := f.heldByOther(ctx, "rename", n, name, src); errno != 0 {
+		if errno := f.gate.HeldByOther(ctx, "rename", n, name, src); errno != 0 {
 			return errno
 		}
 	}
@@ -405,9 +375,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno := f.renameJudged(ctx, &r); errno != 0 {
 		return errno
 	}
-	f.madeRenamed(nfd, r.newRel, newName)
+	f.guard.MadeRenamed(nfd, r.newRel, newName)
 	if exchange {
-		f.madeRenamed(ofd, r.oldRel, name)
+		f.guard.MadeRenamed(ofd, r.oldRel, name)
 	}
 	// A write in progress follows its file to the new name, one begun
 	// since the look too (renamed finds none if there is none).
@@ -438,10 +408,10 @@ type renaming struct {
 
 // renameJudged judges r's names and moves under nsMu, and renames: shared
 // for names that are no directory, exclusive when a directory's contents
-// are scanned (denyDirRename; guard.RenameScans), so that no name enters
-// it between the scan and the rename. A name found to be a directory only
-// under the shared lock (it became one since) is judged again under the
-// exclusive one.
+// are scanned (admit.Gate.DenyDirRename; guard.RenameScans), so that no
+// name enters it between the scan and the rename. A name found to be a
+// directory only under the shared lock (it became one since) is judged
+// again under the exclusive one.
 func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
 	exclusive := guard.RenameScans(r.names())
 	for {
@@ -466,84 +436,50 @@ func (r *renaming) names() guard.RenameNames {
 }
 
 // renameUnder is renameJudged's step under nsMu: the names at their
-// places now (dirRel), judged (guard.Guard.JudgeRename: both names of an
-// exchange against the protect rule, then each name's own checks), each
-// directory moved (denyDirRename, exclusive only: again is true when one
-// is met under the shared lock), then renameat2.
+// places now (admit.Gate.DirRel), judged (guard.Guard.JudgeRename: both
+// names of an exchange against the protect rule, then each name's own
+// checks), each directory moved (admit.Gate.DenyDirRename, exclusive only:
+// again is true when one is met under the shared lock), then renameat2.
 func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
 	exchange := r.flags&unix.RENAME_EXCHANGE != 0
-	r.oldRel = joinRel(f.dirRel(r.from, r.ofd), r.name)
-	r.newRel = joinRel(f.dirRel(r.to, r.nfd), r.newName)
-	if rule, rel := f.guard.JudgeRename(r.names()); rule != guard.NameAllowed {
-		return f.refuseName(ctx, "rename", rel, rule), false
+	r.oldRel = admit.Join(f.gate.DirRel(r.from, r.ofd), r.name)
+	r.newRel = admit.Join(f.gate.DirRel(r.to, r.nfd), r.newName)
+	if errno := f.gate.JudgeRename(ctx, r.names()); errno != 0 {
+		return errno, false
 	}
-	if errno, again := f.denyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
+	if errno, again := f.gate.DenyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
 		return errno, again
 	}
 	if exchange {
-		if errno, again := f.denyDirRename(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
+		if errno, again := f.gate.DenyDirRename(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
 			return errno, again
 		}
 	}
-	if errno, again := f.denyLinkMove(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
+	if errno, again := f.gate.DenyLinkMove(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
 		return errno, again
 	}
 	if exchange {
-		if errno, again := f.denyLinkMove(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
+		if errno, again := f.gate.DenyLinkMove(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
 			return errno, again
 		}
 	}
 	// The file renamed, and a file replaced or exchanged that keeps
 	// another name: the rename moves their ctimes.
-	sfd, dfd := f.madeFd(r.ofd, r.name), f.madeFd(r.nfd, r.newName)
+	sfd, dfd := f.guard.MadeFd(r.ofd, r.name), f.guard.MadeFd(r.nfd, r.newName)
 	defer dirfd.Close(sfd)
 	defer dirfd.Close(dfd)
 	// The last look at who writes what the rename replaces and the rename
 	// are one step against a write open's look and lock (commitMu): a file
-	// another owner opened for writing since heldByOther is not renamed
-	// over, where its commit would meet another file.
+	// another owner opened for writing since admit.Gate.HeldByOther is not
+	// renamed over, where its commit would meet another file.
 	f.commitMu.Lock()
-	if f.nameLocks().ReplacesOthers(r.names(), r.me) {
+	if f.gate.Names.ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()
-		return f.refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, RuleLockOtherOwner), false
+		return f.gate.Refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, admit.RuleLockOtherOwner), false
 	}
-	err := f.ownMadeChange([]int{sfd, dfd}, func() error {
+	err := f.guard.OwnChange([]int{sfd, dfd}, func() error {
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
 	})
 	f.commitMu.Unlock()
 	return toErrno(err), false
-}
-
-// heldByOther refuses op (a rename over name in dir, an unlink of it) while
-// another owner holds l, the lock of the file name leads to. Like a
-// conflicting open, it waits briefly for a release already on its way.
-func (f *FS) heldByOther(ctx context.Context, op string, dir *Node, name string, l guard.FileLock) syscall.Errno {
-	if !l.Held {
-		return 0
-	}
-	me := f.owner(ctx)
-	if _, other := f.writeLocks.WaitOthers(ctx, l.Key, me, patience()); other {
-		return f.refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
-	}
-	return 0
-}
-
-// metaHeldByOther refuses op (a chmod, chown or utimens of n, whose
-// verified object fd holds) while another owner writes the file: the
-// commit of that write compares the file's times with those it observed,
-// and would take the change for one from outside (the writer's close
-// would get EBUSY and its bytes a conflict copy), and the temp that
-// becomes the file does not carry it. The owner writing the file may
-// (Setattr applies the change to its temp too).
-func (f *FS) metaHeldByOther(ctx context.Context, op string, n *Node, fd int) syscall.Errno {
-	return f.heldByOther(ctx, op, n, "", f.nameLocks().LockOfFd(fd))
-}
-
-// nameLocks looks names up in the mount's lock table, under commitMu
-// (guard.NameLocks): a rename over, or an unlink of, a file another owner
-// is writing is refused, and a write in progress follows its file when
-// this mount renames it, as natively the writer's bytes land under the
-// file's new name.
-func (f *FS) nameLocks() guard.NameLocks {
-	return guard.NameLocks{Table: f.writeLocks, CommitMu: &f.commitMu}
 }

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -129,8 +130,8 @@ func TestProtectByIdentity(t *testing.T) {
 				t.Errorf("%d audit lines for 5 refusals", len(evs))
 			}
 			for _, e := range evs {
-				if e.Code != "PROTECTED_PATH_DENIED" || e.Rule != RuleProtectedIdentity || e.Path != c.link {
-					t.Errorf("audit %+v; want PROTECTED_PATH_DENIED %s of %s", e, RuleProtectedIdentity, c.link)
+				if e.Code != "PROTECTED_PATH_DENIED" || e.Rule != admit.RuleProtectedIdentity || e.Path != c.link {
+					t.Errorf("audit %+v; want PROTECTED_PATH_DENIED %s of %s", e, admit.RuleProtectedIdentity, c.link)
 				}
 			}
 		})

@@ -42,11 +42,11 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "new")
 	var seen bool
 	old := backingStat(t, tf, "f")
-	if errno := commitLocked(t, tf, h.pending, func() {
+	if errno := commitWith(t, tf, h, func() {
 		// Right after replace, before settle: the lock is where the file is.
 		st := backingStat(t, tf, "f")
 		owner, held := tf.FS.writeLocks.Holder(locks.KeyOf(&st))
-		seen = held && owner == h.pending.Entry().Owner()
+		seen = held && owner == h.file.Pending().Entry().Owner()
 		if _, held := tf.FS.writeLocks.Holder(locks.KeyOf(&old)); held {
 			t.Error("the replaced file's identity still holds a lock")
 		}
@@ -62,32 +62,13 @@ func TestCommitMovesTheLockWithTheRename(t *testing.T) {
 	h.Release(as(1))
 }
 
-// commitLocked commits w under its entry's lock, running between (if not
-// nil) right after replace has renamed, before settle.
-func commitLocked(t *testing.T, tf *testFS, w *pendingWrite, between func()) syscall.Errno {
+// commitWith commits h's write, running between (if not nil) right after
+// replace has renamed, before settle.
+func commitWith(t *testing.T, tf *testFS, h *writeHandle, between func()) syscall.Errno {
 	t.Helper()
-	w.Entry().Lock()
-	defer w.Entry().Unlock()
 	tf.opts.afterReplace = between
 	defer func() { tf.opts.afterReplace = nil }()
-	return w.Commit(as(1), false)
-}
-
-// TestFlushLeavesAWriteInFlight: a close (FLUSH) while a WRITE of the same
-// open is in flight in another thread commits nothing; the RELEASE, which
-// comes once that write(2) has returned, commits it whole (case 9).
-func TestFlushLeavesAWriteInFlight(t *testing.T) {
-	tf := newTestFS(t, nil)
-	h := tf.writing(t, "old", syscall.O_WRONLY|syscall.O_TRUNC, "half")
-	h.writes.Add(1) // another thread's WRITE, in flight
-	if errno := h.Flush(as(1)); errno != 0 {
-		t.Fatalf("flush = %v", errno)
-	}
-	tf.wantContent(t, "f", "old", "after a close beside a write in flight")
-	h.writes.Add(-1)
-	h.Release(as(1))
-	tf.wantContent(t, "f", "half", "after the release")
-	tf.wantNoTemps(t)
+	return h.file.Commit(as(1), false)
 }
 
 // TestAppendInPlace: an append goes into the file at once, under the same

@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/readhold"
 	"github.com/realm-dev/realm/locks"
 )
@@ -15,16 +16,15 @@ import (
 // readHandle is a plain read handle: it reads the verified backing file
 // through its own fd, the file as it was at open (a commit since replaces
 // the file, not what the handle reads, as a descriptor of a file replaced
-// by rename does natively). Node.admitReader makes it; it never writes and
+// by rename does natively). Node.newReader makes it; it never writes and
 // has nothing to commit.
 type readHandle struct {
 	handle
-	fd          int            // of the verified backing file
-	key         locks.Key      // that file's identity
-	owner       locks.Owner    // the opener's lock owner
-	passthrough bool           // the kernel may serve reads straight from fd
-	cached      bool           // the kernel serves reads through its page cache
-	reads       readhold.Holds // reads go-fuse has yet to make from fd
+	fd    int            // of the verified backing file
+	key   locks.Key      // that file's identity
+	owner locks.Owner    // the opener's lock owner
+	mode  nodeopens.Mode // how the kernel serves its reads (passthrough: straight from fd)
+	reads readhold.Holds // reads go-fuse has yet to make from fd
 }
 
 var (
@@ -44,7 +44,8 @@ var (
 // fs.FilePassthroughFder: once one is registered, go-fuse gives every later
 // open of the node that same backing file (the kernel takes one per inode),
 // and a write handle given one would write into the file in place, past the
-// temp. Node.admitReader and Node.retire keep each node to one backing file.
+// temp. nodeopens.Set.AdmitReader and Node.retire keep each node to one
+// backing file.
 type passthroughFile struct{ *readHandle }
 
 // PassthroughFd lets go-fuse register the handle's fd with the kernel.
@@ -62,7 +63,7 @@ func (h *readHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	return 0, syscall.EBADF
 }
 
-// Flush has nothing to do: a reader commits nothing (admitReader asks the
+// Flush has nothing to do: a reader commits nothing (newReader asks the
 // kernel not to send it, FOPEN_NOFLUSH).
 func (h *readHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
@@ -72,16 +73,14 @@ func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // Release ends the handle when its last descriptor is gone: its record
-// locks are dropped, it leaves the node's count of readers (admitReader),
-// and its fd closes once go-fuse has done with every read of it.
+// locks are dropped, it leaves the node's count of readers
+// (nodeopens.Set.ReaderGone), and its fd closes once go-fuse has done with
+// every read of it.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.release(nil) {
+	if !h.release() {
 		return syscall.EBADF
 	}
-	if !h.passthrough {
-		h.node.cachedOpen.Add(-1)
-	}
-	h.node.readerGone(h)
+	h.node.opens.ReaderGone(h.mode)
 	return toErrno(h.reads.Close(h.fd))
 }
 

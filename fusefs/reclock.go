@@ -16,13 +16,13 @@ import (
 // anchor per file so that a commit never drops or splits a lock: package
 // reclock keeps them, with each node's lock set (Node.recLocks) and the
 // sets retired nodes hand on (FS.heirs). Here are the adapters: the
-// locker's fd, charged to the caller's owner (fdcap.go), and Getlk, Setlk
-// and Setlkw.
+// locker's fd, charged to the caller's owner (fusefs/admit: fds.go), and
+// Getlk, Setlk and Setlkw.
 
 // lockFd returns the lock fd of locker for handle fh, remembering on the
 // handle that locker used it. A locker's first lock on the file charges
-// the caller's owner its fd and maybe the anchor (fdcap.go): an owner that
-// may not take two more is refused, ENOLCK (flock's and fcntl's "no
+// the caller's owner its fd and maybe the anchor (fusefs/admit: fds.go): an
+// owner that may not take two more is refused, ENOLCK (flock's and fcntl's "no
 // room for lock records"), audited RESOURCE_LIMIT.
 func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int, syscall.Errno) {
 	h := fileOf(fh)
@@ -35,7 +35,7 @@ func (n *Node) lockFd(ctx context.Context, fh fs.FileHandle, locker uint64) (int
 			return "", 0
 		}
 		owner := f.owner(ctx)
-		return owner, f.chargeOrRefuse(ctx, owner, "lock", n, "", reclock.LockerFds, reclock.LockerFds, syscall.ENOLCK)
+		return owner, f.gate.ChargeOrRefuse(ctx, owner, "lock", n, "", reclock.LockerFds, reclock.LockerFds, syscall.ENOLCK)
 	})
 	if errno != 0 {
 		return -1, errno

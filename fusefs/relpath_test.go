@@ -12,8 +12,8 @@ import (
 )
 
 // relPathTree builds, without a mount, the directory chain root/names[0]/...
-// on a bare go-fuse bridge, and returns the FS and the deepest node.
-func relPathTree(t testing.TB, names []string) (*FS, *Node) {
+// on a bare go-fuse bridge, and returns the deepest node.
+func relPathTree(t testing.TB, names []string) *Node {
 	f := &FS{}
 	f.root = &Node{fsys: f}
 	fs.NewNodeFS(f.root, &fs.Options{}) // attaches f.root to a bridge
@@ -27,11 +27,11 @@ func relPathTree(t testing.TB, names []string) (*FS, *Node) {
 		}
 		cur = child
 	}
-	return f, cur
+	return cur
 }
 
-// TestRelPath: the path the guard matches is the node's place in the tree,
-// joined from the root down.
+// TestRelPath: the path (Node.Rel) the guard matches is the node's place in
+// the tree, joined from the root down.
 func TestRelPath(t *testing.T) {
 	tests := []struct {
 		dirs []string
@@ -47,9 +47,9 @@ func TestRelPath(t *testing.T) {
 		{strings.Split("1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18", "/"), "f", "1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/f"},
 	}
 	for _, tt := range tests {
-		f, dir := relPathTree(t, tt.dirs)
-		if got := f.relPath(dir, tt.name); got != tt.want {
-			t.Errorf("relPath(%v, %q) = %q, want %q", tt.dirs, tt.name, got, tt.want)
+		dir := relPathTree(t, tt.dirs)
+		if got := dir.Rel(tt.name); got != tt.want {
+			t.Errorf("Rel(%v, %q) = %q, want %q", tt.dirs, tt.name, got, tt.want)
 		}
 	}
 }
@@ -59,16 +59,16 @@ func TestRelPath(t *testing.T) {
 // set's verdict on it. docs/PERFORMANCE.md sets it against a lookup's round
 // trip through the kernel.
 func BenchmarkLookupGuard(b *testing.B) {
-	f, dir := relPathTree(b, []string{"src", "net", "http", "internal"})
+	dir := relPathTree(b, []string{"src", "net", "http", "internal"})
 	m := policy.Default().Matcher()
 	b.Run("path", func(b *testing.B) {
 		for b.Loop() {
-			_ = f.relPath(dir, "server.go")
+			_ = dir.Rel("server.go")
 		}
 	})
 	b.Run("path+match", func(b *testing.B) {
 		for b.Loop() {
-			if m.Denied(f.relPath(dir, "server.go")) {
+			if m.Denied(dir.Rel("server.go")) {
 				b.Fatal("server.go denied")
 			}
 		}

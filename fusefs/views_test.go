@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -216,9 +217,10 @@ func TestFailedOpenKeepsContent(t *testing.T) {
 
 	// A truncation that reached the process (: > f) is committed.
 	h = tf.openWrite(t, 1, "f", syscall.O_WRONLY|syscall.O_TRUNC)
-	h.mu.Lock()
-	h.flushed = true // its close sent FLUSH; as pid 1's, it committed nothing here
-	h.mu.Unlock()
+	if errno := h.Flush(as(sleeper(t))); errno != 0 { // another process's close: it commits nothing
+		t.Fatalf("flush = %v", errno)
+	}
+	tf.wantContent(t, "f", "content", "after another process's close")
 	h.Release(as(1))
 	tf.wantContent(t, "f", "", "after the release of a truncating open that was closed")
 }
@@ -227,7 +229,7 @@ func TestFailedOpenKeepsContent(t *testing.T) {
 // never both get into a node, in either order: a writer counted first
 // makes the reader read direct; a passthrough reader admitted first sends
 // the writer to a new node (ESTALE). Each check and its count are one step
-// under Node.mu (admitShared, admitReader), so no reader slips in between.
+// under the node's opens' lock (nodeopens.Set.AdmitShared, AdmitReader), so no reader slips in between.
 func TestAdmissionIsOneStep(t *testing.T) {
 	tf := newTestFS(t, func(o *Options) { o.Passthrough = true })
 	tf.write(t, "f", "x")
@@ -238,7 +240,7 @@ func TestAdmissionIsOneStep(t *testing.T) {
 		t.Fatal(errno)
 	}
 	r, flags, errno := n.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).(*readHandle).passthrough {
+	if errno != 0 || flags&fuse.FOPEN_PASSTHROUGH != 0 || fileOf(r).(*readHandle).mode == nodeopens.Passthrough {
 		t.Errorf("a reader beside a pending write: flags %#x, %v; want it admitted, not passing through", flags, errno)
 	}
 	fileOf(r).Release(as(2))
@@ -246,14 +248,14 @@ func TestAdmissionIsOneStep(t *testing.T) {
 
 	m := tf.lookup(t, "f")
 	r, _, errno = m.Open(as(2), syscall.O_RDONLY)
-	if errno != 0 || !fileOf(r).(*readHandle).passthrough {
-		t.Fatalf("a reader alone: %v, passthrough %v; want it passing through", errno, fileOf(r).(*readHandle).passthrough)
+	if errno != 0 || fileOf(r).(*readHandle).mode != nodeopens.Passthrough {
+		t.Fatalf("a reader alone: %v, %v; want it passing through", errno, fileOf(r).(*readHandle).mode)
 	}
 	if _, _, errno := m.Open(as(1), syscall.O_RDWR); errno != syscall.ESTALE {
 		t.Errorf("a writer beside a passthrough reader = %v, want ESTALE", errno)
 	}
-	if m.sharedOpen.Load() != 0 {
-		t.Errorf("the refused writer is still counted on the node (%d)", m.sharedOpen.Load())
+	if c := m.opens.Counts(); c.Shared != 0 {
+		t.Errorf("the refused writer is still counted on the node (%d)", c.Shared)
 	}
 	fileOf(r).Release(as(2))
 }
@@ -265,9 +267,7 @@ func TestDirectReadersAcrossVersions(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "f", "v1")
 	n := tf.lookup(t, "f")
-	n.mu.Lock()
-	n.ptHold = time.Now().Add(time.Hour).UnixNano() // readers read direct
-	n.mu.Unlock()
+	n.opens.HoldOff(time.Now().Add(time.Hour)) // readers read direct
 	r1, _, errno := n.Open(as(2), syscall.O_RDONLY)
 	if errno != 0 {
 		t.Fatal(errno)
@@ -311,7 +311,7 @@ func TestCatchUpNeedsTheGeneration(t *testing.T) {
 	tf := newTestFS(t, nil)
 	tf.write(t, "f", "x")
 	n := tf.lookup(t, "f")
-	was := n.fileID()
+	was := n.FileID()
 	tf.write(t, "f.new", "y")
 	if err := os.Rename(filepath.Join(tf.backing, "f.new"), filepath.Join(tf.backing, "f")); err != nil {
 		t.Fatal(err)
@@ -326,12 +326,12 @@ func TestCatchUpNeedsTheGeneration(t *testing.T) {
 	if n.catchUp(context.Background(), tf.root, "f", &st) {
 		t.Fatal("caught up with a file that only shares the replacement's inode number")
 	}
-	if n.fileID() != was {
+	if n.FileID() != was {
 		t.Fatal("a refused catch-up moved the node")
 	}
 	tf.inos.Succeeded(was, next)
-	if !n.catchUp(context.Background(), tf.root, "f", &st) || n.fileID() != next {
-		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.fileID(), next)
+	if !n.catchUp(context.Background(), tf.root, "f", &st) || n.FileID() != next {
+		t.Errorf("did not catch up with the replacement: node stands for %v, want %v", n.FileID(), next)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 )
@@ -27,7 +26,7 @@ var (
 // prepareSelf is prepare for an operation on n itself: a change on a
 // read-only mount is EROFS; n's object is opened as an O_PATH fd and
 // verified (openPath: a swapped object is PATH_ESCAPE); then, if judged,
-// n's path and identity are asked (denySelf: a credential is
+// n's path and identity are asked (admit.Gate.DenySelf: a credential is
 // CREDENTIAL_PATH_DENIED, and a change of a protected file
 // PROTECTED_PATH_DENIED). Setattr's mode, owner and time changes and the
 // xattr calls are judged here, in this one place. The caller acts through
@@ -46,7 +45,7 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 			dirfd.Close(fd)
 			return -1, toErrno(err)
 		}
-		if errno := n.fsys.denySelf(ctx, op, n, &st, changes); errno != 0 {
+		if errno := n.fsys.gate.DenySelf(ctx, op, n, &st, changes); errno != 0 {
 			dirfd.Close(fd)
 			return -1, errno
 		}
@@ -77,10 +76,10 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return errno
 	}
 	defer dirfd.Close(fd)
-	if !allowedXattr(attr) {
-		return n.fsys.refuse(ctx, "setxattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
+	if errno := n.fsys.gate.DenySetxattr(ctx, n, attr); errno != 0 {
+		return errno
 	}
-	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
+	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
 		return toErrno(err)
 	}
 	n.ownChange(func(temp int) error {
@@ -101,10 +100,10 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return errno
 	}
 	defer dirfd.Close(fd)
-	if !removableXattr(attr) {
-		return n.fsys.refuse(ctx, "removexattr", n, "", errcode.PrivilegeDenied, RulePrivilegeXattr)
+	if errno := n.fsys.gate.DenyRemovexattr(ctx, n, attr); errno != 0 {
+		return errno
 	}
-	if err := n.fsys.ownMadeChange([]int{fd}, func() error { return dirfd.Removexattr(fd, attr) }); err != nil {
+	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Removexattr(fd, attr) }); err != nil {
 		return toErrno(err)
 	}
 	n.ownChange(func(temp int) error {

@@ -283,8 +283,8 @@ func serve(cfg config, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// The kernel sends each caller's mode unmasked and the daemon applies
-	// the caller's umask (fusefs, umask.go); its own must not apply on
-	// top. What the daemon makes for itself has explicit modes (0600).
+	// the caller's umask (fusefs/admit: Gate.NewMode); its own must not
+	// apply on top. What the daemon makes for itself has explicit modes (0600).
 	unix.Umask(0)
 	limit := raiseFileLimit()
 	os.Chdir("/")

@@ -52,7 +52,7 @@ type Event struct {
 	// which the session record of realmctl names as containerId.
 	Container string `json:"container,omitempty"`
 	// Rule is what the refusal matched: a credential glob with
-	// RuleSource, where it was written, or a rule id (fusefs's Rule*
+	// RuleSource, where it was written, or a rule id (fusefs/admit's Rule*
 	// constants).
 	Rule       string `json:"rule,omitempty"`
 	RuleSource string `json:"ruleSource,omitempty"`

@@ -14,7 +14,7 @@ import (
 // OPENDIR charges the caller's owner, its RELEASE (which always comes,
 // even when the kernel failed the open after the daemon answered)
 // releases. The bound is checked by the ops themselves, before they open
-// (fusefs's FS.admitOpen, which notes the owner it resolved: Checked),
+// (fusefs/admit's Gate.AdmitOpen, which notes the owner it resolved: Checked),
 // where a refusal knows its path. Opens of one owner in flight together
 // may pass the check before any is counted, so an owner may overshoot by
 // the requests in flight at once (the reserve's slack covers them).

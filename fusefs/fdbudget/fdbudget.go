@@ -7,7 +7,7 @@
 // thousand would leave every other owner EMFILE. So every descriptor the
 // daemon holds on an owner's behalf is charged to that owner (Counts), and
 // released when closed. What is charged, and when a refusal is audited, is
-// fusefs's (fdcap.go); this package holds the arithmetic and the counts,
+// fusefs/admit's (fds.go); this package holds the arithmetic and the counts,
 // and CountingFS, which charges the handles the kernel is given. It is a
 // package of its own because none of it needs the node tree: an owner is a
 // locks.Owner, a handle the kernel's number for it.

@@ -67,7 +67,7 @@ func MadeByCall(st *unix.Stat_t, mode uint32, handOver bool, euid uint32) (inher
 }
 
 // Claims reports whether an object made for the caller (uid, gid) is given
-// to it (fusefs: claim, with ChownToCaller): root in group 0 is the
+// to it (fusefs/admit: Gate.Claim, with ChownToCaller): root in group 0 is the
 // daemon's own identity.
 func Claims(uid, gid uint32) bool { return uid != 0 || gid != 0 }
 

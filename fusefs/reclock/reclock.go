@@ -36,7 +36,7 @@ import (
 // locker.
 //
 // Each locker's fd is charged to the owner of the request that opened it,
-// and the anchor to the owner whose lock made it (fusefs's fdcap.go);
+// and the anchor to the owner whose lock made it (fusefs/admit: fds.go);
 // closed, they are released (Heirs.Charges): the charges a set's calls
 // return say to whom.
 type Set struct {

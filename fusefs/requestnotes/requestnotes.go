@@ -14,10 +14,10 @@ import (
 )
 
 // What the kernel sends with a request that go-fuse's node API does not
-// pass on: the caller's umask with CREATE, MKDIR and MKNOD (fusefs's
-// umask.go), the
-// open file's flags as they are at each WRITE (fuse_write_in.flags: an
-// O_APPEND that fcntl(F_SETFL) set or cleared since the open shows there).
+// pass on: the caller's umask with CREATE, MKDIR and MKNOD (fusefs/admit's
+// Gate.NewMode), the open file's flags as they are at each WRITE
+// (fuse_write_in.flags: an O_APPEND that fcntl(F_SETFL) set or cleared
+// since the open shows there).
 // The mount's raw filesystem (NotingFS) notes them while the node bridge
 // beneath serves the request, by the request's cancel channel: go-fuse
 // gives every request in flight one of its own and hands it to the node as

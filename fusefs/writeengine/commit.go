@@ -114,7 +114,7 @@ type Write[N comparable] struct {
 	tempName   string       // its name in tempDir
 	tempQuiet  bool         // the watcher ignores the temp's changes (Host.Quiet)
 	observed   unix.Stat_t  // the file as this owner last saw it commit
-	seq        uint64       // when it began, among the mount's writes: orders fusefs lockPair
+	seq        uint64       // when it began, among the mount's writes: orders lockPair
 	chargedTo  locks.Owner  // the owner charged for its descriptors (Host.ChargeWrite), "" none
 	// xattrsLost names the file's extended attributes the temp does not
 	// carry (dirfd.CopyXattrs, or a change through the mount it could not
@@ -623,7 +623,7 @@ func (g *Engine[N]) xattrsNotKept(ctx context.Context, rel string, lost error) {
 // otherwise (or when a write into the temp failed), and left to the
 // owner's last close or release when another handle shares the temp.
 // Either is one audit line.
-func (w *Write[N]) killed(ctx context.Context, h *Handle, sig int, tid uint32) {
+func (w *Write[N]) killed(ctx context.Context, h *writeproto.Handle, sig int, tid uint32) {
 	g := w.eng
 	how := fmt.Sprintf("killed by %s", unix.SignalName(syscall.Signal(sig)))
 	switch w.m.Killed(h) {

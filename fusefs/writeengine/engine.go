@@ -10,7 +10,6 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -19,36 +18,6 @@ import (
 // directory: the mount hides them, and its mount-time sweep removes those
 // a crash left (all but the ones IsOwnTemp names).
 const TempPrefix = ".realm-tmp-"
-
-// The protocol's types the adapter holds and passes back: a handle's
-// state, and what a close found. Aliases, so that only this package
-// imports writeproto and drives it.
-type (
-	// Handle is one open of the file by the owner, in the protocol.
-	Handle = writeproto.Handle
-	// Open is how a handle was opened (Write.Open fills Fresh).
-	Open = writeproto.Open
-	// FlushFacts is what a close found of its opener's descriptors.
-	FlushFacts = writeproto.FlushFacts
-	// WriteWatch tells, sample by sample, when the thread that sent an
-	// open's last WRITE is out of its write(2) (a close asks it before it
-	// commits), and WriterState is what one sample saw of that thread.
-	WriteWatch  = writeproto.WriteWatch
-	WriterState = writeproto.WriterState
-)
-
-// The writer states a WriteWatch tells apart, and how long it waits.
-const (
-	WriterElsewhere = writeproto.WriterElsewhere
-	WriterOnFUSE    = writeproto.WriterOnFUSE
-	WriterBusy      = writeproto.WriterBusy
-	WriteGap        = writeproto.WriteGap
-)
-
-// CloseMayCommit reports whether a close by a thread of the opener
-// (byOpener) may commit at all (writeproto.CloseMayCommit): the adapter
-// asks before it scans /proc.
-func CloseMayCommit(byOpener bool) bool { return writeproto.CloseMayCommit(byOpener) }
 
 // FileID names one backing file over time (locks.FileID).
 type FileID = locks.FileID
@@ -147,8 +116,9 @@ type FdCharger interface {
 	ReleaseWrite(owner locks.Owner)
 }
 
-// Config is what the mount decides of its commits. The funcs are read at
-// each use, so that a test may change what they answer.
+// Config is what the mount decides of its commits, and where a close
+// learns what its closing thread holds. The funcs are read at each use,
+// so that a test may change what they answer.
 type Config struct {
 	// Durability says when a commit is made durable.
 	Durability Durability
@@ -158,6 +128,12 @@ type Config struct {
 	// file's data before the rename (OrdersRenamedData): a commit over an
 	// empty file then needs no fsync of its temp (syncPlan).
 	OrdersRenames func() bool
+	// Procs reads what a close needs of the callers (/proc: the mount's
+	// procinfo.Resolver). MountDev is the mount's own device number (0
+	// until it is mounted), which tells its files apart in a closing
+	// thread's descriptor table (File.Flush); nil is 0.
+	Procs    Processes
+	MountDev func() uint64
 	// FailAt, for tests only, makes a commit fail at the stages it
 	// returns true for; OnSync hears each fsync a commit makes ("temp",
 	// "dir"); AfterReplace runs after a commit's rename, before it
@@ -177,7 +153,7 @@ type Engine[N comparable] struct {
 	seq   atomic.Uint64 // the last Write.seq given out
 
 	// moves marks the files a rename through the mount is moving now
-	// (BeginMoves), which commits of their writes wait out (WaitMoves).
+	// (BeginMoves), which commits of their writes wait out (waitMoves).
 	movesMu lockorder.Mutex[lockorder.MovesMu]
 	moves   map[locks.Key]*move
 
@@ -290,7 +266,7 @@ func (g *Engine[N]) Removed(key locks.Key, dfd int, name string) {
 // files it moves before it renames and waits out the commits of their
 // writes under way (BeginMoves; fusefs beginMove), and unmarks them once
 // the writes have followed; a commit point waits while its file is marked
-// (Write.WaitMoves), holding no realm lock.
+// (Write.waitMoves), holding no realm lock.
 
 // move is one file's mark: how many renames move it now, and a channel
 // closed when the last is done.
@@ -304,7 +280,7 @@ type move struct {
 // the caller calls once every write of them has followed the rename. The
 // commits of their writes under way end first: each holds its entry's
 // lock throughout, so once every entry of a marked file was free, the
-// commits that come after wait for the mark (WaitMoves).
+// commits that come after wait for the mark (waitMoves).
 func (g *Engine[N]) BeginMoves(keys []locks.Key) (end func()) {
 	for _, k := range keys {
 		g.markMove(k)
@@ -367,12 +343,12 @@ func (g *Engine[N]) moving(key locks.Key) <-chan struct{} {
 	return nil
 }
 
-// WaitMoves waits while a rename through the mount moves w's file
+// waitMoves waits while a rename through the mount moves w's file
 // (BeginMoves), letting w's entry's lock go meanwhile: a commit point calls
 // it, holding that lock and no other realm lock, before it decides
 // anything, so that its decision and its commit meet the file at its
 // name after the rename, with the write following it.
-func (w *Write[N]) WaitMoves() {
+func (w *Write[N]) waitMoves() {
 	g := w.eng
 	for {
 		done := g.moving(g.table.EntryKey(w.entry))
@@ -418,6 +394,14 @@ func (g *Engine[N]) failAt(s Stage) error {
 		return errInjected
 	}
 	return nil
+}
+
+// mountDev asks Config.MountDev.
+func (g *Engine[N]) mountDev() uint64 {
+	if g.cfg.MountDev == nil {
+		return 0
+	}
+	return g.cfg.MountDev()
 }
 
 // ordersRenames asks Config.OrdersRenames.

@@ -17,6 +17,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // The engine without a mount: a fake Host over a real temp directory, so
@@ -31,8 +32,10 @@ type fakeHost struct {
 	mu       sync.Mutex
 	logs     []string
 	audits   []string // "op code"
+	causes   []string // each audit line's cause
 	replaced int      // commits that rekeyed nodes
 	charged  int      // writes charged and not released
+	made     int      // changes run as the mount's own of a made file
 }
 
 func (h *fakeHost) Logf(format string, args ...any) {
@@ -41,10 +44,11 @@ func (h *fakeHost) Logf(format string, args ...any) {
 	h.logs = append(h.logs, fmt.Sprintf(format, args...))
 }
 func (h *fakeHost) Debugf(format string, args ...any) { h.Logf(format, args...) }
-func (h *fakeHost) Audit(_ context.Context, op, _ string, code errcode.Code, _ syscall.Errno, _ error) {
+func (h *fakeHost) Audit(_ context.Context, op, _ string, code errcode.Code, _ syscall.Errno, cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.audits = append(h.audits, op+" "+string(code))
+	h.causes = append(h.causes, fmt.Sprint(cause))
 }
 func (h *fakeHost) RelPath(_ *fakeNode, name string) string { return name }
 func (h *fakeHost) LockNames() func()                       { return func() {} }
@@ -55,8 +59,13 @@ func (h *fakeHost) DenyCommit(context.Context, *Write[*fakeNode]) syscall.Errno 
 func (h *fakeHost) Conflicted(context.Context, *fakeNode, string) syscall.Errno {
 	return syscall.EBUSY
 }
-func (h *fakeHost) OwnMadeChange(_ []int, change func() error) error { return change() }
-func (h *fakeHost) Child(*fakeNode, string) *fakeNode                { return nil }
+func (h *fakeHost) OwnMadeChange(_ []int, change func() error) error {
+	h.mu.Lock()
+	h.made++
+	h.mu.Unlock()
+	return change()
+}
+func (h *fakeHost) Child(*fakeNode, string) *fakeNode { return nil }
 func (h *fakeHost) Replaced(nodes []*fakeNode, _ locks.Key, _, _ FileID, _ *unix.Stat_t) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -78,17 +87,73 @@ func (h *fakeHost) ReleaseWrite(locks.Owner) {
 	h.charged--
 }
 
+// procFacts is what a close finds of its thread, as a test sets it: by
+// default the closing thread is its opener's, holds no other descriptor
+// of the file and is not exiting.
+type procFacts struct {
+	stranger bool  // the closing thread is not of the opener
+	others   int   // its other descriptors of the file
+	err      error // the scan's failure
+	signal   int   // the signal killing it (0: not exiting)
+	// writer is what the last writer is doing, and its user time.
+	writer procinfo.WriterState
+	ticks  uint64
+}
+
+// fakeProcs is Processes over procFacts; it counts the samples taken of
+// the writer (asked) and keeps what the last scan looked for (like).
+type fakeProcs struct {
+	mu    sync.Mutex
+	facts procFacts
+	asked int
+	like  procinfo.SameOpen
+}
+
+func (p *fakeProcs) IsThreadOf(tgid, tid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.facts.stranger
+}
+
+func (p *fakeProcs) Descriptors(tid uint32, inos []uint64, dev uint64, like procinfo.SameOpen) (procinfo.Closing, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.like = like
+	return procinfo.Closing{Others: p.facts.others, Exiting: p.facts.signal != 0}, p.facts.err
+}
+
+func (p *fakeProcs) ExitSignal(tid uint32) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.facts.signal, nil
+}
+
+func (p *fakeProcs) WriterState(tid uint32) (procinfo.WriterSample, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked++
+	return procinfo.WriterSample{State: p.facts.writer, UserTicks: p.facts.ticks}, nil
+}
+
+// set changes what the next closes find.
+func (p *fakeProcs) set(fn func(f *procFacts)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(&p.facts)
+}
+
 // engineDir is an engine over a temp directory holding file f.
 type engineDir struct {
-	g    *Engine[*fakeNode]
-	host *fakeHost
-	path string // the directory
-	dfd  int    // its O_PATH descriptor
+	g     *Engine[*fakeNode]
+	host  *fakeHost
+	procs *fakeProcs
+	path  string // the directory
+	dfd   int    // its O_PATH descriptor
 }
 
 func newEngineDir(t *testing.T, content string) *engineDir {
 	t.Helper()
-	d := &engineDir{host: &fakeHost{}, path: t.TempDir()}
+	d := &engineDir{host: &fakeHost{}, procs: &fakeProcs{}, path: t.TempDir()}
 	if err := os.WriteFile(filepath.Join(d.path, "f"), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +163,7 @@ func newEngineDir(t *testing.T, content string) *engineDir {
 	}
 	t.Cleanup(func() { dirfd.Close(fd) })
 	d.dfd = fd
-	d.g = New[*fakeNode](d.host, locks.NewTable(), Config{Durability: DurabilityFull})
+	d.g = New[*fakeNode](d.host, locks.NewTable(), Config{Durability: DurabilityFull, Procs: d.procs})
 	t.Cleanup(func() { d.host.noViolation(t) })
 	return d
 }
@@ -117,60 +182,67 @@ func (h *fakeHost) noViolation(t *testing.T) {
 }
 
 // open opens f for owner with flags (of the O_* bits: O_TRUNC, O_APPEND)
-// as a write open does: the lock, the write, the handle.
-func (d *engineDir) open(t *testing.T, owner locks.Owner, flags int) (*Write[*fakeNode], *Handle, *locks.Lease) {
+// as a write open does: the lock, the write, the handle's File.
+func (d *engineDir) open(t *testing.T, owner locks.Owner, flags int) *File[*fakeNode] {
 	t.Helper()
-	base, err := dirfd.Open(d.dfd, "f", unix.O_RDONLY, 0)
+	f, err := d.openAs(owner, "f", flags, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// openAs opens name for owner with flags by the process opener, as a
+// write open does.
+func (d *engineDir) openAs(owner locks.Owner, name string, flags int, opener uint32) (*File[*fakeNode], error) {
+	base, err := dirfd.Open(d.dfd, name, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
 	var st unix.Stat_t
 	if err := dirfd.Fstat(base, &st); err != nil {
-		t.Fatal(err)
+		dirfd.Close(base)
+		return nil, err
 	}
 	mode := locks.Write
-	if flags&unix.O_APPEND != 0 {
+	if flags&unix.O_APPEND != 0 && flags&unix.O_TRUNC == 0 {
 		mode = locks.Append
 	}
 	lease, err := d.g.table.AcquireMode(locks.KeyOf(&st), owner, mode)
 	if err != nil {
-		t.Fatal(err)
+		dirfd.Close(base)
+		return nil, err
 	}
 	e := lease.Shared()
 	e.Lock()
 	defer e.Unlock()
-	w, again, err := d.g.Join(e, lease, owner, &fakeNode{"f"}, base, &fakeNode{"."}, d.dfd, "f", &st, false)
+	w, again, err := d.g.Join(e, lease, owner, &fakeNode{name}, base, &fakeNode{"."}, d.dfd, name, &st, false)
 	if err != nil || again {
-		t.Fatalf("join: %v (again %v)", err, again)
+		return nil, fmt.Errorf("join: %v (again %v)", err, again)
 	}
-	h, err := w.Open(context.Background(), lease, Open{Write: true, Append: flags&unix.O_APPEND != 0,
-		Truncate: flags&unix.O_TRUNC != 0, Opener: 1, Kind: uint32(unix.O_WRONLY | flags&unix.O_APPEND), Hold: lease}, 1)
-	if err != nil {
-		t.Fatal(err)
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		flags |= unix.O_WRONLY
 	}
-	return w, h, lease
+	return w.Open(context.Background(), lease, w.Node(), 1, uint32(flags), opener)
 }
 
-// close closes h as its opener's last descriptor (FLUSH), then releases
-// it (RELEASE); it returns the close's errno.
-func (d *engineDir) close(w *Write[*fakeNode], h *Handle, lease *locks.Lease) syscall.Errno {
+// close closes f as its opener's last descriptor (FLUSH by thread 1),
+// then releases it (RELEASE); it returns the close's errno.
+func (d *engineDir) close(f *File[*fakeNode]) syscall.Errno {
 	ctx := context.Background()
-	w.Entry().Lock()
-	defer w.Entry().Unlock()
-	var errno syscall.Errno
-	if _, may := w.FlushStart(h); may {
-		w.WaitMoves()
-		errno = w.Flush(ctx, h, FlushFacts{}, 1)
-	}
-	w.Release(ctx, h, 1, true, lease)
+	errno := f.Flush(ctx, 1)
+	f.Release(ctx)
 	return errno
 }
 
-func (d *engineDir) write(t *testing.T, w *Write[*fakeNode], h *Handle, appends bool, data string, off int64) {
+// write writes data at off through f as thread 1 (an append, if appends).
+func (d *engineDir) write(t *testing.T, f *File[*fakeNode], appends bool, data string, off int64) {
 	t.Helper()
-	w.Entry().Lock()
-	defer w.Entry().Unlock()
-	if n, errno := w.WriteData(context.Background(), h, w.Node(), appends, []byte(data), off); errno != 0 || n != len(data) {
+	var flags uint32
+	if appends {
+		flags = unix.O_APPEND
+	}
+	if n, errno := f.Write(context.Background(), 1, flags, true, []byte(data), off); errno != 0 || n != len(data) {
 		t.Fatalf("write %q: %d, %v", data, n, errno)
 	}
 }
@@ -204,11 +276,11 @@ func (d *engineDir) others(t *testing.T) []string {
 // nor charge is left.
 func TestEngineCommitsByRename(t *testing.T) {
 	d := newEngineDir(t, "old content")
-	w, h, lease := d.open(t, "a", unix.O_TRUNC)
+	f := d.open(t, "a", unix.O_TRUNC)
 	d.want(t, "f", "old content", "before the commit")
-	d.write(t, w, h, false, "new", 0)
+	d.write(t, f, false, "new", 0)
 	d.want(t, "f", "old content", "before the close")
-	if errno := d.close(w, h, lease); errno != 0 {
+	if errno := d.close(f); errno != 0 {
 		t.Fatalf("close = %v", errno)
 	}
 	d.want(t, "f", "new", "after the close")
@@ -228,12 +300,12 @@ func TestEngineCommitsByRename(t *testing.T) {
 // and the close answers what the host says of a conflict.
 func TestEngineKeepsAConflictCopy(t *testing.T) {
 	d := newEngineDir(t, "old content")
-	w, h, lease := d.open(t, "a", unix.O_RDWR)
-	d.write(t, w, h, false, "NEW", 0)
+	f := d.open(t, "a", unix.O_RDWR)
+	d.write(t, f, false, "NEW", 0)
 	if err := os.WriteFile(filepath.Join(d.path, "f"), []byte("theirs"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if errno := d.close(w, h, lease); errno != syscall.EBUSY {
+	if errno := d.close(f); errno != syscall.EBUSY {
 		t.Errorf("close = %v, want the host's EBUSY", errno)
 	}
 	d.want(t, "f", "theirs", "after the conflict")
@@ -248,16 +320,17 @@ func TestEngineKeepsAConflictCopy(t *testing.T) {
 // the file at once, with no temp; the lock stays on the file.
 func TestEngineAppendsInPlace(t *testing.T) {
 	d := newEngineDir(t, "a\n")
-	w, h, lease := d.open(t, "a", unix.O_APPEND)
-	d.write(t, w, h, true, "b\n", 0)
+	f := d.open(t, "a", unix.O_APPEND)
+	d.write(t, f, true, "b\n", 0)
 	d.want(t, "f", "a\nb\n", "right after the append")
+	w := f.Pending()
 	w.Entry().Lock()
 	uncommitted := w.Uncommitted()
 	w.Entry().Unlock()
 	if uncommitted {
 		t.Error("an append in place made a temp")
 	}
-	if errno := d.close(w, h, lease); errno != 0 {
+	if errno := d.close(f); errno != 0 {
 		t.Fatalf("close = %v", errno)
 	}
 	d.want(t, "f", "a\nb\n", "after the close")
@@ -271,11 +344,9 @@ func TestEngineAppendsInPlace(t *testing.T) {
 // WRITE_NOT_ATOMIC) and the file is as it was.
 func TestEngineFailedWriteNeverCommits(t *testing.T) {
 	d := newEngineDir(t, "old content")
-	w, h, lease := d.open(t, "a", unix.O_RDWR)
-	w.Entry().Lock()
-	w.Change(h, func(int) syscall.Errno { return syscall.ENOSPC })
-	w.Entry().Unlock()
-	if errno := d.close(w, h, lease); errno != syscall.EIO {
+	f := d.open(t, "a", unix.O_RDWR)
+	f.Change(func(int) syscall.Errno { return syscall.ENOSPC })
+	if errno := d.close(f); errno != syscall.EIO {
 		t.Errorf("close = %v, want EIO", errno)
 	}
 	d.want(t, "f", "old content", "after the failed commit")
@@ -289,21 +360,22 @@ func TestEngineFailedWriteNeverCommits(t *testing.T) {
 
 // TestEngineFollowsARename: a rename through the mount moves the write
 // with its file (BeginMoves, the rename, Renamed, the end of the marks);
-// a commit point waits out the marks (WaitMoves) and lands at the new
+// a commit point waits out the marks (waitMoves) and lands at the new
 // name.
 func TestEngineFollowsARename(t *testing.T) {
 	d := newEngineDir(t, "old content")
-	w, h, lease := d.open(t, "a", unix.O_TRUNC)
-	d.write(t, w, h, false, "new", 0)
+	f := d.open(t, "a", unix.O_TRUNC)
+	d.write(t, f, false, "new", 0)
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(d.path, "f"), &st); err != nil {
 		t.Fatal(err)
 	}
 	end := d.g.BeginMoves([]locks.Key{locks.KeyOf(&st)})
 	waited := make(chan struct{})
+	w := f.Pending()
 	go func() {
 		w.Entry().Lock()
-		w.WaitMoves()
+		w.waitMoves()
 		w.Entry().Unlock()
 		close(waited)
 	}()
@@ -319,49 +391,11 @@ func TestEngineFollowsARename(t *testing.T) {
 	}
 	end()
 	<-waited
-	if errno := d.close(w, h, lease); errno != 0 {
+	if errno := d.close(f); errno != 0 {
 		t.Fatalf("close = %v", errno)
 	}
 	d.want(t, "g", "new", "after the close")
 	if got := d.others(t); len(got) != 1 || got[0] != "g" {
 		t.Errorf("the directory holds %q, want only g", got)
-	}
-}
-
-// TestEngineKilledWriter: a writer killed before its close has its bytes
-// committed where that tears nothing old (the file was empty), and kept
-// as a recovery copy beside the file otherwise.
-func TestEngineKilledWriter(t *testing.T) {
-	for _, tc := range []struct {
-		name, old, copy string
-	}{
-		{"empty file", "", ""},
-		{"rewrite", "old content", "NEW content"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newEngineDir(t, tc.old)
-			w, h, lease := d.open(t, "a", unix.O_RDWR)
-			d.write(t, w, h, false, "NEW", 0)
-			w.Entry().Lock()
-			if _, may := w.FlushStart(h); !may {
-				t.Fatal("a killed writer's close may not commit")
-			}
-			w.Flush(context.Background(), h, FlushFacts{Signal: int(unix.SIGKILL)}, 1)
-			w.Release(context.Background(), h, 1, true, lease)
-			w.Entry().Unlock()
-			got := d.others(t)
-			if tc.copy == "" {
-				d.want(t, "f", "NEW", "after its empty file's writer was killed")
-				if len(got) != 0 {
-					t.Errorf("beside the file: %q, want nothing", got)
-				}
-				return
-			}
-			d.want(t, "f", tc.old, "after its writer was killed")
-			if len(got) != 1 || !strings.HasPrefix(got[0], "f.realm-recovered-") {
-				t.Fatalf("beside the file: %q, want one recovery copy", got)
-			}
-			d.want(t, got[0], tc.copy, "the recovery copy")
-		})
 	}
 }

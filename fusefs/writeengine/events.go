@@ -12,11 +12,11 @@ import (
 	"github.com/realm-dev/realm/locks"
 )
 
-// The kernel's events on a write, as the adapter's handles pass them on:
-// each is told to the protocol (writeproto), which decides, and performed
-// here. The caller holds the write's entry's lock (Entry) for each; the
-// commit points (Flush, Commit, CommitTruncate, Release) call WaitMoves
-// first.
+// The kernel's events on a write, as the adapter's handles pass them on
+// (File): each is told to the protocol (writeproto), which decides, and
+// performed here. The caller holds the write's entry's lock (Entry) for
+// each; the commit points (File's Flush, Commit, CommitTruncate, Release)
+// call waitMoves first.
 
 // Entry is the lock-table entry whose lock guards w (its Owner is the
 // write's).
@@ -30,10 +30,6 @@ func (w *Write[N]) Dir() N       { return w.fileParent }
 func (w *Write[N]) DirFd() int   { return w.fileDir }
 func (w *Write[N]) Name() string { return w.fileName }
 
-// Seq orders the writes of a mount by when they began: two entries' locks
-// are taken together in its order (fusefs lockPair).
-func (w *Write[N]) Seq() uint64 { return w.seq }
-
 // Uncommitted reports whether the owner has bytes not yet committed (a
 // temp): its views of the file are then its own.
 func (w *Write[N]) Uncommitted() bool { return w.temp >= 0 }
@@ -42,15 +38,14 @@ func (w *Write[N]) Uncommitted() bool { return w.temp >= 0 }
 // file while nothing is uncommitted.
 func (w *Write[N]) Cur() int { return w.cur() }
 
-// Place is the workspace path of the file being written, for logs and
-// audit lines.
-func (w *Write[N]) Place() string { return w.place() }
-
-// Open joins a handle opened with o (on the kernel inode ino, holding
-// lease) to the write: the protocol's handle for it. An open with O_TRUNC
-// starts the owner's new content empty; if it cannot, the handle is
-// released again (and lease with it) and the error returned.
-func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, o Open, ino uint64) (*Handle, error) {
+// Open joins a handle opened with flags by the process opener, on the
+// adapter's node (the kernel inode ino), holding lease, to the write: the
+// handle's File. An open with O_TRUNC starts the owner's new content
+// empty; if it cannot, the handle is released again (and lease with it)
+// and the error returned.
+func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, node N, ino uint64, flags, opener uint32) (*File[N], error) {
+	o := writeproto.Open{Write: WriteFlags(flags), Append: flags&syscall.O_APPEND != 0,
+		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease}
 	// Empty as the owner sees it, before any truncation: nothing old to tear.
 	var cur unix.Stat_t
 	o.Fresh = dirfd.Fstat(w.cur(), &cur) == nil && cur.Size == 0
@@ -65,15 +60,23 @@ func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, o Open, ino uin
 		w.m.Truncated(h)
 	}
 	w.handleOn(ino, +1)
-	return h, nil
+	f := &File[N]{w: w, lease: lease, node: node, ino: ino, opener: opener, h: h}
+	f.flags.Store(flags)
+	return f, nil
 }
 
-// WriteData writes data at off through h, a handle opened on node via (an
+// WriteFlags reports whether an open with flags may change the file: an
+// open for writing, or with O_TRUNC or O_APPEND.
+func WriteFlags(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&(syscall.O_TRUNC|syscall.O_APPEND) != 0
+}
+
+// writeData writes data at off through h, a handle opened on node via (an
 // append, if appends: at the end, whatever off). The owner's temp takes
 // it, made on the first write; a short or failed write marks the temp
 // failed, and it is then never committed. An append with nothing of the
 // owner's uncommitted goes into the file in place (appendsInPlace).
-func (w *Write[N]) WriteData(ctx context.Context, h *Handle, via N, appends bool, data []byte, off int64) (int, syscall.Errno) {
+func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, appends bool, data []byte, off int64) (int, syscall.Errno) {
 	if w.appendsInPlace(h, appends) {
 		if w.m.PlaceMoved() {
 			if errno := w.eng.host.DenyCommit(ctx, w); errno != 0 {
@@ -103,85 +106,11 @@ func (w *Write[N]) WriteData(ctx context.Context, h *Handle, via N, appends bool
 	return max(n, 0), toErrno(err)
 }
 
-// FlushStart tells a close through h by a thread of its opener: it
-// reports whether the close may commit, and if so the kernel inodes the
-// write's handles were opened on, whose descriptors the adapter then
-// looks for in the opener (FlushFacts) without the entry's lock.
-func (w *Write[N]) FlushStart(h *Handle) (inos []uint64, may bool) {
-	if !w.m.FlushStart(h) {
-		return nil, false
-	}
-	return w.KernelInos(), true
-}
-
-// OpenedAs reports whether a handle of the write other than h was opened
-// by h's opener with kind (writeproto.Write.OpenedAs): which of the
-// opener's descriptors a close's scan may take for h's.
-func (w *Write[N]) OpenedAs(h *Handle, kind uint32) bool { return w.m.OpenedAs(h, kind) }
-
-// Flush performs what the protocol decides of a close through h by its
-// opener's thread tid, given what the adapter found (facts): a commit,
-// the settling of a killed writer's bytes, or nothing. Its errno is the
-// close's.
-func (w *Write[N]) Flush(ctx context.Context, h *Handle, facts FlushFacts, tid uint32) syscall.Errno {
-	switch w.m.Flush(h, facts) {
-	case writeproto.FlushKilled:
-		w.killed(ctx, h, facts.Signal, tid)
-	case writeproto.FlushCommit:
-		errno, _ := w.commit(ctx, false)
-		return errno
-	}
-	return 0
-}
-
-// Commit commits the owner's write (fsync(2) asks it durable); a durable
-// commit with nothing to commit still fsyncs what the owner sees.
-func (w *Write[N]) Commit(ctx context.Context, durable bool) syscall.Errno {
-	errno, committed := w.commit(ctx, durable)
-	if errno == 0 && durable && !committed {
-		errno = toErrno(unix.Fsync(w.cur()))
-	}
-	return errno
-}
-
-// CommitTruncate commits a truncate(2) by name, made through a handle of
-// its own, unless another of the owner's handles writes: that one's close
-// commits it.
-func (w *Write[N]) CommitTruncate(ctx context.Context) syscall.Errno {
-	if !w.m.TruncateCommits() {
-		return 0
-	}
-	errno, _ := w.commit(ctx, false)
-	return errno
-}
-
-// Release ends h, opened on the kernel inode ino and holding lease, when
-// the kernel releases it (flushed: a close of it came before). Writes
-// after the last close (through a shared mmap, say) are committed with
-// the owner's last handle. An earlier handle's release must not commit:
-// the kernel sends it after close(2) has returned, and another handle may
-// be half way through a rewrite. The commit reports its own failures
-// (commitFailed, conflict): no caller is left to hear them.
-func (w *Write[N]) Release(ctx context.Context, h *Handle, ino uint64, flushed bool, lease *locks.Lease) {
-	w.handleOn(ino, -1)
-	switch w.m.Release(h, flushed) {
-	case writeproto.ReleaseDropTruncate:
-		// The open failed in the kernel after the daemon made the handle
-		// (passthrough refused beside another open, say): the process
-		// never had the file, and its O_TRUNC must not empty it.
-		w.eng.host.Debugf("%s: an open with O_TRUNC failed in the kernel after the daemon made its handle; the file keeps its content", w.place())
-		w.dropTemp()
-	case writeproto.ReleaseCommit:
-		w.commit(ctx, false)
-	}
-	w.release(ctx, lease.Shared(), lease, h)
-}
-
-// Change runs fn on the temp, made first, for a change through h (nil:
+// change runs fn on the temp, made first, for a change through h (nil:
 // not a handle's own: copy_file_range's). A change that failed for want
 // of space or by an I/O error marks the temp failed
 // (writeproto.Write.ChangeDone).
-func (w *Write[N]) Change(h *Handle, fn func(fd int) syscall.Errno) syscall.Errno {
+func (w *Write[N]) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) syscall.Errno {
 	if h != nil {
 		w.m.Changing(h)
 	}
@@ -192,6 +121,20 @@ func (w *Write[N]) Change(h *Handle, fn func(fd int) syscall.Errno) syscall.Errn
 	errno := fn(w.temp)
 	w.m.ChangeDone(errno)
 	return errno
+}
+
+// copyIn copies size bytes of src at offIn into the owner's temp at
+// offOut (copy_file_range); the caller holds w's entry's lock, and that of
+// src's write if src is another write's content.
+func (w *Write[N]) copyIn(src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+	var copied int
+	errno := w.change(nil, func(tmp int) syscall.Errno {
+		ri, ro := int64(offIn), int64(offOut)
+		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
+		copied = c
+		return toErrno(err)
+	})
+	return max(copied, 0), errno
 }
 
 // Setattr takes a metadata change (chmod, chown, utimens) the owner just

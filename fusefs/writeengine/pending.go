@@ -93,7 +93,7 @@ func (g *Engine[N]) start(e *locks.Entry, owner locks.Owner, node N, base int, d
 	w := &Write[N]{eng: g, node: node, entry: e, fileParent: dir, fileDir: fileDir, fileName: name,
 		tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: st, seq: g.seq.Add(1)}
 	e.Value = w
-	if g.host.ChargeWrite(owner) { // admitted with the open (fusefs openNeed)
+	if g.host.ChargeWrite(owner) { // admitted with the open (fusefs/admit: Gate.AdmitOpen)
 		w.chargedTo = owner
 	}
 	return w, nil
@@ -110,7 +110,7 @@ var errMoved = errors.New("the file moved since the open found it")
 // which the backing filesystem may hand to a new file as soon as the last
 // fd of this one closes. Closed first, a new file (a temp, a create) could
 // meet this stale entry under its own number and share it.
-func (w *Write[N]) release(ctx context.Context, e *locks.Entry, lease *locks.Lease, h *Handle) {
+func (w *Write[N]) release(ctx context.Context, e *locks.Entry, lease *locks.Lease, h *writeproto.Handle) {
 	last := w.m.Released(h)
 	if last {
 		e.Value = nil
@@ -162,7 +162,7 @@ func (w *Write[N]) refresh() {
 // uncommitted, and the file has no set-ID bit, which new content never
 // keeps: the temp's copy drops it, ensureTemp), and the file writable by
 // the daemon. The caller holds w.entry's lock.
-func (w *Write[N]) appendsInPlace(h *Handle, appends bool) bool {
+func (w *Write[N]) appendsInPlace(h *writeproto.Handle, appends bool) bool {
 	setID := w.observed.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
 	if w.m.WriteRoute(h, appends, setID) != writeproto.RouteInPlace {
 		return false
@@ -182,7 +182,7 @@ func (w *Write[N]) appendsInPlace(h *Handle, appends bool) bool {
 // the end of the file itself. The file's new size and times become the
 // observed ones: the owner's own change is no conflict for a later commit.
 // The caller holds w.entry's lock.
-func (w *Write[N]) appendInPlace(h *Handle, via N, data []byte) (int, syscall.Errno) {
+func (w *Write[N]) appendInPlace(h *writeproto.Handle, via N, data []byte) (int, syscall.Errno) {
 	var n int
 	err := w.eng.host.OwnMadeChange([]int{w.appendFd}, func() (err error) {
 		n, err = unix.Write(w.appendFd, data)

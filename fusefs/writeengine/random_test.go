@@ -2,6 +2,7 @@ package writeengine
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -70,9 +70,8 @@ var (
 
 // randomHandle is one open of the file by an owner.
 type randomHandle struct {
-	w       *Write[*fakeNode]
-	h       *Handle
-	lease   *locks.Lease
+	f       *File[*fakeNode]
+	w       *Write[*fakeNode] // f's
 	owner   locks.Owner
 	appends bool
 }
@@ -131,9 +130,9 @@ func (r *randomRun) step(step int) {
 	case n < 64:
 		r.fsync()
 	case n < 84:
-		r.close(false)
+		r.close([]closeKind{closeLast, closeLast, closeLast, closeStranger, closeOthers, closeUnknown, closeInFlight}[r.rng.IntN(7)])
 	case n < 88:
-		r.close(true)
+		r.close(closeKilled)
 	case n < 94:
 		r.outside(step)
 	default:
@@ -157,39 +156,12 @@ func (r *randomRun) read(name string) string {
 func (r *randomRun) open() {
 	owner := locks.Owner([]string{"a", "b"}[r.rng.IntN(2)])
 	flags := []int{unix.O_TRUNC, unix.O_RDWR, unix.O_APPEND}[r.rng.IntN(3)]
-	base, err := dirfd.Open(r.d.dfd, r.name, unix.O_RDONLY, 0)
+	f, err := r.d.openAs(owner, r.name, flags, uint32(len(r.hs)+1))
 	if err != nil {
-		r.t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := dirfd.Fstat(base, &st); err != nil {
-		r.t.Fatal(err)
-	}
-	mode := locks.Write
-	if flags == unix.O_APPEND {
-		mode = locks.Append
-	}
-	lease, err := r.d.g.table.AcquireMode(locks.KeyOf(&st), owner, mode)
-	if err != nil {
-		dirfd.Close(base)
-		r.logf("%s open %#o: busy", owner, flags)
+		r.logf("%s open %#o: %v", owner, flags, err)
 		return
 	}
-	e := lease.Shared()
-	e.Lock()
-	defer e.Unlock()
-	w, again, err := r.d.g.Join(e, lease, owner, &fakeNode{r.name}, base, &fakeNode{"."}, r.d.dfd, r.name, &st, false)
-	if err != nil || again {
-		r.logf("%s open %#o: join: %v, again %v", owner, flags, err, again)
-		return
-	}
-	kind := uint32(unix.O_WRONLY | flags&unix.O_APPEND)
-	h, err := w.Open(context.Background(), lease, Open{Write: true, Append: flags == unix.O_APPEND,
-		Truncate: flags == unix.O_TRUNC, Opener: uint32(len(r.hs) + 1), Kind: kind, Hold: lease}, 1)
-	if err != nil {
-		r.t.Fatalf("open: %v", err)
-	}
-	r.hs = append(r.hs, &randomHandle{w: w, h: h, lease: lease, owner: owner, appends: flags == unix.O_APPEND})
+	r.hs = append(r.hs, &randomHandle{f: f, w: f.Pending(), owner: owner, appends: flags == unix.O_APPEND})
 	if flags == unix.O_TRUNC {
 		r.views[owner] = ""
 	}
@@ -218,18 +190,21 @@ func (r *randomRun) view(x *randomHandle) string {
 
 func (r *randomRun) write(step int) {
 	i, x := r.pick()
-	x.w.Entry().Lock()
-	defer x.w.Entry().Unlock()
 	data := fmt.Sprintf("%s%d|", x.owner, step)
+	x.w.Entry().Lock()
 	view := r.checkView(x, "before a write")
-	off := r.rng.IntN(len(view) + 1)
 	inPlace := x.appends && !x.w.Uncommitted()
-	n, errno := x.w.WriteData(context.Background(), x.h, x.w.Node(), x.appends, []byte(data), int64(off))
+	x.w.Entry().Unlock()
+	off := r.rng.IntN(len(view) + 1)
+	n, errno := x.f.Write(context.Background(), 1, 0, false, []byte(data), int64(off))
 	if errno != 0 || n != len(data) {
 		r.t.Fatalf("write #%d: %d, %v", i, n, errno)
 	}
+	x.w.Entry().Lock()
+	stillInPlace := !x.w.Uncommitted()
+	x.w.Entry().Unlock()
 	switch {
-	case inPlace && !x.w.Uncommitted():
+	case inPlace && stillInPlace:
 		r.committed += data // an append in place is in the file at once
 	case x.appends:
 		r.views[x.owner] = view + data
@@ -247,10 +222,10 @@ func (r *randomRun) write(step int) {
 func (r *randomRun) truncate() {
 	i, x := r.pick()
 	x.w.Entry().Lock()
-	defer x.w.Entry().Unlock()
 	view := r.checkView(x, "before an ftruncate")
+	x.w.Entry().Unlock()
 	size := len(view) / 2
-	if errno := x.w.Change(x.h, func(fd int) syscall.Errno { return errnoOf(unix.Ftruncate(fd, int64(size))) }); errno != 0 {
+	if errno := x.f.Truncate(uint64(size)); errno != 0 {
 		r.t.Fatalf("ftruncate #%d: %v", i, errno)
 	}
 	r.views[x.owner] = view[:size]
@@ -261,38 +236,66 @@ func (r *randomRun) truncate() {
 func (r *randomRun) fsync() {
 	i, x := r.pick()
 	x.w.Entry().Lock()
-	defer x.w.Entry().Unlock()
 	want := r.checkView(x, "before an fsync")
+	x.w.Entry().Unlock()
 	before := r.copies()
-	x.w.WaitMoves()
-	errno := x.w.Commit(context.Background(), true)
+	errno := x.f.Commit(context.Background(), true)
 	r.logf("%s fsync #%d: %v", x.owner, i, errno)
 	r.committedBy(x.owner, want, errno, before)
 }
 
-// close closes a handle as its opener's last descriptor (FLUSH, then
-// RELEASE); killed: its opener dies of SIGKILL.
-func (r *randomRun) close(killed bool) {
+// How a close goes, as the test draws it: what the closing thread is
+// found to hold (fakeProcs), or another thread's write(2) in flight.
+type closeKind int
+
+const (
+	closeLast     closeKind = iota // the opener's last descriptor
+	closeKilled                    // its opener dies of SIGKILL
+	closeStranger                  // another process's (an inherited descriptor)
+	closeOthers                    // the opener holds another descriptor of the open
+	closeUnknown                   // /proc could not tell
+	closeInFlight                  // a write(2) through the open goes on
+)
+
+var closeKinds = []string{"last", "killed", "by another process", "beside another descriptor", "unknown", "beside a write in flight"}
+
+// close closes a handle (FLUSH by thread 1, with what how draws, then
+// RELEASE). Only the opener's last close, or its death, commits at the
+// FLUSH; the owner's last release commits what is left.
+func (r *randomRun) close(how closeKind) {
 	i, x := r.pick()
 	ctx := context.Background()
 	x.w.Entry().Lock()
 	want := r.checkView(x, "before a close")
+	x.w.Entry().Unlock()
 	before := r.copies()
-	var errno syscall.Errno
-	if _, may := x.w.FlushStart(x.h); may {
-		x.w.WaitMoves()
-		facts := FlushFacts{}
-		if killed {
-			facts.Signal = int(unix.SIGKILL)
+	r.d.procs.set(func(p *procFacts) {
+		*p = procFacts{stranger: how == closeStranger}
+		switch how {
+		case closeKilled:
+			p.signal = int(unix.SIGKILL)
+		case closeOthers:
+			p.others = 1
+		case closeUnknown:
+			p.err = errors.New("no /proc")
 		}
-		errno = x.w.Flush(ctx, x.h, facts, 1)
+	})
+	if how == closeInFlight {
+		x.f.writes.Add(1)
 	}
-	x.w.Release(ctx, x.h, 1, true, x.lease)
+	errno := x.f.Flush(ctx, 1)
+	x.f.writes.Store(0)
+	r.d.procs.set(func(p *procFacts) { *p = procFacts{} })
+	if how != closeLast && how != closeKilled && r.read(r.name) != r.committed {
+		r.t.Errorf("a close %s committed", closeKinds[how])
+	}
+	x.f.Release(ctx)
+	x.w.Entry().Lock()
 	left := x.w.Uncommitted()
 	x.w.Entry().Unlock()
 	r.hs = slices.Delete(r.hs, i, i+1)
-	r.logf("%s close #%d (killed %v): %v", x.owner, i, killed, errno)
-	if killed {
+	r.logf("%s close #%d (%s): %v", x.owner, i, closeKinds[how], errno)
+	if how == closeKilled {
 		r.killedBy(x.owner, want, before, left)
 		return
 	}
@@ -397,17 +400,11 @@ func (r *randomRun) newCopies(before []string) []string {
 
 // closeAll closes every handle left, in order.
 func (r *randomRun) closeAll() {
-	for len(r.hs) > 0 {
-		x := r.hs[0]
-		x.w.Entry().Lock()
-		if _, may := x.w.FlushStart(x.h); may {
-			x.w.WaitMoves()
-			x.w.Flush(context.Background(), x.h, FlushFacts{}, 1)
-		}
-		x.w.Release(context.Background(), x.h, 1, true, x.lease)
-		x.w.Entry().Unlock()
-		r.hs = r.hs[1:]
+	for _, x := range r.hs {
+		x.f.Flush(context.Background(), 1)
+		x.f.Release(context.Background())
 	}
+	r.hs = nil
 }
 
 // checkQuiet checks that nothing is left once every handle is gone.
@@ -425,14 +422,4 @@ func (r *randomRun) checkQuiet() {
 	if r.d.host.charged != 0 {
 		r.t.Errorf("%d writes still charged", r.d.host.charged)
 	}
-}
-
-func errnoOf(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if e, ok := err.(syscall.Errno); ok {
-		return e
-	}
-	return syscall.EIO
 }

@@ -12,7 +12,8 @@ import (
 
 // Temps: the hidden siblings (TempPrefix) that hold an owner's new content
 // until its commit renames one over the file, and the registry of those
-// this engine is using, which the mount-time sweep (fusefs FS.Scan) spares.
+// this engine is using, which the mount-time sweep (fusefs/admit:
+// Gate.Scan) spares.
 
 // ensureTemp makes the temp the owner writes into, seeded with the current
 // content unless seed is false (O_TRUNC), for a change by a process of uid

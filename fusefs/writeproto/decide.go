@@ -4,13 +4,11 @@ import "time"
 
 // Decisions of a commit that read no state of the write: pure functions
 // of facts the caller gathers, here so that every commit decision is the
-// machine's (issue 29: they stayed in fusefs). fusefs still has its own
-// copies while its write files move to their own package; each becomes
-// one call there: syncPlan's body SyncPlan(asked, d == DurabilityFull,
-// emptyOrdered), replacesEmpty's ReplacesEmpty(observed.Size,
-// observed.Nlink), writeGoesOn's writeWatch a WriteWatch fed the
-// procinfo sample's state mapped to a WriterState, and seal's check of a
-// failed temp the case StartRefuse of Commit's answer.
+// machine's (issue 29: they stayed in fusefs). The write engine asks each
+// in one call: its syncPlan SyncPlan, its replacesEmpty ReplacesEmpty,
+// its File.writeGoesOn a WriteWatch fed the procinfo sample's state
+// mapped to a WriterState; its seal's check of a failed temp is the case
+// StartRefuse of Commit's answer.
 
 // SyncPlan says which fsyncs a commit makes: of the temp before the rename
 // and of the directory after it. An fsync(2) (asked) makes both, whatever

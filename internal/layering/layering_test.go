@@ -26,14 +26,17 @@ var layers = map[string]int{
 	"interceptor": 1, "reaper": 1, "sandbox": 1,
 	// The go-fuse adapters: decode a request, call one thing, answer.
 	"fusefs": 2,
-	// What the adapters call: the write engine and the mount's services.
-	"fusefs/writeengine": 3, "fusefs/audit": 3, "fusefs/dircache": 3,
-	"fusefs/kernelnotify": 3, "fusefs/readhold": 3, "fusefs/requestnotes": 3,
-	"fusefs/watch": 3, "fusefs/fdbudget": 3, "fusefs/reclock": 3,
-	"fusefs/inodes": 3, "fusefs/kernelcheck": 3,
-	// The guard's decisions, which the adapters and the engine ask (new
-	// content never keeps a set-ID bit: guard.HostFileMode).
-	"fusefs/guard": 4,
+	// What the adapters call: the write engine, the audited admission and
+	// the mount's services.
+	"fusefs/writeengine": 3, "fusefs/admit": 3, "fusefs/dircache": 3,
+	"fusefs/kernelnotify": 3, "fusefs/readhold": 3,
+	"fusefs/watch": 3, "fusefs/reclock": 3, "fusefs/inodes": 3,
+	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
+	// The guard's decisions, which the adapters, the admission and the
+	// engine ask (new content never keeps a set-ID bit:
+	// guard.HostFileMode); what the admission writes to and charges (the
+	// audit log, the descriptor counts, the callers' umasks).
+	"fusefs/guard": 4, "fusefs/audit": 4, "fusefs/fdbudget": 4, "fusefs/requestnotes": 4,
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
 	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
 	// The lock table (procinfo names its owners).

@@ -22,20 +22,21 @@
 //	      └─ guard.Guard.madeOpMu
 //	         ├─ Node.mu
 //	         │  ├─ inodes.Table.mu
+//	         │  ├─ nodeopens.Set.mu
 //	         │  └─ reclock.Heirs.mu
 //	         ├─ handle.mu
 //	         ├─ reclock.Set.mu
 //	         ├─ Engine.tempsMu
 //	         ├─ guard.IDs.mu
 //	         ├─ guard.MadeSet.mu
-//	         ├─ watcher.mu
-//	         ├─ notifier.mu
+//	         ├─ watch.Watcher.mu
+//	         ├─ kernelnotify.Notifier.mu
 //	         ├─ Auditor.mu
-//	         ├─ fdCounts.mu
-//	         ├─ dirCache.mu
-//	         ├─ requestNotes.mu
+//	         ├─ fdbudget.Counts.mu
+//	         ├─ dircache.Cache.mu
+//	         ├─ requestnotes.Notes.mu
 //	         ├─ Engine.movesMu
-//	         ├─ readHolds.mu
+//	         ├─ readhold.Holds.mu
 //	         ├─ locks.Table.mu
 //	         ├─ procinfo.Resolver.fdMu
 //	         ├─ procinfo.Resolver.mu
@@ -45,7 +46,7 @@
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
 // waited for (fusefs/guard AwaitScan), nor across a wait in the lock table
 // (locks.Table.wait); nor, unchecked, while Flush waits out another
-// thread's write (writeHandle.writeGoesOn). go-fuse's tree locks
+// thread's write (writeengine File.writeGoesOn). go-fuse's tree locks
 // (Inode.Path, Parent, GetChild, NewInode) are taken under any class but
 // those marked noGoFuse (GoFuse before each call); go-fuse calls into
 // realm (OnForget too) holding none of them.
@@ -74,15 +75,16 @@ type class struct {
 var (
 	// One owner's write of one file (its pendingWrite) and the handles
 	// sharing it. Two are held together only by CopyFileRange, in the
-	// order their writes began (fusefs lockPair).
+	// order their writes began (writeengine lockPair).
 	entry = class{name: "locks.Entry", ordered: "pendingWrite.seq"}
 	// Shared by every op that puts a name into a directory (create, mknod,
 	// mkdir, symlink, link, a rename of a file, a commit's rename) from
 	// its protect and credential checks through its system call; exclusive
 	// by a rename that scans a directory (renameJudged), from the scan
 	// through renameat2. Never held across a lock-table wait (a rename's
-	// heldByOther comes before it) nor while guard.IDs.Has waits for the
-	// mount-time scan (Link waits for the scan before it takes nsMu).
+	// admit.Gate.HeldByOther comes before it) nor while guard.IDs.Has
+	// waits for the mount-time scan (Link waits for the scan before it
+	// takes nsMu).
 	nsMu = class{name: "FS.nsMu", under: &entry}
 	// Written by a commit's rename together with the move of the file's
 	// lock to the new file (writeengine Write.replace, which takes it
@@ -93,17 +95,20 @@ var (
 	// it waited in go-fuse's GetChild deadlocked with requests waiting
 	// for it (issue 18): replace looks the node up before it takes it.
 	commitMu = class{name: "FS.commitMu", under: &nsMu, noGoFuse: true}
-	// Held by ownMadeChange around the mount's own change of a file it
+	// Held by guard.Guard.OwnChange around the mount's own change of a file it
 	// made at a credential path: its stat before, the system call, its
 	// stat after.
 	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &commitMu}
 
 	// The rest are held for a map, a counter or a field or two.
-	// Node.mu: a node's identity, its readers.
+	// Node.mu: a node's identity.
 	nodeMu = class{name: "Node.mu", under: &madeOpMu}
 	// inodes.Table.mu: the inode numbers across commits (rekeyed,
 	// borrowed, holds, successors); a node is made under it (MadeUp).
 	rekeyedMu = class{name: "inodes.Table.mu", under: &nodeMu}
+	// nodeopens.Set.mu: the handles open on a node, by kind, and its
+	// retired flag (fusefs's Node.opens); nothing is taken under it.
+	nodeOpensMu = class{name: "nodeopens.Set.mu", under: &nodeMu, noGoFuse: true}
 	// reclock.Heirs.mu: each node's lock set (its reclock.Place, made at
 	// first use: Heirs.Of), the sets retired nodes hand on, and how many
 	// nodes share each.
@@ -113,14 +118,14 @@ var (
 	tempsMu        = class{name: "Engine.tempsMu", under: &madeOpMu} // writeengine: the temps in use
 	credInodesMu   = class{name: "guard.IDs.mu", under: &madeOpMu}   // Guard.Creds, ProtIDs, MadeDirs
 	madeSetMu      = class{name: "guard.MadeSet.mu", under: &madeOpMu}
-	watcherMu      = class{name: "watcher.mu", under: &madeOpMu}
-	notifierMu     = class{name: "notifier.mu", under: &madeOpMu}
+	watcherMu      = class{name: "watch.Watcher.mu", under: &madeOpMu}
+	notifierMu     = class{name: "kernelnotify.Notifier.mu", under: &madeOpMu}
 	auditorMu      = class{name: "Auditor.mu", under: &madeOpMu}
-	fdCountsMu     = class{name: "fdCounts.mu", under: &madeOpMu}
-	dirCacheMu     = class{name: "dirCache.mu", under: &madeOpMu} // no system call under it
-	requestNotesMu = class{name: "requestNotes.mu", under: &madeOpMu}
+	fdCountsMu     = class{name: "fdbudget.Counts.mu", under: &madeOpMu}
+	dirCacheMu     = class{name: "dircache.Cache.mu", under: &madeOpMu} // no system call under it
+	requestNotesMu = class{name: "requestnotes.Notes.mu", under: &madeOpMu}
 	movesMu        = class{name: "Engine.movesMu", under: &madeOpMu} // writeengine: marks of files a rename moves (BeginMoves)
-	readHoldsMu    = class{name: "readHolds.mu", under: &madeOpMu}
+	readHoldsMu    = class{name: "readhold.Holds.mu", under: &madeOpMu}
 	tableMu        = class{name: "locks.Table.mu", under: &madeOpMu} // never an Entry's under it
 	resolverFdMu   = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}
 	resolverMu     = class{name: "procinfo.Resolver.mu", under: &madeOpMu}
@@ -150,6 +155,7 @@ type (
 	LockFdsMu      struct{}
 	RekeyedMu      struct{}
 	HeirsMu        struct{}
+	NodeOpensMu    struct{}
 	TempsMu        struct{}
 	CredInodesMu   struct{}
 	MadeSetMu      struct{}
@@ -176,6 +182,7 @@ func (HandleMu) class() *class       { return &handleMu }
 func (LockFdsMu) class() *class      { return &lockFdsMu }
 func (RekeyedMu) class() *class      { return &rekeyedMu }
 func (HeirsMu) class() *class        { return &heirsMu }
+func (NodeOpensMu) class() *class    { return &nodeOpensMu }
 func (TempsMu) class() *class        { return &tempsMu }
 func (CredInodesMu) class() *class   { return &credInodesMu }
 func (MadeSetMu) class() *class      { return &madeSetMu }

@@ -1,4 +1,4 @@
-package fusefs
+package admit
 
 // Rule ids: what a refusal that no credential glob made matched, one per
 // kind of refusal (the README's refusal table lists them), as the audit
@@ -14,7 +14,7 @@ const (
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
 	RuleResourceLimit       = "resource:max-fds"      // the owner holds max_fds_per_owner of the daemon's descriptors
-	RuleFdBudget            = "resource:fd-budget"    // the owner holds its share of what the daemon's descriptors leave (fdcap.go)
+	RuleFdBudget            = "resource:fd-budget"    // the owner holds its share of what the daemon's descriptors leave (fds.go)
 	RuleProtected           = "protect"               // a write to a path the protect set refuses
 	RuleProtectedIdentity   = "protect:identity"      // a change to a protected file seen under another name
 	RuleDeviceNode          = "device-node"           // mknod of a block or character device

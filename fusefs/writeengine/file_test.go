@@ -1,0 +1,278 @@
+package writeengine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/procinfo"
+)
+
+// The handle's events as the adapter passes them on (File), with what a
+// close finds of its thread set by the test (fakeProcs).
+
+// TestFileKilledWriter: the bytes of a writer killed by a signal are
+// committed where that tears nothing old (the file was empty, or it was
+// only appended to) and kept as NAME.realm-recovered-* otherwise, the file
+// unchanged; a temp that a failed write left short is never committed.
+// Each outcome is one audit line, whose cause names the signal.
+func TestFileKilledWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		old        string
+		flags      int
+		data       string
+		failed     bool
+		want, copy string // copy "": no recovery copy
+		code       string
+	}{
+		{"new file", "", unix.O_WRONLY | unix.O_TRUNC, "half", false, "half", "", "WRITER_KILLED_COMMITTED"},
+		{"append", "old", unix.O_WRONLY | unix.O_APPEND, "+half", false, "old+half", "", "WRITER_KILLED_COMMITTED"},
+		{"rewrite", "old", unix.O_WRONLY | unix.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
+		{"append with O_TRUNC", "old", unix.O_WRONLY | unix.O_APPEND | unix.O_TRUNC, "half", false, "old", "half", "WRITER_KILLED_RECOVERED"},
+		{"in place", "old content", unix.O_RDWR, "OLD", false, "old content", "OLD content", "WRITER_KILLED_RECOVERED"},
+		{"short write to a new file", "", unix.O_WRONLY, "half", true, "", "half", "WRITER_KILLED_RECOVERED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newEngineDir(t, tc.old)
+			f := d.open(t, "a", tc.flags)
+			d.write(t, f, tc.flags&unix.O_APPEND != 0, tc.data, 0)
+			if tc.failed {
+				f.Change(func(int) syscall.Errno { return syscall.EIO })
+			}
+			d.procs.set(func(p *procFacts) { p.signal = int(unix.SIGKILL) })
+			d.close(f)
+			d.want(t, "f", tc.want, "after its writer was killed")
+			var copies []string
+			for _, n := range d.others(t) {
+				if strings.HasPrefix(n, "f.realm-recovered-") {
+					copies = append(copies, n)
+				} else {
+					t.Errorf("left beside the file: %s", n)
+				}
+			}
+			switch {
+			case tc.copy == "" && len(copies) > 0:
+				t.Errorf("recovery copies %q, want none", copies)
+			case tc.copy != "" && len(copies) != 1:
+				t.Errorf("recovery copies %q, want one", copies)
+			case tc.copy != "":
+				d.want(t, copies[0], tc.copy, "the recovery copy")
+			}
+			if len(d.host.audits) != 1 || d.host.audits[0] != "close "+tc.code || !strings.Contains(d.host.causes[0], "SIGKILL") {
+				t.Errorf("audit lines %q (causes %q), want one close %s naming SIGKILL", d.host.audits, d.host.causes, tc.code)
+			}
+		})
+	}
+}
+
+// TestFileCloseCommitsOnlyTheLast: a close commits when the opener's
+// thread closes its last descriptor of the open and no write(2) through
+// it goes on; any other close leaves the bytes to the RELEASE, which
+// commits them (the owner's last handle).
+func TestFileCloseCommitsOnlyTheLast(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		facts    procFacts
+		inFlight bool // another thread's WRITE is being served
+		commits  bool
+		log      string // a line the close logs
+	}{
+		{name: "the opener's last", commits: true},
+		{name: "another process's", facts: procFacts{stranger: true}},
+		{name: "beside another descriptor", facts: procFacts{others: 1}},
+		{name: "unknown", facts: procFacts{err: errors.New("no /proc")}, log: "cannot tell whether its opener closed its last descriptor (no /proc): committing at the last close"},
+		{name: "beside a write in flight", inFlight: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newEngineDir(t, "old")
+			f := d.open(t, "a", unix.O_TRUNC)
+			d.write(t, f, false, "new", 0)
+			d.procs.set(func(p *procFacts) { *p = tc.facts })
+			if tc.inFlight {
+				f.writes.Add(1)
+			}
+			if errno := f.Flush(context.Background(), 1); errno != 0 {
+				t.Fatalf("flush = %v", errno)
+			}
+			want := map[bool]string{true: "new", false: "old"}[tc.commits]
+			d.want(t, "f", want, "after the close")
+			if tc.log != "" && !slices.ContainsFunc(d.host.logs, func(l string) bool { return strings.Contains(l, tc.log) }) {
+				t.Errorf("logs %q, want %q", d.host.logs, tc.log)
+			}
+			f.writes.Store(0)
+			f.Release(context.Background())
+			d.want(t, "f", "new", "after the release")
+			if got := d.others(t); len(got) != 0 {
+				t.Errorf("left beside the file: %q", got)
+			}
+		})
+	}
+}
+
+// TestFileWriteGoesOn: a close by one thread while the thread that sent
+// the open's last WRITE may be inside the same write(2) (writeGoesOn)
+// commits once that thread is seen out of it: it ran its own code, or it
+// is elsewhere past WriteGap, or asleep on a FUSE answer a WriteGap
+// longer; a WRITE that comes meanwhile leaves the commit to the RELEASE.
+func TestFileWriteGoesOn(t *testing.T) {
+	gap := writeproto.WriteGap
+	for _, tc := range []struct {
+		name     string
+		writer   procinfo.WriterState
+		run      bool // the writer runs its own code 20 ms on
+		write    bool // it sends another WRITE 20 ms on
+		commits  bool
+		atLeast  time.Duration
+		samples  int // at least
+		noLonger time.Duration
+	}{
+		{name: "elsewhere", writer: procinfo.WriterIdle, commits: true, atLeast: gap, samples: 2, noLonger: time.Second},
+		{name: "asleep on FUSE", writer: procinfo.WriterOnFUSE, commits: true, atLeast: 2 * gap, samples: 2, noLonger: time.Second},
+		{name: "busy, then its own code", writer: procinfo.WriterBusy, run: true, commits: true, atLeast: 20 * time.Millisecond, samples: 2, noLonger: writeproto.WriteStall},
+		{name: "busy, then its next WRITE", writer: procinfo.WriterBusy, write: true, atLeast: 20 * time.Millisecond, samples: 1, noLonger: writeproto.WriteStall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newEngineDir(t, "old")
+			f := d.open(t, "a", unix.O_TRUNC)
+			if n, errno := f.Write(context.Background(), 2, 0, false, []byte("new"), 0); errno != 0 || n != 3 {
+				t.Fatalf("write by thread 2 = %d, %v", n, errno)
+			}
+			d.procs.set(func(p *procFacts) { p.writer, p.ticks = tc.writer, 5 })
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				time.Sleep(20 * time.Millisecond)
+				switch {
+				case tc.run:
+					d.procs.set(func(p *procFacts) { p.ticks++ })
+				case tc.write:
+					f.Write(context.Background(), 2, 0, false, []byte("!"), 3)
+				}
+			}()
+			start := time.Now()
+			if errno := f.Flush(context.Background(), 1); errno != 0 {
+				t.Fatalf("flush = %v", errno)
+			}
+			took := time.Since(start)
+			if took < tc.atLeast || took >= tc.noLonger {
+				t.Errorf("the close took %v, want [%v, %v)", took, tc.atLeast, tc.noLonger)
+			}
+			d.procs.mu.Lock()
+			asked := d.procs.asked
+			d.procs.mu.Unlock()
+			if asked < tc.samples {
+				t.Errorf("%d samples of the writer, want at least %d", asked, tc.samples)
+			}
+			d.want(t, "f", map[bool]string{true: "new", false: "old"}[tc.commits], "after the close")
+			<-done
+			f.Release(context.Background())
+			d.want(t, "f", map[bool]string{true: "new", false: "new!"}[tc.commits], "after the release")
+		})
+	}
+}
+
+// TestFileFailedOpenKeepsContent: the kernel may fail an open after the
+// daemon made its handle and release it with no FLUSH ever: the process
+// never had the file, and its O_TRUNC must not empty it. A truncation
+// that reached the process (: > f, closed) is committed.
+func TestFileFailedOpenKeepsContent(t *testing.T) {
+	d := newEngineDir(t, "content")
+	f := d.open(t, "a", unix.O_TRUNC)
+	f.Release(context.Background())
+	d.want(t, "f", "content", "after the release of a handle whose open failed")
+	if !slices.ContainsFunc(d.host.logs, func(l string) bool { return strings.Contains(l, "failed in the kernel") }) {
+		t.Errorf("logs %q do not say why the truncation was not committed", d.host.logs)
+	}
+	f = d.open(t, "a", unix.O_TRUNC)
+	d.procs.set(func(p *procFacts) { p.stranger = true }) // its close commits nothing
+	f.Flush(context.Background(), 1)
+	d.want(t, "f", "content", "after another process's close")
+	f.Release(context.Background())
+	d.want(t, "f", "", "after the release of a truncating open that was closed")
+}
+
+// TestFileSameOpen: a close's scan counts the opener's descriptors of the
+// access mode, and tells O_APPEND apart only when the opener has another
+// open of the file with the other O_APPEND; O_APPEND is the handle's as
+// its last WRITE carried it (fcntl(F_SETFL)), which appends at the end.
+func TestFileSameOpen(t *testing.T) {
+	d := newEngineDir(t, "0123")
+	plain := d.open(t, "a", unix.O_RDWR)
+	like := func(f *File[*fakeNode]) procinfo.SameOpen {
+		d.procs.set(func(p *procFacts) { p.others = 1 }) // commits nothing
+		f.Flush(context.Background(), 1)
+		d.procs.mu.Lock()
+		defer d.procs.mu.Unlock()
+		return d.procs.like
+	}
+	d.write(t, plain, false, "x", 0)
+	if got := like(plain); got != (procinfo.SameOpen{Mask: unix.O_ACCMODE, Flags: unix.O_RDWR}) {
+		t.Errorf("alone: the scan looks for %+v", got)
+	}
+	appender := d.open(t, "a", unix.O_RDWR|unix.O_APPEND)
+	if got := like(plain); got != (procinfo.SameOpen{Mask: unix.O_ACCMODE | unix.O_APPEND, Flags: unix.O_RDWR}) {
+		t.Errorf("beside an appender: the scan looks for %+v", got)
+	}
+	appender.Release(context.Background())
+	// fcntl(F_SETFL, O_APPEND): the next WRITE carries it.
+	if n, errno := plain.Write(context.Background(), 1, unix.O_APPEND, true, []byte("+"), 0); errno != 0 || n != 1 {
+		t.Fatalf("append = %d, %v", n, errno)
+	}
+	if got := like(plain); got.Flags != unix.O_RDWR|unix.O_APPEND {
+		t.Errorf("after an fcntl's append: the scan looks for %+v", got)
+	}
+	d.procs.set(func(p *procFacts) { *p = procFacts{} })
+	if errno := d.close(plain); errno != 0 {
+		t.Fatalf("close = %v", errno)
+	}
+	d.want(t, "f", "x123+", "after the close")
+}
+
+// TestFileCopies: copy_file_range into a write's temp from a descriptor,
+// or from another write's content (both entries locked, lockPair); from
+// the write itself is EXDEV.
+func TestFileCopies(t *testing.T) {
+	d := newEngineDir(t, "ffff")
+	if err := os.WriteFile(filepath.Join(d.path, "g"), []byte("gggg"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.openAs("a", "f", unix.O_RDWR, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.openAs("a", "g", unix.O_RDWR, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.write(t, g, false, "G", 0)
+	if n, errno := f.CopyFrom(g, 0, 0, 2, 0); errno != 0 || n != 2 {
+		t.Fatalf("copy from g = %d, %v", n, errno)
+	}
+	if _, errno := f.CopyFrom(f, 0, 0, 1, 0); errno != syscall.EXDEV {
+		t.Errorf("copy within one write = %v, want EXDEV", errno)
+	}
+	src, err := dirfd.Open(d.dfd, "g", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(src)
+	if n, errno := f.CopyIn(src, 0, 3, 1, 0); errno != 0 || n != 1 {
+		t.Fatalf("copy from a descriptor = %d, %v", n, errno)
+	}
+	d.want(t, "f", "ffff", "before the close")
+	d.close(f)
+	d.close(g)
+	d.want(t, "f", "Ggfg", "after the close")
+	d.want(t, "g", "Gggg", "after its close")
+}

@@ -1,0 +1,58 @@
+package writeengine
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// TestInPlace: a coordinated file is written in place through its own
+// descriptor; a read-only open changes nothing (EBADF); a file the mount
+// made has each change run as the mount's own (Host.OwnMadeChange).
+func TestInPlace(t *testing.T) {
+	d := newEngineDir(t, "0123456789")
+	fd, err := dirfd.Open(d.dfd, "f", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(fd)
+	ro := d.g.OpenInPlace(fd, false, false)
+	if _, errno := ro.Write([]byte("x"), 0); errno != syscall.EBADF {
+		t.Errorf("write through a read-only open = %v, want EBADF", errno)
+	}
+	if errno := ro.Truncate(0); errno != syscall.EBADF {
+		t.Errorf("truncate through a read-only open = %v, want EBADF", errno)
+	}
+	rw, err := dirfd.Reopen(fd, unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(rw)
+	p := d.g.OpenInPlace(rw, true, true)
+	if n, errno := p.Write([]byte("ab"), 2); errno != 0 || n != 2 {
+		t.Fatalf("write = %d, %v", n, errno)
+	}
+	d.want(t, "f", "01ab456789", "right after the write")
+	if errno := p.Truncate(6); errno != 0 {
+		t.Fatalf("truncate = %v", errno)
+	}
+	if n, errno := p.CopyIn(fd, 0, 6, 2, 0); errno != 0 || n != 2 {
+		t.Fatalf("copy = %d, %v", n, errno)
+	}
+	if errno := p.Allocate(0, 16, 0); errno != 0 {
+		t.Fatalf("allocate = %v", errno)
+	}
+	for _, dataOnly := range []bool{false, true} {
+		if errno := p.Fsync(dataOnly); errno != 0 {
+			t.Errorf("fsync (data only %v) = %v", dataOnly, errno)
+		}
+	}
+	d.want(t, "f", "01ab4501"+strings.Repeat("\x00", 8), "after the changes")
+	if d.host.made != 4 {
+		t.Errorf("%d changes as the mount's own, want 4", d.host.made)
+	}
+}
