@@ -7,6 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -108,7 +109,7 @@ func seek(h openFile, off uint64, whence uint32) (uint64, syscall.Errno) {
 	errno := h.withFd(func(fd int) syscall.Errno {
 		var err error
 		n, err = unix.Seek(fd, int64(off), int(whence))
-		return toErrno(err)
+		return dirfd.Errno(err)
 	})
 	return uint64(n), errno
 }

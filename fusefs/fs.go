@@ -446,21 +446,6 @@ func errOrNil(errno syscall.Errno) error {
 	return errno
 }
 
-// toErrno maps an error from the dirfd layer to what the caller sees.
-func toErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if isEscape(err) {
-		return syscall.EACCES
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
-}
-
 // newEngine makes f's write engine. Its test hooks read f.opts at each use,
 // so that a test may set them on a mount it has made.
 func (f *FS) newEngine() *writeengine.Engine[*Node] {

@@ -7,6 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/readhold"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 )
@@ -76,7 +77,7 @@ func (h *inPlaceHandle) Release(ctx context.Context) syscall.Errno {
 	if h.counted {
 		h.node.opens.InPlaceGone(h.passthrough)
 	}
-	return toErrno(h.reads.Close(h.file.Fd()))
+	return dirfd.Errno(h.reads.Close(h.file.Fd()))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file.

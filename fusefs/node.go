@@ -148,7 +148,7 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 // newChild.
 func statNew(fd int, st *unix.Stat_t) (uint64, syscall.Errno) {
 	gen, err := dirfd.Statx(fd, "", st)
-	return gen, toErrno(err)
+	return gen, dirfd.Errno(err)
 }
 
 // asNode returns the realm node behind a go-fuse inode.
@@ -200,7 +200,7 @@ func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
 	}
 	inside, err := n.fsys.boundary.Holds(fd)
 	if err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	if !inside {
 		return n.fsys.gate.RefuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, admit.RuleEscapeMovedOut)
@@ -272,7 +272,7 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 			return -1, errno
 		}
 		dup, err := dirfd.Dup(fd)
-		return dup, toErrno(err)
+		return dup, dirfd.Errno(err)
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
 	defer done()
@@ -293,7 +293,7 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 	}
 	n.fsys.commitMu.RUnlock()
 	if err != nil {
-		return -1, toErrno(err)
+		return -1, dirfd.Errno(err)
 	}
 	if errno := n.answerIdentity(ctx, op, pn, name, id); errno != 0 {
 		dirfd.Close(fd)
@@ -321,7 +321,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, n.fsys.gate.Refuse(ctx, "lookup", n, name, errcode.PathEscape, admit.RuleEscapeMount)
 	}
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, dirfd.Errno(err)
 	}
 	if errno := n.fsys.gate.NoteLookup(ctx, n, name, &st, gen); errno != 0 {
 		return nil, errno
@@ -366,7 +366,7 @@ func (n *Node) stat(ctx context.Context, fh fs.FileHandle, st *unix.Stat_t) sysc
 	} else if rh, ok := h.(*readHandle); ok && n.writtenElsewhere(ctx, rh.owner) {
 		return n.retire()
 	}
-	return h.withFd(func(fd int) syscall.Errno { return toErrno(dirfd.Fstat(fd, st)) })
+	return h.withFd(func(fd int) syscall.Errno { return dirfd.Errno(dirfd.Fstat(fd, st)) })
 }
 
 // statByName stats the object n stands for by its name in its parent,
@@ -378,7 +378,7 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 		if errno != 0 {
 			return errno
 		}
-		return toErrno(dirfd.Fstat(fd, st))
+		return dirfd.Errno(dirfd.Fstat(fd, st))
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
 	defer done()
@@ -393,7 +393,7 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	}
 	n.fsys.commitMu.RUnlock()
 	if err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	if errno := n.answerIdentity(ctx, "stat", pn, name, id); errno != 0 {
 		return errno
@@ -403,7 +403,7 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if w := n.fsys.ownWrite(ctx, locks.KeyOf(st)); w != nil {
 			defer w.Entry().Unlock()
-			return toErrno(dirfd.Fstat(w.Cur(), st))
+			return dirfd.Errno(dirfd.Fstat(w.Cur(), st))
 		}
 	}
 	return 0
@@ -455,14 +455,14 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		if err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
 		// file at the next commit: it must carry the change too, and the
 		// change is the owner's own, not a conflicting one from outside.
 		var st unix.Stat_t
 		if err := dirfd.Fstat(fd, &st); err != nil {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 		// Without a handle, the answer is the object just changed, as
 		// Getattr would find it again by name (verified, and as the
@@ -488,7 +488,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 				return setMeta(temp, &tin)
 			}, m)
 			if errno == 0 && h == nil {
-				errno = toErrno(dirfd.Fstat(w.Cur(), &view))
+				errno = dirfd.Errno(dirfd.Fstat(w.Cur(), &view))
 			}
 			w.Entry().Unlock()
 			if errno != 0 {
@@ -512,7 +512,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 func setMeta(fd int, in *fuse.SetAttrIn) syscall.Errno {
 	if mode, ok := in.GetMode(); ok {
 		if err := dirfd.Chmod(fd, mode&07777); err != nil {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 	}
 	uid, uok := in.GetUID()
@@ -526,7 +526,7 @@ func setMeta(fd int, in *fuse.SetAttrIn) syscall.Errno {
 			g = int(gid)
 		}
 		if err := dirfd.Chown(fd, u, g); err != nil {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 	}
 	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
@@ -538,7 +538,7 @@ func setMeta(fd int, in *fuse.SetAttrIn) syscall.Errno {
 			ts[1] = timespec(in.Valid&fuse.FATTR_MTIME_NOW != 0, in.Mtime, in.Mtimensec)
 		}
 		if err := dirfd.Utimens(fd, ts); err != nil {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 	}
 	return 0
@@ -597,7 +597,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	var st unix.Statfs_t
 	if err := dirfd.Statfs(n.fsys.rootFd, &st); err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
 	out.Files, out.Ffree = st.Files, st.Ffree
@@ -615,7 +615,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	defer dirfd.Close(fd)
 	target, err := dirfd.Readlink(fd)
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, dirfd.Errno(err)
 	}
 	lockorder.GoFuse("Inode.Parent")
 	_, parent := n.Parent()

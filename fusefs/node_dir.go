@@ -84,12 +84,12 @@ func (n *Node) openDirByName(ctx context.Context) (int, syscall.Errno) {
 		if isEscape(err) || err == syscall.ENOTDIR {
 			return -1, n.fsys.gate.Refuse(ctx, "opendir", pn, name, errcode.PathEscape, admit.RuleEscapeResolve)
 		}
-		return -1, toErrno(err)
+		return -1, dirfd.Errno(err)
 	}
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		dirfd.Close(fd)
-		return -1, toErrno(err)
+		return -1, dirfd.Errno(err)
 	}
 	if errno := n.verify(ctx, "opendir", pn, name, &st); errno != 0 {
 		dirfd.Close(fd)
@@ -126,7 +126,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	fd, err := dirfd.ReopenDir(pfd)
 	done()
 	if err != nil {
-		return nil, 0, openErrno(toErrno(err))
+		return nil, 0, openErrno(dirfd.Errno(err))
 	}
 	stream, errno := fs.NewLoopbackDirStreamFd(fd)
 	if errno != 0 {

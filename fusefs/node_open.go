@@ -87,7 +87,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		if isEscape(err) {
 			return nil, 0, f.gate.Refuse(ctx, op, pn, name, errcode.PathEscape, admit.RuleEscapeResolve), false
 		}
-		return nil, 0, toErrno(err), false
+		return nil, 0, dirfd.Errno(err), false
 	}
 	var st unix.Stat_t
 	err = dirfd.Fstat(fd, &st)
@@ -107,7 +107,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	}
 	if err != nil || errno != 0 {
 		dirfd.Close(fd)
-		return nil, 0, max(errno, toErrno(err)), false
+		return nil, 0, max(errno, dirfd.Errno(err)), false
 	}
 	if lockErr != nil {
 		dirfd.Close(fd)
@@ -195,7 +195,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
 	if err != nil {
-		return fail(toErrno(err))
+		return fail(dirfd.Errno(err))
 	}
 	if errno := f.gate.Claim(ctx, pfd, fd); errno != 0 {
 		dirfd.Close(fd)
@@ -345,7 +345,7 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 			fd = rw
 		case write:
 			dirfd.Close(fd)
-			return nil, 0, toErrno(err)
+			return nil, 0, dirfd.Errno(err)
 		default:
 			pt = false // a reader of a file the daemon cannot write
 		}
@@ -416,11 +416,11 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 	defer e.Unlock()
 	w, again, err := f.engine.Join(e, lease, owner, n, base, pn, pfd, name, st, flags&syscall.O_CREAT != 0)
 	if err != nil || again {
-		return nil, 0, toErrno(err), again
+		return nil, 0, dirfd.Errno(err), again
 	}
 	file, err := w.Open(ctx, lease, n, n.StableAttr().Ino, flags, f.processOf(caller(ctx).Pid))
 	if err != nil {
-		return nil, 0, toErrno(err), false
+		return nil, 0, dirfd.Errno(err), false
 	}
 	fh = &writeHandle{handle: handle{node: n}, file: file}
 	// Direct I/O keeps this owner's uncommitted bytes out of the kernel's

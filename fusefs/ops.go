@@ -96,16 +96,16 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 	}
 	handOver := n.fsys.gate.HandsOver(ctx)
 	if err := make(guard.FirstMode(mode, handOver)); err != nil {
-		return nil, toErrno(err)
+		return nil, dirfd.Errno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, dirfd.Errno(err)
 	}
 	defer dirfd.Close(fd)
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, toErrno(err)
+		return nil, dirfd.Errno(err)
 	}
 	inherited, ok := guard.MadeByCall(&st, mode, handOver, uint32(unix.Geteuid()))
 	if !ok {
@@ -120,7 +120,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 		if !isLink {
 			if err := dirfd.Chmod(fd, mode&07777|inherited); err != nil {
 				dirfd.Unlink(pfd, name, unlinkFlags(mode))
-				return nil, toErrno(err)
+				return nil, dirfd.Errno(err)
 			}
 		}
 	}
@@ -245,7 +245,7 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	defer dirfd.Close(fd)
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, nil, toErrno(err)
+		return nil, nil, dirfd.Errno(err)
 	}
 	// Another name of a protected file would be one to write it by.
 	if errno := n.fsys.gate.DenySelf(ctx, "link", tn, &st, true); errno != 0 {
@@ -258,10 +258,10 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		}
 	}
 	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
-		return nil, nil, toErrno(err)
+		return nil, nil, dirfd.Errno(err)
 	}
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, tn, toErrno(err)
+		return nil, tn, dirfd.Errno(err)
 	}
 	// A file the mount may read, linked onto a credential name, holds what
 	// the caller could read already: made through the mount.
@@ -309,7 +309,7 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		err = dirfd.Unlink(pfd, name, flags)
 	}
 	if err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	if l.Held {
 		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
@@ -481,5 +481,5 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
 	})
 	f.commitMu.Unlock()
-	return toErrno(err), false
+	return dirfd.Errno(err), false
 }

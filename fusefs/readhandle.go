@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/readhold"
 	"github.com/realm-dev/realm/locks"
@@ -69,7 +70,7 @@ func (h *readHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 // Fsync syncs the file the handle reads.
 func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return toErrno(unix.Fsync(h.fd))
+	return dirfd.Errno(unix.Fsync(h.fd))
 }
 
 // Release ends the handle when its last descriptor is gone: its record
@@ -81,7 +82,7 @@ func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 		return syscall.EBADF
 	}
 	h.node.opens.ReaderGone(h.mode)
-	return toErrno(h.reads.Close(h.fd))
+	return dirfd.Errno(h.reads.Close(h.fd))
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE on the file the handle reads.

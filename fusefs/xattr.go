@@ -43,7 +43,7 @@ func (n *Node) prepareSelf(ctx context.Context, op string, changes, judged bool)
 		var st unix.Stat_t
 		if err := dirfd.Fstat(fd, &st); err != nil {
 			dirfd.Close(fd)
-			return -1, toErrno(err)
+			return -1, dirfd.Errno(err)
 		}
 		if errno := n.fsys.gate.DenySelf(ctx, op, n, &st, changes); errno != 0 {
 			dirfd.Close(fd)
@@ -63,7 +63,7 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	}
 	defer dirfd.Close(fd)
 	sz, err := dirfd.Getxattr(fd, attr, dest)
-	return uint32(max(sz, 0)), toErrno(err)
+	return uint32(max(sz, 0)), dirfd.Errno(err)
 }
 
 // Setxattr sets an attribute through an O_PATH fd of the verified object,
@@ -80,7 +80,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return errno
 	}
 	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	n.ownChange(func(temp int) error {
 		if err := dirfd.Setxattr(temp, attr, data, int(flags)); err != nil {
@@ -104,7 +104,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return errno
 	}
 	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Removexattr(fd, attr) }); err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	n.ownChange(func(temp int) error {
 		if err := dirfd.Removexattr(temp, attr); err != nil && !errors.Is(err, unix.ENODATA) {
@@ -124,5 +124,5 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	}
 	defer dirfd.Close(fd)
 	sz, err := dirfd.Listxattr(fd, dest)
-	return uint32(max(sz, 0)), toErrno(err)
+	return uint32(max(sz, 0)), dirfd.Errno(err)
 }

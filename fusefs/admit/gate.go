@@ -199,20 +199,4 @@ func caller(ctx context.Context) fuse.Caller {
 	return fuse.Caller{}
 }
 
-// toErrno maps an error from the dirfd layer to what the caller sees:
-// an escape is EACCES, an errno itself, anything else EIO.
-func toErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if isEscape(err) {
-		return syscall.EACCES
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
-}
-
 func isEscape(err error) bool { return errors.Is(err, dirfd.ErrEscape) }

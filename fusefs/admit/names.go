@@ -77,7 +77,7 @@ func (g *Gate) Claim(ctx context.Context, pfd int, fd int) syscall.Errno {
 	var pst unix.Stat_t
 	setGID := dirfd.Fstat(pfd, &pst) == nil && pst.Mode&syscall.S_ISGID != 0
 	uid, gid := guard.NewOwner(c.Uid, c.Gid, setGID)
-	return toErrno(dirfd.Chown(fd, uid, gid))
+	return dirfd.Errno(dirfd.Chown(fd, uid, gid))
 }
 
 // HandsOver reports whether an object the caller makes is the caller's to
@@ -130,7 +130,7 @@ func (g *Gate) DenyDirRename(ctx context.Context, dir Place, pfd int, name, rel,
 	case isEscape(err):
 		return g.Refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false // a mount point, or swapped
 	case err != nil:
-		return toErrno(err), false
+		return dirfd.Errno(err), false
 	case found.Path != "" && found.Protected:
 		return g.refuseRel(ctx, "rename", found.Path, errcode.ProtectedPathDenied, RuleProtected), false
 	case found.Path != "":
@@ -155,7 +155,7 @@ func (g *Gate) DenyLinkMove(ctx context.Context, dir Place, pfd int, name, oldRe
 	case mv.Dir && isEscape(err):
 		return g.Refuse(ctx, "rename", dir, name, errcode.PathEscape, RuleEscapeResolve), false
 	case err != nil:
-		return toErrno(err), false
+		return dirfd.Errno(err), false
 	case mv.Escapes:
 		return g.Refuse(ctx, "rename", dir, path.Join(name, mv.Path), errcode.PathEscape, RuleEscapeSymlinkTarget), false
 	case mv.Unscanned:
@@ -194,7 +194,7 @@ func (g *Gate) DenySymlink(ctx context.Context, dir Place, dirRel, name, target 
 func (g *Gate) DenyLinkTarget(ctx context.Context, op string, dir Place, name string, fd, depth int) syscall.Errno {
 	ok, err := guard.LinkFdStaysInside(fd, depth)
 	if err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	if !ok {
 		return g.Refuse(ctx, op, dir, name, errcode.PathEscape, RuleEscapeSymlinkTarget)

@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +44,24 @@ import (
 // ErrEscape reports that resolution would leave the root, follow a symlink
 // or a magic link, or met an object other than the one expected.
 var ErrEscape = errors.New("path escapes the backing root")
+
+// Errno is what a caller on the mount sees of an error of this package:
+// a name that would lead out of the root (ErrEscape) is EACCES, an errno
+// itself, anything else EIO. It is the one mapping every layer above
+// answers the kernel with.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, ErrEscape) {
+		return syscall.EACCES
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}
 
 // resolveFlags confine openat2 to the directory it starts from and to its
 // mount.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Getlk answers the kernel's GETLK on a locker's fd: out is the lock that
@@ -37,7 +39,7 @@ func Setlk(ctx context.Context, fd int, lk *fuse.FileLock, flags uint32, wait bo
 // fd (F_OFD_GETLK); flk.Type is F_UNLCK if none would.
 func Test(fd int, flk *syscall.Flock_t) syscall.Errno {
 	flk.Pid = 0 // OFD locks require it
-	return toErrno(syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, flk))
+	return dirfd.Errno(syscall.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, flk))
 }
 
 // Lock takes or releases the record lock flk as an OFD lock on a locker's
@@ -79,7 +81,7 @@ func retry(ctx context.Context, wait bool, try func() error) syscall.Errno {
 			return 0
 		}
 		if !wait || (err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EACCES) {
-			return toErrno(err)
+			return dirfd.Errno(err)
 		}
 		select {
 		case <-ctx.Done():

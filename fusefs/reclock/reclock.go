@@ -8,7 +8,6 @@
 package reclock
 
 import (
-	"errors"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -74,7 +73,7 @@ func (l *Set) fd(src int, locker uint64, owner locks.Owner) (fd, opened int, err
 	if len(l.byLocker) == 0 {
 		anchor, err := dirfd.Dup(src)
 		if err != nil {
-			return -1, 0, toErrno(err)
+			return -1, 0, dirfd.Errno(err)
 		}
 		l.anchor, l.anchorOwner = anchor, owner
 	}
@@ -87,7 +86,7 @@ func (l *Set) fd(src int, locker uint64, owner locks.Owner) (fd, opened int, err
 			dirfd.Close(l.anchor)
 			l.anchor, l.anchorOwner = 0, ""
 		}
-		return -1, 0, toErrno(err)
+		return -1, 0, dirfd.Errno(err)
 	}
 	if l.byLocker == nil {
 		l.byLocker = make(map[uint64]int)
@@ -140,16 +139,4 @@ func (l *Set) closeAll() []charged {
 		l.anchor, l.anchorOwner = 0, ""
 	}
 	return cs
-}
-
-// toErrno is the errno of a dirfd error; EIO for one without.
-func toErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
 }

@@ -361,23 +361,6 @@ func (w *Write[N]) waitMoves() {
 	}
 }
 
-// toErrno maps an error from the dirfd layer to what the caller sees: a
-// name that would lead out of BACKING is EACCES, an errno itself, any
-// other EIO.
-func toErrno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, dirfd.ErrEscape) {
-		return syscall.EACCES
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
-}
-
 // synced tells the test hook of an fsync made (Config.OnSync).
 func (g *Engine[N]) synced(what string) {
 	if g.cfg.OnSync != nil {

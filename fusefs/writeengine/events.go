@@ -87,23 +87,23 @@ func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, a
 		return w.appendInPlace(h, via, data)
 	}
 	if err := w.ensureTemp(true); err != nil {
-		return 0, toErrno(err)
+		return 0, dirfd.Errno(err)
 	}
 	w.m.TempWrite(h, appends)
 	if appends {
 		var st unix.Stat_t
 		if err := unix.Fstat(w.temp, &st); err != nil {
-			return 0, toErrno(err)
+			return 0, dirfd.Errno(err)
 		}
 		off = st.Size
 	}
 	n, err := unix.Pwrite(w.temp, data, off)
 	var failed syscall.Errno
 	if err != nil || n < len(data) {
-		failed = max(toErrno(err), syscall.EIO)
+		failed = max(dirfd.Errno(err), syscall.EIO)
 	}
 	w.m.TempWritten(n, failed)
-	return max(n, 0), toErrno(err)
+	return max(n, 0), dirfd.Errno(err)
 }
 
 // change runs fn on the temp, made first, for a change through h (nil:
@@ -115,7 +115,7 @@ func (w *Write[N]) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) s
 		w.m.Changing(h)
 	}
 	if err := w.ensureTemp(true); err != nil {
-		return toErrno(err)
+		return dirfd.Errno(err)
 	}
 	w.m.TempChange()
 	errno := fn(w.temp)
@@ -132,7 +132,7 @@ func (w *Write[N]) copyIn(src int, offIn, offOut, size, flags uint64) (int, sysc
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c
-		return toErrno(err)
+		return dirfd.Errno(err)
 	})
 	return max(copied, 0), errno
 }

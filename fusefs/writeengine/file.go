@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
@@ -79,7 +80,7 @@ func (f *File[N]) Read(buf []byte, off int64) (int, syscall.Errno) {
 	errno := f.locked(func(w *Write[N]) syscall.Errno {
 		var err error
 		n, err = unix.Pread(w.cur(), buf, off)
-		return toErrno(err)
+		return dirfd.Errno(err)
 	})
 	return max(n, 0), errno
 }
@@ -126,7 +127,7 @@ func (f *File[N]) Commit(ctx context.Context, durable bool) syscall.Errno {
 	return f.settled(func(w *Write[N]) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)
 		if errno == 0 && durable && !committed {
-			errno = toErrno(unix.Fsync(w.cur()))
+			errno = dirfd.Errno(unix.Fsync(w.cur()))
 		}
 		return errno
 	})
@@ -187,14 +188,14 @@ func (f *File[N]) Change(fn func(fd int) syscall.Errno) syscall.Errno {
 // Truncate sets the size of the owner's new content (a change of its
 // temp: ftruncate(2), or truncate(2) by name through a handle of its own).
 func (f *File[N]) Truncate(size uint64) syscall.Errno {
-	return f.Change(func(fd int) syscall.Errno { return toErrno(unix.Ftruncate(fd, int64(size))) })
+	return f.Change(func(fd int) syscall.Errno { return dirfd.Errno(unix.Ftruncate(fd, int64(size))) })
 }
 
 // Allocate preallocates or punches holes in the owner's temp
 // (fallocate(2)).
 func (f *File[N]) Allocate(off, size uint64, mode uint32) syscall.Errno {
 	return f.Change(func(fd int) syscall.Errno {
-		return toErrno(unix.Fallocate(fd, mode, int64(off), int64(size)))
+		return dirfd.Errno(unix.Fallocate(fd, mode, int64(off), int64(size)))
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
 // Coordinated files. A program that shares a file between its processes
@@ -75,9 +77,9 @@ func (p *InPlace) change(fn func() error) syscall.Errno {
 		return syscall.EBADF
 	}
 	if p.own == nil {
-		return toErrno(fn())
+		return dirfd.Errno(fn())
 	}
-	return toErrno(p.own([]int{p.fd}, fn))
+	return dirfd.Errno(p.own([]int{p.fd}, fn))
 }
 
 // Write writes data into the file in place, at the offset the kernel
@@ -117,7 +119,7 @@ func (p *InPlace) CopyIn(src int, offIn, offOut, size, flags uint64) (int, sysca
 // Fsync syncs the file: its data only for fdatasync(2) (dataOnly).
 func (p *InPlace) Fsync(dataOnly bool) syscall.Errno {
 	if dataOnly {
-		return toErrno(unix.Fdatasync(p.fd))
+		return dirfd.Errno(unix.Fdatasync(p.fd))
 	}
-	return toErrno(unix.Fsync(p.fd))
+	return dirfd.Errno(unix.Fsync(p.fd))
 }

@@ -202,7 +202,7 @@ func (w *Write[N]) appendInPlace(h *writeproto.Handle, via N, data []byte) (int,
 	if err == nil && n < len(data) {
 		err = syscall.EIO
 	}
-	return max(n, 0), toErrno(err)
+	return max(n, 0), dirfd.Errno(err)
 }
 
 // syncAppends makes the appends in place durable (fsync), if asked. A
