@@ -228,6 +228,8 @@ func TestRealmctlValidateFirst(t *testing.T) {
 		{"egress with scheme", []string{"--workspace", ws, "--egress", "https://example.com"}, "egress[0]"},
 		{"egress duplicate", []string{"--workspace", ws, "--egress", "a.example.com", "--egress", "a.example.com:443"}, "egress[1]"},
 		{"egress bad port", []string{"--workspace", ws, "--egress", "example.com:0"}, "egress[0]"},
+		// Podman cannot bound a network to an allowlist: refused, never widened.
+		{"egress on podman", []string{"--workspace", ws, "--runtime", "podman", "--egress", "api.example.com"}, "--runtime openshell"},
 		{"invalid policy", []string{"--workspace", ws, "--policy", badPolicy}, "policy"},
 		{"missing policy", []string{"--workspace", ws, "--policy", badPolicy + ".none"}, "policy"},
 		{"missing workspace", []string{"--workspace", ws + "-none"}, "workspace"},

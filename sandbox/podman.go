@@ -23,10 +23,10 @@ import (
 // What the container gets, and why:
 //   - the guarded mount bind-mounted at /workspace, so every file access goes
 //     through realmfs, and the container's cgroup is its lock owner;
-//   - no network at all when the egress allowlist is empty. With egress the
-//     container joins Podman's default network and can reach any host: Podman
-//     has no per-destination filter, so the allowlist is validated and
-//     recorded but not enforced here (OpenShell enforces it);
+//   - no network at all. Podman has no per-destination filter, so a create
+//     with an egress allowlist is refused (Validate; Create refuses it too)
+//     rather than given a network that reaches every host: OpenShell is the
+//     runtime that enforces one;
 //   - the labels io.realm.managed=true and io.realm.session=<id> the reaper
 //     sweeps by;
 //   - an init (catatonit) as PID 1 that reaps orphans, so a killed process
@@ -67,6 +67,9 @@ func (p *Podman) Name() string { return "podman" }
 
 // Create implements Runtime: it creates and starts the container.
 func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
+	if len(s.Egress) > 0 {
+		return "", errcode.New(errcode.SchemaInvalid, "egress %v: the podman runtime cannot enforce an egress allowlist; use the openshell runtime", s.Egress)
+	}
 	image := s.Image
 	if image == "" {
 		image = DefaultImage
@@ -92,11 +95,7 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		Destination: "/workspace",
 		Options:     []string{"rbind", "rw"},
 	}}
-	if len(s.Egress) == 0 {
-		g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
-	} else {
-		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
-	}
+	g.NetNS = specgen.Namespace{NSMode: specgen.NoNetwork}
 	yes := true
 	g.Init = &yes
 	g.NoNewPrivileges = &yes

@@ -45,6 +45,17 @@ var (
 	}
 )
 
+// egressEnforced names the runtimes that enforce an egress allowlist
+// themselves (OpenShell's network policy). Podman cannot: a container with
+// a network reaches every host. A create that asks one of the others for
+// egress is refused (Validate) rather than given a network the allowlist
+// does not bound: a sandbox never gets wider than it was told.
+var egressEnforced = map[string]bool{"openshell": true}
+
+// EnforcesEgress reports whether the runtime called name enforces an
+// egress allowlist.
+func EnforcesEgress(name string) bool { return egressEnforced[name] }
+
 // RegisterRuntime makes a runtime known to --runtime. The OpenShell runtime
 // registers itself here from an init function in its own file.
 func RegisterRuntime(name string, f RuntimeFactory) {

@@ -105,6 +105,10 @@ func Validate(req CreateRequest) (*Plan, error) {
 	if p.egress, err = policy.ParseEgress(req.Egress); err != nil {
 		return nil, err
 	}
+	if len(p.egress) > 0 && !EnforcesEgress(req.Runtime) {
+		return nil, errcode.New(errcode.SchemaInvalid,
+			"--egress: the %s runtime cannot enforce an egress allowlist (a sandbox with a network there reaches every host); use --runtime openshell, which enforces it, or leave out --egress for no network at all", req.Runtime)
+	}
 
 	if req.User == "" {
 		sys, ok := st.Sys().(*syscall.Stat_t)

@@ -22,7 +22,10 @@ func TestValidate(t *testing.T) {
 		wantErr string // substring; "" means valid
 	}{
 		{"defaults", func(r *CreateRequest) {}, ""},
-		{"egress ok", func(r *CreateRequest) { r.Egress = []string{"api.example.com", "10.0.0.1:8443"} }, ""},
+		{"egress ok", func(r *CreateRequest) {
+			r.Runtime, r.Egress = "openshell", []string{"api.example.com", "10.0.0.1:8443"}
+		}, ""},
+		{"egress on podman", func(r *CreateRequest) { r.Runtime, r.Egress = "podman", []string{"api.example.com"} }, "cannot enforce"},
 		{"user", func(r *CreateRequest) { r.User = "1000" }, ""},
 		{"no workspace", func(r *CreateRequest) { r.Workspace = "" }, "--workspace"},
 		{"missing workspace", func(r *CreateRequest) { r.Workspace = filepath.Join(dir, "nope") }, "does not exist"},

@@ -28,10 +28,10 @@ The Podman service is found as podman finds it: --podman-socket (wins), then
 --connection, then CONTAINER_HOST, then root's /run/podman/podman.sock, then
 the rootless $XDG_RUNTIME_DIR/podman/podman.sock.
 
-Egress: the Podman runtime cannot filter destinations. Without --egress a
-sandbox has no network at all; with it, the sandbox joins Podman's default
-network and can reach any host. The allowlist is validated and recorded,
-and enforced only by the OpenShell runtime.
+Egress: without --egress a sandbox has no network at all. The OpenShell
+runtime enforces an --egress allowlist; the Podman runtime cannot filter
+destinations, so a Podman create with --egress is refused (SCHEMA_INVALID)
+rather than given a network that reaches every host.
 
 Exit status: 0 ok; 2 a command line that does not parse (unknown command or
 flag: code USAGE) or SCHEMA_INVALID (bad policy, egress or request; nothing
