@@ -98,7 +98,7 @@ Mount options (-o, comma-separated):
 // version is set by the Makefile through -ldflags.
 var version = ""
 
-func main() { os.Exit(run(os.Args[1:], os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // config is what the command line asks for.
 type config struct {
@@ -115,7 +115,7 @@ type config struct {
 	policy              *policy.Policy
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
 	var (
@@ -135,12 +135,16 @@ func run(args []string, stderr io.Writer) int {
 	flags.StringVar(&cfg.daemonLog, "log", "", "append the daemon's log (commits that failed at the last close, writers killed before their close, conflict copies, the mount-time sweep) to `FILE` (default: stderr, which a detached daemon has not)")
 	flags.StringVar(&cfg.stateDir, "state-dir", "", "keep what the daemon remembers across mounts (the files made through the mount, which stay readable) in `DIR`, outside BACKING; none: remember nothing (default: /var/lib/realmfs as root, else $XDG_STATE_HOME/realmfs)")
 	flags.StringVar(&cfg.logFormat, "log-format", "", "write the daemon log as `text` (key=value, the default) or json lines")
-	flags.BoolVar(&cfg.debug, "debug", false, "log every FUSE request (implies -f)")
-	flags.BoolVar(&showVersion, "version", false, "print the version and exit")
+	flags.BoolVarP(&cfg.debug, "debug", "d", false, "log every FUSE request (implies -f)")
+	flags.BoolVarP(&showVersion, "version", "V", false, "print the version and exit")
+	// Help asked for is output, as sshfs and every GNU tool print it: to
+	// stdout, so that realmfs --help | less works.
 	flags.Usage = func() {
-		fmt.Fprint(stderr, usageText)
+		flags.SetOutput(stdout)
+		fmt.Fprint(stdout, usageText)
 		flags.PrintDefaults()
-		fmt.Fprint(stderr, optionsText)
+		fmt.Fprint(stdout, optionsText)
+		flags.SetOutput(stderr)
 	}
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -150,7 +154,7 @@ func run(args []string, stderr io.Writer) int {
 		return errcode.ExitUsage
 	}
 	if showVersion {
-		fmt.Fprintln(os.Stdout, "realmfs", versionString())
+		fmt.Fprintln(stdout, "realmfs", versionString())
 		return 0
 	}
 	if checkPolicy != "" {
@@ -158,7 +162,7 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "realmfs: %v\n", err)
 			return errcode.ExitStatusOf(err)
 		}
-		fmt.Fprintf(os.Stdout, "%s: valid\n", checkPolicy)
+		fmt.Fprintf(stdout, "%s: valid\n", checkPolicy)
 		return 0
 	}
 	mo, err := parseMountOptions(opts)
@@ -191,7 +195,7 @@ func run(args []string, stderr io.Writer) int {
 		cfg.policyFile = policyFile
 	}
 	if showPolicy {
-		os.Stdout.Write(cfg.policy.Render())
+		stdout.Write(cfg.policy.Render())
 		return 0
 	}
 	if cfg.auditLog == "" {

@@ -18,7 +18,7 @@ _realmfs() {
 		return ;;
 	esac
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-f --foreground -o --options --policy --check-policy --show-policy --audit-log --log --log-format --state-dir --debug --version --help" -- "$cur"))
+		COMPREPLY=($(compgen -W "-f --foreground -o --options --policy --check-policy --show-policy --audit-log --log --log-format --state-dir -d --debug -V --version -h --help" -- "$cur"))
 		return
 	fi
 	COMPREPLY=($(compgen -d -- "$cur"))

@@ -10,7 +10,7 @@ _arguments -s \
 	'--log[append the daemon log]:file:_files' \
 	'--log-format[daemon log format]:format:(text json)' \
 	'--state-dir[what the daemon remembers across mounts]:directory:_directories' \
-	'--debug[log every FUSE request]' \
-	'--version[print the version]' \
+	'(-d --debug)'{-d,--debug}'[log every FUSE request]' \
+	'(-V --version)'{-V,--version}'[print the version]' \
 	'1:backing directory:_directories' \
 	'2:mountpoint:_directories'

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelpAndVersion: help asked for and the version go to stdout with
+// exit 0, as sshfs and GNU tools print them; -V and -d are the short
+// flags sshfs users type; an unknown flag is a usage error on stderr.
+func TestHelpAndVersion(t *testing.T) {
+	tests := []struct {
+		args       []string
+		code       int
+		stdout     string // a substring stdout must hold ("" : empty)
+		stderr     string // a substring stderr must hold ("" : empty)
+		stdoutNone bool
+	}{
+		{args: []string{"--help"}, code: 0, stdout: "Usage: realmfs"},
+		{args: []string{"-h"}, code: 0, stdout: "Mount options"},
+		{args: []string{"--version"}, code: 0, stdout: "realmfs "},
+		{args: []string{"-V"}, code: 0, stdout: "realmfs "},
+		{args: []string{"--no-such-flag"}, code: 2, stderr: "see realmfs --help", stdoutNone: true},
+		{args: []string{"-d"}, code: 2, stderr: "BACKING", stdoutNone: true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tt.args, &out, &errb)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errb.String())
+			}
+			if !strings.Contains(out.String(), tt.stdout) || tt.stdoutNone && out.Len() > 0 {
+				t.Errorf("stdout %q, want it to hold %q", out.String(), tt.stdout)
+			}
+			if tt.stderr == "" && errb.Len() > 0 || !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stderr %q, want %q", errb.String(), tt.stderr)
+			}
+		})
+	}
+}
