@@ -194,6 +194,15 @@ func TestRealmctlExecStdinEnvLogsInspect(t *testing.T) {
 	logs.Process.Signal(os.Interrupt)
 	logs.Wait()
 
+	// -n counts as podman logs and kubectl logs count: 0 is none of the
+	// log (the libpod API alone would answer it with the whole log), 1 the
+	// last line.
+	for n, want := range map[string]string{"0": "", "1": "workload-started\n", "-1": "workload-started\n"} {
+		if so, se, code := c.run("session", "logs", "-n", n, id); code != 0 || so != want {
+			t.Errorf("session logs -n %s: exit %d, stdout %q (stderr %q), want %q", n, code, so, se, want)
+		}
+	}
+
 	so, se, code := c.run("session", "inspect", id)
 	var in struct {
 		Record struct{ ID string }

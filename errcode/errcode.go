@@ -56,6 +56,26 @@ const (
 	PrivilegeDenied Code = "PRIVILEGE_DENIED"
 )
 
+// Catalogue is every code, in the order the const block declares them:
+// what a command that filters by code accepts (TestCatalogueIsTheConsts keeps it
+// equal to the const block).
+var Catalogue = []Code{
+	PathEscape, ProtectedPathDenied, CredentialPathDenied, LockConflict,
+	WriteNotAtomic, SchemaInvalid, RealmNotActive, ToolTimeout, RealmStopping,
+	DeviceNodeDenied, WriterKilledCommitted, WriterKilledRecovered,
+	ResourceLimit, XattrNotKept, PrivilegeDenied,
+}
+
+// Known reports whether c is in the catalogue.
+func Known(c Code) bool {
+	for _, k := range Catalogue {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
 // Errno is what a process on the mount sees for the code. Codes that never
 // reach the mount map to EIO so that a mistake fails closed.
 func (c Code) Errno() syscall.Errno {

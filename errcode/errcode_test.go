@@ -3,6 +3,10 @@ package errcode
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -62,5 +66,39 @@ func TestWrapping(t *testing.T) {
 	}
 	if got := ExitStatusOf(nil); got != ExitOK {
 		t.Errorf("ExitStatusOf(nil) = %d", got)
+	}
+}
+
+// TestCatalogueIsTheConsts: Catalogue lists every Code constant of
+// errcode.go, in order, so that a new code is known to the commands that
+// filter by code.
+func TestCatalogueIsTheConsts(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "errcode.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []Code
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Code" {
+				continue
+			}
+			for _, v := range vs.Values {
+				lit := v.(*ast.BasicLit)
+				s, _ := strconv.Unquote(lit.Value)
+				consts = append(consts, Code(s))
+			}
+		}
+	}
+	if fmt.Sprint(consts) != fmt.Sprint(Catalogue) {
+		t.Errorf("Catalogue = %v\nthe const block has %v", Catalogue, consts)
+	}
+	if !Known(LockConflict) || Known("NOPE") {
+		t.Error("Known disagrees with the catalogue")
 	}
 }

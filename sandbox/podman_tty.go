@@ -93,13 +93,23 @@ func (p *Podman) ExecTerminal(ctx context.Context, id string, req ExecRequest) (
 
 // Logs writes the container's output (its workload's stdout and stderr, as
 // podman logs shows it) to stdout and stderr; with follow it goes on until
-// the container stops or ctx ends. tail < 0 is everything.
+// the container stops or ctx ends. tail < 0 is everything; 0 is none of
+// what was written before (with follow, only what comes from now on), as
+// podman logs --tail 0 and kubectl logs --tail 0 mean: the libpod API
+// answers a tail of 0 with the whole log, so 0 is asked as "since now".
 func (p *Podman) Logs(ctx context.Context, id string, follow bool, tail int, stdout, stderr io.Writer) error {
+	if tail == 0 && !follow {
+		return nil
+	}
 	outCh := make(chan string, 64)
 	errCh := make(chan string, 64)
 	yes := true
 	opts := &containers.LogOptions{Stdout: &yes, Stderr: &yes, Follow: &follow}
-	if tail >= 0 {
+	switch {
+	case tail == 0:
+		since := time.Now().Format(time.RFC3339Nano)
+		opts.Since = &since
+	case tail > 0:
 		t := strconv.Itoa(tail)
 		opts.Tail = &t
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/sandbox"
 )
 
@@ -64,7 +65,7 @@ log is followed into its fresh file).`,
 	}
 	cmd.Flags().StringVar(&f.code, "code", "", "only lines with this error `CODE` (CREDENTIAL_PATH_DENIED, …)")
 	cmd.Flags().StringVar(&f.op, "op", "", "only lines of this `OP` (open, rename, …)")
-	cmd.Flags().IntVarP(&f.lines, "lines", "n", 50, "print the last `N` matching lines first (0: all)")
+	cmd.Flags().IntVarP(&f.lines, "lines", "n", 50, "print the last `N` matching lines first (0: none, -1: all), as podman logs and kubectl logs count")
 	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "go on printing new lines until interrupted")
 	return cmd
 }
@@ -73,8 +74,11 @@ func (c *cli) audit(ctx context.Context, args []string, f auditFilter) error {
 	if len(args) > 1 {
 		return usageErr("audit wants at most one session id or name")
 	}
-	if f.lines < 0 {
-		return usageErr("--lines %d: must not be negative", f.lines)
+	if f.lines < -1 {
+		return usageErr("--lines %d: want a count, or -1 for all", f.lines)
+	}
+	if f.code != "" && !errcode.Known(errcode.Code(strings.ToUpper(f.code))) {
+		return usageErr("--code %s: no such code (known: %s)", f.code, codeList())
 	}
 	files, err := c.auditFiles(args)
 	if err != nil {
@@ -95,7 +99,7 @@ func (c *cli) audit(ctx context.Context, args []string, f auditFilter) error {
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Time.Before(all[j].Time) })
-	if f.lines > 0 && len(all) > f.lines {
+	if f.lines >= 0 && len(all) > f.lines {
 		all = all[len(all)-f.lines:]
 	}
 	pr := c.auditPrinter()
@@ -237,4 +241,13 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// codeList is the catalogue's codes, comma-separated, for a usage error.
+func codeList() string {
+	names := make([]string, len(errcode.Catalogue))
+	for i, c := range errcode.Catalogue {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
 }

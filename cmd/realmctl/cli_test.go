@@ -246,6 +246,8 @@ not json
 		{[]string{"--code", "credential_path_denied"}, true, []string{".env", ".ssh/id_rsa"}},
 		{[]string{"--op", "rename"}, true, []string{"a/../../x"}},
 		{[]string{"-n", "1"}, true, []string{".ssh/id_rsa"}},
+		{[]string{"-n", "0"}, true, nil},
+		{[]string{"-n", "-1"}, true, []string{".env", "a/../../x", ".ssh/id_rsa"}},
 	}
 	for _, tt := range tests {
 		args := append(append([]string{}, base...), tt.args...)
@@ -259,6 +261,9 @@ not json
 		}
 		var paths []string
 		for i, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if l == "" {
+				continue
+			}
 			if tt.json {
 				var e struct{ Path string }
 				if err := json.Unmarshal([]byte(l), &e); err != nil {
@@ -273,6 +278,20 @@ not json
 		if !slices.Equal(paths, tt.wantPaths) {
 			t.Errorf("%q: paths %q, want %q\n%s", args, paths, tt.wantPaths, out.String())
 		}
+	}
+	// A code the catalogue does not have is a usage error naming the
+	// known ones, not an empty table; so is a count below -1.
+	for _, bad := range [][]string{{"--code", "NOPE"}, {"-n", "-2"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(append([]string{}, base...), bad...), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), bad[1]) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %s", bad, code, errOut.String(), bad[1])
+		}
+	}
+	var out, errOut bytes.Buffer
+	run(context.Background(), append(append([]string{}, base...), "--code", "NOPE"), &out, &errOut)
+	if !strings.Contains(errOut.String(), "LOCK_CONFLICT") {
+		t.Errorf("--code NOPE: %q does not list the known codes", errOut.String())
 	}
 }
 

@@ -233,7 +233,7 @@ such log realm can read.`,
 		}),
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing until the sandbox stops")
-	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last `N` lines (-1: all)")
+	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last `N` lines (0: none, then only new ones with --follow; -1: all)")
 	return cmd
 }
 
