@@ -2,8 +2,10 @@
 // backing directory. Every call names its object as (directory fd, name),
 // where the directory fd was itself opened beneath the root without following
 // a symlink, and acts on the name without following one either. Nothing here
-// builds or accepts a path longer than one name: a deeper object is reached
-// as the node tree reaches it, one verified directory fd per level.
+// builds a path, and every call resolves one name: a deeper object is
+// reached as the node tree reaches it, one verified directory fd per level.
+// WalkParent, for the journal's records (which hold workspace paths), takes
+// a path and walks it that way, one OpenDir per name.
 //
 // Flags are forced in one place, after gocryptfs's syscallcompat:
 // O_NOFOLLOW and O_CLOEXEC on every open, O_EXCL whenever O_CREAT,

@@ -228,6 +228,20 @@ func (e *eintrFS) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	return e.RawFileSystem.FsyncDir(c, in)
 }
 
+func (e *eintrFS) Fsync(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if e.fail("fsync") {
+		return fuse.EINTR
+	}
+	return e.RawFileSystem.Fsync(c, in)
+}
+
+func (e *eintrFS) Fallocate(c <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	if e.fail("fallocate") {
+		return fuse.EINTR
+	}
+	return e.RawFileSystem.Fallocate(c, in)
+}
+
 func (e *eintrFS) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	if e.fail("statfs") {
 		return fuse.EINTR
@@ -325,6 +339,9 @@ func TestEINTRIsRetried(t *testing.T) {
 		{"readdir", "ReadDir", func(t *testing.T) error { _, err := ReadDir(rfd); return err }},
 		{"fsyncdir", "SyncDir", func(t *testing.T) error { return SyncDir(rfd) }},
 		{"statfs", "Statfs", func(t *testing.T) error { return Statfs(rfd, &unix.Statfs_t{}) }},
+		{"fsync", "Fsync", func(t *testing.T) error { return Fsync(openFile(t, unix.O_RDWR)) }},
+		{"fsync", "Fdatasync", func(t *testing.T) error { return Fdatasync(openFile(t, unix.O_RDWR)) }},
+		{"fallocate", "Fallocate", func(t *testing.T) error { return Fallocate(openFile(t, unix.O_RDWR), 0, 0, 8) }},
 		{"copy", "CopySparse", func(t *testing.T) error {
 			dst, err := Open(rfd, "copy", unix.O_RDWR|unix.O_CREAT, 0o644)
 			must(t, err)
