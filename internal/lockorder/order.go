@@ -40,7 +40,8 @@
 //	         ├─ locks.Table.mu
 //	         ├─ procinfo.Resolver.fdMu
 //	         ├─ procinfo.Resolver.mu
-//	         └─ procinfo.Resolver.tablesMu
+//	         ├─ procinfo.Resolver.tablesMu
+//	         └─ journal.Journal.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
@@ -130,6 +131,11 @@ var (
 	resolverFdMu   = class{name: "procinfo.Resolver.fdMu", under: &madeOpMu}
 	resolverMu     = class{name: "procinfo.Resolver.mu", under: &madeOpMu}
 	resolverTabMu  = class{name: "procinfo.Resolver.tablesMu", under: &madeOpMu}
+	// journal.Journal.mu: the journal's tail (the next seq, the segment
+	// written and where, what is durable) and the group commit's state;
+	// held across a record's pwrite and a segment's rotation, never across
+	// the group commit's fdatasync. A leaf: nothing is taken under it.
+	journalMu = class{name: "journal.Journal.mu", under: &madeOpMu, noGoFuse: true}
 )
 
 // known are breaches of the order found in the code and not fixed yet,
@@ -171,6 +177,7 @@ type (
 	ResolverFdMu   struct{}
 	ResolverMu     struct{}
 	ResolverTabMu  struct{}
+	JournalMu      struct{}
 )
 
 func (Entry) class() *class          { return &entry }
@@ -198,3 +205,4 @@ func (TableMu) class() *class        { return &tableMu }
 func (ResolverFdMu) class() *class   { return &resolverFdMu }
 func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
+func (JournalMu) class() *class      { return &journalMu }
