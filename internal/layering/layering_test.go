@@ -35,8 +35,11 @@ var layers = map[string]int{
 	// The guard's decisions, which the adapters, the admission and the
 	// engine ask (new content never keeps a set-ID bit:
 	// guard.HostFileMode); what the admission writes to and charges (the
-	// audit log, the descriptor counts, the callers' umasks).
+	// audit log, the descriptor counts, the callers' umasks); the journal
+	// of changes' store, which the engine's commit and the name ops append
+	// to.
 	"fusefs/guard": 4, "fusefs/audit": 4, "fusefs/fdbudget": 4, "fusefs/requestnotes": 4,
+	"fusefs/journal": 4,
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
 	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
 	// The lock table (procinfo names its owners).

@@ -1,0 +1,246 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// NoKeep, as Begin's keep: the change keeps no version.
+const NoKeep = -1
+
+// Change is a change whose intent is appended: Done or Abort appends its
+// end, once.
+type Change struct {
+	j     *Journal
+	seq   uint64
+	kept  bool // kept/<seq> is a link Begin made
+	ended atomic.Bool
+}
+
+// Seq is the change's seq.
+func (c *Change) Seq() uint64 { return c.seq }
+
+// Begin appends rec's intent (Seq and Time set here, Kept set to keep !=
+// NoKeep), before the change it describes is made. keep, where the change
+// replaces an object (a rewrite's old file, the file a rename replaces),
+// is an O_PATH fd of that object, verified by the caller: it is linked as
+// kept/<seq>. With Options.Durable the intent and that link are durable
+// before Begin returns (one fdatasync and one fsync of kept/, shared by
+// the Begins waiting together).
+//
+// The caller then makes the change and ends it: Done once made, Abort if
+// not. An error means no change may be made: the intent is ended aborted.
+func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
+	if !ops[rec.Op] || rec.Op == OpUnlink || rec.Op == OpRmdir {
+		return nil, fmt.Errorf("journal: Begin of op %q (unlink and rmdir are Remove's)", rec.Op)
+	}
+	rec.Kept = keep != NoKeep
+	pos, err := j.appendIntent(&rec)
+	if err != nil {
+		return nil, err
+	}
+	c := &Change{j: j, seq: rec.Seq}
+	var gen uint64
+	if rec.Kept {
+		if err := dirfd.Link(keep, j.kept, keptEntry(c.seq)); err != nil {
+			err = fmt.Errorf("journal: keeping what change %d replaces: %w", c.seq, err)
+			return nil, errors.Join(err, c.end(Aborted, nil))
+		}
+		c.kept = true
+		gen = j.linked()
+	}
+	if j.opts.Durable {
+		if err := j.syncTo(pos, gen); err != nil {
+			return nil, errors.Join(err, c.Abort())
+		}
+	}
+	return c, nil
+}
+
+// Done appends the change's end, done. after is the identity the change
+// left at its name where the intent could not say it (a directory, a
+// symlink or a node made): nil otherwise.
+func (c *Change) Done(after *ID) error { return c.end(Done, after) }
+
+// Abort appends the change's end, aborted, and removes the link Begin
+// kept: the change was not made.
+func (c *Change) Abort() error {
+	var err error
+	if c.kept && !c.ended.Load() {
+		if err = dirfd.Unlink(c.j.kept, keptEntry(c.seq), 0); errors.Is(err, unix.ENOENT) {
+			err = nil
+		}
+	}
+	return errors.Join(err, c.end(Aborted, nil))
+}
+
+// end appends the change's end, once.
+func (c *Change) end(e End, after *ID) error {
+	if !c.ended.CompareAndSwap(false, true) {
+		return fmt.Errorf("journal: change %d ended twice", c.seq)
+	}
+	return c.j.appendEnd(c.seq, e, after)
+}
+
+// keptEntry is the name of change seq's kept version in kept/.
+func keptEntry(seq uint64) string { return strconv.FormatUint(seq, 10) }
+
+// appendIntent appends rec's intent, its Seq and Time set, and returns
+// the position it ends at.
+func (j *Journal) appendIntent(rec *Record) (uint64, error) {
+	stamped := false
+	return j.appendLine(func() line {
+		rec.Seq = j.next
+		if !stamped { // once: appendLine may ask again after a rotation
+			rec.Time, stamped = j.opts.Now().UTC(), true
+		}
+		return intentLine(rec)
+	})
+}
+
+// appendEnd appends change seq's end.
+func (j *Journal) appendEnd(seq uint64, e End, after *ID) error {
+	_, err := j.appendLine(func() line { return line{Seq: seq, End: e, After: after} })
+	return err
+}
+
+// appendLine appends the line mk makes (under mu, so that an intent's seq
+// is the next: the segments hold intents in ascending seq) to the segment
+// appended to, rotated first where the line does not fit. It returns the
+// position the line ends at, for syncTo.
+func (j *Journal) appendLine(mk func() line) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		if j.closed {
+			return 0, ErrClosed
+		}
+		l := mk()
+		if l.Op != "" && j.failed != nil {
+			return 0, j.failed // nothing is durable since: no new change
+		}
+		b, err := l.encode()
+		if err != nil {
+			return 0, err
+		}
+		if int64(len(b)) > j.opts.SegmentSize/2 {
+			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
+		}
+		if cur := j.cur; cur != nil && cur.off+int64(len(b)) <= cur.cap {
+			if _, err := cur.f.WriteAt(b, cur.off); err != nil {
+				return 0, fmt.Errorf("journal: appending to log/%s: %w", segmentName(cur.num), err)
+			}
+			cur.off += int64(len(b))
+			j.written += uint64(len(b))
+			cur.note(&l)
+			if l.Op != "" {
+				j.next++
+			}
+			return j.written, nil
+		}
+		if j.syncing { // the group commit syncs cur: rotate after it
+			j.synced.Wait()
+			continue
+		}
+		if err := j.rotateLocked(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// rotateLocked makes the next segment the one appended to, the current
+// one made durable first (with Options.Durable) and closed. Under mu, no
+// group commit under way.
+func (j *Journal) rotateLocked() error {
+	if cur := j.cur; cur != nil {
+		if j.opts.Durable && j.failed == nil && j.durable < j.written {
+			if err := dirfd.Fdatasync(int(cur.f.Fd())); err != nil {
+				j.failed = fmt.Errorf("journal: syncing log/%s: %w", segmentName(cur.num), err)
+				return j.failed
+			}
+			j.durable = j.written
+		}
+		cur.f.Close()
+		cur.f, j.cur = nil, nil
+	}
+	seg, err := makeSegment(j.log, j.lastNum+1, j.opts.SegmentSize, j.opts.Durable)
+	if err != nil {
+		return err
+	}
+	j.lastNum = seg.num
+	j.segs = append(j.segs, seg)
+	j.cur = seg
+	return nil
+}
+
+// linked counts a link made into kept/ and returns its number, for
+// syncTo.
+func (j *Journal) linked() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.keptGen++
+	return j.keptGen
+}
+
+// syncTo returns once the records up to pos and the links into kept/ up
+// to gen are durable. One caller at a time syncs (the group commit's
+// leader), everything appended and linked until it starts: those that
+// come meanwhile wait for it, and then find their records synced or sync
+// together in the next round. A sync that fails fails every later one:
+// the page cache's state is unknown after it (fsync's errors are reported
+// once), so nothing more is promised durable.
+func (j *Journal) syncTo(pos, gen uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		switch {
+		case j.failed != nil:
+			return j.failed
+		case j.durable >= pos && j.keptDurable >= gen:
+			return nil
+		case !j.syncing:
+			j.syncRound()
+		default:
+			j.synced.Wait()
+		}
+	}
+}
+
+// syncRound is one group commit, entered and left under mu, which it lets
+// go of while it syncs.
+func (j *Journal) syncRound() {
+	j.syncing = true
+	written, keptGen := j.written, j.keptGen
+	fd := -1
+	if j.cur != nil && j.durable < written {
+		fd = int(j.cur.f.Fd())
+	}
+	needKept := j.keptDurable < keptGen
+	j.mu.Unlock()
+	var err error
+	if fd >= 0 {
+		if err = dirfd.Fdatasync(fd); err != nil {
+			err = fmt.Errorf("journal: syncing the log: %w", err)
+		}
+	}
+	if err == nil && needKept {
+		if err = dirfd.Fsync(j.keptRead); err != nil {
+			err = fmt.Errorf("journal: syncing kept/: %w", err)
+		}
+	}
+	j.mu.Lock()
+	j.syncing = false
+	if err != nil {
+		j.failed = err
+	} else {
+		j.durable = max(j.durable, written)
+		j.keptDurable = max(j.keptDurable, keptGen)
+	}
+	j.synced.Broadcast()
+}

@@ -1,0 +1,407 @@
+// Package journal is the store of the journal of changes (issue 30; the
+// design is docs/JOURNAL.md): a directory on BACKING's filesystem holding
+// the records of every change made through the mount, one JSON line each,
+// in append-only segments, and the versions those changes replaced or
+// removed, kept by hard link or rename in kept/<seq>, never copied.
+//
+// A change is two records: an intent, appended before the change is made
+// (Begin, Remove), and an end (Change.Done, Change.Abort). With
+// Options.Durable the intent and what it keeps are durable before Begin
+// returns, so a change is never durable without its record; concurrent
+// Begins share one fdatasync (a group commit). An end is appended without
+// a sync of its own: the next sync, or recovery, settles it.
+//
+// Open takes the journal's LOCK (one writer at a time), cuts a torn last
+// line and resolves every intent with no end by what its names lead to
+// now, beneath BACKING's root fd, with no symlink followed: the change
+// happened (done), did not (aborted: its kept link removed), or the names
+// lead elsewhere (a change from outside since: done, for undo to report).
+//
+// Every system call on BACKING and on the journal's directory goes through
+// fusefs/dirfd, on descriptors: the journal holds no path.
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/lockorder"
+)
+
+const (
+	// DirName is the default journal directory's name, beneath BACKING's
+	// root: the mount never shows it.
+	DirName = ".realm-journal"
+	// DefaultDir, as Open's dir, asks for DirName beneath the root.
+	DefaultDir = -1
+	// DefaultSegmentSize is the size a segment is preallocated to and
+	// rotated at.
+	DefaultSegmentSize = 4 << 20
+)
+
+// The names inside the journal directory.
+const (
+	gitignoreName = ".gitignore"
+	lockName      = "LOCK"
+	logName       = "log"
+	keptName      = "kept"
+	prunedName    = "pruned"
+	prunedTemp    = "pruned.tmp"
+	segmentSuffix = ".jsonl"
+)
+
+// ErrLocked: another process (or another Open) holds the journal's LOCK.
+var ErrLocked = errors.New("journal: in use")
+
+// ErrClosed: the journal was closed.
+var ErrClosed = errors.New("journal: closed")
+
+// Options are the journal's settings.
+type Options struct {
+	// Durable (durability=full): an intent and the version it keeps are
+	// durable before Begin returns.
+	Durable bool
+	// SegmentSize is the size segments are preallocated to and rotated
+	// at; 0 is DefaultSegmentSize.
+	SegmentSize int64
+	// Now is the clock records are stamped by; nil is time.Now.
+	Now func() time.Time
+}
+
+// Recovery is what Open found and did.
+type Recovery struct {
+	Segments int   // segments read
+	Records  int   // intents in them (past the pruned ones)
+	CutBytes int64 // bytes of a torn last line cut from the last segment
+	// Damaged: earlier segments with bytes after their last whole record
+	// (left as they are; their records up to there are read).
+	Damaged int
+	// Intents with no end, resolved: Done (the names lead where the change
+	// leaves them), Aborted (where it found them: its kept link removed),
+	// Outside (elsewhere: a change from outside since; recorded done).
+	Done, Aborted, Outside int
+	// KeptRemoved: kept objects no record needs (a torn or aborted
+	// intent's, an interrupted prune's); SegmentsRemoved: segments an
+	// interrupted prune left.
+	KeptRemoved, SegmentsRemoved int
+}
+
+// Journal is an open journal: its directory's descriptors, its LOCK, and
+// the segment appended to.
+type Journal struct {
+	root     int      // BACKING's root (a dup)
+	dir      int      // the journal directory (O_PATH)
+	log      int      // log/ (O_PATH)
+	kept     int      // kept/ (O_PATH)
+	keptRead int      // kept/ opened for reading: its fsync
+	lock     *os.File // LOCK, flocked
+	opts     Options
+	recovery Recovery
+
+	mu lockorder.Mutex[lockorder.JournalMu]
+	// synced is signalled (on mu) when a group commit ends and when a
+	// rotation may go on.
+	synced sync.Cond
+	tail   // under mu
+
+	pruned  atomic.Uint64
+	pruning atomic.Bool
+}
+
+// tail is the state of the journal's end, under Journal.mu.
+type tail struct {
+	next    uint64     // the next seq
+	segs    []*segment // the segments, oldest first
+	cur     *segment   // appended to (the last of segs); nil: none yet
+	lastNum uint64     // the highest segment number made
+	// written counts the bytes appended since Open, across segments;
+	// durable, those made durable. keptGen counts the links made into
+	// kept/; keptDurable, those made durable (kept/ fsynced after them).
+	written, durable     uint64
+	keptGen, keptDurable uint64
+	syncing              bool  // a group commit is under way, outside mu
+	failed               error // a sync failed: nothing is promised since
+	closed               bool
+}
+
+// Open opens the journal of BACKING, whose root directory rootFd holds:
+// dir, a directory of the journal on BACKING's filesystem, or DefaultDir
+// for DirName beneath the root (made 0700 if absent). It lays the
+// directory out (.gitignore, LOCK, log/, kept/), takes LOCK, reads the
+// segments and recovers (Recovery says what it did). The caller keeps its
+// descriptors; Close releases the journal's.
+func Open(rootFd, dir int, opts Options) (*Journal, error) {
+	if opts.SegmentSize <= 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	j := &Journal{root: -1, dir: -1, log: -1, kept: -1, keptRead: -1, opts: opts}
+	j.synced.L = &j.mu
+	if err := j.open(rootFd, dir); err != nil {
+		j.closeFds()
+		return nil, err
+	}
+	if err := j.load(); err != nil {
+		j.closeFds()
+		return nil, err
+	}
+	return j, nil
+}
+
+// open takes the descriptors and the lock.
+func (j *Journal) open(rootFd, dir int) error {
+	var err error
+	if j.root, err = dirfd.Dup(rootFd); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if dir == DefaultDir {
+		j.dir, err = openDefault(j.root)
+	} else if j.dir, err = dirfd.Dup(dir); err == nil {
+		err = sameFilesystem(j.root, j.dir)
+	}
+	if err != nil {
+		return err
+	}
+	if err := owned(j.dir, "its directory"); err != nil {
+		return err
+	}
+	if err := writeGitignore(j.dir); err != nil {
+		return err
+	}
+	if j.lock, err = takeLock(j.dir); err != nil {
+		return err
+	}
+	if j.log, err = subdir(j.dir, logName); err != nil {
+		return err
+	}
+	if j.kept, err = subdir(j.dir, keptName); err != nil {
+		return err
+	}
+	if j.keptRead, err = dirfd.ReopenDir(j.kept); err != nil {
+		return fmt.Errorf("journal: opening kept/: %w", err)
+	}
+	return nil
+}
+
+// openDefault opens DirName beneath root, made 0700 if absent, and takes
+// group's and others' access away from one that has it.
+func openDefault(root int) (int, error) {
+	if err := dirfd.Mkdir(root, DirName, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("journal: making %s: %w", DirName, err)
+	}
+	fd, err := dirfd.OpenDir(root, DirName)
+	if err != nil {
+		return -1, fmt.Errorf("journal: opening %s: %w", DirName, err)
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return -1, fmt.Errorf("journal: %s: %w", DirName, err)
+	}
+	if st.Mode&0o077 != 0 {
+		if err := dirfd.Chmod(fd, 0o700); err != nil {
+			dirfd.Close(fd)
+			return -1, fmt.Errorf("journal: %s: mode 0700: %w", DirName, err)
+		}
+	}
+	return fd, nil
+}
+
+// sameFilesystem refuses a journal directory a link or a rename from
+// BACKING cannot reach: on another filesystem (st_dev), or on another
+// mount of the same one (a bind: linkat and renameat answer EXDEV across
+// mounts).
+func sameFilesystem(root, dir int) error {
+	var rs, ds unix.Stat_t
+	if err := dirfd.Fstat(root, &rs); err != nil {
+		return fmt.Errorf("journal: BACKING: %w", err)
+	}
+	if err := dirfd.Fstat(dir, &ds); err != nil {
+		return fmt.Errorf("journal: its directory: %w", err)
+	}
+	if ds.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("journal: its directory is not a directory")
+	}
+	if rs.Dev != ds.Dev {
+		return fmt.Errorf("journal: its directory is on device %d:%d, BACKING on %d:%d: it must be on BACKING's filesystem, so that a change's old version is kept by a link, not a copy",
+			unix.Major(ds.Dev), unix.Minor(ds.Dev), unix.Major(rs.Dev), unix.Minor(rs.Dev))
+	}
+	rm, rok, err := dirfd.MountID(root)
+	if err != nil {
+		return fmt.Errorf("journal: BACKING: %w", err)
+	}
+	dm, dok, err := dirfd.MountID(dir)
+	if err != nil {
+		return fmt.Errorf("journal: its directory: %w", err)
+	}
+	if rok && dok && rm != dm {
+		return fmt.Errorf("journal: its directory is on mount %d, BACKING on mount %d of the same filesystem (device %d:%d): links between two mounts fail, so it must be reached through BACKING's mount",
+			dm, rm, unix.Major(rs.Dev), unix.Minor(rs.Dev))
+	}
+	return nil
+}
+
+// owned refuses an object of the journal that the daemon's user does not
+// own: whoever owns it could read the versions kept there.
+func owned(fd int, what string) error {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("journal: %s: %w", what, err)
+	}
+	if euid := uint32(os.Geteuid()); st.Uid != euid {
+		return fmt.Errorf("journal: %s is owned by uid %d, not by the daemon's user (uid %d)", what, st.Uid, euid)
+	}
+	return nil
+}
+
+// writeGitignore makes .gitignore holding "*" where there is none, so
+// that git status in BACKING stays quiet.
+func writeGitignore(dir int) error {
+	fd, err := dirfd.Open(dir, gitignoreName, unix.O_WRONLY|unix.O_CREAT, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal: making %s: %w", gitignoreName, err)
+	}
+	f := os.NewFile(uintptr(fd), gitignoreName)
+	_, err = f.Write([]byte("*\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: writing %s: %w", gitignoreName, err)
+	}
+	return nil
+}
+
+// takeLock opens LOCK (made if absent) and flocks it, or says who holds
+// it: the pid the holder wrote into it.
+func takeLock(dir int) (*os.File, error) {
+	fd, err := dirfd.Open(dir, lockName, unix.O_RDWR, 0)
+	if errors.Is(err, unix.ENOENT) {
+		fd, err = dirfd.Open(dir, lockName, unix.O_RDWR|unix.O_CREAT, 0o600)
+		if errors.Is(err, unix.EEXIST) { // made meanwhile
+			fd, err = dirfd.Open(dir, lockName, unix.O_RDWR, 0)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: opening %s: %w", lockName, err)
+	}
+	f := os.NewFile(uintptr(fd), lockName)
+	if err := regular(fd, lockName); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := dirfd.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder := "another process"
+		buf := make([]byte, 32)
+		if n, _ := f.ReadAt(buf, 0); n > 0 {
+			if pid, perr := strconv.Atoi(strings.TrimSpace(string(buf[:n]))); perr == nil {
+				holder = "pid " + strconv.Itoa(pid)
+			}
+		}
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s holds its %s (a mounted realmfs, or a journal command)", ErrLocked, holder, lockName)
+		}
+		return nil, fmt.Errorf("journal: locking %s: %w", lockName, err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt(pid, 0) // only a hint for the next Open's error
+	}
+	return f, nil
+}
+
+// regular refuses an fd that is not a regular file.
+func regular(fd int, what string) error {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("journal: %s: %w", what, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("journal: %s is not a regular file", what)
+	}
+	return nil
+}
+
+// subdir opens the directory name of the journal, made 0700 if absent.
+func subdir(dir int, name string) (int, error) {
+	if err := dirfd.Mkdir(dir, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("journal: making %s/: %w", name, err)
+	}
+	fd, err := dirfd.OpenDir(dir, name)
+	if err != nil {
+		return -1, fmt.Errorf("journal: opening %s/: %w", name, err)
+	}
+	if err := owned(fd, name+"/"); err != nil {
+		dirfd.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// Recovery reports what Open found and did.
+func (j *Journal) Recovery() Recovery { return j.recovery }
+
+// Pruned is the last seq the bounds dropped (0: none).
+func (j *Journal) Pruned() uint64 { return j.pruned.Load() }
+
+// Close appends nothing more: it waits for a group commit under way,
+// makes what was appended durable (with Options.Durable), lets go of
+// LOCK and closes the journal's descriptors. No other call may run
+// during it (the daemon closes the journal once no request is left);
+// those made after it answer ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	for j.syncing {
+		j.synced.Wait()
+	}
+	j.closed = true
+	var err error
+	if j.cur != nil {
+		if j.opts.Durable && j.failed == nil && j.durable < j.written {
+			err = dirfd.Fdatasync(int(j.cur.f.Fd()))
+		}
+		if cerr := j.cur.f.Close(); err == nil {
+			err = cerr
+		}
+		j.cur = nil
+	}
+	j.mu.Unlock()
+	j.closeFds()
+	if err != nil {
+		return fmt.Errorf("journal: closing: %w", err)
+	}
+	return nil
+}
+
+// closeFds closes the descriptors Open took (LOCK's lets go of the lock).
+func (j *Journal) closeFds() {
+	if j.cur != nil {
+		j.cur.f.Close()
+		j.cur = nil
+	}
+	for _, fd := range []*int{&j.keptRead, &j.kept, &j.log, &j.dir, &j.root} {
+		if *fd >= 0 {
+			dirfd.Close(*fd)
+			*fd = -1
+		}
+	}
+	if j.lock != nil {
+		j.lock.Close()
+		j.lock = nil
+	}
+}

@@ -1,0 +1,146 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rewrites makes n rewrites of f through the journal, each keeping the
+// version before it (a link with no other name once committed).
+func rewrites(t *testing.T, b *backing, j *Journal, n int) {
+	t.Helper()
+	if _, err := os.Lstat(b.path + "/f"); err != nil {
+		b.write(t, "f", "v0")
+	}
+	for i := range n {
+		b.write(t, ".t", strings.Repeat("v", 100+i))
+		c, err := j.Begin(Record{Owner: "session:1", Op: OpRewrite, Path: "f", Before: ObjectOf(b.stat(t, "f"))}, b.pathFd(t, "f"))
+		must(t, err)
+		mv(t, b, ".t", "f")
+		must(t, c.Done(nil))
+	}
+}
+
+// usage is the blocks of the segments and the kept objects, as Prune
+// counts them.
+func usage(t *testing.T, b *backing) int64 {
+	t.Helper()
+	var total int64
+	for _, d := range []string{logName, keptName} {
+		ents, err := os.ReadDir(b.jpath(d))
+		must(t, err)
+		for _, e := range ents {
+			var st unix.Stat_t
+			must(t, unix.Lstat(b.jpath(d, e.Name()), &st))
+			if d == logName || st.Nlink == 1 {
+				total += st.Blocks * 512
+			}
+		}
+	}
+	return total
+}
+
+// checkPruned checks what a prune to seq left: pruned naming it, no kept
+// object nor record at or below it, everything above it.
+func checkPruned(t *testing.T, b *backing, j *Journal, seq, last uint64) {
+	t.Helper()
+	if j.Pruned() != seq {
+		t.Errorf("Pruned %d, want %d", j.Pruned(), seq)
+	}
+	if got, err := os.ReadFile(b.jpath(prunedName)); err != nil || strings.TrimSpace(string(got)) != strconv.FormatUint(seq, 10) {
+		t.Errorf("pruned holds %q (%v), want %d", got, err, seq)
+	}
+	recs, err := j.Records(Filter{})
+	must(t, err)
+	if uint64(len(recs)) != last-seq || len(recs) > 0 && recs[0].Seq != seq+1 {
+		t.Errorf("%d records left, want %d…%d", len(recs), seq+1, last)
+	}
+	for s := uint64(1); s <= last; s++ {
+		_, err := os.Lstat(b.keptPath(s))
+		if gone := errors.Is(err, os.ErrNotExist); gone != (s <= seq) {
+			t.Errorf("pruned to %d: kept/%d: %v", seq, s, err)
+		}
+	}
+}
+
+// TestPruneBySize: whole segments go, oldest first, with their kept
+// objects, until the journal is within its bound; pruned says how far,
+// and a reopen agrees.
+func TestPruneBySize(t *testing.T) {
+	b := newBacking(t)
+	opts := Options{SegmentSize: 1024}
+	j := b.open(t, opts)
+	rewrites(t, b, j, 40)
+	total := usage(t, b)
+	if st, err := j.Prune(total*10, 0); err != nil || st.Segments != 0 || j.Pruned() != 0 {
+		t.Fatalf("a prune within the bound: %+v, %v, pruned %d", st, err, j.Pruned())
+	}
+	segs := len(j.segs)
+	st, err := j.Prune(total/2, 0)
+	must(t, err)
+	t.Logf("%d bytes in %d segments, pruned to half: %+v", total, segs, st)
+	if st.Segments == 0 || st.Segments >= segs || st.Kept != st.Records || st.Records != int(j.Pruned()) {
+		t.Errorf("pruned %+v of %d segments to %d", st, segs, j.Pruned())
+	}
+	if after := usage(t, b); after > total/2 || after != total-st.Bytes {
+		t.Errorf("%d bytes after the prune, from %d less %d: want at most %d", after, total, st.Bytes, total/2)
+	}
+	seq := j.Pruned()
+	checkPruned(t, b, j, seq, 40)
+	for n := uint64(1); n <= uint64(st.Segments); n++ {
+		if _, err := os.Lstat(b.jpath(logName, segmentName(n))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("segment %d is still there: %v", n, err)
+		}
+	}
+	must(t, j.Close())
+	j = b.open(t, opts)
+	if rc := j.Recovery(); rc.KeptRemoved+rc.SegmentsRemoved != 0 {
+		t.Errorf("reopened after a prune: %+v, want nothing to finish", rc)
+	}
+	checkPruned(t, b, j, seq, 40)
+}
+
+// TestPruneByAge: segments whose newest record is older than the bound
+// go; one that holds a newer record stays whole. The segment appended to
+// goes too once all of it is old, and seqs go on after it.
+func TestPruneByAge(t *testing.T) {
+	b := newBacking(t)
+	clk := newClock()
+	opts := Options{SegmentSize: 1024, Now: clk.Now}
+	j := b.open(t, opts)
+	rewrites(t, b, j, 20)
+	clk.advance(8 * 24 * time.Hour)
+	rewrites(t, b, j, 20)
+	st, err := j.Prune(0, 7*24*time.Hour)
+	must(t, err)
+	seq := j.Pruned()
+	if st.Segments == 0 || seq > 20 || seq < 10 {
+		t.Errorf("pruned %+v to %d, want the old segments, not past seq 20", st, seq)
+	}
+	checkPruned(t, b, j, seq, 40)
+
+	clk.advance(8 * 24 * time.Hour)
+	if _, err := j.Prune(0, 7*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	checkPruned(t, b, j, 40, 40)
+	c, err := j.Begin(Record{Op: OpCreate, Path: "n"}, NoKeep)
+	must(t, err)
+	if c.Seq() != 41 {
+		t.Errorf("after all was pruned, seq %d, want 41", c.Seq())
+	}
+	must(t, c.Done(nil))
+	must(t, j.Close())
+	j = b.open(t, opts)
+	c, err = j.Begin(Record{Op: OpCreate, Path: "n"}, NoKeep)
+	must(t, err)
+	if c.Seq() != 42 {
+		t.Errorf("reopened, seq %d, want 42", c.Seq())
+	}
+}

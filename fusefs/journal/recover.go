@@ -1,0 +1,283 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// loaded is what Open's reading of the segments found: the intents still
+// open, and the end of each intent that kept a version.
+type loaded struct {
+	open   map[uint64]line
+	kept   map[uint64]End // "" while open
+	maxSeq uint64
+}
+
+// load reads the pruned mark and the segments, cuts a torn tail, resolves
+// the open intents and sweeps kept/ of what no record needs.
+func (j *Journal) load() error {
+	pruned, err := readPruned(j.dir)
+	if err != nil {
+		return err
+	}
+	j.pruned.Store(pruned)
+	nums, err := listSegments(j.log)
+	if err != nil {
+		return err
+	}
+	ld := loaded{open: map[uint64]line{}, kept: map[uint64]End{}, maxSeq: pruned}
+	for i, num := range nums {
+		if err := j.loadSegment(num, i == len(nums)-1, pruned, &ld); err != nil {
+			return err
+		}
+		j.lastNum = num
+	}
+	j.next = ld.maxSeq + 1
+	if err := j.resolveAll(&ld); err != nil {
+		return err
+	}
+	if err := j.sweepKept(&ld); err != nil {
+		return err
+	}
+	if j.opts.Durable && j.written > 0 {
+		return j.syncTo(j.written, 0)
+	}
+	return nil
+}
+
+// loadSegment reads segment num into the journal's summary and ld. The
+// last one becomes the segment appended to, its torn tail cut; an earlier
+// one holding nothing past pruned (an interrupted prune's) is removed.
+func (j *Journal) loadSegment(num uint64, last bool, pruned uint64, ld *loaded) error {
+	data, err := readSegment(j.log, num, -1)
+	if err != nil {
+		return fmt.Errorf("journal: reading log/%s: %w", segmentName(num), err)
+	}
+	j.recovery.Segments++
+	sc := parseSegment(data)
+	seg := &segment{num: num}
+	for i := range sc.lines {
+		l := &sc.lines[i]
+		if l.Seq <= pruned {
+			continue
+		}
+		seg.note(l)
+		ld.maxSeq = max(ld.maxSeq, l.Seq)
+		switch {
+		case l.Op != "":
+			j.recovery.Records++
+			ld.open[l.Seq] = *l
+			if l.Kept {
+				ld.kept[l.Seq] = ""
+			}
+		default:
+			delete(ld.open, l.Seq)
+			if _, ok := ld.kept[l.Seq]; ok {
+				ld.kept[l.Seq] = l.End
+			}
+		}
+	}
+	if seg.max == 0 && sc.dirty == sc.valid && (!last || len(sc.lines) > 0) {
+		if err := dirfd.Unlink(j.log, segmentName(num), 0); err != nil {
+			return fmt.Errorf("journal: removing the pruned log/%s: %w", segmentName(num), err)
+		}
+		j.recovery.SegmentsRemoved++
+		return nil
+	}
+	j.segs = append(j.segs, seg)
+	if !last {
+		if sc.dirty > sc.valid {
+			j.recovery.Damaged++
+		}
+		return nil
+	}
+	if err := openSegment(j.log, seg, sc.valid, sc.dirty, j.opts.Durable); err != nil {
+		return err
+	}
+	j.recovery.CutBytes = sc.dirty - sc.valid
+	j.cur = seg
+	return nil
+}
+
+// readPruned reads the last seq the bounds dropped (0: no pruned file).
+func readPruned(dir int) (uint64, error) {
+	fd, err := dirfd.Open(dir, prunedName, unix.O_RDONLY, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("journal: opening %s: %w", prunedName, err)
+	}
+	f := os.NewFile(uintptr(fd), prunedName)
+	defer f.Close()
+	buf := make([]byte, 32)
+	n, err := f.ReadAt(buf, 0)
+	if n == 0 && err != nil {
+		return 0, fmt.Errorf("journal: reading %s: %w", prunedName, err)
+	}
+	seq, err := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("journal: %s holds %q: %w", prunedName, buf[:n], err)
+	}
+	return seq, nil
+}
+
+// place is what a name leads to now: nothing (absent), an object (found,
+// its id), or neither (it could not be told: a symlink on the way, an
+// error).
+type place struct {
+	absent, found bool
+	id            ID
+}
+
+// is reports whether the name leads to the object id.
+func (p place) is(id ID) bool { return p.found && p.id == id }
+
+// lookup is where path leads now, beneath the root, with no symlink
+// followed.
+func (j *Journal) lookup(path string) place {
+	if path == "" {
+		return place{}
+	}
+	dir, name, err := dirfd.WalkParent(j.root, path)
+	if err != nil {
+		return place{absent: errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)}
+	}
+	defer dirfd.Close(dir)
+	var st unix.Stat_t
+	if _, err := dirfd.Statx(dir, name, &st); err != nil {
+		return place{absent: errors.Is(err, unix.ENOENT)}
+	}
+	return place{found: true, id: ID{st.Dev, st.Ino}}
+}
+
+// judge tells, by what the record's names lead to now, whether its change
+// happened (after), did not (before), or neither.
+func judge(l *line, p, to place) (after, before bool) {
+	switch l.Op {
+	case OpUnlink, OpRmdir:
+		return p.absent, l.Before != nil && p.is(l.Before.ID())
+	case OpRename:
+		if l.Before == nil {
+			return false, false
+		}
+		moved := l.Before.ID()
+		return to.is(moved) && !p.is(moved), p.is(moved)
+	case OpLink:
+		return l.Before != nil && to.is(l.Before.ID()), to.absent
+	}
+	if l.Before == nil {
+		before = p.absent
+	} else {
+		before = p.is(l.Before.ID())
+	}
+	switch {
+	case l.After != nil:
+		after = p.is(*l.After)
+	case l.Before == nil: // made: its identity was not known before
+		after = p.found
+	default: // in place: the identity stays, the change cannot be told
+		after = before
+	}
+	return after, before
+}
+
+// resolveAll ends each open intent, in seq order, as its names say.
+func (j *Journal) resolveAll(ld *loaded) error {
+	for _, seq := range slices.Sorted(maps.Keys(ld.open)) {
+		l := ld.open[seq]
+		p, to := j.lookup(string(l.Path)), j.lookup(string(l.To))
+		after, before := judge(&l, p, to)
+		end := Done
+		var left *ID
+		switch {
+		case after:
+			j.recovery.Done++
+			if l.After == nil && l.Before == nil && p.found {
+				left = &p.id
+			}
+		case before:
+			j.recovery.Aborted++
+			end = Aborted
+			if l.Kept && j.dropLink(seq) {
+				j.recovery.KeptRemoved++
+			}
+		default:
+			j.recovery.Outside++
+		}
+		if _, ok := ld.kept[seq]; ok {
+			ld.kept[seq] = end
+		}
+		if err := j.appendEnd(seq, end, left); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropLink removes kept/<seq> where it is a link to an object linked
+// elsewhere too (an aborted change's: the object is still at its name),
+// never the only link to one, and reports whether it did.
+func (j *Journal) dropLink(seq uint64) bool {
+	var st unix.Stat_t
+	if err := dirfd.Lstat(j.kept, keptEntry(seq), &st); err != nil {
+		return false
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink < 2 {
+		return false
+	}
+	return dirfd.Unlink(j.kept, keptEntry(seq), 0) == nil
+}
+
+// sweepKept removes the entries of kept/ no record needs: those of pruned
+// changes (a prune interrupted), those past every record (a torn intent's:
+// its change was never made, or made with no durable record), and an
+// aborted change's link. An entry of a change recorded done, or that
+// cannot be told, stays.
+func (j *Journal) sweepKept(ld *loaded) error {
+	ents, err := dirfd.ReadDir(j.kept)
+	if err != nil {
+		return fmt.Errorf("journal: listing kept/: %w", err)
+	}
+	pruned := j.pruned.Load()
+	for _, e := range ents {
+		seq, err := strconv.ParseUint(e.Name, 10, 64)
+		if err != nil || seq == 0 {
+			continue
+		}
+		end, recorded := ld.kept[seq]
+		switch {
+		case seq <= pruned || seq > ld.maxSeq:
+			if removeKept(j.kept, e.Name) == nil {
+				j.recovery.KeptRemoved++
+			}
+		case recorded && end == Aborted:
+			if j.dropLink(seq) {
+				j.recovery.KeptRemoved++
+			}
+		}
+	}
+	return nil
+}
+
+// removeKept removes the kept object name: a file, a symlink, a node or
+// an empty directory. ENOENT is no error.
+func removeKept(kept int, name string) error {
+	err := dirfd.Unlink(kept, name, 0)
+	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
+		err = dirfd.Unlink(kept, name, unix.AT_REMOVEDIR)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}

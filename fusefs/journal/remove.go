@@ -1,0 +1,144 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// ErrChanged: the name Remove was to remove led to another object than
+// the record's Before by the time it was moved (a change from outside).
+var ErrChanged = errors.New("journal: the object changed under the journal")
+
+// Remove removes a name as an unlink (rec.Op OpUnlink) or an rmdir of an
+// empty directory (OpRmdir) does, journaled: it appends rec's intent
+// (Before, if nil, is the name's stat now; Kept is set), makes it durable
+// with Options.Durable, then renames the name into kept/<seq> (that rename
+// is the removal) and appends the end. It returns the change's seq.
+//
+// The errors an unlink or an rmdir answers come back as errnos: ENOENT and
+// the rename's own, EISDIR (unlink of a directory), ENOTDIR (rmdir of
+// another object), ENOTEMPTY; those found before the intent is appended
+// leave no record. What the rename moved is checked again (a change from
+// outside in between): an object other than Before is ErrChanged, a
+// directory with entries ENOTEMPTY; it is put back and the change
+// aborted (done if the name was taken meanwhile: the object then stays in
+// kept/).
+func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
+	if rec.Op != OpUnlink && rec.Op != OpRmdir {
+		return 0, fmt.Errorf("journal: Remove of op %q", rec.Op)
+	}
+	if rec.Before == nil {
+		var st unix.Stat_t
+		if err := dirfd.Lstat(dir, name, &st); err != nil {
+			return 0, err
+		}
+		rec.Before = ObjectOf(&st)
+	}
+	if err := removable(rec.Op, rec.Before.Type == "dir"); err != nil {
+		return 0, err
+	}
+	if rec.Op == OpRmdir {
+		if err := emptyDir(dir, name); err != nil { // the usual ENOTEMPTY: no record
+			return 0, err
+		}
+	}
+	rec.Kept = true
+	pos, err := j.appendIntent(&rec)
+	if err != nil {
+		return 0, err
+	}
+	seq := rec.Seq
+	if j.opts.Durable {
+		if err := j.syncTo(pos, 0); err != nil {
+			return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
+		}
+	}
+	if testHookBeforeMove != nil {
+		testHookBeforeMove()
+	}
+	if err := moveNoReplace(dir, name, j.kept, keptEntry(seq)); err != nil {
+		return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
+	}
+	if verr := j.verifyRemoved(seq, &rec); verr != nil {
+		end := Aborted
+		if err := moveNoReplace(j.kept, keptEntry(seq), dir, name); err != nil {
+			end = Done
+			verr = fmt.Errorf("%w (and it could not be put back: %v)", verr, err)
+		}
+		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
+	}
+	return seq, j.appendEnd(seq, Done, nil)
+}
+
+// testHookBeforeMove, set by a test, runs between Remove's checks and its
+// rename: where a change from outside would come.
+var testHookBeforeMove func()
+
+// moveNoReplace renames a name to another that must not exist
+// (RENAME_NOREPLACE; where the filesystem has no renameat2 flags, EINVAL,
+// a rename over nothing, checked first).
+func moveNoReplace(fromDir int, from string, toDir int, to string) error {
+	err := dirfd.Rename(fromDir, from, toDir, to, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := dirfd.Lstat(toDir, to, &st); err == nil {
+		return unix.EEXIST
+	}
+	return dirfd.Rename(fromDir, from, toDir, to, 0)
+}
+
+// removable is the errno op answers for an object that is (isDir) or is
+// not a directory, nil where it removes it.
+func removable(op Op, isDir bool) error {
+	switch {
+	case op == OpUnlink && isDir:
+		return unix.EISDIR
+	case op == OpRmdir && !isDir:
+		return unix.ENOTDIR
+	}
+	return nil
+}
+
+// verifyRemoved checks what Remove moved into kept/<seq>: rec's Before, of
+// the type its op removes, and a directory empty.
+func (j *Journal) verifyRemoved(seq uint64, rec *Record) error {
+	var st unix.Stat_t
+	if err := dirfd.Lstat(j.kept, keptEntry(seq), &st); err != nil {
+		return err
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if err := removable(rec.Op, isDir); err != nil {
+		return err
+	}
+	if (ID{st.Dev, st.Ino}) != rec.Before.ID() {
+		return ErrChanged
+	}
+	if !isDir {
+		return nil
+	}
+	return emptyDir(j.kept, keptEntry(seq))
+}
+
+// emptyDir answers ENOTEMPTY for the directory name in dir if it has
+// entries.
+func emptyDir(dir int, name string) error {
+	fd, err := dirfd.OpenDir(dir, name)
+	if err != nil {
+		return err
+	}
+	defer dirfd.Close(fd)
+	ents, err := dirfd.ReadDir(fd)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return unix.ENOTEMPTY
+	}
+	return nil
+}

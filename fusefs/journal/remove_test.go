@@ -1,0 +1,128 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestRemove: an unlink or an rmdir made by Remove answers as the system
+// call would, and keeps what it removed; what it refuses it leaves in
+// place, its intent (if appended) ended aborted.
+func TestRemove(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     Op
+		setup  func(t *testing.T, b *backing)
+		target string
+		swap   func(t *testing.T, b *backing) // between Remove's stat and its rename
+		// afterCheck runs between Remove's checks and its rename.
+		afterCheck func(t *testing.T, b *backing)
+		wantErr    error
+		record     End    // "" for no record at all
+		kept       string // as checkKept
+	}{
+		{name: "unlink a file", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "data") },
+			target: "d/f", record: Done, kept: "data"},
+		{name: "unlink a symlink", op: OpUnlink, setup: func(t *testing.T, b *backing) {
+			must(t, os.MkdirAll(filepath.Join(b.path, "d"), 0o755))
+			must(t, os.Symlink("../nowhere", filepath.Join(b.path, "d/l")))
+		}, target: "d/l", record: Done, kept: "symlink"},
+		{name: "rmdir an empty directory", op: OpRmdir, setup: func(t *testing.T, b *backing) {
+			must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o700))
+		}, target: "d/e", record: Done, kept: "dir"},
+		{name: "rmdir a full directory", op: OpRmdir, setup: func(t *testing.T, b *backing) { b.write(t, "d/e/x", "x") },
+			target: "d/e", wantErr: unix.ENOTEMPTY},
+		{name: "rmdir a directory filled meanwhile", op: OpRmdir, setup: func(t *testing.T, b *backing) {
+			must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o700))
+		}, target: "d/e", afterCheck: func(t *testing.T, b *backing) { b.write(t, "d/e/x", "x") },
+			wantErr: unix.ENOTEMPTY, record: Aborted},
+		{name: "unlink a directory", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/e/x", "x") },
+			target: "d/e", wantErr: unix.EISDIR},
+		{name: "rmdir a file", op: OpRmdir, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
+			target: "d/f", wantErr: unix.ENOTDIR},
+		{name: "unlink nothing", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
+			target: "d/absent", wantErr: unix.ENOENT},
+		{name: "unlink a file swapped", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
+			target: "d/f", swap: func(t *testing.T, b *backing) { b.write(t, "d/g", "y"); mv(t, b, "d/g", "d/f") },
+			wantErr: ErrChanged, record: Aborted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBacking(t)
+			tc.setup(t, b)
+			j := b.open(t, Options{Durable: true})
+			rec := Record{Op: tc.op, Path: tc.target}
+			if tc.swap != nil {
+				rec.Before = ObjectOf(b.stat(t, tc.target))
+				tc.swap(t, b)
+			}
+			if tc.afterCheck != nil {
+				testHookBeforeMove = func() { tc.afterCheck(t, b) }
+				defer func() { testHookBeforeMove = nil }()
+			}
+			before := snapshot(t, b)
+			seq, err := j.Remove(rec, b.dirFd(t, filepath.Dir(tc.target)), filepath.Base(tc.target))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Remove = %v, want %v", err, tc.wantErr)
+			}
+			recs, rerr := j.Records(Filter{})
+			must(t, rerr)
+			switch {
+			case tc.record == "" && len(recs) != 0:
+				t.Errorf("a refusal before the intent recorded %+v", recs)
+			case tc.record != "" && (len(recs) != 1 || recs[0].End != tc.record || recs[0].Seq != seq || !recs[0].Kept || recs[0].Before == nil):
+				t.Errorf("records %+v, want one kept, ended %s", recs, tc.record)
+			}
+			_, lerr := os.Lstat(filepath.Join(b.path, tc.target))
+			if gone := errors.Is(lerr, os.ErrNotExist); gone != (tc.wantErr == nil || tc.wantErr == unix.ENOENT) {
+				t.Errorf("after Remove, %s: %v", tc.target, lerr)
+			}
+			if tc.afterCheck != nil {
+				if _, err := os.Lstat(filepath.Join(b.path, tc.target, "x")); err != nil {
+					t.Errorf("the entry made meanwhile: %v", err)
+				}
+			} else if tc.wantErr != nil {
+				if after := snapshot(t, b); after != before {
+					t.Errorf("a refused Remove changed BACKING:\n%s\nwas\n%s", after, before)
+				}
+			}
+			if seq != 0 && tc.kept == "symlink" {
+				if target, err := os.Readlink(b.keptPath(seq)); err != nil || target != "../nowhere" {
+					t.Errorf("kept/%d: %q, %v, want the symlink", seq, target, err)
+				}
+			} else if seq != 0 {
+				checkKept(t, b, seq, tc.kept)
+			}
+		})
+	}
+}
+
+// TestAbort: an aborted change's kept link goes, and its file keeps its
+// one name; a Change ends once.
+func TestAbort(t *testing.T) {
+	b := newBacking(t)
+	b.write(t, "f", "v")
+	j := b.open(t, Options{Durable: true})
+	c, err := j.Begin(Record{Op: OpRewrite, Path: "f"}, b.pathFd(t, "f"))
+	must(t, err)
+	if n := b.stat(t, "f").Nlink; n != 2 {
+		t.Errorf("kept by link: nlink %d, want 2", n)
+	}
+	must(t, c.Abort())
+	if n := b.stat(t, "f").Nlink; n != 1 {
+		t.Errorf("aborted: nlink %d, want 1", n)
+	}
+	checkKept(t, b, c.Seq(), "")
+	if err := c.Done(nil); err == nil {
+		t.Error("a second end was taken")
+	}
+	if _, err := j.Begin(Record{Op: OpUnlink, Path: "f"}, NoKeep); err == nil {
+		t.Error("Begin took an unlink (Remove's)")
+	}
+	if _, err := j.Begin(Record{Op: "frobnicate", Path: "f"}, NoKeep); err == nil {
+		t.Error("Begin took an unknown op")
+	}
+}

@@ -1,0 +1,212 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// segment is one file of log/: records appended from offset 0, the rest
+// of its preallocated size zeros.
+type segment struct {
+	num uint64
+	// last: the highest seq of the intents it holds (0: none), intents
+	// how many; max, the highest seq of any of its records, ends
+	// included; newest, the time of its newest intent; kept, the seqs of
+	// its intents with a kept object.
+	last, max uint64
+	intents   int
+	newest    time.Time
+	kept      []uint64
+	// Of the segment appended to: its file, where the next record goes,
+	// and its size.
+	f        *os.File
+	off, cap int64
+}
+
+// segmentName is the name of segment num in log/.
+func segmentName(num uint64) string { return fmt.Sprintf("%08d%s", num, segmentSuffix) }
+
+// segmentNum parses a segment's name.
+func segmentNum(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || digits == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// note records an intent or an end of the segment in its summary.
+func (s *segment) note(l *line) {
+	s.max = max(s.max, l.Seq)
+	if l.Op == "" {
+		return
+	}
+	s.last = l.Seq
+	s.intents++
+	if l.Time.After(s.newest) {
+		s.newest = l.Time
+	}
+	if l.Kept {
+		s.kept = append(s.kept, l.Seq)
+	}
+}
+
+// scan is a segment's bytes read: its whole records, where they end, and
+// where the bytes after them that are not zeros end.
+type scan struct {
+	lines []line
+	valid int64 // the end of the last whole record
+	dirty int64 // the end of the last byte that is not zero (≥ valid)
+}
+
+// parseSegment reads the records of data: whole lines, each a record,
+// up to the first that is not (a zero byte where a line would start: the
+// preallocated rest; a line with no newline or one that does not parse:
+// a torn tail).
+func parseSegment(data []byte) scan {
+	var s scan
+	for p := 0; p < len(data) && data[p] != 0; {
+		nl := bytes.IndexByte(data[p:], '\n')
+		if nl < 0 {
+			break
+		}
+		l, err := decodeLine(data[p : p+nl])
+		if err != nil {
+			break
+		}
+		s.lines = append(s.lines, l)
+		p += nl + 1
+		s.valid = int64(p)
+	}
+	s.dirty = s.valid
+	for i := len(data) - 1; int64(i) >= s.valid; i-- {
+		if data[i] != 0 {
+			s.dirty = int64(i) + 1
+			break
+		}
+	}
+	return s
+}
+
+// readSegment reads segment num's first limit bytes (all of it: limit
+// < 0).
+func readSegment(log int, num uint64, limit int64) ([]byte, error) {
+	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), segmentName(num))
+	defer f.Close()
+	if err := regular(fd, "log/"+segmentName(num)); err != nil {
+		return nil, err
+	}
+	var r io.Reader = f
+	if limit >= 0 {
+		r = io.LimitReader(f, limit)
+	}
+	return io.ReadAll(r)
+}
+
+// listSegments returns the numbers of log/'s segments, ascending.
+func listSegments(log int) ([]uint64, error) {
+	ents, err := dirfd.ReadDir(log)
+	if err != nil {
+		return nil, fmt.Errorf("journal: listing log/: %w", err)
+	}
+	var nums []uint64
+	for _, e := range ents {
+		if n, ok := segmentNum(e.Name); ok {
+			nums = append(nums, n)
+		}
+	}
+	slices.Sort(nums)
+	return nums, nil
+}
+
+// makeSegment makes segment num, preallocated to size. With durable its
+// blocks are written (zeros) and made durable, and its name: an append's
+// fdatasync then flushes the record's data only, no block allocation nor
+// unwritten extent to convert, no size to change.
+func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error) {
+	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("journal: making log/%s: %w", segmentName(num), err)
+	}
+	f := os.NewFile(uintptr(fd), segmentName(num))
+	if err := preallocate(f, size, durable); err != nil {
+		f.Close()
+		dirfd.Unlink(log, segmentName(num), 0)
+		return nil, fmt.Errorf("journal: preallocating log/%s: %w", segmentName(num), err)
+	}
+	if durable {
+		if err := dirfd.SyncDir(log); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal: syncing log/: %w", err)
+		}
+	}
+	return &segment{num: num, f: f, cap: size}, nil
+}
+
+// preallocate gives f size bytes of zeros: allocated (fallocate; a sparse
+// size where the filesystem has no fallocate) and, with durable, written
+// and synced.
+func preallocate(f *os.File, size int64, durable bool) error {
+	fd := int(f.Fd())
+	if err := dirfd.Fallocate(fd, 0, 0, size); err != nil {
+		if !errors.Is(err, unix.EOPNOTSUPP) {
+			return err
+		}
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+	}
+	if !durable {
+		return nil
+	}
+	zeros := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return dirfd.Fdatasync(fd)
+}
+
+// openSegment opens the last segment, num, to append to it at off, its
+// bytes from off to dirty (a torn line) zeroed first.
+func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
+	fd, err := dirfd.Open(log, segmentName(seg.num), unix.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("journal: opening log/%s: %w", segmentName(seg.num), err)
+	}
+	f := os.NewFile(uintptr(fd), segmentName(seg.num))
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		f.Close()
+		return fmt.Errorf("journal: log/%s: %w", segmentName(seg.num), err)
+	}
+	if dirty > off {
+		_, err = f.WriteAt(make([]byte, dirty-off), off)
+		if err == nil && durable {
+			err = dirfd.Fdatasync(fd)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("journal: cutting the torn tail of log/%s: %w", segmentName(seg.num), err)
+		}
+	}
+	seg.f, seg.off, seg.cap = f, off, st.Size
+	return nil
+}
