@@ -176,6 +176,11 @@ func (j *Journal) open(rootFd, dir int) error {
 	if err := owned(j.dir, "its directory"); err != nil {
 		return err
 	}
+	if dir == DefaultDir {
+		if err := narrow(j.dir); err != nil {
+			return err
+		}
+	}
 	if err := writeGitignore(j.dir); err != nil {
 		return err
 	}
@@ -194,8 +199,7 @@ func (j *Journal) open(rootFd, dir int) error {
 	return nil
 }
 
-// openDefault opens DirName beneath root, made 0700 if absent, and takes
-// group's and others' access away from one that has it.
+// openDefault opens DirName beneath root, made 0700 if absent.
 func openDefault(root int) (int, error) {
 	if err := dirfd.Mkdir(root, DirName, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, fmt.Errorf("journal: making %s: %w", DirName, err)
@@ -204,18 +208,23 @@ func openDefault(root int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("journal: opening %s: %w", DirName, err)
 	}
+	return fd, nil
+}
+
+// narrow takes group's and others' access away from the default
+// directory (made by another, or chmod'ed since).
+func narrow(fd int) error {
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
-		dirfd.Close(fd)
-		return -1, fmt.Errorf("journal: %s: %w", DirName, err)
+		return fmt.Errorf("journal: %s: %w", DirName, err)
 	}
-	if st.Mode&0o077 != 0 {
-		if err := dirfd.Chmod(fd, 0o700); err != nil {
-			dirfd.Close(fd)
-			return -1, fmt.Errorf("journal: %s: mode 0700: %w", DirName, err)
-		}
+	if st.Mode&0o077 == 0 {
+		return nil
 	}
-	return fd, nil
+	if err := dirfd.Chmod(fd, 0o700); err != nil {
+		return fmt.Errorf("journal: %s: mode 0700: %w", DirName, err)
+	}
+	return nil
 }
 
 // sameFilesystem refuses a journal directory a link or a rename from

@@ -207,11 +207,18 @@ func TestNotOwnedRefused(t *testing.T) {
 		t.Skip("chown to another user needs root")
 	}
 	b := newBacking(t)
-	must(t, os.Mkdir(b.jpath(), 0o700))
+	must(t, os.Mkdir(b.jpath(), 0o755))
+	must(t, os.Chmod(b.jpath(), 0o755))
 	must(t, os.Chown(b.jpath(), 12345, 12345))
 	_, err := Open(b.root, DefaultDir, Options{})
 	if err == nil || !strings.Contains(err.Error(), "uid 12345") {
 		t.Errorf("Open of a directory uid 12345 owns: %v", err)
+	}
+	if got := mode(t, b.jpath()); got != os.ModeDir|0o755 {
+		t.Errorf("the refused directory's mode changed to %v", got)
+	}
+	if ents, _ := os.ReadDir(b.jpath()); len(ents) != 0 {
+		t.Errorf("the refused directory was written: %v", ents)
 	}
 }
 

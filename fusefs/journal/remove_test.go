@@ -126,3 +126,34 @@ func TestAbort(t *testing.T) {
 		t.Error("Begin took an unknown op")
 	}
 }
+
+// TestKeepByLink: Begin keeps a file, a symlink or a fifo by a link to
+// the object itself; a directory cannot be linked, so Begin fails and
+// ends its intent aborted.
+func TestKeepByLink(t *testing.T) {
+	b := newBacking(t)
+	b.write(t, "f", "data")
+	must(t, os.Symlink("f", filepath.Join(b.path, "l")))
+	must(t, unix.Mkfifo(filepath.Join(b.path, "p"), 0o600))
+	must(t, os.Mkdir(filepath.Join(b.path, "d"), 0o700))
+	j := b.open(t, Options{Durable: true})
+	for _, name := range []string{"f", "l", "p"} {
+		c, err := j.Begin(Record{Op: OpRename, Path: "x", To: name, Replaced: ObjectOf(b.stat(t, name))}, b.pathFd(t, name))
+		must(t, err)
+		must(t, c.Done(nil))
+		var kept, orig unix.Stat_t
+		must(t, unix.Lstat(b.keptPath(c.Seq()), &kept))
+		must(t, unix.Lstat(filepath.Join(b.path, name), &orig))
+		if kept.Ino != orig.Ino || kept.Mode != orig.Mode {
+			t.Errorf("%s: kept/%d is %o ino %d, want the object itself (%o ino %d)", name, c.Seq(), kept.Mode, kept.Ino, orig.Mode, orig.Ino)
+		}
+	}
+	if _, err := j.Begin(Record{Op: OpRename, Path: "x", To: "d"}, b.pathFd(t, "d")); err == nil {
+		t.Fatal("a directory was kept by link")
+	}
+	recs, err := j.Records(Filter{})
+	must(t, err)
+	if last := recs[len(recs)-1]; last.End != Aborted {
+		t.Errorf("the failed keep's intent ended %q, want aborted", last.End)
+	}
+}
