@@ -105,16 +105,25 @@ func TestConcurrentBeginEnd(t *testing.T) {
 
 // BenchmarkBeginEnd: one change's records (Begin, then Done), from one
 // goroutine and from eight at once; with Durable each Begin waits for its
-// intent's fdatasync, which the eight share (group commit).
+// intent's fdatasync, which the eight share (group commit). keep=link
+// keeps a file by link too (its fsync of kept/ shared as well), and
+// aborts, which removes the link (a file has at most 65000).
 func BenchmarkBeginEnd(b *testing.B) {
-	for _, durable := range []bool{false, true} {
+	for _, mode := range []struct {
+		durable, link bool
+	}{{false, false}, {true, false}, {true, true}} {
 		for _, goroutines := range []int{1, 8} {
-			b.Run(fmt.Sprintf("durable=%v/goroutines=%d", durable, goroutines), func(b *testing.B) {
+			b.Run(fmt.Sprintf("durable=%v/keep=%v/goroutines=%d", mode.durable, map[bool]string{true: "link", false: "none"}[mode.link], goroutines), func(b *testing.B) {
 				bk := newBacking(b)
-				j, err := Open(bk.root, DefaultDir, Options{Durable: durable})
+				j, err := Open(bk.root, DefaultDir, Options{Durable: mode.durable})
 				must(b, err)
 				defer j.Close()
 				rec := Record{Owner: "session:7", Op: OpCreate, Path: "src/some/file.go"}
+				keep := NoKeep
+				if mode.link {
+					bk.write(b, "f", "data")
+					keep = bk.pathFd(b, "f")
+				}
 				var n atomic.Int64
 				var wg sync.WaitGroup
 				b.ResetTimer()
@@ -123,12 +132,16 @@ func BenchmarkBeginEnd(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for n.Add(1) <= int64(b.N) {
-							c, err := j.Begin(rec, NoKeep)
+							c, err := j.Begin(rec, keep)
 							if err != nil {
 								b.Error(err)
 								return
 							}
-							if err := c.Done(nil); err != nil {
+							end := c.Done
+							if mode.link {
+								end = func(*ID) error { return c.Abort() }
+							}
+							if err := end(nil); err != nil {
 								b.Error(err)
 								return
 							}
