@@ -100,6 +100,18 @@ var version = ""
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// usage prints the help, asked for, as sshfs and every GNU tool print it:
+// to stdout, so that realmfs --help | less works; errors stay on stderr.
+func usage(flags *pflag.FlagSet, stdout, stderr io.Writer) func() {
+	return func() {
+		flags.SetOutput(stdout)
+		fmt.Fprint(stdout, usageText)
+		flags.PrintDefaults()
+		fmt.Fprint(stdout, optionsText)
+		flags.SetOutput(stderr)
+	}
+}
+
 // config is what the command line asks for.
 type config struct {
 	backing, mountpoint string
@@ -137,15 +149,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags.StringVar(&cfg.logFormat, "log-format", "", "write the daemon log as `text` (key=value, the default) or json lines")
 	flags.BoolVarP(&cfg.debug, "debug", "d", false, "log every FUSE request (implies -f)")
 	flags.BoolVarP(&showVersion, "version", "V", false, "print the version and exit")
-	// Help asked for is output, as sshfs and every GNU tool print it: to
-	// stdout, so that realmfs --help | less works.
-	flags.Usage = func() {
-		flags.SetOutput(stdout)
-		fmt.Fprint(stdout, usageText)
-		flags.PrintDefaults()
-		fmt.Fprint(stdout, optionsText)
-		flags.SetOutput(stderr)
-	}
+	flags.Usage = usage(flags, stdout, stderr)
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
