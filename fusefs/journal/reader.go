@@ -1,0 +1,148 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// ErrNoJournal: the directory OpenReader was given holds no journal (or
+// BACKING has no DirName).
+var ErrNoJournal = errors.New("no journal")
+
+// Reader reads a journal without being its writer: it takes no LOCK,
+// writes nothing and recovers nothing, so that `realmfs journal list` and
+// `diff` can read the journal of a mounted BACKING while its daemon
+// appends. It reads the segments as they are: a torn or preallocated tail
+// is their end, and an intent with no end yet (a change in flight, or one
+// a crash left for the next Open's recovery) comes back with End "".
+type Reader struct {
+	dir, log, kept int // O_PATH; kept is -1 where kept/ is absent
+}
+
+// OpenReader opens for reading the journal of BACKING, whose root
+// directory rootFd holds: dir, the journal's directory, or DefaultDir for
+// DirName beneath the root. A directory with no log/ (or no DirName) is
+// ErrNoJournal. The caller keeps its descriptors; Close releases the
+// Reader's.
+func OpenReader(rootFd, dir int) (*Reader, error) {
+	r := &Reader{dir: -1, log: -1, kept: -1}
+	var err error
+	if dir == DefaultDir {
+		r.dir, err = dirfd.OpenDir(rootFd, DirName)
+	} else {
+		r.dir, err = dirfd.Dup(dir)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("journal: %w (%s: %w)", ErrNoJournal, DirName, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: opening its directory: %w", err)
+	}
+	if r.log, err = dirfd.OpenDir(r.dir, logName); err != nil {
+		r.Close()
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("journal: %w (%s/: %w)", ErrNoJournal, logName, err)
+		}
+		return nil, fmt.Errorf("journal: opening %s/: %w", logName, err)
+	}
+	if r.kept, err = dirfd.OpenDir(r.dir, keptName); err != nil && !errors.Is(err, unix.ENOENT) {
+		r.Close()
+		return nil, fmt.Errorf("journal: opening %s/: %w", keptName, err)
+	}
+	return r, nil
+}
+
+// Close releases the Reader's descriptors.
+func (r *Reader) Close() error {
+	for _, fd := range []*int{&r.kept, &r.log, &r.dir} {
+		if *fd >= 0 {
+			dirfd.Close(*fd)
+			*fd = -1
+		}
+	}
+	return nil
+}
+
+// Pruned is the last seq the bounds dropped (0: none), as the pruned
+// file says now.
+func (r *Reader) Pruned() (uint64, error) { return readPruned(r.dir) }
+
+// Records returns the changes f selects, oldest first (by seq), each an
+// intent with its End (and the After its end said) filled in: End "" is
+// a change with no end yet. It reads every segment of log/ as it is now:
+// a segment a concurrent prune removes is left out, one made after the
+// listing is not read.
+func (r *Reader) Records(f Filter) ([]Record, error) {
+	pruned, err := r.Pruned()
+	if err != nil {
+		return nil, err
+	}
+	nums, err := listSegments(r.log)
+	if err != nil {
+		return nil, err
+	}
+	var m merger
+	for _, num := range nums {
+		data, err := readSegment(r.log, num, -1)
+		if errors.Is(err, unix.ENOENT) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: reading log/%s: %w", segmentName(num), err)
+		}
+		m.add(parseSegment(data).lines, &f)
+	}
+	return m.result(pruned), nil
+}
+
+// merger joins intents to their ends, in the order segments are read.
+type merger struct {
+	out []Record
+	at  map[uint64]int
+}
+
+// add takes the lines of one segment: the intents f selects, and the
+// ends of those taken.
+func (m *merger) add(lines []line, f *Filter) {
+	if m.at == nil {
+		m.at = map[uint64]int{}
+	}
+	for i := range lines {
+		l := &lines[i]
+		if l.Op != "" {
+			if f.matches(l) {
+				m.at[l.Seq] = len(m.out)
+				m.out = append(m.out, l.record())
+			}
+		} else if i, ok := m.at[l.Seq]; ok {
+			m.out[i].End = l.End
+			if m.out[i].After == nil {
+				m.out[i].After = l.After
+			}
+		}
+	}
+}
+
+// result is the records taken, those at or below pruned left out.
+func (m *merger) result(pruned uint64) []Record {
+	out := m.out
+	for len(out) > 0 && out[0].Seq <= pruned {
+		out = out[1:]
+	}
+	return out
+}
+
+// OpenKept opens kept/<seq>, the version change seq replaced or removed,
+// as an O_PATH fd (the caller's to close; dirfd.Reopen reads a file's).
+// A change that kept nothing, or whose kept version was pruned, is
+// ENOENT.
+func (r *Reader) OpenKept(seq uint64) (int, error) {
+	if r.kept < 0 {
+		return -1, fmt.Errorf("journal: %s/: %w", keptName, unix.ENOENT)
+	}
+	return dirfd.OpenPath(r.kept, keptEntry(seq))
+}
