@@ -3,6 +3,7 @@ module github.com/realm-dev/realm
 go 1.26.0
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/containers/podman/v5 v5.8.6
 	github.com/creack/pty v1.1.24

@@ -128,6 +128,9 @@ type config struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "journal" {
+		return runJournal(args[1:], stdout, stderr)
+	}
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
 	var (

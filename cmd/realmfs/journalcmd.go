@@ -1,0 +1,363 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
+)
+
+const journalUsageText = `Usage: realmfs journal list TARGET [--owner OWNER] [--since TIME] [-o json] [--journal-dir DIR]
+       realmfs journal diff TARGET [--owner OWNER] [--since TIME] [--journal-dir DIR]
+
+Read the journal of the changes made through a realmfs mount (docs/JOURNAL.md).
+TARGET is the mountpoint of a realmfs mount (its BACKING is found in
+/proc/self/mountinfo) or a BACKING directory, mounted or not. The journal is
+BACKING/.realm-journal, or --journal-dir DIR (a mount's -o journal_dir). It
+is read as it is, beside a daemon appending to it: nothing is locked or
+written. The journal is its daemon's user's (mode 0700): run as that user.
+
+  list  one line per change, newest last: its seq, time (UTC), owner,
+        operation, end (done, aborted, or in progress: no end yet), whether
+        the version it replaced or removed is kept, and its path (→ the new
+        name of a rename or a link); -o json: one JSON object per line
+  diff  for each path changed in the window, the state before the first
+        change in it (the kept version, or the record's metadata) against
+        BACKING now: a unified diff of text files, "binary, SIZE → SIZE"
+        otherwise; files, directories and symlinks created and deleted,
+        renames as renames, mode and owner changes
+
+--owner keeps the changes of one owner, as the audit log writes it
+(cgroup:…, session:N, pid:N); --since those made at or after TIME, an
+RFC3339 time (2026-12-03T17:00:00Z) or a duration before now (10m, 2h).
+
+Exit status: 0 done, 1 error (no journal at TARGET, unreadable), 2 usage.
+
+Examples:
+  realmfs journal list /mnt/work
+  realmfs journal list /mnt/work --owner session:7 --since 1h -o json
+  realmfs journal diff /srv/workspace --since 2026-12-03T17:00:00Z
+  realmfs journal diff /srv/workspace --journal-dir /srv/.journals/workspace
+
+Flags:
+`
+
+// journalCmd is a journal command as its flags ask.
+type journalCmd struct {
+	name       string // list or diff
+	target     string
+	owner      string
+	since      time.Time
+	json       bool
+	journalDir string
+}
+
+// runJournal runs `realmfs journal list|diff` (args after "journal").
+func runJournal(args []string, stdout, stderr io.Writer) int {
+	jc, code, ok := parseJournalArgs(args, stdout, stderr, time.Now())
+	if !ok {
+		return code
+	}
+	r, root, backing, err := openJournal(jc.target, jc.journalDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "realmfs journal %s: %v\n", jc.name, err)
+		return errcode.ExitFailure
+	}
+	defer dirfd.Close(root)
+	defer r.Close()
+	f := journal.Filter{Owner: jc.owner, Since: jc.since}
+	recs, err := r.Records(f)
+	if err == nil {
+		if jc.name == "list" {
+			err = writeList(stdout, recs, jc.json)
+		} else {
+			err = writeDiff(stdout, root, r, recs)
+		}
+	}
+	if err == nil {
+		notePruned(stderr, r, jc)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "realmfs journal %s: %s: %v\n", jc.name, backing, err)
+		return errcode.ExitFailure
+	}
+	return 0
+}
+
+// parseJournalArgs parses the command line of a journal command; false
+// with the exit status when it is done (help printed, usage error).
+func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (journalCmd, int, bool) {
+	var jc journalCmd
+	usageErr := func(format string, a ...any) (journalCmd, int, bool) {
+		fmt.Fprintf(stderr, "realmfs journal: "+format+" (see realmfs journal --help)\n", a...)
+		return jc, errcode.ExitUsage, false
+	}
+	flags := pflag.NewFlagSet("realmfs journal", pflag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	var since, output string
+	flags.StringVar(&jc.owner, "owner", "", "only the changes of `OWNER` (cgroup:…, session:N, pid:N)")
+	flags.StringVar(&since, "since", "", "only the changes made at or after `TIME` (RFC3339, or a duration before now: 10m)")
+	flags.StringVarP(&output, "output", "o", "", "list: `json` for one JSON object per change")
+	flags.StringVar(&jc.journalDir, "journal-dir", "", "the journal is in `DIR` (a mount's -o journal_dir), not BACKING/.realm-journal")
+	flags.Usage = func() {
+		fmt.Fprint(stdout, journalUsageText)
+		flags.SetOutput(stdout)
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return jc, 0, false
+		}
+		return usageErr("%v", err)
+	}
+	if flags.NArg() == 0 {
+		return usageErr("need a command: list or diff")
+	}
+	jc.name = flags.Arg(0)
+	if jc.name != "list" && jc.name != "diff" {
+		return usageErr("unknown command %q: list or diff (to mount a directory named journal, write ./journal)", jc.name)
+	}
+	if flags.NArg() != 2 {
+		return usageErr("%s needs one TARGET (a mountpoint or BACKING), got %d arguments", jc.name, flags.NArg()-1)
+	}
+	jc.target = flags.Arg(1)
+	switch {
+	case output == "json" && jc.name == "list":
+		jc.json = true
+	case output != "":
+		return usageErr("-o %q: only list takes -o, and only -o json", output)
+	}
+	if since != "" {
+		t, err := parseSince(since, now)
+		if err != nil {
+			return usageErr("--since %q: %v", since, err)
+		}
+		jc.since = t
+	}
+	if jc.owner != "" && strings.TrimSpace(jc.owner) != jc.owner {
+		return usageErr("--owner %q: an owner has no surrounding spaces", jc.owner)
+	}
+	return jc, 0, true
+}
+
+// parseSince is --since's time: RFC3339, or a positive duration before
+// now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, errors.New("want an RFC3339 time (2026-12-03T17:00:00Z) or a duration before now (10m, 2h)")
+	}
+	return now.Add(-d), nil
+}
+
+// openJournal opens the journal of target (a realmfs mountpoint or a
+// BACKING) for reading: its Reader, BACKING's root fd (the caller's to
+// close) and BACKING's path.
+func openJournal(target, journalDir string) (*journal.Reader, int, string, error) {
+	backing, err := backingOf(target)
+	if err != nil {
+		return nil, -1, "", err
+	}
+	root, err := dirfd.OpenRoot(backing)
+	if err != nil {
+		return nil, -1, backing, fmt.Errorf("BACKING: %w", err)
+	}
+	dir, where := journal.DefaultDir, filepath.Join(backing, journal.DirName)
+	if journalDir != "" {
+		if dir, err = dirfd.OpenRoot(journalDir); err != nil {
+			dirfd.Close(root)
+			return nil, -1, backing, fmt.Errorf("--journal-dir: %w", err)
+		}
+		defer dirfd.Close(dir)
+		where = journalDir
+	}
+	r, err := journal.OpenReader(root, dir)
+	if err != nil {
+		dirfd.Close(root)
+		switch {
+		case errors.Is(err, journal.ErrNoJournal):
+			return nil, -1, backing, fmt.Errorf("%s has no journal (%s: %w)", backing, where, unix.ENOENT)
+		case errors.Is(err, unix.EACCES):
+			return nil, -1, backing, fmt.Errorf("%s: %w: the journal is its daemon's user's (mode 0700): run as that user", where, unix.EACCES)
+		}
+		return nil, -1, backing, fmt.Errorf("%s: %w", where, err)
+	}
+	return r, root, backing, nil
+}
+
+// backingOf is the BACKING of target: the source /proc/self/mountinfo
+// gives a realmfs mount at target (its fsname, BACKING's absolute path
+// unless -o fsname named it otherwise), else target itself.
+func backingOf(target string) (string, error) {
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	if src, ok, err := realmfsSource(abs); ok || err != nil {
+		return src, err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("TARGET: %w", err)
+	}
+	if src, ok, err := realmfsSource(real); ok || err != nil {
+		return src, err
+	}
+	return real, nil
+}
+
+// realmfsSource is the BACKING of the realmfs mount at mnt, the newest
+// there; ok false if the newest mount at mnt is none.
+func realmfsSource(mnt string) (string, bool, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(mnt))
+	if err != nil || len(mounts) == 0 {
+		return "", false, nil
+	}
+	m := mounts[len(mounts)-1]
+	if m.FSType != "fuse.realmfs" {
+		return "", false, nil
+	}
+	if !filepath.IsAbs(m.Source) {
+		return "", true, fmt.Errorf("%s is a realmfs mount of %q, not of a path (mounted with -o fsname?): give its BACKING directory", mnt, m.Source)
+	}
+	return m.Source, true, nil
+}
+
+// notePruned says on stderr that the journal's bounds dropped changes a
+// window reaching that far back would have held.
+func notePruned(stderr io.Writer, r *journal.Reader, jc journalCmd) {
+	pruned, err := r.Pruned()
+	if err != nil || pruned == 0 {
+		return
+	}
+	all, err := r.Records(journal.Filter{})
+	if err != nil || len(all) > 0 && all[0].Time.Before(jc.since) {
+		return
+	}
+	fmt.Fprintf(stderr, "realmfs journal %s: note: the journal's bounds dropped changes 1 to %d (journal_max, journal_keep): the window reaches past them\n", jc.name, pruned)
+}
+
+// endText is how a change ended, as list says it.
+func endText(e journal.End) string {
+	if e == "" {
+		return "in progress"
+	}
+	return string(e)
+}
+
+// writeList writes list's lines: a table, or one JSON object per change.
+func writeList(w io.Writer, recs []journal.Record, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for i := range recs {
+			if err := enc.Encode(listEntryOf(&recs[i])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tOWNER\tOP\tEND\tKEPT\tPATH")
+	for _, r := range recs {
+		kept := "-"
+		if r.Kept {
+			kept = "kept"
+		}
+		path := showPath(r.Path)
+		if r.To != "" {
+			path += " → " + showPath(r.To)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
+			orDash(r.Owner), r.Op, endText(r.End), kept, path)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// listEntry is a change as list -o json writes it.
+type listEntry struct {
+	Seq      uint64          `json:"seq"`
+	Time     time.Time       `json:"time"`
+	Owner    string          `json:"owner"`
+	Session  string          `json:"session,omitempty"`
+	Op       journal.Op      `json:"op"`
+	Path     jsonPath        `json:"path"`
+	To       jsonPath        `json:"to,omitempty"`
+	End      string          `json:"end"` // done, aborted, in progress
+	Kept     bool            `json:"kept"`
+	Before   *journal.Object `json:"before,omitempty"`
+	Replaced *journal.Object `json:"replaced,omitempty"`
+	After    *journal.ID     `json:"after,omitempty"`
+}
+
+func listEntryOf(r *journal.Record) listEntry {
+	return listEntry{
+		Seq: r.Seq, Time: r.Time.UTC(), Owner: r.Owner, Session: r.Session, Op: r.Op,
+		Path: jsonPath(r.Path), To: jsonPath(r.To), End: endText(r.End), Kept: r.Kept,
+		Before: r.Before, Replaced: r.Replaced, After: r.After,
+	}
+}
+
+// jsonPath is a path as the journal writes it: a string where it is
+// UTF-8, else {"bytes": its base64}.
+type jsonPath string
+
+func (p jsonPath) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(p)) {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(string(p)); err != nil {
+			return nil, err
+		}
+		return []byte(strings.TrimSuffix(b.String(), "\n")), nil
+	}
+	return json.Marshal(struct {
+		Bytes string `json:"bytes"`
+	}{base64.StdEncoding.EncodeToString([]byte(p))})
+}
+
+// showPath is a path as a line shows it: as it is, or quoted (Go syntax)
+// where it holds what would break the line or hide in it (control or
+// invalid bytes, spaces at its ends, an arrow).
+func showPath(p string) string {
+	if p == "" {
+		return `""`
+	}
+	plain := utf8.ValidString(p) && strings.TrimSpace(p) == p && !strings.Contains(p, " → ")
+	for _, r := range p {
+		if !unicode.IsPrint(r) && r != ' ' {
+			plain = false
+		}
+	}
+	if plain {
+		return p
+	}
+	return strconv.Quote(p)
+}
