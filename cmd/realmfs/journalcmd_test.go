@@ -230,3 +230,96 @@ func TestJournalUsage(t *testing.T) {
 		t.Errorf("realmfs journal --help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
+
+// dirFd opens the directory name beneath the fixture's BACKING (O_PATH).
+func (f *journalFixture) dirFd(name string) int {
+	f.t.Helper()
+	fd, err := unix.Open(filepath.Join(f.path, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	f.must(err)
+	f.t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+func (f *journalFixture) remove(op journal.Op, dir, name string) {
+	f.t.Helper()
+	fd := f.root
+	if dir != "" {
+		fd = f.dirFd(dir)
+	}
+	_, err := f.j.Remove(journal.Record{Owner: "session:1", Op: op, Path: filepath.Join(dir, name)}, fd, name)
+	f.must(err)
+}
+
+func (f *journalFixture) rename(from, to string) {
+	f.t.Helper()
+	rec := journal.Record{Owner: "session:1", Op: journal.OpRename, Path: from, To: to, Before: f.obj(from)}
+	keep := journal.NoKeep
+	if fd, err := unix.Open(filepath.Join(f.path, to), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		defer unix.Close(fd)
+		rec.Replaced, keep = f.obj(to), fd
+	}
+	c, err := f.j.Begin(rec, keep)
+	f.must(err)
+	f.must(os.Rename(filepath.Join(f.path, from), filepath.Join(f.path, to)))
+	f.must(c.Done(nil))
+}
+
+// TestJournalDiffCases: the diff of sequences of changes whose names
+// move: each path's state before the window against BACKING now.
+func TestJournalDiffCases(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		changes func(f *journalFixture)
+		want    string
+	}{
+		{"rm -r", func(f *journalFixture) {
+			f.must(os.Mkdir(filepath.Join(f.path, "d"), 0o755))
+			f.write("d/x", "x\n", 0o600)
+			f.remove(journal.OpUnlink, "d", "x")
+			f.remove(journal.OpRmdir, "", "d")
+		}, "deleted file d/x\n--- a/d/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\ndeleted directory d\n"},
+		{"a change inside a directory renamed", func(f *journalFixture) {
+			f.must(os.Mkdir(filepath.Join(f.path, "d"), 0o755))
+			f.write("d/x", "x\n", 0o644)
+			f.rewrite("session:1", "d/x", "y\n")
+			f.rename("d", "e")
+		}, "renamed d/x → e/x\n--- a/d/x\n+++ b/e/x\n@@ -1 +1 @@\n-x\n+y\nrenamed d → e\n"},
+		{"rewritten, then renamed", func(f *journalFixture) {
+			f.write("a", "1\n2\n", 0o644)
+			f.rewrite("session:1", "a", "1\n2\n3\n")
+			f.rename("a", "b")
+		}, "renamed a → b\n--- a/a\n+++ b/b\n@@ -1,2 +1,3 @@\n 1\n 2\n+3\n"},
+		{"renamed over a name", func(f *journalFixture) {
+			f.write("x", "new\n", 0o644)
+			f.write("y", "old\n", 0o644)
+			f.rename("x", "y")
+		}, "renamed x → y\ndeleted file y\n--- a/y\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n"},
+		{"deleted, then made again", func(f *journalFixture) {
+			f.write("a", "before\n", 0o644)
+			f.remove(journal.OpUnlink, "", "a")
+			f.change(journal.Record{Owner: "session:1", Op: journal.OpCreate, Path: "a"},
+				func() error { return os.WriteFile(filepath.Join(f.path, "a"), []byte("after\n"), 0o600) })
+		}, "mode a: 0644 → 0600\nmodified a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-before\n+after\n"},
+		{"made, then deleted", func(f *journalFixture) {
+			f.change(journal.Record{Owner: "session:1", Op: journal.OpCreate, Path: "t"},
+				func() error { return os.WriteFile(filepath.Join(f.path, "t"), nil, 0o644) })
+			f.remove(journal.OpUnlink, "", "t")
+		}, ""},
+		{"a symlink made", func(f *journalFixture) {
+			f.change(journal.Record{Owner: "session:1", Op: journal.OpSymlink, Path: "l"},
+				func() error { return os.Symlink("a b/c", filepath.Join(f.path, "l")) })
+		}, "created symlink l → a b/c\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newJournalFixture(t)
+			tc.changes(f)
+			var out, errb bytes.Buffer
+			if code := run([]string{"journal", "diff", f.path}, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if out.String() != tc.want {
+				t.Errorf("diff:\n%s\nwant:\n%s", out.String(), tc.want)
+			}
+		})
+	}
+}
