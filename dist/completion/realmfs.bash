@@ -3,6 +3,10 @@ _realmfs() {
 	local cur prev
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
+	if [[ ${COMP_WORDS[1]} == journal ]]; then
+		_realmfs_journal
+		return
+	fi
 	case $prev in
 	--policy | --check-policy | --show-policy | --audit-log | --log)
 		COMPREPLY=($(compgen -f -- "$cur"))
@@ -19,6 +23,34 @@ _realmfs() {
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "-f --foreground -o --options --policy --check-policy --show-policy --audit-log --log --log-format --state-dir -d --debug -V --version -h --help" -- "$cur"))
+		return
+	fi
+	if ((COMP_CWORD == 1)); then
+		COMPREPLY=($(compgen -W "journal" -d -- "$cur"))
+		return
+	fi
+	COMPREPLY=($(compgen -d -- "$cur"))
+}
+# realmfs journal list|diff TARGET [--owner O] [--since T] [-o json] [--journal-dir DIR]
+_realmfs_journal() {
+	if ((COMP_CWORD == 2)); then
+		COMPREPLY=($(compgen -W "list diff" -- "$cur"))
+		return
+	fi
+	case $prev in
+	--owner | --since)
+		return ;;
+	-o | --output)
+		COMPREPLY=($(compgen -W "json" -- "$cur"))
+		return ;;
+	--journal-dir)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return ;;
+	esac
+	if [[ $cur == -* ]]; then
+		local flags="--owner --since --journal-dir -h --help"
+		[[ ${COMP_WORDS[2]} == list ]] && flags+=" -o --output"
+		COMPREPLY=($(compgen -W "$flags" -- "$cur"))
 		return
 	fi
 	COMPREPLY=($(compgen -d -- "$cur"))
