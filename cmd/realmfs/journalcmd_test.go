@@ -305,6 +305,23 @@ func TestJournalDiffCases(t *testing.T) {
 				func() error { return os.WriteFile(filepath.Join(f.path, "t"), nil, 0o644) })
 			f.remove(journal.OpUnlink, "", "t")
 		}, ""},
+		{"appended in place, then chmod", func(f *journalFixture) {
+			f.write("log", "a\nb\n", 0o644)
+			f.change(journal.Record{Owner: "session:1", Op: journal.OpAppend, Path: "log", Before: f.obj("log")}, func() error {
+				fh, err := os.OpenFile(filepath.Join(f.path, "log"), os.O_APPEND|os.O_WRONLY, 0)
+				if err == nil {
+					_, err = fh.WriteString("c\n")
+					fh.Close()
+				}
+				return err
+			})
+			f.change(journal.Record{Owner: "session:1", Op: journal.OpChmod, Path: "log", Before: f.obj("log")},
+				func() error { return os.Chmod(filepath.Join(f.path, "log"), 0o600) })
+		}, "mode log: 0644 → 0600\nmodified log\n--- a/log\n+++ b/log\n@@ -1,2 +1,3 @@\n a\n b\n+c\n"},
+		{"a binary file larger than a diff", func(f *journalFixture) {
+			f.write("big", strings.Repeat("x", textLimit+1), 0o644)
+			f.rewrite("session:1", "big", strings.Repeat("y", textLimit+2))
+		}, "modified big: binary, 1048577 → 1048578 bytes\n"},
 		{"a symlink made", func(f *journalFixture) {
 			f.change(journal.Record{Owner: "session:1", Op: journal.OpSymlink, Path: "l"},
 				func() error { return os.Symlink("a b/c", filepath.Join(f.path, "l")) })

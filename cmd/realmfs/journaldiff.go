@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -153,8 +154,14 @@ type objState struct {
 	size     int64
 	id       journal.ID
 	target   string // a symlink's
-	content  []byte // a file's (up to textLimit)
-	unknown  string // why content is not known
+	unknown  string // why a file's content is not known ("large": past textLimit)
+	// Where a file's content is read from (differ.loaded): kept/<kept>,
+	// else the name beneath BACKING; its first limit bytes (-1: all).
+	kept  uint64
+	name  string
+	limit int64
+	// content is a file's, once loaded (one entry's at a time).
+	content []byte
 }
 
 // differ reads the states the diff compares: BACKING now, and the kept
@@ -164,6 +171,7 @@ type differ struct {
 	r    *journal.Reader
 	m    *changeModel
 	now  map[string]*objState
+	byID map[journal.ID]*objState // the touched names' objects now; nil until asked
 }
 
 // nowState is name's state in BACKING now (walked beneath the root, no
@@ -172,7 +180,7 @@ func (d *differ) nowState(name string) *objState {
 	if s, ok := d.now[name]; ok {
 		return s
 	}
-	s := &objState{}
+	s := &objState{name: name, limit: -1}
 	d.now[name] = s
 	dir, last, err := dirfd.WalkParent(d.root, name)
 	if err != nil {
@@ -200,14 +208,50 @@ func readState(fd int, s *objState) {
 	case "symlink":
 		s.target, _ = dirfd.Readlink(fd)
 	case "file":
-		s.content, s.unknown = readContent(fd, st.Size)
+		if st.Size > textLimit {
+			s.unknown = "large"
+		}
 	}
 }
 
-// readContent reads a file's content up to textLimit.
-func readContent(fd int, size int64) ([]byte, string) {
-	if size > textLimit {
-		return nil, "large"
+// loaded is s with a file's content read (or why not in unknown): the
+// object its source holds, verified to be s's.
+func (d *differ) loaded(s *objState) *objState {
+	if !s.exists || s.typ != "file" || s.unknown != "" {
+		return s
+	}
+	c := *s
+	var fd int
+	var err error
+	if s.kept != 0 {
+		fd, err = d.r.OpenKept(s.kept)
+	} else {
+		var dir int
+		var last string
+		if dir, last, err = dirfd.WalkParent(d.root, s.name); err == nil {
+			fd, err = dirfd.OpenPath(dir, last)
+			dirfd.Close(dir)
+		}
+	}
+	if err != nil {
+		c.unknown = err.Error()
+		return &c
+	}
+	defer dirfd.Close(fd)
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil || (journal.ID{Dev: st.Dev, Ino: st.Ino}) != s.id {
+		c.unknown = "changed while read"
+		return &c
+	}
+	c.content, c.unknown = readContent(fd, s.limit)
+	return &c
+}
+
+// readContent reads a file's first limit bytes (-1: all), up to
+// textLimit.
+func readContent(fd int, limit int64) ([]byte, string) {
+	if limit < 0 || limit > textLimit {
+		limit = textLimit + 1
 	}
 	rfd, err := dirfd.Reopen(fd, unix.O_RDONLY)
 	if err != nil {
@@ -215,7 +259,7 @@ func readContent(fd int, size int64) ([]byte, string) {
 	}
 	f := os.NewFile(uintptr(rfd), "content")
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, textLimit+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -239,14 +283,12 @@ func (d *differ) beforeState(l *lineage) *objState {
 	if seq, ok := d.m.kept[o.ID()]; ok {
 		if fd, err := d.r.OpenKept(seq); err == nil {
 			readState(fd, found)
+			found.kept = seq
 			dirfd.Close(fd)
 		}
 	}
-	for _, name := range d.m.order {
-		if found.exists && found.id == o.ID() {
-			break
-		}
-		if now := d.nowState(name); now.exists && now.id == o.ID() {
+	if !found.exists || found.id != o.ID() {
+		if now, ok := d.objectNow(o.ID()); ok {
 			found = now
 		}
 	}
@@ -255,14 +297,29 @@ func (d *differ) beforeState(l *lineage) *objState {
 		s.unknown = "not kept"
 	case s.typ == "symlink":
 		s.target = found.target
-	case found.unknown != "":
-		s.unknown = found.unknown
-	case int64(len(found.content)) < o.Size:
+	case found.size < o.Size:
 		s.unknown = "changed in place"
+	case found.unknown != "" && (found.unknown != "large" || o.Size > textLimit):
+		s.unknown = found.unknown
 	default:
-		s.content = found.content[:o.Size]
+		s.kept, s.name, s.limit = found.kept, found.name, o.Size
 	}
 	return s
+}
+
+// objectNow is the object of identity id at one of the names the window
+// touched, as it is now.
+func (d *differ) objectNow(id journal.ID) (*objState, bool) {
+	if d.byID == nil {
+		d.byID = map[journal.ID]*objState{}
+		for _, name := range d.m.order {
+			if s := d.nowState(name); s.exists && d.byID[s.id] == nil {
+				d.byID[s.id] = s
+			}
+		}
+	}
+	s, ok := d.byID[id]
+	return s, ok
 }
 
 // diffEntry is one path's part of the diff, in the order of the window's
@@ -303,12 +360,11 @@ func writeDiff(w io.Writer, root int, r *journal.Reader, recs []journal.Record) 
 		}
 	}
 	slices.SortStableFunc(entries, func(a, b diffEntry) int { return cmpSeq(a.seq, b.seq) })
-	var b bytes.Buffer
+	b := bufio.NewWriter(w)
 	for _, e := range entries {
-		writeEntry(&b, &e)
+		writeEntry(b, d.loaded(e.before), d.loaded(e.now), e.bn, e.nn)
 	}
-	_, err := w.Write(b.Bytes())
-	return err
+	return b.Flush()
 }
 
 func cmpSeq(a, b uint64) int {
@@ -322,19 +378,18 @@ func cmpSeq(a, b uint64) int {
 }
 
 // writeEntry writes one path's part of the diff.
-func writeEntry(b *bytes.Buffer, e *diffEntry) {
-	bs, ns := e.before, e.now
+func writeEntry(b *bufio.Writer, bs, ns *objState, bn, nn string) {
 	switch {
 	case !bs.exists && !ns.exists:
 	case !bs.exists:
-		writeCreated(b, e.nn, ns)
+		writeCreated(b, nn, ns)
 	case !ns.exists:
-		writeDeleted(b, e.bn, bs)
+		writeDeleted(b, bn, bs)
 	case bs.typ != ns.typ:
-		writeDeleted(b, e.bn, bs)
-		writeCreated(b, e.nn, ns)
+		writeDeleted(b, bn, bs)
+		writeCreated(b, nn, ns)
 	default:
-		writeChanged(b, e.bn, e.nn, bs, ns)
+		writeChanged(b, bn, nn, bs, ns)
 	}
 }
 
@@ -346,7 +401,7 @@ func kindOf(typ string) string {
 	return typ
 }
 
-func writeCreated(b *bytes.Buffer, name string, s *objState) {
+func writeCreated(b *bufio.Writer, name string, s *objState) {
 	p := showPath(name)
 	switch s.typ {
 	case "symlink":
@@ -363,7 +418,7 @@ func writeCreated(b *bytes.Buffer, name string, s *objState) {
 	}
 }
 
-func writeDeleted(b *bytes.Buffer, name string, s *objState) {
+func writeDeleted(b *bufio.Writer, name string, s *objState) {
 	p := showPath(name)
 	switch {
 	case s.typ == "symlink":
@@ -382,7 +437,7 @@ func writeDeleted(b *bytes.Buffer, name string, s *objState) {
 
 // writeChanged writes what changed of an object that is still there, of
 // the same type: its name, its mode, its owner, its content.
-func writeChanged(b *bytes.Buffer, bn, nn string, bs, ns *objState) {
+func writeChanged(b *bufio.Writer, bn, nn string, bs, ns *objState) {
 	headed := bn != nn
 	if headed {
 		fmt.Fprintf(b, "renamed %s → %s\n", showPath(bn), showPath(nn))
@@ -405,7 +460,7 @@ func writeChanged(b *bytes.Buffer, bn, nn string, bs, ns *objState) {
 }
 
 // writeContentChange writes how a file's content changed.
-func writeContentChange(b *bytes.Buffer, bn, nn string, bs, ns *objState, headed bool) {
+func writeContentChange(b *bufio.Writer, bn, nn string, bs, ns *objState, headed bool) {
 	p := showPath(nn)
 	switch {
 	case bs.unknown == "large" && ns.unknown == "large":
