@@ -29,6 +29,7 @@ import (
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
+       realmfs journal list|diff TARGET [flags]   (realmfs journal --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
