@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
@@ -193,7 +194,12 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		return -1, -1, 0, noUnpin, errno
 	}
 	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
+	c, errno := f.journalBegin(ctx, "create", n, name, f.journalRecord(ctx, journal.OpCreate, admit.Join(dir, name)), journal.NoKeep)
+	if errno != 0 {
+		return fail(errno)
+	}
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
+	f.endChange(c, err, fdID(fd))
 	if err != nil {
 		return fail(dirfd.Errno(err))
 	}

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -12,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -95,7 +97,17 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 		mode = typ | n.fsys.gate.NewMode(ctx, op, n, pfd, name, typ, mode)
 	}
 	handOver := n.fsys.gate.HandsOver(ctx)
-	if err := make(guard.FirstMode(mode, handOver)); err != nil {
+	c, errno := n.fsys.journalBegin(ctx, op, n, name, n.fsys.journalRecord(ctx, namedOps[op], rel), journal.NoKeep)
+	if errno != 0 {
+		return nil, errno
+	}
+	err := make(guard.FirstMode(mode, handOver))
+	var made *journal.ID
+	if err == nil {
+		made = idOf(pfd, name)
+	}
+	n.fsys.endChange(c, err, made)
+	if err != nil {
 		return nil, dirfd.Errno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
@@ -257,7 +269,15 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 			return nil, nil, errno
 		}
 	}
-	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
+	rec := n.fsys.journalRecord(ctx, journal.OpLink, tn.Rel(""))
+	rec.To, rec.Before = admit.Join(dir, name), journal.ObjectOf(&st)
+	c, errno := n.fsys.journalBegin(ctx, "link", n, name, rec, journal.NoKeep)
+	if errno != 0 {
+		return nil, nil, errno
+	}
+	err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) })
+	n.fsys.endChange(c, err, nil)
+	if err != nil {
 		return nil, nil, dirfd.Errno(err)
 	}
 	if err := dirfd.Fstat(fd, &st); err != nil {
@@ -301,15 +321,23 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
+	// A journal's record names the name's place now, held still by nsMu
+	// (shared) through the removal.
+	unlock, rel := func() {}, ""
+	if n.fsys.opts.Journal != nil {
+		unlock = n.fsys.nsLock(false)
+		rel = admit.Join(n.fsys.gate.DirRel(n, pfd), name)
+	}
 	// Another name of a made file may stay: its ctime moves.
 	mfd := n.fsys.guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
-	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
-	if err == syscall.ENOTEMPTY && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
-		err = dirfd.Unlink(pfd, name, flags)
+	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return n.fsys.journalRemove(ctx, pfd, rel, name, flags) })
+	if errors.Is(err, syscall.ENOTEMPTY) && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
+		err = n.fsys.journalRemove(ctx, pfd, rel, name, flags)
 	}
+	unlock()
 	if err != nil {
-		return dirfd.Errno(err)
+		return n.fsys.removeErrno(ctx, op, n, name, err)
 	}
 	if l.Held {
 		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
@@ -472,14 +500,22 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// are one step against a write open's look and lock (commitMu): a file
 	// another owner opened for writing since admit.Gate.HeldByOther is not
 	// renamed over, where its commit would meet another file.
+	// The intent before commitMu (its fdatasync waits under no lock a
+	// write's open takes), aborted if the rename is refused below.
+	c, errno := f.journalRename(ctx, r)
+	if errno != 0 {
+		return errno, false
+	}
 	f.commitMu.Lock()
 	if f.gate.Names.ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()
+		f.endChange(c, syscall.EBUSY, nil)
 		return f.gate.Refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, admit.RuleLockOtherOwner), false
 	}
 	err := f.guard.OwnChange([]int{sfd, dfd}, func() error {
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
 	})
 	f.commitMu.Unlock()
+	f.endChange(c, err, nil)
 	return dirfd.Errno(err), false
 }

@@ -80,6 +80,12 @@ Mount options (-o, comma-separated):
                        default: half the daemon's descriptor limit, and
                        never more than half of what other owners left);
                        past it an open is EMFILE (RESOURCE_LIMIT)
+  journal=on|off       record every change made through the mount, and keep
+                       what it replaced or removed by link, in
+                       BACKING/.realm-journal (default off: undo is not
+                       built yet; docs/JOURNAL.md)
+  journal_dir=DIR      the journal's directory instead: on BACKING's
+                       filesystem and mount, outside BACKING
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -230,7 +236,7 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 	if cfg.mountpoint, err = filepath.Abs(mountpoint); err != nil {
 		return err
 	}
-	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile, &cfg.stateDir} {
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile, &cfg.stateDir, &cfg.mount.journalDir} {
 		if *p == "" || *p == stateNone {
 			continue
 		}
@@ -249,7 +255,7 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 		explicitState = ""
 	}
 	if err := checkOutside(cfg.backing, map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog,
-		"policy file": cfg.policyFile, "state directory": explicitState}); err != nil {
+		"policy file": cfg.policyFile, "state directory": explicitState, "journal directory": cfg.mount.journalDir}); err != nil {
 		return err
 	}
 	cfg.madeStore = madeStorePath(cfg.stateDir, cfg.backing)
@@ -325,7 +331,14 @@ func serve(cfg config, stderr io.Writer) int {
 			return string(o)
 		}
 	}
-	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger))
+	jnl, err := openJournal(cfg, logger)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer closeJournal(jnl, logger)
+	fsOpts := fsOptions(cfg, auditor, owners, limit, logger)
+	fsOpts.Journal = jnl
+	fsys, err := fusefs.New(cfg.backing, fsOpts)
 	if err != nil {
 		return fail("%v", err)
 	}
