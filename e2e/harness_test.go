@@ -417,8 +417,8 @@ func (m *Mount) args() []string {
 	if !m.cfg.detach {
 		args = append(args, "-f")
 	}
-	if len(m.cfg.opts) > 0 {
-		args = append(args, "-o", strings.Join(m.cfg.opts, ","))
+	if opts := m.opts(); len(opts) > 0 {
+		args = append(args, "-o", strings.Join(opts, ","))
 	}
 	args = append(args, "--audit-log", m.AuditLog, "--state-dir", filepath.Join(m.Root, "state"))
 	if os.Getenv("REALM_E2E_DEBUG") == "1" && !m.cfg.detach { // --debug implies -f
@@ -426,6 +426,21 @@ func (m *Mount) args() []string {
 	}
 	args = append(args, m.cfg.flags...)
 	return append(args, m.argPaths()...)
+}
+
+// opts are the mount's -o options: with REALM_E2E_JOURNAL=1, every mount
+// keeps the journal of changes (journal=on) unless the test says otherwise.
+func (m *Mount) opts() []string {
+	opts := m.cfg.opts
+	if os.Getenv("REALM_E2E_JOURNAL") != "1" {
+		return opts
+	}
+	for _, o := range opts {
+		if strings.HasPrefix(o, "journal=") {
+			return opts
+		}
+	}
+	return append(opts[:len(opts):len(opts)], "journal=on")
 }
 
 // argPaths are BACKING and MOUNTPOINT as given on the command line.
@@ -461,7 +476,7 @@ func (m *Mount) start() {
 		cmd.Env = append(os.Environ(), m.cfg.env...)
 	}
 	if m.cfg.helper {
-		opts := append([]string{"rw"}, m.cfg.opts...)
+		opts := append([]string{"rw"}, m.opts()...)
 		cmd = exec.Command("mount.fuse3", m.Backing, m.Dir, "-t", "fuse.realmfs", "-o", strings.Join(opts, ","))
 		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
 		fmt.Fprintf(logf, "=== via %s\n", strings.Join(cmd.Args, " "))
