@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
+)
+
+// journalRecords opens the journal of an unmounted BACKING and reads its
+// records.
+func journalRecords(t *testing.T, backing string) ([]journal.Record, *journal.Journal) {
+	t.Helper()
+	root, err := dirfd.OpenRoot(backing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(root)
+	j, err := journal.Open(root, journal.DefaultDir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	recs, err := j.Records(journal.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, j
+}
+
+// keptText is what the journal keeps for change seq.
+func keptText(t *testing.T, j *journal.Journal, seq uint64) string {
+	t.Helper()
+	fd, err := j.OpenKept(seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(fd)
+	rfd, err := dirfd.Reopen(fd, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(rfd), "kept")
+	defer f.Close()
+	b := make([]byte, 1<<16)
+	n, _ := f.Read(b)
+	return string(b[:n])
+}
+
+// TestJournalRealPrograms: with -o journal=on, real programs' changes of
+// names leave their records, and what a rename replaced or an rm removed
+// is kept; the journal's directory is not on the mount.
+func TestJournalRealPrograms(t *testing.T) {
+	m := mount(t, Opts("journal=on"))
+	run(t, m.Dir, nil, "sh", "-c", "echo one > f && mkdir -p d/e && echo x > d/e/x && ln -s f l && sed -i s/one/two/ f && mv f g && cp g h && rm -r d && chmod 600 g")
+	if _, err := os.Lstat(m.Path(journal.DirName)); !os.IsNotExist(err) {
+		t.Errorf("%s on the mount: %v", journal.DirName, err)
+	}
+	if out := run(t, m.Dir, nil, "ls", "-a"); strings.Contains(out, journal.DirName) {
+		t.Errorf("ls -a shows the journal:\n%s", out)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	recs, j := journalRecords(t, m.Backing)
+	var ops []string
+	var sedRename *journal.Record
+	for i, r := range recs {
+		ops = append(ops, string(r.Op)+" "+r.Path+">"+r.To+" "+string(r.End))
+		if r.Op == journal.OpRename && r.To == "f" && r.Replaced != nil {
+			sedRename = &recs[i]
+		}
+	}
+	got := strings.Join(ops, "\n")
+	for _, want := range []string{
+		"create f> done", "mkdir d> done", "mkdir d/e> done", "create d/e/x> done",
+		"symlink l> done", "rename f>g done", "create h> done",
+		"unlink d/e/x> done", "rmdir d/e> done", "rmdir d> done",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no record %q in:\n%s", want, got)
+		}
+	}
+	if sedRename == nil {
+		t.Fatalf("no record of sed -i's rename over f:\n%s", got)
+	}
+	if !sedRename.Kept || keptText(t, j, sedRename.Seq) != "one\n" {
+		t.Errorf("sed -i's rename kept %v: %q, want \"one\\n\"", sedRename.Kept, keptText(t, j, sedRename.Seq))
+	}
+	for _, r := range recs {
+		if r.Op == journal.OpUnlink && r.Path == "d/e/x" && keptText(t, j, r.Seq) != "x\n" {
+			t.Errorf("rm kept %q of d/e/x, want \"x\\n\"", keptText(t, j, r.Seq))
+		}
+	}
+}
