@@ -5,12 +5,14 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/locks"
 )
 
 // The producers of the journal of changes (Options.Journal; the design is
@@ -44,10 +46,15 @@ func (f *FS) journalBegin(ctx context.Context, op string, p admit.Place, name st
 
 // journalFailed refuses op on name in p for the journal's failure err.
 func (f *FS) journalFailed(ctx context.Context, op string, p admit.Place, name string, err error) syscall.Errno {
+	f.logJournalFailure(err)
+	return f.gate.Refuse(ctx, op, p, name, errcode.JournalFailed, admit.RuleJournalFailed)
+}
+
+// logJournalFailure logs the first failure of the journal.
+func (f *FS) logJournalFailure(err error) {
 	if f.journalErrLogged.CompareAndSwap(false, true) {
 		f.logf("journal: a change could not be recorded, so it was refused (EIO), as every change is until the journal records again: %v", err)
 	}
-	return f.gate.Refuse(ctx, op, p, name, errcode.JournalFailed, admit.RuleJournalFailed)
 }
 
 // endChange ends c (nil: no journal) as the change's system call went:
@@ -152,4 +159,46 @@ func (f *FS) journalRename(ctx context.Context, r *renaming) (*journal.Change, s
 		}
 	}
 	return f.journalBegin(ctx, "rename", r.to, r.newName, rec, keep)
+}
+
+// journalSetattr appends the intent of a change of n's metadata (the
+// object fd holds) by in: one record, chmod if the mode changes, else
+// chown if the owner does, else utimens, with Before the object's stat,
+// which holds all three (nil change: no journal).
+func (f *FS) journalSetattr(ctx context.Context, n *Node, fd int, in *fuse.SetAttrIn) (*journal.Change, syscall.Errno) {
+	if f.opts.Journal == nil {
+		return nil, 0
+	}
+	op := journal.OpUtimens
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		op = journal.OpChmod
+	} else if in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		op = journal.OpChown
+	}
+	rec := f.journalRecord(ctx, op, n.Rel(""))
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return nil, dirfd.Errno(err)
+	}
+	rec.Before = journal.ObjectOf(&st)
+	return f.journalBegin(ctx, "setattr", n, "", rec, journal.NoKeep)
+}
+
+// JournalChange is the journal's intent of a commit
+// (writeengine.Journal): see there.
+func (h engineHost) JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (func(error), syscall.Errno) {
+	f := h.f
+	if f.opts.Journal == nil {
+		return nil, 0
+	}
+	rec := journal.Record{Owner: string(owner), Op: op, Path: rel, Before: journal.ObjectOf(before), After: after}
+	c, err := f.opts.Journal.Begin(rec, keep)
+	if err != nil {
+		f.logJournalFailure(err)
+		if f.gate.Audit != nil {
+			f.gate.Audit.RecordRefusal(ctx, "commit", rel, errcode.JournalFailed, syscall.EIO, admit.RuleJournalFailed, "")
+		}
+		return nil, syscall.EIO
+	}
+	return func(err error) { f.endChange(c, err, nil) }, 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -218,5 +219,78 @@ func TestJournalNameOps(t *testing.T) {
 	}
 	if _, err := dirfd.OpenDir(tf.rootFd, "d"); err == nil {
 		t.Error("d is still there")
+	}
+}
+
+// TestJournalRewriteAndAppend: a commit's rename records a rewrite, the
+// old file kept by link; appends in place record one append, with the
+// size before them; a chmod records its before.
+func TestJournalRewriteAndAppend(t *testing.T) {
+	tf, j := newJournalFS(t)
+	h := tf.writing(t, "old", uint32(os.O_WRONLY|os.O_TRUNC), "new")
+	oldIno := tf.ino(t, "f")
+	h.Release(as(1))
+	newIno := tf.ino(t, "f")
+	tf.wantContent(t, "f", "new", "after the commit")
+	a := tf.openWrite(t, 1, "f", uint32(os.O_WRONLY|os.O_APPEND))
+	for _, s := range []string{"+1", "+2"} {
+		if n, errno := a.Write(as(1), []byte(s), 0); errno != 0 || int(n) != len(s) {
+			t.Fatalf("append: %d, %v", n, errno)
+		}
+	}
+	a.Release(as(1))
+	tf.wantContent(t, "f", "new+1+2", "after the appends")
+	in := &fuse.SetAttrIn{}
+	in.Valid, in.Mode = fuse.FATTR_MODE, 0o600
+	if errno := tf.lookup(t, "f").Setattr(as(1), nil, in, &fuse.AttrOut{}); errno != 0 {
+		t.Fatal(errno)
+	}
+	recs := records(t, j)
+	var got []journal.Op
+	for _, r := range recs {
+		got = append(got, r.Op)
+	}
+	if len(recs) != 3 || got[0] != journal.OpRewrite || got[1] != journal.OpAppend || got[2] != journal.OpChmod {
+		t.Fatalf("records %v, want rewrite, append, chmod", got)
+	}
+	rw := recs[0]
+	if rw.Path != "f" || rw.Before == nil || rw.Before.Ino != oldIno || rw.After == nil || rw.After.Ino != newIno || !rw.Kept || rw.End != journal.Done {
+		t.Errorf("rewrite: %+v (before %+v, after %+v), want f %d→%d kept done", rw, rw.Before, rw.After, oldIno, newIno)
+	}
+	if got := keptContent(t, j, rw.Seq); got != "old" {
+		t.Errorf("rewrite kept %q, want \"old\"", got)
+	}
+	if ap := recs[1]; ap.Before == nil || ap.Before.Size != 3 || ap.Kept || ap.End != journal.Done {
+		t.Errorf("append: %+v (before %+v), want size 3 before, nothing kept", ap, ap.Before)
+	}
+	if ch := recs[2]; ch.Before == nil || ch.Before.Mode&0o777 != 0o644 || ch.Path != "f" {
+		t.Errorf("chmod: %+v (before %+v), want mode 0644 before", ch, ch.Before)
+	}
+}
+
+// TestJournalFailedRefuses: a change the journal cannot record is not
+// made: EIO, audited journal:failed.
+func TestJournalFailedRefuses(t *testing.T) {
+	tf, j := newJournalFS(t)
+	j.Close()
+	var out fuse.EntryOut
+	if _, errno := tf.root.Mkdir(as(1), "d", 0o755, &out); errno != syscall.EIO {
+		t.Errorf("mkdir with the journal closed: %v, want EIO", errno)
+	}
+	if _, err := os.Stat(filepath.Join(tf.backing, "d")); !os.IsNotExist(err) {
+		t.Errorf("d made without its record: %v", err)
+	}
+	tf.write(t, "f", "x")
+	if errno := tf.root.Unlink(as(1), "f"); errno != syscall.EIO {
+		t.Errorf("unlink with the journal closed: %v, want EIO", errno)
+	}
+	tf.wantContent(t, "f", "x", "after the refused unlink")
+	h := tf.writing(t, "old", uint32(os.O_WRONLY|os.O_TRUNC), "new")
+	h.Flush(as(1))
+	h.Release(as(1))
+	tf.wantContent(t, "f", "old", "after the refused commit")
+	tf.wantAudit(t, "mkdir JOURNAL_FAILED EIO", "unlink JOURNAL_FAILED EIO", "commit JOURNAL_FAILED EIO")
+	if !strings.Contains(tf.logs.String(), "journal: a change could not be recorded") {
+		t.Errorf("the failure is not logged:\n%s", tf.logs.String())
 	}
 }

@@ -454,7 +454,13 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := n.fsys.gate.MetaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
-		if err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
+		c, errno := f.journalSetattr(ctx, n, fd, in)
+		if errno != 0 {
+			return errno
+		}
+		err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) })
+		f.endChange(c, err, nil)
+		if err != nil {
 			return dirfd.Errno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
