@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
@@ -93,5 +95,75 @@ func TestJournalRealPrograms(t *testing.T) {
 		if r.Op == journal.OpUnlink && r.Path == "d/e/x" && keptText(t, j, r.Seq) != "x\n" {
 			t.Errorf("rm kept %q of d/e/x, want \"x\\n\"", keptText(t, j, r.Seq))
 		}
+	}
+}
+
+// TestJournalKilledMidRewrites: kill -9 of the daemon in the middle of a
+// loop of rewrites, then a remount: the journal's recovery leaves every
+// record ended and the last done rewrite's After is the file's identity.
+func TestJournalKilledMidRewrites(t *testing.T) {
+	m := mount(t, Opts("journal=on"))
+	if err := os.WriteFile(m.Path("f"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan int, 1000)
+	stop := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := os.WriteFile(m.Path("f"), []byte(strconv.Itoa(i)+"\n"), 0o644); err != nil {
+				return // the daemon is gone
+			}
+			written <- i
+		}
+	}()
+	for i := range written {
+		if i == 50 {
+			break
+		}
+	}
+	m.Kill() // while the loop goes on
+	close(stop)
+	for range written {
+	}
+	m.Restart()
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	recs, j := journalRecords(t, m.Backing)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(m.BackingPath("f"), &st); err != nil {
+		t.Fatal(err)
+	}
+	var last *journal.Record
+	for i, r := range recs {
+		if r.End == "" {
+			t.Errorf("record %d (%s %s) has no end after recovery", r.Seq, r.Op, r.Path)
+		}
+		if r.Op == journal.OpRewrite && r.Path == "f" && r.End == journal.Done {
+			last = &recs[i]
+		}
+	}
+	if last == nil {
+		t.Fatalf("no done rewrite of f among %d records", len(recs))
+	}
+	if last.After == nil || last.After.Ino != st.Ino || last.After.Dev != uint64(st.Dev) {
+		t.Errorf("the last done rewrite of f leaves %+v; f is %d:%d", last.After, st.Dev, st.Ino)
+	}
+	if last.Kept {
+		fd, err := j.OpenKept(last.Seq)
+		if err != nil {
+			t.Errorf("the last rewrite's kept version: %v", err)
+		} else {
+			dirfd.Close(fd)
+		}
+	}
+	if b, _ := os.ReadFile(m.LogFile); strings.Count(string(b), "journal opened") != 2 {
+		t.Errorf("the daemon's log does not say twice what the journal's recovery found:\n%s", b)
 	}
 }
