@@ -429,18 +429,33 @@ func (m *Mount) args() []string {
 }
 
 // opts are the mount's -o options: with REALM_E2E_JOURNAL=1, every mount
-// keeps the journal of changes (journal=on) unless the test says otherwise.
+// keeps the journal of changes (journal=on) unless the test says otherwise,
+// in Root/journal where that is on BACKING's filesystem (so that the tests
+// that compare BACKING's listings meet no .realm-journal), else in
+// BACKING/.realm-journal (a BACKING on a filesystem of its own).
 func (m *Mount) opts() []string {
 	opts := m.cfg.opts
 	if os.Getenv("REALM_E2E_JOURNAL") != "1" {
 		return opts
 	}
 	for _, o := range opts {
-		if strings.HasPrefix(o, "journal=") {
+		if strings.HasPrefix(o, "journal") {
 			return opts
 		}
 	}
-	return append(opts[:len(opts):len(opts)], "journal=on")
+	opts = append(opts[:len(opts):len(opts)], "journal=on")
+	var rs, bs syscall.Stat_t
+	if syscall.Stat(m.Root, &rs) != nil || syscall.Stat(m.Backing, &bs) != nil || rs.Dev != bs.Dev {
+		return opts
+	}
+	dir := filepath.Join(m.Root, "journal")
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return opts
+	}
+	if c := m.cfg.cred; c != nil {
+		os.Chown(dir, int(c.Uid), int(c.Gid))
+	}
+	return append(opts, "journal_dir="+dir)
 }
 
 // argPaths are BACKING and MOUNTPOINT as given on the command line.

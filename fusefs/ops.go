@@ -500,17 +500,19 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// are one step against a write open's look and lock (commitMu): a file
 	// another owner opened for writing since admit.Gate.HeldByOther is not
 	// renamed over, where its commit would meet another file.
-	// The intent before commitMu (its fdatasync waits under no lock a
-	// write's open takes), aborted if the rename is refused below.
-	c, errno := f.journalRename(ctx, r)
-	if errno != 0 {
-		return errno, false
-	}
 	f.commitMu.Lock()
 	if f.gate.Names.ReplacesOthers(r.names(), r.me) {
 		f.commitMu.Unlock()
-		f.endChange(c, syscall.EBUSY, nil)
 		return f.gate.Refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, admit.RuleLockOtherOwner), false
+	}
+	// The journal's intent, the file replaced kept by link: under
+	// commitMu, after the last look at who writes it, so that no write
+	// open meets the link's change of its ctime and nlink (a write opened
+	// between the two would take it for a change from outside).
+	c, errno := f.journalRename(ctx, r)
+	if errno != 0 {
+		f.commitMu.Unlock()
+		return errno, false
 	}
 	err := f.guard.OwnChange([]int{sfd, dfd}, func() error {
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
