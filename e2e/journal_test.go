@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
@@ -165,5 +167,42 @@ func TestJournalKilledMidRewrites(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(m.LogFile); strings.Count(string(b), "journal opened") != 2 {
 		t.Errorf("the daemon's log does not say twice what the journal's recovery found:\n%s", b)
+	}
+}
+
+// TestJournalDirElsewhere: -o journal_dir on BACKING's filesystem keeps
+// the journal there (nothing in BACKING); on another filesystem the mount
+// is refused, naming both devices.
+func TestJournalDirElsewhere(t *testing.T) {
+	root := t.TempDir()
+	backing, mnt, jdir := filepath.Join(root, "backing"), filepath.Join(root, "mnt"), filepath.Join(root, "journal")
+	for _, d := range []string{backing, mnt, jdir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := os.MkdirTemp("/dev/shm", "realm-journal-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(other)
+	var a, b syscall.Stat_t
+	if syscall.Stat(other, &a) == nil && syscall.Stat(root, &b) == nil && a.Dev != b.Dev {
+		code, out := startRaw(t, mnt, nil, 15*time.Second, "-f", "-o", "journal=on,journal_dir="+other, backing, mnt)
+		if code != 1 || !strings.Contains(out, "BACKING's filesystem") {
+			t.Errorf("journal_dir on another filesystem: exit %d, %q; want 1 naming BACKING's filesystem", code, out)
+		}
+	}
+	m := mount(t, Opts("journal=on", "journal_dir="+jdir))
+	run(t, m.Dir, nil, "sh", "-c", "echo a > f && rm f")
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(m.BackingPath(journal.DirName)); !os.IsNotExist(err) {
+		t.Errorf("%s in BACKING with journal_dir: %v", journal.DirName, err)
+	}
+	ents, err := os.ReadDir(filepath.Join(jdir, "kept"))
+	if err != nil || len(ents) != 1 {
+		t.Errorf("kept/ in journal_dir: %d entries, %v; want the file rm removed", len(ents), err)
 	}
 }

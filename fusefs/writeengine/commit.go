@@ -330,14 +330,18 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 // journal appends the intent of w's commit (Host.JournalChange): a
 // rewrite, the temp renamed over the file (now, its stat) with the old
 // file kept by a link of w.base, or, inPlace (several links), a rewrite in
-// place, kept by nothing: such a commit cannot be undone yet. end is nil
-// without a journal.
+// place, kept by nothing: such a commit cannot be undone yet. An empty
+// file replaced is kept by nothing either: its record says it all. end is
+// nil without a journal.
 func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) (end func(error), errno syscall.Errno) {
 	g := w.eng
 	keep, after := w.base, (*journal.ID)(nil)
-	if inPlace {
+	if inPlace || now.Size == 0 {
+		// An empty file (a new one's first commit, most often) is kept by
+		// its record alone: Before has all undoing needs.
 		keep = journal.NoKeep
-	} else {
+	}
+	if !inPlace {
 		var st unix.Stat_t
 		if err := dirfd.Fstat(w.temp, &st); err != nil {
 			return nil, w.fail(ctx, StageBeforeRename, err)
