@@ -41,6 +41,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
@@ -199,9 +200,7 @@ type FS struct {
 	// SetMountDevice), which tells its files apart in a closing process's
 	// descriptor table (see writeengine.File.Flush).
 	mountDev atomic.Uint64
-	// journalErrLogged: a journal failure was logged (journalFailed logs
-	// the first only).
-	journalErrLogged atomic.Bool
+	journal  journaling.Producer // the journal of changes' records (Options.Journal)
 }
 
 // SetMountDevice tells the mount its own device number, once mounted (stat
@@ -227,6 +226,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.guard.Policy = opts.Credentials
+	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
 	fsys.gate = admit.Gate{

@@ -24,7 +24,7 @@ func newJournalFS(t *testing.T) (*testFS, *journal.Journal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf.opts.Journal = j
+	tf.opts.Journal, tf.journal.J = j, j
 	t.Cleanup(func() { j.Close() })
 	return tf, j
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
@@ -317,11 +318,8 @@ func serve(cfg config, stderr io.Writer) int {
 	// Built with -tags lockdep, a lock taken out of order is an error here.
 	lockorder.SetReporter(func(report string) { logger.Error("lock order violated", "report", report) })
 	auditor, reopen := logs.audit, logs.files
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		if err := kernelcheck.Check(unix.ByteSliceToString(uts.Release[:])); err != nil {
-			return fail("%v", err)
-		}
+	if err := checkKernel(); err != nil {
+		return fail("%v", err)
 	}
 	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
 	defer owners.Close()
@@ -336,9 +334,7 @@ func serve(cfg config, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	defer closeJournal(jnl, logger)
-	fsOpts := fsOptions(cfg, auditor, owners, limit, logger)
-	fsOpts.Journal = jnl
-	fsys, err := fusefs.New(cfg.backing, fsOpts)
+	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -390,6 +386,15 @@ func serve(cfg config, stderr io.Writer) int {
 	stopProfile()
 	logger.Info("unmounted", "mountpoint", cfg.mountpoint)
 	return 0
+}
+
+// checkKernel refuses a kernel realmfs cannot guard on (kernelcheck).
+func checkKernel() error {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return nil
+	}
+	return kernelcheck.Check(unix.ByteSliceToString(uts.Release[:]))
 }
 
 // fuseOptions are go-fuse's mount options for cfg, before the guard adds
@@ -455,8 +460,9 @@ func (l *daemonLogs) close() {
 }
 
 // fsOptions are the guard's options for cfg: the audit log (nil: none),
-// the owners' resolver, the descriptor limit in force and the daemon log.
-func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
+// the owners' resolver, the descriptor limit in force, the daemon log and
+// the journal of changes (nil: none).
+func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger, jnl *journal.Journal) fusefs.Options {
 	isRoot := os.Geteuid() == 0
 	return fusefs.Options{
 		ReadOnly:       cfg.mount.readOnly,
@@ -466,6 +472,7 @@ func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, li
 		Credentials:    cfg.policy.Matcher(),
 		Owners:         owners,
 		Durability:     cfg.mount.durability,
+		Journal:        jnl,
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),

@@ -10,7 +10,6 @@ const (
 	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, not normal, climbs out of the root or names a temp
 	RuleEscapeUnscanned     = "escape:unscanned"      // a directory moved shallower whose links could not all be read
 	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name, or .realm-journal
-	RuleJournalFailed       = "journal:failed"        // the journal could not record the change: not made
 	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING
