@@ -268,6 +268,9 @@ type Mount struct {
 	AuditLog string // --audit-log FILE
 	LogFile  string // realmfs stdout and stderr
 	Pid      int    // the daemon
+	// journalDir is the journal's directory REALM_E2E_JOURNAL gave the
+	// mount (opts), kept across restarts; "" none yet.
+	journalDir string
 
 	conn int // the FUSE connection id (/sys/fs/fuse/connections/N), 0 unknown
 
@@ -430,9 +433,11 @@ func (m *Mount) args() []string {
 
 // opts are the mount's -o options: with REALM_E2E_JOURNAL=1, every mount
 // keeps the journal of changes (journal=on) unless the test says otherwise,
-// in Root/journal where that is on BACKING's filesystem (so that the tests
-// that compare BACKING's listings meet no .realm-journal), else in
-// BACKING/.realm-journal (a BACKING on a filesystem of its own).
+// in a directory of its own in the temp dir where that is on BACKING's
+// filesystem (so that the tests that compare BACKING's listings meet no
+// .realm-journal, and those that watch Root no journal; removed by
+// cleanup), else in BACKING/.realm-journal (a BACKING on a filesystem of
+// its own).
 func (m *Mount) opts() []string {
 	opts := m.cfg.opts
 	if os.Getenv("REALM_E2E_JOURNAL") != "1" {
@@ -444,18 +449,21 @@ func (m *Mount) opts() []string {
 		}
 	}
 	opts = append(opts[:len(opts):len(opts)], "journal=on")
-	var rs, bs syscall.Stat_t
-	if syscall.Stat(m.Root, &rs) != nil || syscall.Stat(m.Backing, &bs) != nil || rs.Dev != bs.Dev {
-		return opts
+	if m.journalDir == "" {
+		var rs, bs syscall.Stat_t
+		if syscall.Stat(os.TempDir(), &rs) != nil || syscall.Stat(m.Backing, &bs) != nil || rs.Dev != bs.Dev {
+			return opts
+		}
+		dir, err := os.MkdirTemp("", "realm-e2e-journal-")
+		if err != nil {
+			return opts
+		}
+		if c := m.cfg.cred; c != nil {
+			os.Chown(dir, int(c.Uid), int(c.Gid))
+		}
+		m.journalDir = dir
 	}
-	dir := filepath.Join(m.Root, "journal")
-	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
-		return opts
-	}
-	if c := m.cfg.cred; c != nil {
-		os.Chown(dir, int(c.Uid), int(c.Gid))
-	}
-	return append(opts, "journal_dir="+dir)
+	return append(opts, "journal_dir="+m.journalDir)
 }
 
 // argPaths are BACKING and MOUNTPOINT as given on the command line.
@@ -991,6 +999,9 @@ func (m *Mount) cleanup() {
 	m.checkRaces()
 	m.checkLockOrder()
 	m.checkWriteProtocol()
+	if m.journalDir != "" {
+		os.RemoveAll(m.journalDir) // the daemon is gone: opts made it
+	}
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
 		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {
