@@ -294,3 +294,23 @@ func TestJournalFailedRefuses(t *testing.T) {
 		t.Errorf("the failure is not logged:\n%s", tf.logs.String())
 	}
 }
+
+// TestJournalRenameOntoItself: a rename onto another name of the same
+// file changes nothing, and keeps nothing: its nlink stays.
+func TestJournalRenameOntoItself(t *testing.T) {
+	tf, j := newJournalFS(t)
+	tf.write(t, "a", "x")
+	if err := os.Link(filepath.Join(tf.backing, "a"), filepath.Join(tf.backing, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if errno := tf.root.Rename(as(1), "a", tf.root, "b", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(tf.backing, "b"), &st); err != nil || st.Nlink != 2 {
+		t.Errorf("nlink of b: %d (%v), want 2", st.Nlink, err)
+	}
+	if recs := records(t, j); len(recs) != 1 || recs[0].Op != journal.OpRename || recs[0].Kept {
+		t.Errorf("records %+v, want one rename keeping nothing", recs)
+	}
+}

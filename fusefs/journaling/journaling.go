@@ -113,8 +113,10 @@ func (p *Producer) RemoveErrno(ctx context.Context, op, rel string, err error) s
 // Rename appends the intent of a rename of name in the directory held by
 // ofd to newName in nfd (rec's Path and To set by the caller): Before the
 // object moved, Replaced the one at the new name, kept by link unless a
-// directory (its metadata only) or exchanged (an exchange's record names
-// both objects; undoing it is another exchange, and nothing is replaced).
+// directory (its metadata only), exchanged (an exchange's record names
+// both objects; undoing it is another exchange, and nothing is replaced)
+// or the object moved itself (a rename onto another of its names, which
+// changes nothing: a link would stay, one more in its nlink).
 func (p *Producer) Rename(ctx context.Context, rec journal.Record, ofd int, name string, nfd int, newName string, exchange bool) (*journal.Change, syscall.Errno) {
 	if p.J == nil {
 		return nil, 0
@@ -126,7 +128,8 @@ func (p *Producer) Rename(ctx context.Context, rec journal.Record, ofd int, name
 		var st unix.Stat_t
 		if dirfd.Fstat(fd, &st) == nil {
 			rec.Replaced = journal.ObjectOf(&st)
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR && !exchange {
+			same := rec.Before != nil && rec.Before.ID() == rec.Replaced.ID()
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR && !exchange && !same {
 				keep = fd
 			}
 		}
