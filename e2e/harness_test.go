@@ -268,6 +268,9 @@ type Mount struct {
 	AuditLog string // --audit-log FILE
 	LogFile  string // realmfs stdout and stderr
 	Pid      int    // the daemon
+	// journalDir is the journal's directory REALM_E2E_JOURNAL gave the
+	// mount (opts), kept across restarts; "" none yet.
+	journalDir string
 
 	conn int // the FUSE connection id (/sys/fs/fuse/connections/N), 0 unknown
 
@@ -417,8 +420,8 @@ func (m *Mount) args() []string {
 	if !m.cfg.detach {
 		args = append(args, "-f")
 	}
-	if len(m.cfg.opts) > 0 {
-		args = append(args, "-o", strings.Join(m.cfg.opts, ","))
+	if opts := m.opts(); len(opts) > 0 {
+		args = append(args, "-o", strings.Join(opts, ","))
 	}
 	args = append(args, "--audit-log", m.AuditLog, "--state-dir", filepath.Join(m.Root, "state"))
 	if os.Getenv("REALM_E2E_DEBUG") == "1" && !m.cfg.detach { // --debug implies -f
@@ -426,6 +429,41 @@ func (m *Mount) args() []string {
 	}
 	args = append(args, m.cfg.flags...)
 	return append(args, m.argPaths()...)
+}
+
+// opts are the mount's -o options: with REALM_E2E_JOURNAL=1, every mount
+// keeps the journal of changes (journal=on) unless the test says otherwise,
+// in a directory of its own in the temp dir where that is on BACKING's
+// filesystem (so that the tests that compare BACKING's listings meet no
+// .realm-journal, and those that watch Root no journal; removed by
+// cleanup), else in BACKING/.realm-journal (a BACKING on a filesystem of
+// its own).
+func (m *Mount) opts() []string {
+	opts := m.cfg.opts
+	if os.Getenv("REALM_E2E_JOURNAL") != "1" {
+		return opts
+	}
+	for _, o := range opts {
+		if strings.HasPrefix(o, "journal") {
+			return opts
+		}
+	}
+	opts = append(opts[:len(opts):len(opts)], "journal=on")
+	if m.journalDir == "" {
+		var rs, bs syscall.Stat_t
+		if syscall.Stat(os.TempDir(), &rs) != nil || syscall.Stat(m.Backing, &bs) != nil || rs.Dev != bs.Dev {
+			return opts
+		}
+		dir, err := os.MkdirTemp("", "realm-e2e-journal-")
+		if err != nil {
+			return opts
+		}
+		if c := m.cfg.cred; c != nil {
+			os.Chown(dir, int(c.Uid), int(c.Gid))
+		}
+		m.journalDir = dir
+	}
+	return append(opts, "journal_dir="+m.journalDir)
 }
 
 // argPaths are BACKING and MOUNTPOINT as given on the command line.
@@ -461,7 +499,7 @@ func (m *Mount) start() {
 		cmd.Env = append(os.Environ(), m.cfg.env...)
 	}
 	if m.cfg.helper {
-		opts := append([]string{"rw"}, m.cfg.opts...)
+		opts := append([]string{"rw"}, m.opts()...)
 		cmd = exec.Command("mount.fuse3", m.Backing, m.Dir, "-t", "fuse.realmfs", "-o", strings.Join(opts, ","))
 		cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
 		fmt.Fprintf(logf, "=== via %s\n", strings.Join(cmd.Args, " "))
@@ -961,6 +999,9 @@ func (m *Mount) cleanup() {
 	m.checkRaces()
 	m.checkLockOrder()
 	m.checkWriteProtocol()
+	if m.journalDir != "" {
+		os.RemoveAll(m.journalDir) // the daemon is gone: opts made it
+	}
 	if m.tb.Failed() {
 		m.tb.Logf("realmfs log (%s):\n%s", m.LogFile, m.logTail())
 		if b, err := os.ReadFile(m.AuditLog); err == nil && len(b) > 0 {

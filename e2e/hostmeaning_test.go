@@ -47,6 +47,7 @@ func TestDaemonFilesOutsideBacking(t *testing.T) {
 		{"policy file in BACKING", "policy file", []string{"--policy", policy}, ""},
 		{"state directory in BACKING", "state directory", []string{"--state-dir", filepath.Join(backing, "state")}, filepath.Join(backing, "state")},
 		{"state directory by -o", "state directory", []string{"-o", "state_dir=" + filepath.Join(backing, "logs")}, ""},
+		{"journal directory by -o", "journal directory", []string{"-o", "journal=on,journal_dir=" + filepath.Join(backing, "logs")}, ""},
 	} {
 		args := append([]string{"-f"}, tc.args...)
 		args = append(args, backing, mnt)

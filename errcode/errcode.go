@@ -54,6 +54,12 @@ const (
 	// privilege on the host where BACKING lies (a set-ID bit, a file
 	// capability or another privileged xattr).
 	PrivilegeDenied Code = "PRIVILEGE_DENIED"
+
+	// JournalFailed: the journal of changes could not record a change
+	// (its intent not appended or not durable, or what it replaces not
+	// kept), so the change was not made (EIO): no change without its
+	// record.
+	JournalFailed Code = "JOURNAL_FAILED"
 )
 
 // Catalogue is every code, in the order the const block declares them:
@@ -63,7 +69,7 @@ var Catalogue = []Code{
 	PathEscape, ProtectedPathDenied, CredentialPathDenied, LockConflict,
 	WriteNotAtomic, SchemaInvalid, RealmNotActive, ToolTimeout, RealmStopping,
 	DeviceNodeDenied, WriterKilledCommitted, WriterKilledRecovered,
-	ResourceLimit, XattrNotKept, PrivilegeDenied,
+	ResourceLimit, XattrNotKept, PrivilegeDenied, JournalFailed,
 }
 
 // Known reports whether c is in the catalogue.

@@ -31,6 +31,7 @@ func TestCatalogue(t *testing.T) {
 		{WriterKilledCommitted, syscall.EIO, ExitFailure},
 		{WriterKilledRecovered, syscall.EIO, ExitFailure},
 		{XattrNotKept, syscall.EIO, ExitFailure},
+		{JournalFailed, syscall.EIO, ExitFailure},
 		{ResourceLimit, syscall.EMFILE, ExitFailure},
 	}
 	for _, tt := range tests {

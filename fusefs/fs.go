@@ -40,6 +40,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
@@ -70,6 +72,10 @@ type Options struct {
 	Owners *procinfo.Resolver
 	// Durability says when commits of atomic writes are made durable.
 	Durability Durability
+	// Journal, if set, records every change made through the mount
+	// (docs/JOURNAL.md): no change is made without its record. nil: none.
+	// The caller opens it on BACKING and closes it after Close.
+	Journal *journal.Journal
 	// Cache says how long the kernel may trust what the mount told it; a
 	// negative field (or a nil Cache) means the default: WatchedCache
 	// while BACKING is watched, DefaultCache otherwise.
@@ -194,6 +200,7 @@ type FS struct {
 	// SetMountDevice), which tells its files apart in a closing process's
 	// descriptor table (see writeengine.File.Flush).
 	mountDev atomic.Uint64
+	journal  journaling.Producer // the journal of changes' records (Options.Journal)
 }
 
 // SetMountDevice tells the mount its own device number, once mounted (stat
@@ -219,6 +226,7 @@ func New(backing string, opts Options) (*FS, error) {
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.guard.Policy = opts.Credentials
+	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	fsys.engine = fsys.newEngine()
 	fsys.gate = admit.Gate{
@@ -415,8 +423,12 @@ func (f *FS) debugf(format string, args ...any) {
 	}
 }
 
-// hiddenName reports names the mount never shows.
-func hiddenName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
+// hiddenName reports names the mount never shows: realm's temps and the
+// journal's directory (journal.DirName, in any directory: a workspace
+// nested in BACKING may hold one of its own).
+func hiddenName(name string) bool {
+	return strings.HasPrefix(name, TempPrefix) || name == journal.DirName
+}
 
 // caller returns who made the request; the zero Caller if go-fuse did not say.
 func caller(ctx context.Context) fuse.Caller {

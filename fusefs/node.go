@@ -15,6 +15,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/inodes"
+	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -454,7 +455,14 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno := n.fsys.gate.MetaHeldByOther(ctx, "setattr", n, fd); errno != 0 {
 			return errno
 		}
-		if err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) }); err != nil {
+		op := journaling.SetattrOp(in.Valid&fuse.FATTR_MODE != 0, in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0)
+		c, errno := f.journal.Setattr(ctx, f.journalRecord(ctx, op, n.Rel("")), fd)
+		if errno != 0 {
+			return errno
+		}
+		err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) })
+		f.journal.End(c, err, nil)
+		if err != nil {
 			return dirfd.Errno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the

@@ -13,6 +13,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
@@ -193,7 +195,13 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		return -1, -1, 0, noUnpin, errno
 	}
 	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
+	rel := admit.Join(dir, name)
+	c, errno := f.journal.Begin(ctx, "create", rel, f.journalRecord(ctx, journal.OpCreate, rel), journal.NoKeep)
+	if errno != 0 {
+		return fail(errno)
+	}
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
+	f.journal.End(c, err, journaling.FdID(fd))
 	if err != nil {
 		return fail(dirfd.Errno(err))
 	}

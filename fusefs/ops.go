@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -12,6 +13,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -95,7 +98,17 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 		mode = typ | n.fsys.gate.NewMode(ctx, op, n, pfd, name, typ, mode)
 	}
 	handOver := n.fsys.gate.HandsOver(ctx)
-	if err := make(guard.FirstMode(mode, handOver)); err != nil {
+	c, errno := n.fsys.journal.Begin(ctx, op, rel, n.fsys.journalRecord(ctx, journaling.NamedOps[op], rel), journal.NoKeep)
+	if errno != 0 {
+		return nil, errno
+	}
+	err := make(guard.FirstMode(mode, handOver))
+	var made *journal.ID
+	if err == nil {
+		made = journaling.IDAt(pfd, name)
+	}
+	n.fsys.journal.End(c, err, made)
+	if err != nil {
 		return nil, dirfd.Errno(err)
 	}
 	fd, err := dirfd.OpenPath(pfd, name)
@@ -257,7 +270,15 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 			return nil, nil, errno
 		}
 	}
-	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) }); err != nil {
+	rec := n.fsys.journalRecord(ctx, journal.OpLink, tn.Rel(""))
+	rec.To, rec.Before = admit.Join(dir, name), journal.ObjectOf(&st)
+	c, errno := n.fsys.journal.Begin(ctx, "link", rec.To, rec, journal.NoKeep)
+	if errno != 0 {
+		return nil, nil, errno
+	}
+	err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) })
+	n.fsys.journal.End(c, err, nil)
+	if err != nil {
 		return nil, nil, dirfd.Errno(err)
 	}
 	if err := dirfd.Fstat(fd, &st); err != nil {
@@ -301,15 +322,24 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 			return errno
 		}
 	}
+	// A journal's record names the name's place now, held still by nsMu
+	// (shared) through the removal.
+	unlock, rel := func() {}, ""
+	if n.fsys.journal.On() {
+		unlock = n.fsys.nsLock(false)
+		rel = admit.Join(n.fsys.gate.DirRel(n, pfd), name)
+	}
 	// Another name of a made file may stay: its ctime moves.
 	mfd := n.fsys.guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
-	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return dirfd.Unlink(pfd, name, flags) })
-	if err == syscall.ENOTEMPTY && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
-		err = dirfd.Unlink(pfd, name, flags)
+	rec := n.fsys.journalRecord(ctx, "", rel)
+	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return n.fsys.journal.Remove(rec, pfd, name, flags) })
+	if errors.Is(err, syscall.ENOTEMPTY) && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
+		err = n.fsys.journal.Remove(rec, pfd, name, flags)
 	}
+	unlock()
 	if err != nil {
-		return dirfd.Errno(err)
+		return n.fsys.journal.RemoveErrno(ctx, op, n.Rel(name), err)
 	}
 	if l.Held {
 		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
@@ -477,9 +507,21 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 		f.commitMu.Unlock()
 		return f.gate.Refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, admit.RuleLockOtherOwner), false
 	}
+	// The journal's intent, the file replaced kept by link: under
+	// commitMu, after the last look at who writes it, so that no write
+	// open meets the link's change of its ctime and nlink (a write opened
+	// between the two would take it for a change from outside).
+	rec := f.journalRecord(ctx, journal.OpRename, r.oldRel)
+	rec.To = r.newRel
+	c, errno := f.journal.Rename(ctx, rec, r.ofd, r.name, r.nfd, r.newName, r.flags&unix.RENAME_EXCHANGE != 0)
+	if errno != 0 {
+		f.commitMu.Unlock()
+		return errno, false
+	}
 	err := f.guard.OwnChange([]int{sfd, dfd}, func() error {
 		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
 	})
 	f.commitMu.Unlock()
+	f.journal.End(c, err, nil)
 	return dirfd.Errno(err), false
 }

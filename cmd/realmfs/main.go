@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
@@ -81,6 +82,12 @@ Mount options (-o, comma-separated):
                        default: half the daemon's descriptor limit, and
                        never more than half of what other owners left);
                        past it an open is EMFILE (RESOURCE_LIMIT)
+  journal=on|off       record every change made through the mount, and keep
+                       what it replaced or removed by link, in
+                       BACKING/.realm-journal (default off: undo is not
+                       built yet; docs/JOURNAL.md)
+  journal_dir=DIR      the journal's directory instead: on BACKING's
+                       filesystem and mount, outside BACKING
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -238,7 +245,7 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 	if cfg.mountpoint, err = filepath.Abs(mountpoint); err != nil {
 		return err
 	}
-	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile, &cfg.stateDir} {
+	for _, p := range []*string{&cfg.auditLog, &cfg.daemonLog, &cfg.policyFile, &cfg.stateDir, &cfg.mount.journalDir} {
 		if *p == "" || *p == stateNone {
 			continue
 		}
@@ -257,7 +264,7 @@ func (cfg *config) settlePaths(backing, mountpoint string) error {
 		explicitState = ""
 	}
 	if err := checkOutside(cfg.backing, map[string]string{"audit log": cfg.auditLog, "log": cfg.daemonLog,
-		"policy file": cfg.policyFile, "state directory": explicitState}); err != nil {
+		"policy file": cfg.policyFile, "state directory": explicitState, "journal directory": cfg.mount.journalDir}); err != nil {
 		return err
 	}
 	cfg.madeStore = madeStorePath(cfg.stateDir, cfg.backing)
@@ -319,11 +326,8 @@ func serve(cfg config, stderr io.Writer) int {
 	// Built with -tags lockdep, a lock taken out of order is an error here.
 	lockorder.SetReporter(func(report string) { logger.Error("lock order violated", "report", report) })
 	auditor, reopen := logs.audit, logs.files
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		if err := kernelcheck.Check(unix.ByteSliceToString(uts.Release[:])); err != nil {
-			return fail("%v", err)
-		}
+	if err := checkKernel(); err != nil {
+		return fail("%v", err)
 	}
 	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
 	defer owners.Close()
@@ -333,7 +337,12 @@ func serve(cfg config, stderr io.Writer) int {
 			return string(o)
 		}
 	}
-	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger))
+	jnl, err := openJournal(cfg, logger)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer closeJournal(jnl, logger)
+	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -385,6 +394,15 @@ func serve(cfg config, stderr io.Writer) int {
 	stopProfile()
 	logger.Info("unmounted", "mountpoint", cfg.mountpoint)
 	return 0
+}
+
+// checkKernel refuses a kernel realmfs cannot guard on (kernelcheck).
+func checkKernel() error {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return nil
+	}
+	return kernelcheck.Check(unix.ByteSliceToString(uts.Release[:]))
 }
 
 // fuseOptions are go-fuse's mount options for cfg, before the guard adds
@@ -450,8 +468,9 @@ func (l *daemonLogs) close() {
 }
 
 // fsOptions are the guard's options for cfg: the audit log (nil: none),
-// the owners' resolver, the descriptor limit in force and the daemon log.
-func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger) fusefs.Options {
+// the owners' resolver, the descriptor limit in force, the daemon log and
+// the journal of changes (nil: none).
+func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger, jnl *journal.Journal) fusefs.Options {
 	isRoot := os.Geteuid() == 0
 	return fusefs.Options{
 		ReadOnly:       cfg.mount.readOnly,
@@ -461,6 +480,7 @@ func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, li
 		Credentials:    cfg.policy.Matcher(),
 		Owners:         owners,
 		Durability:     cfg.mount.durability,
+		Journal:        jnl,
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),

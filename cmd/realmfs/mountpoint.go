@@ -69,7 +69,7 @@ func checkOutside(backing string, files map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("backing directory: %w", err)
 	}
-	for _, role := range []string{"audit log", "log", "policy file", "state directory"} {
+	for _, role := range []string{"audit log", "log", "policy file", "state directory", "journal directory"} {
 		p := files[role]
 		if p == "" {
 			continue

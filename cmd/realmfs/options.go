@@ -30,6 +30,8 @@ type mountOptions struct {
 	logFormat  string
 	stateDir   string // the -o form of --state-dir
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
+	journal    bool   // record every change made through the mount
+	journalDir string // the journal's directory; "": BACKING/.realm-journal
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -108,6 +110,12 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				if mo.passthrough, err = onOff(key, val); err != nil {
 					return mo, err
 				}
+			case key == "journal" && hasVal:
+				if mo.journal, err = onOff(key, val); err != nil {
+					return mo, err
+				}
+			case key == "journal_dir" && hasVal && val != "":
+				mo.journalDir = val
 			case key == "watch" && hasVal:
 				if mo.watch, err = onOff(key, val); err != nil {
 					return mo, err

@@ -38,6 +38,8 @@ func TestParseMountOptions(t *testing.T) {
 		}},
 		{"nonempty", []string{"nonempty"}, func(m *mountOptions) { m.nonempty = true }},
 		{"descriptor bound", []string{"max_fds_per_owner=50"}, func(m *mountOptions) { m.maxFds = 50 }},
+		{"journal off by default, on and elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journal, m.journalDir = true, "/srv/j" }},
+		{"journal off", []string{"journal=off"}, func(*mountOptions) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +62,7 @@ func TestParseMountOptionsRefuses(t *testing.T) {
 		"entry_timeout=-1", "attr_timeout=abc", "negative_timeout=NaN", "entry_timeout=3601", "attr_timeout=",
 		"policy=", "audit_log", "log=", "log_format=xml", "nonempty=1",
 		"max_fds_per_owner=0", "max_fds_per_owner=-3", "max_fds_per_owner=many", "max_fds_per_owner",
+		"journal=yes", "journal", "journal_dir=",
 	} {
 		if _, err := parseMountOptions([]string{v}); !errors.Is(err, errUnknownOption) {
 			t.Errorf("-o %s: error %v, want one wrapping errUnknownOption", v, err)

@@ -9,7 +9,7 @@ const (
 	RuleEscapeNotRegular    = "escape:not-regular"    // data open of what is no regular file
 	RuleEscapeSymlinkTarget = "escape:symlink-target" // a symlink's target is absolute, not normal, climbs out of the root or names a temp
 	RuleEscapeUnscanned     = "escape:unscanned"      // a directory moved shallower whose links could not all be read
-	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name
+	RuleEscapeTempName      = "escape:temp-name"      // making a .realm-tmp- name, or .realm-journal
 	RuleEscapeWhiteout      = "escape:whiteout"       // rename with RENAME_WHITEOUT
 	RuleEscapeMount         = "escape:mount"          // a mount inside BACKING (a bind mount, another filesystem)
 	RuleEscapeMovedOut      = "escape:moved-out"      // a directory the host moved out of BACKING

@@ -98,7 +98,7 @@ func linkEscapingBeneath(fd, depth int) (escaping string, scanned bool) {
 			}
 		}
 		return escaping == "" && seen < maxRenameScan
-	})
+	}, nil)
 	return escaping, escaping != "" || (err == nil && seen < maxRenameScan)
 }
 

@@ -20,8 +20,9 @@ var errStop = errors.New("walk stopped")
 // walk visits every entry beneath the directory held by dir, depth first,
 // without following symlinks; visit gets the entry's path (prefix/...), the
 // fd of the directory holding it, and the entry, and returns false to stop
-// (walk then returns a non-nil error).
-func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dirent) bool) error {
+// (walk then returns a non-nil error). A directory prune reports (nil:
+// none) is visited but not entered.
+func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dirent) bool, prune func(name string) bool) error {
 	ents, err := dirfd.ReadDir(dir)
 	if err != nil {
 		return err
@@ -39,14 +40,14 @@ func walk(dir int, prefix string, visit func(rel string, parent int, d dirfd.Dir
 			var st unix.Stat_t
 			isDir = dirfd.Lstat(dir, d.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
 		}
-		if !isDir {
+		if !isDir || prune != nil && prune(d.Name) {
 			continue
 		}
 		sub, err := dirfd.OpenDir(dir, d.Name)
 		if err != nil {
 			continue // gone or swapped since listed: nothing to visit there
 		}
-		err = walk(sub, rel, visit)
+		err = walk(sub, rel, visit, prune)
 		dirfd.Close(sub)
 		if err != nil {
 			return err
@@ -94,7 +95,7 @@ func (g *Guard) scanDirRename(fd int, rel, newRel string, skip func(name string)
 			f.Path, f.Protected = after, true
 		}
 		return f.Path == "" && seen < maxRenameScan
-	})
+	}, nil)
 	if f.Path == "" && (err != nil || seen >= maxRenameScan) {
 		f.Unscanned = true
 	}
@@ -105,7 +106,8 @@ func (g *Guard) scanDirRename(fd int, rel, newRel string, skip func(name string)
 // identity of every credential file (for its other names: hard links, bind
 // mounts, the names it is renamed to) and protected file (scanEntry), and
 // hands each hidden name (the mount's temps) to sweep, which removes it if
-// a crash left it there and says so. The identity checks (IDs.Has) wait
+// a crash left it there and says so; a hidden directory (the journal's) is
+// not entered. The identity checks (IDs.Has) wait
 // until it is done (StartScan): it runs while the mount serves.
 func (g *Guard) Scan(root int, hidden func(name string) bool, sweep func(dir int, name string) bool) ScanResult {
 	var res ScanResult
@@ -122,7 +124,7 @@ func (g *Guard) Scan(root int, hidden func(name string) bool, sweep func(dir int
 			res.Credentials++
 		}
 		return true
-	})
+	}, hidden)
 	return res
 }
 

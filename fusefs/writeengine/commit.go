@@ -13,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
@@ -111,11 +112,14 @@ type Write[N comparable] struct {
 	base       int          // fd of the content last committed (or found at open)
 	temp       int          // fd of the temp holding new content, -1 if none
 	appendFd   int          // O_WRONLY|O_APPEND fd of base for appends in place, -1 if none
-	tempName   string       // its name in tempDir
-	tempQuiet  bool         // the watcher ignores the temp's changes (Host.Quiet)
-	observed   unix.Stat_t  // the file as this owner last saw it commit
-	seq        uint64       // when it began, among the mount's writes: orders lockPair
-	chargedTo  locks.Owner  // the owner charged for its descriptors (Host.ChargeWrite), "" none
+	// appendJournaled: the journal has the record of the appends in place
+	// through appendFd (firstAppendInPlace).
+	appendJournaled bool
+	tempName        string      // its name in tempDir
+	tempQuiet       bool        // the watcher ignores the temp's changes (Host.Quiet)
+	observed        unix.Stat_t // the file as this owner last saw it commit
+	seq             uint64      // when it began, among the mount's writes: orders lockPair
+	chargedTo       locks.Owner // the owner charged for its descriptors (Host.ChargeWrite), "" none
 	// xattrsLost names the file's extended attributes the temp does not
 	// carry (dirfd.CopyXattrs, or a change through the mount it could not
 	// take): the commit that renames the temp over the file says so.
@@ -289,12 +293,27 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
 	}
+	// The journal's intent, with the old file kept by link, before the
+	// rename (outside LockCommit: it may wait for an fdatasync). The link
+	// moves the old file's ctime and nlink: after the verdict, which
+	// compares them.
+	end, errno := w.journal(ctx, verdict == writeproto.CommitInPlace, &now)
+	if errno != 0 {
+		unlock()
+		if w.temp >= 0 { // not dropped by a failure already: the journal refused
+			w.dropTemp()
+		}
+		return errno, false
+	}
 	if verdict == writeproto.CommitInPlace {
 		unlock()
-		return w.commitInPlace(ctx) // several links: never replacesEmpty, the temp is synced
+		errno, committed := w.commitInPlace(ctx) // several links: never replacesEmpty, the temp is synced
+		endChange(end, committed)
+		return errno, committed
 	}
 	st, err := w.replace()
 	unlock()
+	endChange(end, err == nil)
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
@@ -307,6 +326,45 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	}
 	return w.settle(ctx, syncDir, &st), true
 }
+
+// journal appends the intent of w's commit (Host.JournalChange): a
+// rewrite, the temp renamed over the file (now, its stat) with the old
+// file kept by a link of w.base, or, inPlace (several links), a rewrite in
+// place, kept by nothing: such a commit cannot be undone yet. An empty
+// file replaced is kept by nothing either: its record says it all. end is
+// nil without a journal.
+func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) (end func(error), errno syscall.Errno) {
+	g := w.eng
+	keep, after := w.base, (*journal.ID)(nil)
+	if inPlace || now.Size == 0 {
+		// An empty file (a new one's first commit, most often) is kept by
+		// its record alone: Before has all undoing needs.
+		keep = journal.NoKeep
+	}
+	if !inPlace {
+		var st unix.Stat_t
+		if err := dirfd.Fstat(w.temp, &st); err != nil {
+			return nil, w.fail(ctx, StageBeforeRename, err)
+		}
+		after = &journal.ID{Dev: st.Dev, Ino: st.Ino}
+	}
+	return g.host.JournalChange(ctx, journal.OpRewrite, w.entry.Owner(), w.place(), now, after, keep)
+}
+
+// endChange ends a journaled change (end nil: none) as done, or aborted.
+func endChange(end func(error), done bool) {
+	if end == nil {
+		return
+	}
+	if done {
+		end(nil)
+	} else {
+		end(errNotMade)
+	}
+}
+
+// errNotMade ends a journaled change that was not made.
+var errNotMade = errors.New("not made")
 
 // seal readies the temp for the rename (the protocol refused a failed
 // one: writeproto.StartRefuse): a durable commit fsyncs it. It returns the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -37,6 +38,24 @@ type Host[N comparable] interface {
 	Notifier[N]
 	Watcher
 	FdCharger
+	Journal
+}
+
+// Journal is the mount's journal of changes (docs/JOURNAL.md), as a
+// commit records itself in it.
+type Journal interface {
+	// JournalChange appends the intent of a change of the file at rel by
+	// owner: op is journal.OpRewrite (the temp renamed over the file:
+	// after, its identity; keep, an fd of the old file, linked into the
+	// journal) or an in-place change (journal.OpAppend, or OpRewrite of a
+	// file with several links, kept by nothing: keep is journal.NoKeep);
+	// before is the file's stat. It is called before the change is made,
+	// under LockNames and never under LockCommit (it may wait for an
+	// fdatasync). end, called once with the change's error, appends its
+	// end; nil when the mount keeps no journal. A non-zero errno refuses
+	// the change: the journal could not record it (the host audited and
+	// logged it).
+	JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (end func(error), errno syscall.Errno)
 }
 
 // Reporter is the daemon's log and audit trail.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
@@ -398,4 +399,8 @@ func TestEngineFollowsARename(t *testing.T) {
 	if got := d.others(t); len(got) != 1 || got[0] != "g" {
 		t.Errorf("the directory holds %q, want only g", got)
 	}
+}
+
+func (h *fakeHost) JournalChange(context.Context, journal.Op, locks.Owner, string, *unix.Stat_t, *journal.ID, int) (func(error), syscall.Errno) {
+	return nil, 0
 }

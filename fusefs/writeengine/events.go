@@ -84,7 +84,10 @@ func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, a
 			}
 			w.m.PlaceChecked()
 		}
-		return w.appendInPlace(h, via, data)
+		if w.appendJournaled {
+			return w.appendInPlace(h, via, data)
+		}
+		return w.firstAppendInPlace(ctx, h, via, data)
 	}
 	if err := w.ensureTemp(true); err != nil {
 		return 0, dirfd.Errno(err)

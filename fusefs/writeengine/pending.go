@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/locks"
 )
@@ -205,6 +206,25 @@ func (w *Write[N]) appendInPlace(h *writeproto.Handle, via N, data []byte) (int,
 	return max(n, 0), dirfd.Errno(err)
 }
 
+// firstAppendInPlace is appendInPlace of the first append in place since
+// the file's append fd was opened: the journal records one append
+// (Host.JournalChange, before it the file's size) for the appends in
+// place until that fd is closed (closeAppend), not one per write.
+func (w *Write[N]) firstAppendInPlace(ctx context.Context, h *writeproto.Handle, via N, data []byte) (int, syscall.Errno) {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(w.base, &st); err != nil {
+		return 0, dirfd.Errno(err)
+	}
+	end, errno := w.eng.host.JournalChange(ctx, journal.OpAppend, w.entry.Owner(), w.place(), &st, nil, journal.NoKeep)
+	if errno != 0 {
+		return 0, errno
+	}
+	n, errno := w.appendInPlace(h, via, data)
+	endChange(end, n > 0)
+	w.appendJournaled = n > 0
+	return n, errno
+}
+
 // syncAppends makes the appends in place durable (fsync), if asked. A
 // failure is reported (syncFailed) and returned for a caller that can
 // hear it (ctx: the request that asked).
@@ -230,6 +250,7 @@ func (w *Write[N]) closeAppend(ctx context.Context) syscall.Errno {
 	}
 	dirfd.Close(w.appendFd)
 	w.appendFd = -1
+	w.appendJournaled = false
 	w.m.AppendsSynced()
 	return errno
 }

@@ -32,6 +32,7 @@ var layers = map[string]int{
 	"fusefs/kernelnotify": 3, "fusefs/readhold": 3,
 	"fusefs/watch": 3, "fusefs/reclock": 3, "fusefs/inodes": 3,
 	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
+	"fusefs/journaling": 3, // the journal's producers: the records the adapters' ops append
 	// The guard's decisions, which the adapters, the admission and the
 	// engine ask (new content never keeps a set-ID bit:
 	// guard.HostFileMode); what the admission writes to and charges (the

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal"
+)
+
+// openJournal opens the journal of changes cfg asks for (-o journal=on),
+// nil if it asks for none: BACKING/.realm-journal, or -o journal_dir
+// (which fusefs/journal refuses on another filesystem or mount), durable
+// as the mount's durability says. What its recovery found is logged.
+func openJournal(cfg config, logger *slog.Logger) (*journal.Journal, error) {
+	if !cfg.mount.journal {
+		return nil, nil
+	}
+	root, err := dirfd.OpenRoot(cfg.backing)
+	if err != nil {
+		return nil, fmt.Errorf("journal: backing directory: %w", err)
+	}
+	defer dirfd.Close(root)
+	dir := journal.DefaultDir
+	if cfg.mount.journalDir != "" {
+		if dir, err = dirfd.OpenRoot(cfg.mount.journalDir); err != nil {
+			return nil, fmt.Errorf("journal directory %s: %w", cfg.mount.journalDir, err)
+		}
+		defer dirfd.Close(dir)
+	}
+	j, err := journal.Open(root, dir, journal.Options{Durable: cfg.mount.durability == fusefs.DurabilityFull})
+	if err != nil {
+		where := cfg.mount.journalDir
+		if where == "" {
+			where = cfg.backing + "/" + journal.DirName
+		}
+		return nil, fmt.Errorf("journal %s: %w", where, err)
+	}
+	r := j.Recovery()
+	logger.Info("journal opened", "dir", cfg.mount.journalDir, "durable", cfg.mount.durability == fusefs.DurabilityFull,
+		"segments", r.Segments, "records", r.Records, "cut_bytes", r.CutBytes, "damaged", r.Damaged,
+		"done", r.Done, "aborted", r.Aborted, "outside", r.Outside,
+		"kept_removed", r.KeptRemoved, "segments_removed", r.SegmentsRemoved)
+	return j, nil
+}
+
+// closeJournal closes the journal, once the mount is closed.
+func closeJournal(j *journal.Journal, logger *slog.Logger) {
+	if j == nil {
+		return
+	}
+	if err := j.Close(); err != nil {
+		logger.Error("journal close", "err", err)
+	}
+}
