@@ -74,7 +74,7 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	r, root, backing, err := openJournal(jc.target, jc.journalDir)
+	r, root, backing, err := readJournal(jc.target, jc.journalDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs journal %s: %v\n", jc.name, err)
 		return errcode.ExitFailure
@@ -169,10 +169,10 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// openJournal opens the journal of target (a realmfs mountpoint or a
+// readJournal opens the journal of target (a realmfs mountpoint or a
 // BACKING) for reading: its Reader, BACKING's root fd (the caller's to
 // close) and BACKING's path.
-func openJournal(target, journalDir string) (*journal.Reader, int, string, error) {
+func readJournal(target, journalDir string) (*journal.Reader, int, string, error) {
 	backing, err := backingOf(target)
 	if err != nil {
 		return nil, -1, "", err
