@@ -8,6 +8,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/admit"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
 )
@@ -136,3 +137,10 @@ func (h engineHost) ChargeWrite(owner locks.Owner) bool {
 }
 
 func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, admit.PendingFds) }
+
+// JournalChange is the journal's intent of a commit
+// (writeengine.Journal): see there.
+func (h engineHost) JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (func(error), syscall.Errno) {
+	rec := journal.Record{Owner: string(owner), Op: op, Path: rel, Before: journal.ObjectOf(before), After: after}
+	return h.f.journal.Commit(ctx, rec, keep)
+}
