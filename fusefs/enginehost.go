@@ -138,6 +138,9 @@ func (h engineHost) ChargeWrite(owner locks.Owner) bool {
 
 func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, admit.PendingFds) }
 
+// Journaling reports whether the mount keeps a journal (writeengine.Journal).
+func (h engineHost) Journaling() bool { return h.f.journal.On() }
+
 // JournalChange is the journal's intent of a commit
 // (writeengine.Journal): see there.
 func (h engineHost) JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (func(error), syscall.Errno) {

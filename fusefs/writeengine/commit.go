@@ -335,6 +335,9 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 // nil without a journal.
 func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) (end func(error), errno syscall.Errno) {
 	g := w.eng
+	if !g.host.Journaling() {
+		return nil, 0
+	}
 	keep, after := w.base, (*journal.ID)(nil)
 	if inPlace || now.Size == 0 {
 		// An empty file (a new one's first commit, most often) is kept by

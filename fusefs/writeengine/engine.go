@@ -44,6 +44,10 @@ type Host[N comparable] interface {
 // Journal is the mount's journal of changes (docs/JOURNAL.md), as a
 // commit records itself in it.
 type Journal interface {
+	// Journaling reports whether the mount keeps a journal: without one a
+	// commit builds no record (no path, no stat), so that the journal
+	// costs nothing while it is off.
+	Journaling() bool
 	// JournalChange appends the intent of a change of the file at rel by
 	// owner: op is journal.OpRewrite (the temp renamed over the file:
 	// after, its identity; keep, an fd of the old file, linked into the

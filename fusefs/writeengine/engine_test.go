@@ -401,6 +401,8 @@ func TestEngineFollowsARename(t *testing.T) {
 	}
 }
 
+func (h *fakeHost) Journaling() bool { return false }
+
 func (h *fakeHost) JournalChange(context.Context, journal.Op, locks.Owner, string, *unix.Stat_t, *journal.ID, int) (func(error), syscall.Errno) {
 	return nil, 0
 }

@@ -211,6 +211,9 @@ func (w *Write[N]) appendInPlace(h *writeproto.Handle, via N, data []byte) (int,
 // (Host.JournalChange, before it the file's size) for the appends in
 // place until that fd is closed (closeAppend), not one per write.
 func (w *Write[N]) firstAppendInPlace(ctx context.Context, h *writeproto.Handle, via N, data []byte) (int, syscall.Errno) {
+	if !w.eng.host.Journaling() {
+		return w.appendInPlace(h, via, data)
+	}
 	var st unix.Stat_t
 	if err := dirfd.Fstat(w.base, &st); err != nil {
 		return 0, dirfd.Errno(err)
