@@ -108,6 +108,9 @@ type fakeProcs struct {
 	facts procFacts
 	asked int
 	like  procinfo.SameOpen
+	// sampled, if set, hears each sample of the writer (without waiting):
+	// a test acts on the writer once a close has begun to watch it.
+	sampled chan struct{}
 }
 
 func (p *fakeProcs) IsThreadOf(tgid, tid uint32) bool {
@@ -133,6 +136,10 @@ func (p *fakeProcs) WriterState(tid uint32) (procinfo.WriterSample, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked++
+	select {
+	case p.sampled <- struct{}{}:
+	default:
+	}
 	return procinfo.WriterSample{State: p.facts.writer, UserTicks: p.facts.ticks}, nil
 }
 
