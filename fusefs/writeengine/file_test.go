@@ -128,8 +128,8 @@ func TestFileCloseCommitsOnlyTheLast(t *testing.T) {
 func TestFileWriteGoesOn(t *testing.T) {
 	gap := writeproto.WriteGap
 	for _, tc := range []struct {
-		name     string
-		writer   procinfo.WriterState
+		name    string
+		writer  procinfo.WriterState
 		run     bool // the writer runs its own code once the close watches it
 		write   bool // it sends another WRITE then
 		commits bool
