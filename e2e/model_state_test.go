@@ -510,6 +510,12 @@ func (m *model) open(p *mproc, slot, name, mode string) string {
 	h.fresh = m.view(obj, p.owner) == ""
 	w.hs[h] = true
 	if mode == "TRUNC" {
+		// Truncating starts the owner's content afresh on the file as it
+		// is now (writeengine Write.Open: dropTemp, then ensureTemp's
+		// catchUp): nothing of the version it began with survives, so
+		// another owner's commit before this open is no conflict for it.
+		w.temp = nil
+		w.catchUp()
 		empty := ""
 		w.temp, w.overwrites = &empty, true
 		h.truncates, h.writing = true, true

@@ -1043,6 +1043,28 @@ func TestModelTraces(t *testing.T) {
 			{Kind: "fork", Proc: "A0", Child: "A1", Slots: []string{"s1"}},
 			{Kind: "close", Proc: "A1", Slot: "s1"},
 		},
+	}, {
+		// B's temp began on f0 before A's commit replaced it; B's
+		// O_TRUNC open then reached A's file and started B's content
+		// afresh on it, so B's commit is no conflict. The model kept the
+		// old observation and wanted a conflict copy and EBUSY (seed
+		// 461798224000): a truncating join observes the file anew.
+		name: "truncating-join-after-another-owners-commit",
+		ops: []mop{
+			{Kind: "fork", Proc: "B0", Child: "B1"},
+			{Kind: "fork", Proc: "B0", Child: "B2"},
+			{Kind: "open", Proc: "B1", Slot: "s1", Name: "f0", Mode: "APPEND"},
+			{Kind: "setfl", Proc: "B1", Slot: "s1", On: false},
+			{Kind: "open", Proc: "A0", Slot: "s2", Name: "f0", Mode: "APPEND"},
+			{Kind: "pwrite", Proc: "B1", Slot: "s1", Size: 2, Data: "b3|"},
+			{Kind: "trunc", Proc: "A0", Slot: "s2", Size: 11},
+			{Kind: "close", Proc: "A0", Slot: "s2"},
+			{Kind: "open", Proc: "B2", Slot: "s3", Name: "f0", Mode: "TRUNC"},
+			{Kind: "write", Proc: "B2", Slot: "s3", Data: "b4|"},
+			{Kind: "fsync", Proc: "B2", Slot: "s3"},
+			{Kind: "close", Proc: "B1", Slot: "s1"},
+			{Kind: "close", Proc: "B2", Slot: "s3"},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran, step, msg := runModel(t, tc.seed, tc.ops)
