@@ -14,3 +14,14 @@ import (
 func (f *FS) journalRecord(ctx context.Context, op journal.Op, path string) journal.Record {
 	return journal.Record{Owner: string(f.owner(ctx)), Op: op, Path: path}
 }
+
+// Exclusively runs fn with the namespace lock held exclusively: no name
+// operation and no commit's rename runs beside it, and none sees half of
+// what fn changes in BACKING (an undo's step: fusefs/journal/undo). What
+// fn changes reaches the kernel's caches as any change behind the mount
+// does (the watcher, watch.go).
+func (f *FS) Exclusively(fn func() error) error {
+	unlock := f.nsLock(true)
+	defer unlock()
+	return fn()
+}

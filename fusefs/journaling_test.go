@@ -14,6 +14,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/undo"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 )
 
 // newJournalFS is newTestFS with a journal in BACKING/.realm-journal.
@@ -312,5 +314,14 @@ func TestJournalRenameOntoItself(t *testing.T) {
 	}
 	if recs := records(t, j); len(recs) != 1 || recs[0].Op != journal.OpRename || recs[0].Kept {
 		t.Errorf("records %+v, want one rename keeping nothing", recs)
+	}
+}
+
+// TestUndoTempsAreHidden: undo stages a file under the write engine's
+// temp prefix, so that the mount hides it and its sweep removes one a
+// crash left.
+func TestUndoTempsAreHidden(t *testing.T) {
+	if undo.TempPrefix != writeengine.TempPrefix || !hiddenName(undo.TempPrefix+"undo-1") {
+		t.Errorf("undo.TempPrefix %q, writeengine.TempPrefix %q: undo's temps must be the engine's", undo.TempPrefix, writeengine.TempPrefix)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 const journalUsageText = `Usage: realmfs journal list TARGET [--owner OWNER] [--since TIME] [-o json] [--journal-dir DIR]
        realmfs journal diff TARGET [--owner OWNER] [--since TIME] [--journal-dir DIR]
+       realmfs journal undo TARGET --owner OWNER [--since TIME] [--dry-run] [--journal-dir DIR]
 
 Read the journal of the changes made through a realmfs mount (docs/JOURNAL.md).
 TARGET is the mountpoint of a realmfs mount (its BACKING is found in
@@ -42,18 +43,30 @@ written. The journal is its daemon's user's (mode 0700): run as that user.
         BACKING now: a unified diff of text files, "binary, SIZE → SIZE"
         otherwise; files, directories and symlinks created and deleted,
         renames as renames, mode and owner changes
+  undo  puts every path OWNER changed in the window back as it was before
+        OWNER's first change in it, newest change first: a rewritten file's
+        old version, a removed file or directory, a renamed one at its old
+        name, mode, owner and times; what OWNER made is removed (kept in
+        the journal). A path another owner changed after OWNER (or one
+        changed from outside the mount since) is left as it is and listed
+        as a conflict. Undo's own changes are journaled as the owner
+        undo:OWNER, so that an undo can be undone. On a mountpoint the
+        daemon does the undo; on an unmounted BACKING this command does,
+        holding the journal's LOCK. --dry-run lists what would be undone.
 
 --owner keeps the changes of one owner, as the audit log writes it
 (cgroup:…, session:N, pid:N); --since those made at or after TIME, an
 RFC3339 time (2026-12-03T17:00:00Z) or a duration before now (10m, 2h).
 
-Exit status: 0 done, 1 error (no journal at TARGET, unreadable), 2 usage.
+Exit status: 0 done, 1 error (no journal at TARGET, unreadable) or, for
+undo, a path left alone (a conflict), 2 usage.
 
 Examples:
   realmfs journal list /mnt/work
   realmfs journal list /mnt/work --owner session:7 --since 1h -o json
   realmfs journal diff /srv/workspace --since 2026-12-03T17:00:00Z
   realmfs journal diff /srv/workspace --journal-dir /srv/.journals/workspace
+  realmfs journal undo /mnt/work --owner session:7 --since 1h --dry-run
 
 Flags:
 `
@@ -66,6 +79,7 @@ type journalCmd struct {
 	since      time.Time
 	json       bool
 	journalDir string
+	dryRun     bool
 }
 
 // runJournal runs `realmfs journal list|diff` (args after "journal").
@@ -73,6 +87,9 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	jc, code, ok := parseJournalArgs(args, stdout, stderr, time.Now())
 	if !ok {
 		return code
+	}
+	if jc.name == "undo" {
+		return runUndo(jc, stdout, stderr)
 	}
 	r, root, backing, err := readJournal(jc.target, jc.journalDir)
 	if err != nil {
@@ -114,6 +131,7 @@ func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (j
 	flags.StringVar(&jc.owner, "owner", "", "only the changes of `OWNER` (cgroup:…, session:N, pid:N)")
 	flags.StringVar(&since, "since", "", "only the changes made at or after `TIME` (RFC3339, or a duration before now: 10m)")
 	flags.StringVarP(&output, "output", "o", "", "list: `json` for one JSON object per change")
+	flags.BoolVar(&jc.dryRun, "dry-run", false, "undo: list what would be undone, change nothing")
 	flags.StringVar(&jc.journalDir, "journal-dir", "", "the journal is in `DIR` (a mount's -o journal_dir), not BACKING/.realm-journal")
 	flags.Usage = func() {
 		fmt.Fprint(stdout, journalUsageText)
@@ -127,11 +145,11 @@ func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (j
 		return usageErr("%v", err)
 	}
 	if flags.NArg() == 0 {
-		return usageErr("need a command: list or diff")
+		return usageErr("need a command: list, diff or undo")
 	}
 	jc.name = flags.Arg(0)
-	if jc.name != "list" && jc.name != "diff" {
-		return usageErr("unknown command %q: list or diff (to mount a directory named journal, write ./journal)", jc.name)
+	if jc.name != "list" && jc.name != "diff" && jc.name != "undo" {
+		return usageErr("unknown command %q: list, diff or undo (to mount a directory named journal, write ./journal)", jc.name)
 	}
 	if flags.NArg() != 2 {
 		return usageErr("%s needs one TARGET (a mountpoint or BACKING), got %d arguments", jc.name, flags.NArg()-1)
@@ -152,6 +170,12 @@ func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (j
 	}
 	if jc.owner != "" && strings.TrimSpace(jc.owner) != jc.owner {
 		return usageErr("--owner %q: an owner has no surrounding spaces", jc.owner)
+	}
+	switch {
+	case jc.name == "undo" && jc.owner == "":
+		return usageErr("undo needs --owner OWNER: whose changes to put back (realmfs journal list shows the owners)")
+	case jc.dryRun && jc.name != "undo":
+		return usageErr("--dry-run: only undo takes it")
 	}
 	return jc, 0, true
 }

@@ -215,7 +215,10 @@ func TestJournalUsage(t *testing.T) {
 		{[]string{"list", empty, "--bogus"}, 2, "--bogus"},
 		{[]string{"list"}, 2, "one TARGET"},
 		{[]string{"show", empty}, 2, `unknown command "show"`},
-		{[]string{}, 2, "list or diff"},
+		{[]string{}, 2, "list, diff or undo"},
+		{[]string{"undo", empty}, 2, "undo needs --owner"},
+		{[]string{"list", empty, "--dry-run"}, 2, "--dry-run: only undo"},
+		{[]string{"undo", empty, "--owner", "session:1"}, 1, empty + " has no journal"},
 		{[]string{"list", empty}, 1, empty + " has no journal"},
 		{[]string{"diff", empty, "--journal-dir", filepath.Join(empty, "nowhere")}, 1, "--journal-dir"},
 	} {

@@ -30,7 +30,7 @@ import (
 )
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
-       realmfs journal list|diff TARGET [flags]   (realmfs journal --help)
+       realmfs journal list|diff|undo TARGET [flags]   (realmfs journal --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
@@ -358,19 +358,9 @@ func serve(cfg config, stderr io.Writer) int {
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
-	if err := fsys.IsolateNotifier(); err != nil {
-		logger.Warn("invalidations are written on a shared thread: a daemon killed while one waits for a directory may hang the mount until its connection is aborted", "err", err)
-	}
-	// The mount's device number, from mountinfo: a stat of the mountpoint
-	// would be a request to this very daemon, and a SIGKILL while it waits
-	// in the kernel for the answer (read, not yet written) leaves the
-	// process unable to die until its connection is aborted.
-	if dev, err := mountDevice(realMountpoint); err == nil {
-		fsys.SetMountDevice(dev)
-	} else {
-		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
-	}
-	logMountNotes(fsys, server, cfg, logger)
+	settleMount(fsys, server, cfg, realMountpoint, logger)
+	stopControl := startControl(cfg, jnl, fsys, logger)
+	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {
 		level := slog.LevelInfo
@@ -394,6 +384,24 @@ func serve(cfg config, stderr io.Writer) int {
 	stopProfile()
 	logger.Info("unmounted", "mountpoint", cfg.mountpoint)
 	return 0
+}
+
+// settleMount finishes what a mount needs once it is in place: the
+// notifier's own thread, the mount's device number, the notes logged.
+func settleMount(fsys *fusefs.FS, server *fuse.Server, cfg config, realMountpoint string, logger *slog.Logger) {
+	if err := fsys.IsolateNotifier(); err != nil {
+		logger.Warn("invalidations are written on a shared thread: a daemon killed while one waits for a directory may hang the mount until its connection is aborted", "err", err)
+	}
+	// The mount's device number, from mountinfo: a stat of the mountpoint
+	// would be a request to this very daemon, and a SIGKILL while it waits
+	// in the kernel for the answer (read, not yet written) leaves the
+	// process unable to die until its connection is aborted.
+	if dev, err := mountDevice(realMountpoint); err == nil {
+		fsys.SetMountDevice(dev)
+	} else {
+		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
+	}
+	logMountNotes(fsys, server, cfg, logger)
 }
 
 // checkKernel refuses a kernel realmfs cannot guard on (kernelcheck).

@@ -31,10 +31,10 @@ _realmfs() {
 	fi
 	COMPREPLY=($(compgen -d -- "$cur"))
 }
-# realmfs journal list|diff TARGET [--owner O] [--since T] [-o json] [--journal-dir DIR]
+# realmfs journal list|diff|undo TARGET [--owner O] [--since T] [-o json] [--dry-run] [--journal-dir DIR]
 _realmfs_journal() {
 	if ((COMP_CWORD == 2)); then
-		COMPREPLY=($(compgen -W "list diff" -- "$cur"))
+		COMPREPLY=($(compgen -W "list diff undo" -- "$cur"))
 		return
 	fi
 	case $prev in
@@ -50,6 +50,7 @@ _realmfs_journal() {
 	if [[ $cur == -* ]]; then
 		local flags="--owner --since --journal-dir -h --help"
 		[[ ${COMP_WORDS[2]} == list ]] && flags+=" -o --output"
+		[[ ${COMP_WORDS[2]} == undo ]] && flags+=" --dry-run"
 		COMPREPLY=($(compgen -W "$flags" -- "$cur"))
 		return
 	fi

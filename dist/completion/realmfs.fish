@@ -10,10 +10,11 @@ complete -c realmfs -l state-dir -x -a '(__fish_complete_directories)' -d 'what 
 complete -c realmfs -l log-format -x -a 'text json' -d 'daemon log format'
 complete -c realmfs -s d -l debug -d 'log every FUSE request'
 complete -c realmfs -s V -l version -d 'print the version'
-# realmfs journal list|diff TARGET
-complete -c realmfs -n '__fish_use_subcommand' -a journal -d 'list or diff the journal of changes'
-complete -c realmfs -n '__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from list diff' -x -a 'list diff'
-complete -c realmfs -n '__fish_seen_subcommand_from list diff' -l owner -x -d 'only the changes of OWNER'
-complete -c realmfs -n '__fish_seen_subcommand_from list diff' -l since -x -d 'only changes at or after TIME (RFC3339 or 10m)'
-complete -c realmfs -n '__fish_seen_subcommand_from list diff' -l journal-dir -x -a '(__fish_complete_directories)' -d 'the journal is in DIR'
+# realmfs journal list|diff|undo TARGET
+complete -c realmfs -n '__fish_use_subcommand' -a journal -d 'list, diff or undo the changes made through a mount'
+complete -c realmfs -n '__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from list diff undo' -x -a 'list diff undo'
+complete -c realmfs -n '__fish_seen_subcommand_from list diff undo' -l owner -x -d 'only the changes of OWNER'
+complete -c realmfs -n '__fish_seen_subcommand_from list diff undo' -l since -x -d 'only changes at or after TIME (RFC3339 or 10m)'
+complete -c realmfs -n '__fish_seen_subcommand_from list diff undo' -l journal-dir -x -a '(__fish_complete_directories)' -d 'the journal is in DIR'
 complete -c realmfs -n '__fish_seen_subcommand_from list' -s o -l output -x -a 'json' -d 'one JSON object per change'
+complete -c realmfs -n '__fish_seen_subcommand_from undo' -l dry-run -d 'list what would be undone'

@@ -2,7 +2,7 @@
 # zsh completion for realmfs
 if [[ $words[2] == journal ]]; then
 	if (( CURRENT == 3 )); then
-		_values 'journal command' 'list[one line per change]' 'diff[each path before the window against BACKING now]'
+		_values 'journal command' 'list[one line per change]' 'diff[each path before the window against BACKING now]' 'undo[put an owner'\''s changes back]'
 		return
 	fi
 	local -a journal_flags
@@ -13,6 +13,7 @@ if [[ $words[2] == journal ]]; then
 		'(-h --help)'{-h,--help}'[show help]'
 	)
 	[[ $words[3] == list ]] && journal_flags+=('(-o --output)'{-o,--output}'[output format]:format:(json)')
+	[[ $words[3] == undo ]] && journal_flags+=('--dry-run[list what would be undone]')
 	_arguments -s $journal_flags '*:target (mountpoint or BACKING):_directories'
 	return
 fi

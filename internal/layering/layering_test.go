@@ -32,7 +32,8 @@ var layers = map[string]int{
 	"fusefs/kernelnotify": 3, "fusefs/readhold": 3,
 	"fusefs/watch": 3, "fusefs/reclock": 3, "fusefs/inodes": 3,
 	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
-	"fusefs/journaling": 3, // the journal's producers: the records the adapters' ops append
+	"fusefs/journaling":   3, // the journal's producers: the records the adapters' ops append
+	"fusefs/journal/undo": 3, // an owner's changes put back, from the journal's records
 	// The guard's decisions, which the adapters, the admission and the
 	// engine ask (new content never keeps a set-ID bit:
 	// guard.HostFileMode); what the admission writes to and charges (the

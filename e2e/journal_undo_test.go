@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/realm-dev/realm/fusefs/journal"
+)
+
+// The journal's undo (issue 30): an agent's 200 seeded random changes of
+// every kind, made by real programs through the mount in a session of its
+// own, are undone by `realmfs journal undo --owner`, and BACKING is as it
+// was before, but for a second owner's changes: its 10 files, and the one
+// file it changed after the agent, which undo lists as a conflict and
+// leaves as the second owner wrote it.
+
+// undoTreeOf is BACKING's names, types, modes, contents and symlink
+// targets (corpusTree), the journal's directory left out.
+func undoTreeOf(t *testing.T, root string) map[string]treeEntry {
+	t.Helper()
+	tree := corpusTree(t, root)
+	for name := range tree {
+		if name == journal.DirName || strings.HasPrefix(name, journal.DirName+"/") {
+			delete(tree, name)
+		}
+	}
+	return tree
+}
+
+// agentScript draws n shell commands of every kind over the agent's part
+// of the tree (dirs d0..d8, big.bin), each valid in the tree the ones
+// before leave. The first changes d0/f0, the file the second owner
+// changes after the agent; no later one touches it.
+type agentScript struct {
+	rng   *rand.Rand
+	files []string // regular files the agent may change
+	links []string
+	dirs  []string // directories the agent may change (d0..d8 and those it made)
+	next  int      // for fresh names
+	big   bool     // big.bin rewritten
+}
+
+func (g *agentScript) fresh(prefix string) string {
+	g.next++
+	return prefix + strconv.Itoa(g.next)
+}
+
+func (g *agentScript) pick(list []string) string { return list[g.rng.IntN(len(list))] }
+
+func (g *agentScript) dir() string {
+	if len(g.dirs) == 0 || g.rng.IntN(8) == 0 {
+		return "."
+	}
+	return g.pick(g.dirs)
+}
+
+func drop(list []string, name string) []string {
+	return slices.DeleteFunc(list, func(s string) bool { return s == name })
+}
+
+// under drops from list name and every name beneath it, and returns them
+// moved beneath to ("": dropped).
+func under(list []string, name, to string) []string {
+	var out []string
+	for _, s := range list {
+		rest, ok := strings.CutPrefix(s, name+"/")
+		switch {
+		case s == name || ok:
+			if to != "" {
+				if s == name {
+					out = append(out, to)
+				} else {
+					out = append(out, to+"/"+rest)
+				}
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// command is the next step: a shell command line.
+func (g *agentScript) command(step, n int) string {
+	if !g.big && (step == n/2 || step == n-1) {
+		g.big = true
+		return "dd if=/dev/urandom of=big.bin bs=1M count=64 status=none"
+	}
+	for {
+		switch k := g.rng.IntN(24); {
+		case k < 3 && len(g.files) > 0:
+			return "sed -i 's/line/LINE/' " + g.pick(g.files)
+		case k < 6:
+			if len(g.files) > 0 && g.rng.IntN(2) == 0 {
+				return fmt.Sprintf("echo 'rewritten %d' > %s", step, g.pick(g.files))
+			}
+			f := filepath.Join(g.dir(), g.fresh("new"))
+			g.files = append(g.files, f)
+			return fmt.Sprintf("echo 'made %d' > %s", step, f)
+		case k < 8 && len(g.files) > 0:
+			return fmt.Sprintf("echo 'appended %d' >> %s", step, g.pick(g.files))
+		case k < 9 && len(g.files) > 0:
+			return fmt.Sprintf("truncate -s %d %s", g.rng.IntN(40), g.pick(g.files))
+		case k < 11 && len(g.files) > 0:
+			f := g.pick(g.files)
+			g.files = drop(g.files, f)
+			return "rm " + f
+		case k < 13 && len(g.files) > 0:
+			f := g.pick(g.files)
+			to := filepath.Join(g.dir(), g.fresh("moved"))
+			if g.rng.IntN(3) == 0 && len(g.files) > 1 {
+				to = g.pick(g.files) // over another file
+			}
+			if to == f {
+				continue
+			}
+			g.files = append(drop(drop(g.files, f), to), to)
+			return "mv " + f + " " + to
+		case k < 14 && len(g.dirs) > 0:
+			d := g.pick(g.dirs)
+			to := g.fresh("movedd")
+			g.files, g.links, g.dirs = under(g.files, d, to), under(g.links, d, to), under(g.dirs, d, to)
+			return "mv " + d + " " + to
+		case k < 15 && len(g.dirs) > 3 && g.rng.IntN(3) == 0:
+			d := g.pick(g.dirs)
+			g.files, g.links, g.dirs = under(g.files, d, ""), under(g.links, d, ""), under(g.dirs, d, "")
+			return "rm -r " + d
+		case k < 17:
+			d := filepath.Join(g.dir(), g.fresh("made"))
+			g.dirs = append(g.dirs, d)
+			return "mkdir " + d
+		case k < 20 && len(g.files) > 0:
+			return fmt.Sprintf("chmod %o %s", []int{0o600, 0o640, 0o644, 0o700, 0o755}[g.rng.IntN(5)], g.pick(g.files))
+		case k < 22:
+			l := filepath.Join(g.dir(), g.fresh("link"))
+			g.links = append(g.links, l)
+			return "ln -s target-" + strconv.Itoa(step) + " " + l
+		case k < 24 && len(g.links) > 0:
+			l := g.pick(g.links)
+			g.links = drop(g.links, l)
+			return "rm " + l
+		}
+	}
+}
+
+// undoTree makes the tree the test starts from, natively in BACKING: 10
+// directories of 10 files, and big.bin.
+func undoTree(t *testing.T, backing string) {
+	t.Helper()
+	for d := range 10 {
+		dir := filepath.Join(backing, "d"+strconv.Itoa(d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f := range 10 {
+			name := filepath.Join(dir, "f"+strconv.Itoa(f))
+			body := fmt.Sprintf("line 1 of %s\nline 2\n", name)
+			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	if err := os.WriteFile(filepath.Join(backing, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startSession runs sh -c script in the mount, in a session of its own
+// (another owner under lockowner=session); its owner is session:PID.
+func startSession(t *testing.T, dir, script string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// journalUndo runs `realmfs journal undo` and returns its output and exit
+// status.
+func journalUndo(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(realmfsBin, append([]string{"journal", "undo"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("realmfs journal undo: %v", err)
+		}
+		code = ee.ExitCode()
+	}
+	return string(out), code
+}
+
+func TestJournalUndoAgent(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mounted", true: "killed-daemon"}[kill], func(t *testing.T) {
+			seed := uint64(time.Now().UnixNano())
+			if s := os.Getenv("REALM_UNDO_SEED"); s != "" {
+				seed, _ = strconv.ParseUint(s, 10, 64)
+			}
+			t.Logf("seed %d (replay: REALM_UNDO_SEED=%d go test -run TestJournalUndoAgent ./e2e/)", seed, seed)
+			testJournalUndo(t, seed, kill)
+		})
+	}
+}
+
+func testJournalUndo(t *testing.T, seed uint64, kill bool) {
+	m := mount(t, Opts("lockowner=session", "journal=on"), Prepare(func(m *Mount) { undoTree(t, m.Backing) }))
+	before := undoTreeOf(t, m.Backing)
+	rng := rand.New(rand.NewPCG(seed, 30))
+	g := &agentScript{rng: rng}
+	for d := range 9 {
+		if d > 0 { // d0 stays where it is: d0/f0 is the second owner's later change
+			g.dirs = append(g.dirs, "d"+strconv.Itoa(d))
+		}
+		for f := range 10 {
+			if d+f > 0 {
+				g.files = append(g.files, fmt.Sprintf("d%d/f%d", d, f))
+			}
+		}
+	}
+	const steps = 200
+	killAt := -1
+	fifo := filepath.Join(t.TempDir(), "step")
+	if kill {
+		killAt = 20 + rng.IntN(steps-40)
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := []string{"echo 'agent' >> d0/f0"}
+	for i := 1; i < steps; i++ {
+		if i == killAt {
+			lines = append(lines, "echo "+strconv.Itoa(i)+" > "+fifo) // then blocks on the dead mount, or fails
+		}
+		lines = append(lines, g.command(i, steps))
+	}
+	// The second owner edits 10 files the agent never touches, meanwhile.
+	var second []string
+	for f := range 10 {
+		second = append(second, fmt.Sprintf("echo 'second owner' >> d9/f%d", f))
+	}
+	other, otherOut := startSession(t, m.Dir, strings.Join(second, " && "))
+	if kill { // the kill is for the agent's changes alone
+		if err := other.Wait(); err != nil {
+			t.Fatalf("the second owner: %v\n%s", err, otherOut)
+		}
+	}
+	// set -e: once the daemon is killed, the script stops at its first
+	// failing command.
+	agent, agentOut := startSession(t, m.Dir, "set -e\n"+strings.Join(lines, "\n")+"\n")
+	if kill {
+		b, err := os.ReadFile(fifo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killing the daemon at step %s of the agent", strings.TrimSpace(string(b)))
+		m.Kill()
+	}
+	agentErr := agent.Wait()
+	if err := other.Wait(); !kill && err != nil {
+		t.Fatalf("the second owner: %v\n%s", err, otherOut)
+	}
+	if !kill && agentErr != nil {
+		t.Fatalf("the agent: %v\n%s\nscript:\n%s", agentErr, agentOut, strings.Join(lines, "\n"))
+	}
+	if kill {
+		m.Restart()
+	}
+	run(t, m.Dir, nil, "sh", "-c", "echo 'second owner, after the agent' >> d0/f0")
+	secondTree := undoTreeOf(t, m.Backing)
+	out, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	t.Logf("journal undo:\n%s", out)
+	if code != 1 || !strings.Contains(out, "conflict d0/f0:") || strings.Count(out, "conflict ") != 1 {
+		t.Errorf("journal undo: exit %d, want 1 and one conflict, d0/f0:\n%s", code, out)
+	}
+	after := undoTreeOf(t, m.Backing)
+	want := maps.Clone(before)
+	for f := range 10 {
+		name := fmt.Sprintf("d9/f%d", f)
+		want[name] = secondTree[name]
+	}
+	want["d0/f0"] = secondTree["d0/f0"]
+	if diffs, _ := diffTrees(want, after, nil); len(diffs) > 0 {
+		t.Errorf("BACKING after the undo is not the tree before (%d differences):\n%s", len(diffs), strings.Join(diffs, "\n"))
+	}
+}
