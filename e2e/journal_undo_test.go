@@ -302,3 +302,31 @@ func testJournalUndo(t *testing.T, seed uint64, kill bool) {
 		t.Errorf("BACKING after the undo is not the tree before (%d differences):\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
 }
+
+// TestJournalUndoBesideAWriter: a file another owner has open for writing
+// is left alone by undo (a conflict naming the writer), and that write
+// commits as it would have: no version is put back under it.
+func TestJournalUndoBesideAWriter(t *testing.T) {
+	m := mount(t, Opts("lockowner=session", "journal=on"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "before\n") }))
+	agent, out := startSession(t, m.Dir, "echo agent > f")
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("the agent: %v\n%s", err, out)
+	}
+	f, err := os.OpenFile(m.Path("f"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("writer\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	if code != 1 || !strings.Contains(got, "conflict f: f is open for writing by session:") {
+		t.Errorf("journal undo beside a writer: exit %d, want 1 and f's conflict:\n%s", code, got)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("the writer's close: %v", err)
+	}
+	if b, _ := os.ReadFile(m.BackingPath("f")); string(b) != "writer\n" {
+		t.Errorf("f is %q, want the writer's", b)
+	}
+}

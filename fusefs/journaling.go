@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/locks"
 )
 
 // The journal of changes (Options.Journal): each op appends its record
@@ -13,6 +14,13 @@ import (
 // caller of ctx, its owner written as the audit log writes it.
 func (f *FS) journalRecord(ctx context.Context, op journal.Op, path string) journal.Record {
 	return journal.Record{Owner: string(f.owner(ctx)), Op: op, Path: path}
+}
+
+// WriteHolder names the owner that holds the file (dev, ino) open for
+// writing or appending (the lock table), if any.
+func (f *FS) WriteHolder(dev, ino uint64) (string, bool) {
+	o, ok := f.writeLocks.Holder(locks.Key{Dev: dev, Ino: ino})
+	return string(o), ok
 }
 
 // Exclusively runs fn with the namespace lock held exclusively: no name

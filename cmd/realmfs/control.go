@@ -118,7 +118,8 @@ func (c *controller) answer(conn *net.UnixConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res, err := undo.Run(c.root, c.j, undo.Options{Window: undo.Window{Owner: req.Owner, Since: req.Since},
-		DryRun: req.DryRun, Lock: c.fsys.Exclusively})
+		DryRun: req.DryRun, Lock: c.fsys.Exclusively,
+		Held: func(id journal.ID) (string, bool) { return c.fsys.WriteHolder(id.Dev, id.Ino) }})
 	r := controlReply{Result: res}
 	if err != nil {
 		r.Error = err.Error()

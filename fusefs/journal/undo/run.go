@@ -30,6 +30,10 @@ type Options struct {
 	// Lock, if set, runs each change's undo (the daemon: under its
 	// namespace lock, so that no request sees half of one).
 	Lock func(func() error) error
+	// Held, if set, names the owner with the object id open for writing
+	// (the daemon's lock table): undo leaves it alone rather than put a
+	// version back under a write in progress.
+	Held func(id journal.ID) (owner string, held bool)
 }
 
 // Step is one change undone.
@@ -61,7 +65,7 @@ func Run(root int, s Store, opts Options) (Result, error) {
 	}
 	p := planOf(recs, opts.Window)
 	res := Result{Conflicts: p.conflicts}
-	u := &undoer{root: root, s: s, by: opts.By, standIn: map[journal.ID]journal.ID{}, skipped: map[string]bool{}}
+	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]journal.ID{}, skipped: map[string]bool{}}
 	for _, c := range p.conflicts {
 		u.skipped[c.Path] = true
 	}
@@ -115,6 +119,7 @@ type undoer struct {
 	root int
 	s    Store
 	by   string
+	held func(journal.ID) (string, bool)
 	// standIn: an object undo made anew for one the journal names (an
 	// empty file or directory it could not keep): later checks take the
 	// new one for the old.
@@ -198,6 +203,17 @@ func (u *undoer) holds(path string, obj *journal.Object, id journal.ID) error {
 	}
 	if obj.ID() != u.want(id) {
 		return fmt.Errorf("%s is another object than the change left there: changed since, from outside the mount", path)
+	}
+	return u.free(path, obj)
+}
+
+// free checks that no owner has obj (at path) open for writing.
+func (u *undoer) free(path string, obj *journal.Object) error {
+	if u.held == nil {
+		return nil
+	}
+	if owner, held := u.held(obj.ID()); held {
+		return fmt.Errorf("%s is open for writing by %s: a write in progress", path, owner)
 	}
 	return nil
 }
