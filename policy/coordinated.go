@@ -32,6 +32,9 @@ type Coordinated struct {
 	Defaults bool
 	// Paths holds globs added to the set (YAML key paths).
 	Paths []string
+	// PathSources: where each glob was written (as
+	// Credentials.DenySources), for realmfs explain.
+	PathSources []string
 }
 
 // Coordinated reports whether rel is a coordinated path: a coordinated

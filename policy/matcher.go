@@ -42,8 +42,8 @@ type Matcher struct {
 // from: "built-in: SOURCES" for the built-in set, as --show-policy prints
 // it, or "policy:FILE:LINE" for a policy file's deny glob.
 type Rule struct {
-	Glob   string
-	Source string
+	Glob   string `json:"glob"`
+	Source string `json:"source"`
 }
 
 // denyRule is one deny glob in the same sets Matcher files it under.

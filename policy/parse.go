@@ -154,6 +154,7 @@ func (ps *parser) credentials(v *yaml.Node, c *Credentials) error {
 				c.DenySources = ps.sources(v, len(c.Deny))
 			case "allow":
 				c.Allow, err = ps.globs(v, field)
+				c.AllowSources = ps.sources(v, len(c.Allow))
 			case "hide":
 				c.Hide, err = ps.boolean(v, field)
 			}
@@ -172,8 +173,10 @@ func (ps *parser) protect(v *yaml.Node, pr *Protect) error {
 				pr.Defaults, err = ps.boolean(v, field)
 			case "paths":
 				pr.Paths, err = ps.globsChecked(v, field, checkProtectGlob)
+				pr.PathSources = ps.sources(v, len(pr.Paths))
 			case "allow":
 				pr.Allow, err = ps.globs(v, field)
+				pr.AllowSources = ps.sources(v, len(pr.Allow))
 			}
 			return err
 		})
@@ -190,6 +193,7 @@ func (ps *parser) coordinated(v *yaml.Node, c *Coordinated) error {
 				c.Defaults, err = ps.boolean(v, field)
 			case "paths":
 				c.Paths, err = ps.globs(v, field)
+				c.PathSources = ps.sources(v, len(c.Paths))
 			}
 			return err
 		})

@@ -92,6 +92,9 @@ type Credentials struct {
 	// Allow holds globs that override a denial, built-in or not (YAML key
 	// allow): a path matching any of them is never denied.
 	Allow []string
+	// AllowSources says where each Allow glob was written (as
+	// DenySources), for realmfs explain.
+	AllowSources []string
 	// Hide makes denied entries vanish: lookup answers ENOENT and
 	// listings skip them. Without it a denied file can still be stat'ed,
 	// which reveals size and mode but not content (YAML key hide).
@@ -110,6 +113,9 @@ type Protect struct {
 	// Allow holds globs exempted from it (YAML key allow), matched as
 	// written.
 	Allow []string
+	// PathSources, AllowSources: where each glob was written (as
+	// Credentials.DenySources), for realmfs explain.
+	PathSources, AllowSources []string
 }
 
 // Audit is the audit section of the policy file.

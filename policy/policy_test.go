@@ -32,7 +32,7 @@ audit: {path: /var/log/realm/audit.jsonl}
 `, &Policy{
 			Version: 1,
 			Credentials: Credentials{Defaults: true, Deny: []string{"secrets/**"}, DenySources: []string{"policy:policy.yaml:4"},
-				Allow: []string{"**/.env.example", "config/test.pem"}},
+				Allow: []string{"**/.env.example", "config/test.pem"}, AllowSources: []string{"policy:policy.yaml:5", "policy:policy.yaml:5"}},
 			Protect:     Protect{Defaults: true},
 			Coordinated: Coordinated{Defaults: true},
 			Symlinks:    SymlinksInsideOnly,
@@ -46,9 +46,10 @@ audit: {path: /var/log/realm/audit.jsonl}
 		{"block lists and comments", "# realm\nversion: 1 # one\ncredentials:\n  deny:\n    - 'a/**'\n    - \"**/*.secret\"\n",
 			&Policy{Version: 1, Credentials: Credentials{Defaults: true, Deny: []string{"a/**", "**/*.secret"}, DenySources: []string{"policy:policy.yaml:5", "policy:policy.yaml:6"}}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"protect section", "version: 1\nprotect:\n  defaults: false\n  paths: ['tools/*.sh', '**/.yarnrc.yml']\n  allow: ['tools/ok.sh']\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Paths: []string{"tools/*.sh", "**/.yarnrc.yml"}, Allow: []string{"tools/ok.sh"}}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Paths: []string{"tools/*.sh", "**/.yarnrc.yml"}, Allow: []string{"tools/ok.sh"},
+				PathSources: []string{"policy:policy.yaml:4", "policy:policy.yaml:4"}, AllowSources: []string{"policy:policy.yaml:5"}}, Coordinated: Coordinated{Defaults: true}, Symlinks: SymlinksInsideOnly}},
 		{"coordinated section", "version: 1\ncoordinated:\n  defaults: false\n  paths: ['data/*.lmdb']\n",
-			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Paths: []string{"data/*.lmdb"}}, Symlinks: SymlinksInsideOnly}},
+			&Policy{Version: 1, Credentials: Credentials{Defaults: true}, Protect: Protect{Defaults: true}, Coordinated: Coordinated{Paths: []string{"data/*.lmdb"}, PathSources: []string{"policy:policy.yaml:4"}}, Symlinks: SymlinksInsideOnly}},
 		{"document marker", "---\nversion: 1\n", Default()},
 		{"hex version", "version: 0x1\n", Default()},
 	}

@@ -31,6 +31,7 @@ import (
 
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
        realmfs journal list|diff|undo TARGET [flags]   (realmfs journal --help)
+       realmfs explain [--policy FILE] PATH...          (realmfs explain --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
@@ -138,6 +139,9 @@ type config struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "journal" {
 		return runJournal(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "explain" {
+		return runExplain(args[1:], stdout, stderr)
 	}
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
