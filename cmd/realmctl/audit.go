@@ -58,7 +58,12 @@ dir without SESSION): one line per refusal, as a table, or with -o json as
 the log's own JSON lines. Sessions on one workspace share its mount and so
 its log. --follow goes on printing new lines until interrupted (a rotated
 log is followed into its fresh file).`,
-		Args: cobra.ArbitraryArgs,
+		Example: `  realmctl audit
+  realmctl audit agent-1 -f
+  realmctl audit --code CREDENTIAL_PATH_DENIED -n -1
+  realmctl -o json audit agent-1`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			return 0, c.audit(ctx, args, f)
 		}),

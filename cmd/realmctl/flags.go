@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.stateDir, "state-dir", g.stateDir, "where session records, mounts and the lock live")
 	fs.StringVar(&g.podmanSocket, "podman-socket", g.podmanSocket, "the libpod API service, unix:///PATH (wins over --connection, CONTAINER_HOST and the default sockets)")
 	fs.StringVar(&g.connection, "connection", g.connection, "the Podman service as a unix:// URL, as podman --url takes it (default: CONTAINER_HOST, else "+sandbox.RootPodmanSocket+", else $XDG_RUNTIME_DIR/podman/podman.sock)")
-	fs.StringVarP(&g.format, "output", "o", g.format, "output format: text or json")
+	fs.StringVarP(&g.format, "output", "o", g.format, "output format: text, wide (more columns), json or yaml")
 	fs.BoolVar(&g.noReap, "no-reap", g.noReap, "do not reap dead sessions' leftovers before session create")
 	fs.StringVar(&g.realmfs, "realmfs", g.realmfs, "the realmfs binary (default: next to realmctl, else on PATH)")
 	fs.DurationVar(&g.lockWait, "lock-wait", g.lockWait, "how long to wait for another realmctl to release the state dir")
@@ -79,8 +80,8 @@ func usageErr(format string, args ...any) error {
 
 // check refuses global flag values that no command can use.
 func (g *globals) check() error {
-	if g.format != "text" && g.format != "json" {
-		return usageErr("-o %q: want text or json", g.format)
+	if !slices.Contains(formats, g.format) {
+		return usageErr("-o %q: want one of %s", g.format, strings.Join(formats, ", "))
 	}
 	// The service binds the realmfs mount into its containers: it must
 	// run on this host, so only a unix socket will do.
