@@ -25,8 +25,14 @@ realmctl session list -o json are the same). Everything after "--" is the
 workload's or the command's argv and is never read as a flag.
 
 The Podman service is found as podman finds it: --podman-socket (wins), then
---connection, then CONTAINER_HOST, then root's /run/podman/podman.sock, then
-the rootless $XDG_RUNTIME_DIR/podman/podman.sock.
+--connection, then CONTAINER_HOST, then this user's own service: root's
+/run/podman/podman.sock, a normal user's rootless
+$XDG_RUNTIME_DIR/podman/podman.sock (start it with: systemctl --user start
+podman.socket).
+
+State (session records, mounts, logs, the lock) lives in --state-dir, else
+$REALM_STATE_DIR, else root's /var/lib/realm, or for a normal user
+$XDG_STATE_HOME/realm, else ~/.local/state/realm.
 
 Egress: without --egress a sandbox has no network at all. The OpenShell
 runtime enforces an --egress allowlist; the Podman runtime cannot filter

@@ -245,4 +245,3 @@ func TestToYAML(t *testing.T) {
 		}
 	}
 }
-
