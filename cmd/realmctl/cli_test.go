@@ -279,7 +279,7 @@ not json
 				paths = append(paths, e.Path)
 			} else if i > 0 {
 				f := strings.Fields(l)
-				paths = append(paths, strings.Join(f[6:], " "))
+				paths = append(paths, strings.Join(f[10:], " "))
 			}
 		}
 		if !slices.Equal(paths, tt.wantPaths) {
