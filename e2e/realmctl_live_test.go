@@ -16,7 +16,7 @@ type lsRow struct {
 	Live  struct{ Status, Sandbox, Mount string }
 }
 
-// ls runs `session ls -o json` and returns the session id's row.
+// lsRow runs `session ls -o json` and returns the session id's row.
 func (c *ctl) lsRow(id string) lsRow {
 	c.tb.Helper()
 	var rows []lsRow
@@ -109,7 +109,9 @@ func TestRealmctlDeadSessions(t *testing.T) {
 	if l := c.lsLine(unmounted); !strings.Contains(l, " dead (mount gone) ") {
 		t.Errorf("session ls row: %q; want STATE dead (mount gone)", l)
 	}
-	var in struct{ Live struct{ Status, Sandbox, Mount string } }
+	var in struct {
+		Live struct{ Status, Sandbox, Mount string }
+	}
 	if out := c.ok("session", "inspect", "unmounted"); json.Unmarshal([]byte(out), &in) != nil || in.Live.Status != "dead" || in.Live.Mount != "gone" {
 		t.Errorf("session inspect after realmfs died: %s", out)
 	}

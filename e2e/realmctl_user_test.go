@@ -82,7 +82,9 @@ func TestRealmctlNormalUser(t *testing.T) {
 	}
 
 	out, errOut, code := asUser("-o", "json", "session", "create", "--workspace", ws)
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if code != 69 || json.Unmarshal([]byte(out), &e) != nil || e.Error.Code != "REALM_NOT_ACTIVE" {
 		t.Fatalf("session create without a user's podman service: exit %d, stdout %q, stderr %q; want 69 REALM_NOT_ACTIVE", code, out, errOut)
 	}
