@@ -41,9 +41,10 @@ rather than given a network that reaches every host.
 
 Exit status: 0 ok; 2 a command line that does not parse (unknown command or
 flag: code USAGE) or SCHEMA_INVALID (bad policy, egress or request; nothing
-was started); 124 TOOL_TIMEOUT; 69 REALM_NOT_ACTIVE (no such session,
-sandbox gone or not running, a runtime a session needs not answering,
-/workspace not the guarded mount); 75 REALM_STOPPING (a container survived
+was started); 124 TOOL_TIMEOUT; 69 REALM_NOT_ACTIVE (no such session;
+a dead session, its sandbox gone or not running or its realmfs mount not
+answering: run realmctl reap, or realmctl session destroy ID; a runtime a
+session needs not answering; /workspace not the guarded mount); 75 REALM_STOPPING (a container survived
 removal; no record was deleted); 1 any other failure. session exec in text
 mode exits with the command's status. With -o json an error is printed as
 {"error":{"code":"…","message":"…"}}.`
