@@ -69,7 +69,8 @@ session:SID, pid:PID); SESSION (the session whose container the owner is,
 by the records of the state dir); RULE (the credential glob or rule id
 that refused it); PATH. Columns have fixed widths, so rows printed under
 --follow line up with the header; a longer cell is shortened with "…" (its
-tail kept for OWNER). -o wide adds EXE and shortens nothing.`,
+tail kept for OWNER). -o wide adds EXE and shortens nothing; -o yaml prints
+each line as a YAML document.`,
 		Example: `  realmctl audit
   realmctl audit agent-1 -f
   realmctl audit --code CREDENTIAL_PATH_DENIED -n -1

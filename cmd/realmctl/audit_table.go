@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/realm-dev/realm/sandbox"
 )
 
@@ -60,12 +62,13 @@ func program(l auditLine) string {
 	return "-"
 }
 
-// auditPrinter prints audit lines as a table of fixed-width columns, or as
-// the log's own JSON lines. A tabwriter would size the columns of each
+// auditPrinter prints audit lines as a table of fixed-width columns, as
+// the log's own JSON lines, or as one YAML document per line. A tabwriter would size the columns of each
 // flush by its own rows, so the rows --follow prints would not line up
 // with the header.
 type auditPrinter struct {
 	json bool
+	yaml bool
 	wide bool
 	w    io.Writer
 	cols []auditColumn
@@ -78,7 +81,7 @@ type auditPrinter struct {
 }
 
 func (c *cli) auditPrinter() *auditPrinter {
-	p := &auditPrinter{json: c.out.json(), wide: c.out.wide(), w: c.out.w, cols: auditColumns}
+	p := &auditPrinter{json: c.out.json(), yaml: c.out.format == "yaml", wide: c.out.wide(), w: c.out.w, cols: auditColumns}
 	if p.wide {
 		p.cols = append(append(append([]auditColumn{}, auditColumns[:7]...), exeColumn), auditColumns[7:]...)
 	}
@@ -118,7 +121,7 @@ func (p *auditPrinter) session(l auditLine) string {
 }
 
 func (p *auditPrinter) header() {
-	if p.json {
+	if p.json || p.yaml {
 		return
 	}
 	heads := make([]string, len(p.cols))
@@ -133,11 +136,31 @@ func (p *auditPrinter) line(l auditLine) {
 		p.w.Write(l.raw)
 		return
 	}
+	if p.yaml {
+		p.yamlDoc(l.raw)
+		return
+	}
 	cells := make([]string, len(p.cols))
 	for i, c := range p.cols {
 		cells[i] = c.cell(p, l)
 	}
 	p.row(cells)
+}
+
+// yamlDoc writes one line of the log (JSON, which is YAML) as a YAML
+// document in block style, its keys in the line's order.
+func (p *auditPrinter) yamlDoc(raw []byte) {
+	var n yaml.Node
+	if yaml.Unmarshal(raw, &n) != nil {
+		return
+	}
+	blockStyle(&n)
+	b, err := yaml.Marshal(&n)
+	if err != nil {
+		return
+	}
+	io.WriteString(p.w, "---\n")
+	p.w.Write(b)
 }
 
 // row writes cells in the columns' widths, two spaces apart.

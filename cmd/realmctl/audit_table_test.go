@@ -5,9 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/realm-dev/realm/sandbox"
 )
@@ -120,5 +123,34 @@ func TestAuditWide(t *testing.T) {
 	if len(rows) != 2 || !strings.Contains(rows[0], "PROGRAM          EXE ") || !strings.Contains(rows[1], "cat              /usr/bin/cat ") ||
 		!strings.Contains(rows[1], long) {
 		t.Errorf("audit -o wide:\n%s", out.String())
+	}
+}
+
+// TestAuditYAML: -o yaml prints each line as a YAML document.
+func TestAuditYAML(t *testing.T) {
+	state := t.TempDir()
+	logDir := filepath.Join(state, "mounts")
+	os.MkdirAll(logDir, 0o700)
+	lines := `{"time":"2026-01-01T00:00:01Z","op":"open","path":".env","code":"CREDENTIAL_PATH_DENIED","errno":"EACCES","pid":10,"comm":"cat","rule":"**/.env"}
+{"time":"2026-01-01T00:00:02Z","op":"rename","path":"a/../../x","code":"PATH_ESCAPE","errno":"EXDEV","pid":11,"rule":"escape:resolve"}
+`
+	if err := os.WriteFile(filepath.Join(logDir, "0011223344556677.audit.log"), []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--state-dir", state, "audit", "-o", "yaml"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	dec := yaml.NewDecoder(&out)
+	var got []string
+	for {
+		var doc struct{ Path, Rule string }
+		if err := dec.Decode(&doc); err != nil {
+			break
+		}
+		got = append(got, doc.Path+" "+doc.Rule)
+	}
+	if want := []string{".env **/.env", "a/../../x escape:resolve"}; !slices.Equal(got, want) {
+		t.Errorf("audit -o yaml documents %q, want %q", got, want)
 	}
 }
