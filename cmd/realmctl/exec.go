@@ -38,6 +38,11 @@ is killed. In text mode realmctl prints the output and exits with the
 command's exit status; with -o json it prints {"exitCode":N,"stdout":"…",
 "stderr":"…","stdoutTruncated":B,"stderrTruncated":B} and exits 0.
 
+A session whose realmfs mount does not answer, or whose sandbox its
+runtime says is not running, is dead: exec fails with REALM_NOT_ACTIVE
+(exit 69) saying so and what to do (realmctl reap, or realmctl session
+destroy ID), and never runs the command.
+
 -i forwards realmctl's stdin to the command until EOF. -t runs the command
 on a terminal (realmctl's stdin must be one): stdin is forwarded, the
 terminal is put in raw mode, the command's TTY follows the terminal's size,
