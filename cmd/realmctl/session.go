@@ -137,7 +137,7 @@ func (c *cli) sessionDestroy(ctx context.Context, args []string, all bool) error
 	for _, ref := range refs {
 		rec, err := a.mgr.Destroy(ctx, ref)
 		if err != nil {
-			if len(refs) > 1 {
+			if first != nil { // the first is realmctl's error at the end
 				c.out.note("session %s: %s", ref, errMessage(err))
 			}
 			first = cmp.Or(first, err)
