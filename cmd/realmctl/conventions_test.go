@@ -194,6 +194,8 @@ func TestDestroyMany(t *testing.T) {
 		{"none", []string{"session", "rm"}, 2, "", []string{"0123456789ab", "abcdefabcdef", "fedcba987654"}},
 		{"json several", []string{"-o", "json", "session", "rm", "alpha", "beta"}, 0,
 			`[{"id":"0123456789ab","destroyed":true},{"id":"fedcba987654","destroyed":true}]` + "\n", []string{"abcdefabcdef"}},
+		{"json one unknown among them", []string{"-o", "json", "session", "rm", "alpha", "nope"}, 69,
+			`{"error":{"code":"REALM_NOT_ACTIVE","message":"no session \"nope\""}}` + "\n", []string{"abcdefabcdef", "fedcba987654"}},
 		{"json one", []string{"-o", "json", "session", "rm", "alpha"}, 0,
 			`{"id":"0123456789ab","destroyed":true}` + "\n", []string{"abcdefabcdef", "fedcba987654"}},
 	}
