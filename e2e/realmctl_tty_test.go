@@ -150,7 +150,10 @@ func TestRealmctlExecStdinEnvLogsInspect(t *testing.T) {
 	ws := workspace(t)
 	id := c.create(ws, "--", "/bin/sh", "-c", "echo workload-started; exec sleep 1000")
 
-	cmd := c.cmd("-o", "json", "session", "exec", "-i", "-e", "A=1", "--env", "B=two words", id, "--", "/bin/sh", "-c", "tr a-z A-Z; echo \"$A/$B\"")
+	// -e K without =V passes realmctl's own value of K, as podman does.
+	cmd := c.cmd("-o", "json", "session", "exec", "-i", "-e", "A=1", "--env", "B=two words", "-e", "REALM_T_HOSTVAR", id, "--",
+		"/bin/sh", "-c", "tr a-z A-Z; echo \"$A/$B/$REALM_T_HOSTVAR\"")
+	cmd.Env = append(os.Environ(), "REALM_T_HOSTVAR=from the host")
 	cmd.Stdin = strings.NewReader("through stdin\n")
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -158,8 +161,8 @@ func TestRealmctlExecStdinEnvLogsInspect(t *testing.T) {
 		t.Fatalf("exec -i: %v: %s", err, out.String())
 	}
 	var r execResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.ExitCode != 0 || r.Stdout != "THROUGH STDIN\n1/two words\n" {
-		t.Errorf("exec -i --env = %+v (%v), want THROUGH STDIN and 1/two words", r, err)
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.ExitCode != 0 || r.Stdout != "THROUGH STDIN\n1/two words/from the host\n" {
+		t.Errorf("exec -i --env = %+v (%v), want THROUGH STDIN and 1/two words/from the host", r, err)
 	}
 
 	// session logs --follow shows the workload's first line, whenever it
@@ -220,5 +223,20 @@ func TestRealmctlExecStdinEnvLogsInspect(t *testing.T) {
 	ao, ae, code := c.run("-o", "json", "audit", id, "--code", "CREDENTIAL_PATH_DENIED")
 	if code != 0 || !strings.Contains(ao, `".env"`) {
 		t.Errorf("audit exited %d: stdout %q stderr %q", code, ao, ae)
+	}
+	// The table names the program, the session (by the container the
+	// caller's cgroup owner names) and the rule, under their headers.
+	ao, ae, code = c.run("audit", id, "--code", "CREDENTIAL_PATH_DENIED")
+	rows := strings.Split(strings.TrimSpace(ao), "\n")
+	if code != 0 || len(rows) < 2 {
+		t.Fatalf("audit exited %d: stdout %q stderr %q", code, ao, ae)
+	}
+	// Columns are counted in runes: a shortened cell holds "…".
+	head, row := rows[0], []rune(rows[len(rows)-1])
+	for col, want := range map[string]string{"PROGRAM": "cat", "SESSION": id, "RULE": "**/.env", "PATH": ".env"} {
+		i := strings.Index(head, col) // the header is ASCII
+		if i < 0 || len(row) <= i || !strings.HasPrefix(string(row[i:]), want) {
+			t.Errorf("audit's %s column does not read %q:\n%s", col, want, ao)
+		}
 	}
 }

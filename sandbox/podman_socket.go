@@ -34,10 +34,13 @@ type PodmanLookup struct {
 
 // DiscoverPodman picks the Podman service as podman itself does:
 // --podman-socket (realm's own flag, which wins), then --connection, then
-// CONTAINER_HOST, then root's /run/podman/podman.sock, then the rootless
-// $XDG_RUNTIME_DIR/podman/podman.sock. Of the last two the first whose
-// socket file exists wins; when neither exists, the one for this user (root:
-// the root socket) is returned, so the connection error names it.
+// CONTAINER_HOST, then the socket of this user's own service: root's
+// /run/podman/podman.sock for root, the rootless
+// $XDG_RUNTIME_DIR/podman/podman.sock (XDG_RUNTIME_DIR unset:
+// /run/user/UID, as podman falls back) for anyone else. When this user's
+// socket does not exist but the other one does, that one is used (a user
+// may be let onto root's socket); when neither exists, this user's is
+// returned, so that the connection error names it and how to start it.
 func DiscoverPodman(l PodmanLookup) PodmanEndpoint {
 	if l.Getenv == nil {
 		l.Getenv = os.Getenv
@@ -57,20 +60,22 @@ func DiscoverPodman(l PodmanLookup) PodmanEndpoint {
 		return PodmanEndpoint{l.Getenv("CONTAINER_HOST"), "CONTAINER_HOST"}
 	}
 	root := PodmanEndpoint{"unix://" + RootPodmanSocket, "root socket"}
+	runtimeDir := l.Getenv("XDG_RUNTIME_DIR")
+	if runtimeDir == "" && l.Euid != 0 {
+		runtimeDir = fmt.Sprintf("/run/user/%d", l.Euid)
+	}
 	var rootless PodmanEndpoint
-	if d := l.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		rootless = PodmanEndpoint{"unix://" + filepath.Join(d, "podman", "podman.sock"), "rootless socket"}
+	if runtimeDir != "" {
+		rootless = PodmanEndpoint{"unix://" + filepath.Join(runtimeDir, "podman", "podman.sock"), "rootless socket"}
 	}
-	if l.Exists(RootPodmanSocket) {
-		return root
+	own, other := root, rootless
+	if l.Euid != 0 {
+		own, other = rootless, root
 	}
-	if rootless.URI != "" && l.Exists(strings.TrimPrefix(rootless.URI, "unix://")) {
-		return rootless
+	if !l.Exists(strings.TrimPrefix(own.URI, "unix://")) && other.URI != "" && l.Exists(strings.TrimPrefix(other.URI, "unix://")) {
+		return other
 	}
-	if l.Euid != 0 && rootless.URI != "" {
-		return rootless
-	}
-	return root
+	return own
 }
 
 // connectError says why the service at uri could not be reached and what
@@ -101,8 +106,9 @@ func podmanFix(path string) string {
 	if path == RootPodmanSocket {
 		return "start it with `systemctl start podman.socket` or `podman system service --time=0 unix://" + path + "`"
 	}
-	if strings.HasSuffix(path, "/podman/podman.sock") && strings.HasPrefix(path, "/run/user/") {
-		return "start it with `systemctl --user start podman.socket` or `podman system service --time=0 unix://" + path + "`"
+	if strings.HasSuffix(path, "/podman/podman.sock") {
+		// A rootless service's socket ($XDG_RUNTIME_DIR/podman/podman.sock).
+		return "start your own (rootless) service with `systemctl --user start podman.socket` or `podman system service --time=0 unix://" + path + "`"
 	}
 	return "start one with `podman system service --time=0 unix://" + path + "`"
 }

@@ -34,7 +34,11 @@ func TestDiscoverPodman(t *testing.T) {
 			PodmanEndpoint{"unix:///b.sock", "--connection"}},
 		{"CONTAINER_HOST over the sockets", "", "", "unix:///c.sock", xdg, []string{RootPodmanSocket}, 1000,
 			PodmanEndpoint{"unix:///c.sock", "CONTAINER_HOST"}},
-		{"root socket when it exists", "", "", "", xdg, []string{RootPodmanSocket, xdg + "/podman/podman.sock"}, 1000,
+		{"both exist, root: the root socket", "", "", "", xdg, []string{RootPodmanSocket, xdg + "/podman/podman.sock"}, 0,
+			PodmanEndpoint{"unix://" + RootPodmanSocket, "root socket"}},
+		{"both exist, a user: the rootless socket", "", "", "", xdg, []string{RootPodmanSocket, xdg + "/podman/podman.sock"}, 1000,
+			PodmanEndpoint{rootless, "rootless socket"}},
+		{"only the root socket exists, a user: the root socket", "", "", "", xdg, []string{RootPodmanSocket}, 1000,
 			PodmanEndpoint{"unix://" + RootPodmanSocket, "root socket"}},
 		{"rootless socket when only it exists", "", "", "", xdg, []string{xdg + "/podman/podman.sock"}, 0,
 			PodmanEndpoint{rootless, "rootless socket"}},
@@ -42,7 +46,9 @@ func TestDiscoverPodman(t *testing.T) {
 			PodmanEndpoint{"unix://" + RootPodmanSocket, "root socket"}},
 		{"none exists, a user: the rootless socket", "", "", "", xdg, nil, 1000,
 			PodmanEndpoint{rootless, "rootless socket"}},
-		{"none exists, a user without XDG_RUNTIME_DIR", "", "", "", "", nil, 1000,
+		{"none exists, a user without XDG_RUNTIME_DIR: /run/user/UID", "", "", "", "", nil, 1001,
+			PodmanEndpoint{"unix:///run/user/1001/podman/podman.sock", "rootless socket"}},
+		{"none exists, root without XDG_RUNTIME_DIR", "", "", "", "", nil, 0,
 			PodmanEndpoint{"unix://" + RootPodmanSocket, "root socket"}},
 	}
 	for _, tt := range tests {
@@ -110,6 +116,10 @@ func TestConnectErrors(t *testing.T) {
 	enoent := fmt.Errorf("dial: %w", syscall.ENOENT)
 	if m := connectError(enoent, "unix:///run/user/1000/podman/podman.sock").Message; !strings.Contains(m, "systemctl --user start podman.socket") {
 		t.Errorf("rootless ENOENT: %q", m)
+	}
+	if m := connectError(enoent, "unix:///tmp/xdg/podman/podman.sock").Message; !strings.Contains(m, "systemctl --user start podman.socket") ||
+		!strings.Contains(m, "podman system service --time=0 unix:///tmp/xdg/podman/podman.sock") {
+		t.Errorf("rootless ENOENT under another XDG_RUNTIME_DIR: %q", m)
 	}
 	if m := connectError(enoent, "unix://"+RootPodmanSocket).Message; !strings.Contains(m, "systemctl start podman.socket") {
 		t.Errorf("root ENOENT: %q", m)

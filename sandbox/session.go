@@ -19,6 +19,8 @@ type Manager struct {
 	// Runtime returns the runtime called name, made on first use.
 	Runtime func(ctx context.Context, name string) (Runtime, error)
 	Now     func() time.Time
+	// MountAlive probes a session's mount; nil is Alive. Tests set it.
+	MountAlive func(mnt string) bool
 }
 
 func (m *Manager) now() time.Time {
@@ -167,20 +169,54 @@ func (m *Manager) releaseMount(rec *Record) error {
 }
 
 // Exec runs a command in the session ref (an id or a name). A session that
-// is not active, or whose sandbox cannot be reached, is REALM_NOT_ACTIVE.
+// is not active, or whose sandbox cannot be reached, is REALM_NOT_ACTIVE;
+// one whose mount or sandbox is gone says so and what to do (ExecReady,
+// Dead).
 func (m *Manager) Exec(ctx context.Context, ref string, req ExecRequest) (ExecResult, error) {
 	rec, err := m.Resolve(ref)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	if rec.State != StateActive || rec.ContainerID == nil {
-		return ExecResult{}, errcode.New(errcode.RealmNotActive, "session %s is %s, not active", rec.ID, rec.State)
+	if err := m.ExecReady(rec); err != nil {
+		return ExecResult{}, err
 	}
 	rt, err := m.Runtime(ctx, rec.Runtime)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	return rt.Exec(ctx, *rec.ContainerID, req)
+	res, err := rt.Exec(ctx, *rec.ContainerID, req)
+	if err != nil {
+		return ExecResult{}, m.Dead(ctx, rec, err)
+	}
+	return res, nil
+}
+
+// ExecReady refuses an exec into rec before the runtime is asked: a record
+// that is not active, or a mount that does not answer (the runtime would
+// fail to enter /workspace with its own words, ENOTCONN and exit 125).
+func (m *Manager) ExecReady(rec *Record) error {
+	if rec.State != StateActive || rec.ContainerID == nil {
+		return errcode.New(errcode.RealmNotActive, "session %s is %s, not active", rec.ID, rec.State)
+	}
+	if !m.mountAlive(rec.Mount) {
+		return deadSession(rec, fmt.Sprintf("its realmfs mount %s does not answer", rec.Mount), nil)
+	}
+	return nil
+}
+
+// Dead turns a runtime's REALM_NOT_ACTIVE for rec into realm's dead-session
+// error when the sandbox is indeed not running (asked again, so that a
+// service that is down is not called a dead session); any other error is
+// returned as it is.
+func (m *Manager) Dead(ctx context.Context, rec *Record, err error) error {
+	if code, _ := errcode.Of(err); code != errcode.RealmNotActive || rec.ContainerID == nil {
+		return err
+	}
+	state, serr := m.sandboxState(ctx, rec)
+	if serr != nil || state == "running" {
+		return err
+	}
+	return deadSession(rec, "its sandbox "+shortID(*rec.ContainerID)+" is "+state, err)
 }
 
 // Resolve finds the record of ref, a session id or a session name. None is

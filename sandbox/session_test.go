@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/realm-dev/realm/errcode"
@@ -17,6 +18,19 @@ type fakeRuntime struct {
 	calls      []string
 	destroyErr error
 	seen       []State // record state at each Destroy; "" if no record
+	execErr    error   // what Exec fails with
+	state      string  // what State answers ("" : running)
+	stateErr   error   // what State fails with
+}
+
+func (f *fakeRuntime) State(ctx context.Context, id string) (string, error) {
+	if f.stateErr != nil {
+		return "", f.stateErr
+	}
+	if f.state == "" {
+		return "running", nil
+	}
+	return f.state, nil
 }
 
 func (f *fakeRuntime) Name() string { return "fake" }
@@ -26,6 +40,9 @@ func (f *fakeRuntime) Create(ctx context.Context, s Spec) (string, error) {
 }
 func (f *fakeRuntime) Exec(ctx context.Context, id string, r ExecRequest) (ExecResult, error) {
 	f.calls = append(f.calls, "exec "+id)
+	if f.execErr != nil {
+		return ExecResult{}, f.execErr
+	}
 	return ExecResult{ExitCode: 3}, nil
 }
 func (f *fakeRuntime) Destroy(ctx context.Context, id string) error {
@@ -46,6 +63,8 @@ func newTestManager(t *testing.T) (*Manager, *fakeRuntime) {
 		Store:   store,
 		Mounts:  NewMounts(dir, "/nonexistent/realmfs"),
 		Runtime: func(ctx context.Context, name string) (Runtime, error) { return rt, nil },
+		// Every mount answers but one at a path called "dead".
+		MountAlive: func(mnt string) bool { return filepath.Base(mnt) != "dead" },
 	}
 	return m, rt
 }
@@ -91,22 +110,34 @@ func TestDestroyTwoPhase(t *testing.T) {
 
 func TestExecStates(t *testing.T) {
 	cid := "cid"
+	notRunning := errcode.New(errcode.RealmNotActive, "the container cid is not running")
 	tests := []struct {
 		name     string
 		rec      *Record
 		ref      string
+		rt       fakeRuntime
 		wantCode errcode.Code
+		wantMsg  string // in the error's message
 	}{
-		{"active by id", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid}, "0123456789ab", ""},
-		{"active by name", &Record{ID: "0123456789ab", Name: "agent", State: StateActive, ContainerID: &cid}, "agent", ""},
-		{"no such session", nil, "0123456789ab", errcode.RealmNotActive},
-		{"no such name", nil, "agent", errcode.RealmNotActive},
-		{"stopping", &Record{ID: "0123456789ab", State: StateStopping, ContainerID: &cid}, "0123456789ab", errcode.RealmNotActive},
-		{"creating without container", &Record{ID: "0123456789ab", State: StateCreating}, "0123456789ab", errcode.RealmNotActive},
+		{"active by id", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid}, "0123456789ab", fakeRuntime{}, "", ""},
+		{"active by name", &Record{ID: "0123456789ab", Name: "agent", State: StateActive, ContainerID: &cid}, "agent", fakeRuntime{}, "", ""},
+		{"no such session", nil, "0123456789ab", fakeRuntime{}, errcode.RealmNotActive, "no session"},
+		{"no such name", nil, "agent", fakeRuntime{}, errcode.RealmNotActive, "no session"},
+		{"stopping", &Record{ID: "0123456789ab", State: StateStopping, ContainerID: &cid}, "0123456789ab", fakeRuntime{}, errcode.RealmNotActive, "is stopping"},
+		{"creating without container", &Record{ID: "0123456789ab", State: StateCreating}, "0123456789ab", fakeRuntime{}, errcode.RealmNotActive, "is creating"},
+		{"mount gone", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid, Mount: "/state/mounts/dead"}, "0123456789ab", fakeRuntime{},
+			errcode.RealmNotActive, "mount /state/mounts/dead does not answer; run `realmctl reap` to clean up dead sessions, or `realmctl session destroy 0123456789ab`"},
+		{"container exited", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid}, "0123456789ab", fakeRuntime{execErr: notRunning, state: "exited"},
+			errcode.RealmNotActive, "its sandbox cid is exited; run `realmctl reap`"},
+		{"container gone", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid}, "0123456789ab", fakeRuntime{execErr: notRunning, state: "gone"},
+			errcode.RealmNotActive, "is gone; run `realmctl reap`"},
+		{"service down is not a dead session", &Record{ID: "0123456789ab", State: StateActive, ContainerID: &cid}, "0123456789ab",
+			fakeRuntime{execErr: notRunning, stateErr: errors.New("no service")}, errcode.RealmNotActive, "the container cid is not running"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, _ := newTestManager(t)
+			m, rt := newTestManager(t)
+			rt.execErr, rt.state, rt.stateErr = tt.rt.execErr, tt.rt.state, tt.rt.stateErr
 			if tt.rec != nil {
 				tt.rec.Runtime = "fake"
 				m.Store.Save(tt.rec)
@@ -117,6 +148,47 @@ func TestExecStates(t *testing.T) {
 			}
 			if err == nil && res.ExitCode != 3 {
 				t.Errorf("exit code %d, want the command's 3 as a result", res.ExitCode)
+			}
+			if err != nil && !strings.Contains(errMessage(err), tt.wantMsg) {
+				t.Errorf("message %q lacks %q", errMessage(err), tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestHealth(t *testing.T) {
+	cid := "cid"
+	tests := []struct {
+		name       string
+		rec        Record
+		rt         fakeRuntime
+		want       Health
+		wantReason string
+	}{
+		{"active", Record{State: StateActive, ContainerID: &cid, Mount: "/m/live"}, fakeRuntime{},
+			Health{Status: "active", Sandbox: "running", Mount: "answering"}, ""},
+		{"container exited", Record{State: StateActive, ContainerID: &cid, Mount: "/m/live"}, fakeRuntime{state: "exited"},
+			Health{Status: "dead", Sandbox: "exited", Mount: "answering"}, "sandbox exited"},
+		{"mount gone", Record{State: StateActive, ContainerID: &cid, Mount: "/m/dead"}, fakeRuntime{},
+			Health{Status: "dead", Sandbox: "running", Mount: "gone"}, "mount gone"},
+		{"both gone", Record{State: StateActive, ContainerID: &cid, Mount: "/m/dead"}, fakeRuntime{state: "gone"},
+			Health{Status: "dead", Sandbox: "gone", Mount: "gone"}, "sandbox gone, mount gone"},
+		{"runtime cannot tell", Record{State: StateActive, ContainerID: &cid, Mount: "/m/live"}, fakeRuntime{stateErr: errcode.New(errcode.RealmNotActive, "no service")},
+			Health{Status: "unknown", Sandbox: "unknown", SandboxError: "no service", Mount: "answering"}, ""},
+		{"creating", Record{State: StateCreating, Mount: "/m/live"}, fakeRuntime{},
+			Health{Status: "creating", Sandbox: "none", Mount: "answering"}, "sandbox none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, rt := newTestManager(t)
+			rt.state, rt.stateErr = tt.rt.state, tt.rt.stateErr
+			tt.rec.ID, tt.rec.Runtime = "0123456789ab", "fake"
+			h := m.Health(context.Background(), &tt.rec)
+			if h != tt.want {
+				t.Errorf("Health = %+v, want %+v", h, tt.want)
+			}
+			if r := h.Reason(); r != tt.wantReason {
+				t.Errorf("Reason = %q, want %q", r, tt.wantReason)
 			}
 		})
 	}

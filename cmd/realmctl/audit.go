@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,15 +25,20 @@ const auditFollowPoll = 250 * time.Millisecond
 // auditLine is one line of a mount's audit log (fusefs/audit.Event; the rotation
 // marker has op "rotate" and no path). raw is the line as written.
 type auditLine struct {
-	Time   time.Time `json:"time"`
-	Op     string    `json:"op"`
-	Path   string    `json:"path"`
-	Code   string    `json:"code"`
-	Errno  string    `json:"errno"`
-	Pid    uint32    `json:"pid"`
-	Uid    uint32    `json:"uid"`
-	Repeat int       `json:"repeat"`
-	raw    []byte
+	Time      time.Time `json:"time"`
+	Op        string    `json:"op"`
+	Path      string    `json:"path"`
+	Code      string    `json:"code"`
+	Errno     string    `json:"errno"`
+	Pid       uint32    `json:"pid"`
+	Comm      string    `json:"comm"`
+	Exe       string    `json:"exe"`
+	Uid       uint32    `json:"uid"`
+	Owner     string    `json:"owner"`
+	Container string    `json:"container"`
+	Rule      string    `json:"rule"`
+	Repeat    int       `json:"repeat"`
+	raw       []byte
 }
 
 // auditFilter is audit's selection.
@@ -57,8 +61,22 @@ func auditCmd(c *cli) *cobra.Command {
 dir without SESSION): one line per refusal, as a table, or with -o json as
 the log's own JSON lines. Sessions on one workspace share its mount and so
 its log. --follow goes on printing new lines until interrupted (a rotated
-log is followed into its fresh file).`,
-		Args: cobra.ArbitraryArgs,
+log is followed into its fresh file).
+
+The table's columns: TIME, OP, CODE, ERRNO, PID, UID; PROGRAM (the
+caller's comm, else its exe's name); OWNER (its lock owner: cgroup:PATH,
+session:SID, pid:PID); SESSION (the session whose container the owner is,
+by the records of the state dir); RULE (the credential glob or rule id
+that refused it); PATH. Columns have fixed widths, so rows printed under
+--follow line up with the header; a longer cell is shortened with "…" (its
+tail kept for OWNER). -o wide adds EXE and shortens nothing; -o yaml prints
+each line as a YAML document.`,
+		Example: `  realmctl audit
+  realmctl audit agent-1 -f
+  realmctl audit --code CREDENTIAL_PATH_DENIED -n -1
+  realmctl -o json audit agent-1`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			return 0, c.audit(ctx, args, f)
 		}),
@@ -204,37 +222,6 @@ func readAudit(path string, off int64) ([]auditLine, int64, error) {
 		out = append(out, l)
 	}
 }
-
-// auditPrinter prints audit lines as a table or as JSON lines.
-type auditPrinter struct {
-	json bool
-	w    io.Writer
-	tw   *tabwriter.Writer
-}
-
-func (c *cli) auditPrinter() *auditPrinter {
-	return &auditPrinter{json: c.out.json(), w: c.out.w, tw: tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)}
-}
-
-func (p *auditPrinter) header() {
-	if !p.json {
-		fmt.Fprintln(p.tw, "TIME\tOP\tCODE\tERRNO\tPID\tUID\tPATH")
-	}
-}
-
-func (p *auditPrinter) line(l auditLine) {
-	if p.json {
-		p.w.Write(l.raw)
-		return
-	}
-	path := l.Path
-	if l.Repeat > 1 {
-		path = fmt.Sprintf("%s (x%d)", path, l.Repeat)
-	}
-	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.Time.Format(time.RFC3339), l.Op, dash(l.Code), dash(l.Errno), l.Pid, l.Uid, path)
-}
-
-func (p *auditPrinter) flush() { p.tw.Flush() }
 
 func dash(s string) string {
 	if s == "" {

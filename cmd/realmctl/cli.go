@@ -25,8 +25,14 @@ realmctl session list -o json are the same). Everything after "--" is the
 workload's or the command's argv and is never read as a flag.
 
 The Podman service is found as podman finds it: --podman-socket (wins), then
---connection, then CONTAINER_HOST, then root's /run/podman/podman.sock, then
-the rootless $XDG_RUNTIME_DIR/podman/podman.sock.
+--connection, then CONTAINER_HOST, then this user's own service: root's
+/run/podman/podman.sock, a normal user's rootless
+$XDG_RUNTIME_DIR/podman/podman.sock (start it with: systemctl --user start
+podman.socket).
+
+State (session records, mounts, logs, the lock) lives in --state-dir, else
+$REALM_STATE_DIR, else root's /var/lib/realm, or for a normal user
+$XDG_STATE_HOME/realm, else ~/.local/state/realm.
 
 Egress: without --egress a sandbox has no network at all. The OpenShell
 runtime enforces an --egress allowlist; the Podman runtime cannot filter
@@ -35,9 +41,10 @@ rather than given a network that reaches every host.
 
 Exit status: 0 ok; 2 a command line that does not parse (unknown command or
 flag: code USAGE) or SCHEMA_INVALID (bad policy, egress or request; nothing
-was started); 124 TOOL_TIMEOUT; 69 REALM_NOT_ACTIVE (no such session,
-sandbox gone or not running, a runtime a session needs not answering,
-/workspace not the guarded mount); 75 REALM_STOPPING (a container survived
+was started); 124 TOOL_TIMEOUT; 69 REALM_NOT_ACTIVE (no such session;
+a dead session, its sandbox gone or not running or its realmfs mount not
+answering: run realmctl reap, or realmctl session destroy ID; a runtime a
+session needs not answering; /workspace not the guarded mount); 75 REALM_STOPPING (a container survived
 removal; no record was deleted); 1 any other failure. session exec in text
 mode exits with the command's status. With -o json an error is printed as
 {"error":{"code":"…","message":"…"}}.`
@@ -74,6 +81,7 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	root.SetIn(strings.NewReader(""))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	exampleCobrasCommands(root) // after SetOut: cobra's completion commands keep the writer they see
 	cmd, err := root.ExecuteContextC(ctx)
 	if c.g.check() == nil {
 		c.out.format = c.g.format
@@ -153,8 +161,8 @@ func (c *cli) action(f func(ctx context.Context, args []string, dash int) (int, 
 // group makes a command that only holds subcommands: without one, or with
 // one it does not know, it is a usage error that names them (with
 // suggestions for a typo).
-func group(use, short string, aliases ...string) *cobra.Command {
-	g := &cobra.Command{Use: use, Short: short, Aliases: aliases, Args: cobra.ArbitraryArgs, SuggestionsMinimumDistance: 2}
+func group(use, short, example string, aliases ...string) *cobra.Command {
+	g := &cobra.Command{Use: use, Short: short, Example: example, Aliases: aliases, Args: cobra.ArbitraryArgs, SuggestionsMinimumDistance: 2}
 	g.RunE = func(cmd *cobra.Command, args []string) error {
 		var subs []string
 		for _, s := range cmd.Commands() {
@@ -177,10 +185,16 @@ func group(use, short string, aliases ...string) *cobra.Command {
 // newRoot builds realmctl's command tree on c.
 func newRoot(c *cli) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "realmctl",
-		Short:         "realmctl runs agent sessions on a guarded workspace",
-		Long:          longHelp,
-		Version:       versionString(),
+		Use:     "realmctl",
+		Short:   "realmctl runs agent sessions on a guarded workspace",
+		Long:    longHelp,
+		Version: versionString(),
+		Example: `  realmctl image init
+  realmctl session create --workspace ~/project --name agent-1
+  realmctl session exec agent-1 -- make test
+  realmctl session ls -o wide
+  realmctl audit agent-1 -f
+  realmctl session rm agent-1`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// No command: the help, and exit 2.
@@ -207,7 +221,11 @@ func newRoot(c *cli) *cobra.Command {
 	})
 	root.SuggestionsMinimumDistance = 2
 
-	session := group("session", "create, run commands in, inspect and destroy sessions", "sessions")
+	session := group("session", "create, run commands in, inspect and destroy sessions",
+		"  realmctl session create --workspace ~/project --name agent-1\n"+
+			"  realmctl session exec agent-1 -- make test\n"+
+			"  realmctl session ls\n"+
+			"  realmctl session rm agent-1", "sessions")
 	session.AddCommand(
 		sessionCreateCmd(c),
 		sessionExecCmd(c),
@@ -216,17 +234,45 @@ func newRoot(c *cli) *cobra.Command {
 		sessionLogsCmd(c),
 		sessionInspectCmd(c),
 	)
-	image := group("image", "build realm's base image")
+	image := group("image", "build realm's base image", "  realmctl image init")
 	image.AddCommand(imageInitCmd(c))
 	root.AddCommand(session, image, reapCmd(c), auditCmd(c), interceptorCmd(c), versionCmd(c))
 	return root
 }
 
+// exampleCobrasCommands makes cobra's own help and completion commands now
+// (cobra would when it runs) and gives them Examples, as every command of
+// realmctl's has. The completion commands write to root's output as it is
+// now.
+func exampleCobrasCommands(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, cmd := range root.Commands() {
+		switch cmd.Name() {
+		case "help":
+			cmd.Example = "  realmctl help session exec"
+		case "completion":
+			cmd.Example = "  source <(realmctl completion bash)\n  realmctl completion zsh > \"${fpath[1]}/_realmctl\""
+			for _, sh := range cmd.Commands() {
+				switch sh.Name() {
+				case "bash", "zsh":
+					sh.Example = "  source <(realmctl completion " + sh.Name() + ")"
+				case "fish":
+					sh.Example = "  realmctl completion fish | source"
+				default:
+					sh.Example = "  realmctl completion " + sh.Name() + " | Out-String | Invoke-Expression"
+				}
+			}
+		}
+	}
+}
+
 func versionCmd(c *cli) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "print realmctl's version",
-		Args:  noArgs,
+		Use:     "version",
+		Short:   "print realmctl's version",
+		Example: "  realmctl version\n  realmctl -o json version",
+		Args:    noArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			c.out.print(map[string]string{"version": versionString()}, func(w io.Writer) {
 				fmt.Fprintf(w, "realmctl %s\n", versionString())

@@ -132,14 +132,21 @@ func TestParseEnv(t *testing.T) {
 	}{
 		{nil, nil, ""},
 		{[]string{"A=1", "B_2=x=y", "C="}, []string{"A=1", "B_2=x=y", "C="}, ""},
-		{[]string{"A"}, nil, "want K=V"},
+		{[]string{"HOSTVAR"}, []string{"HOSTVAR=from the host"}, ""},
+		{[]string{"EMPTYVAR"}, []string{"EMPTYVAR="}, ""},
+		{[]string{"UNSET", "A=1"}, []string{"A=1"}, ""},
+		{[]string{"HOSTVAR", "HOSTVAR=given"}, []string{"HOSTVAR=from the host", "HOSTVAR=given"}, ""},
+		{[]string{"1A"}, nil, "not a variable name"},
+		{[]string{sandbox.ExecTokenVar}, nil, "realm's own"},
 		{[]string{"=1"}, nil, "not a variable name"},
 		{[]string{"1A=1"}, nil, "not a variable name"},
 		{[]string{"A-B=1"}, nil, "not a variable name"},
 		{[]string{sandbox.ExecTokenVar + "=x"}, nil, "realm's own"},
 	}
+	host := map[string]string{"HOSTVAR": "from the host", "EMPTYVAR": "", sandbox.ExecTokenVar: "x"}
+	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
 	for _, tt := range tests {
-		got, err := parseEnv(tt.in)
+		got, err := parseEnv(tt.in, lookup)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("parseEnv(%q) = %v, want error %q", tt.in, err, tt.wantErr)
@@ -178,8 +185,8 @@ func TestExecRefusals(t *testing.T) {
 	}{
 		{[]string{"session", "exec", "0123456789ab", "--env", "A=1", "--", "true"}, "takes no --env"},
 		{[]string{"session", "exec", "0123456789ab", "-i", "--", "true"}, "only podman sessions take -i and -t"},
-		{[]string{"session", "exec", "0123456789ac", "-e", "NOEQUALS", "--", "true"}, "want K=V"},
-		{[]string{"session", "exec", "0123456789ac", "-t", "--", "true"}, "no JSON result"},
+		{[]string{"session", "exec", "0123456789ac", "-e", "1BAD", "--", "true"}, "not a variable name"},
+		{[]string{"session", "exec", "0123456789ac", "-t", "--", "true"}, "no JSON or YAML result"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
@@ -272,7 +279,7 @@ not json
 				paths = append(paths, e.Path)
 			} else if i > 0 {
 				f := strings.Fields(l)
-				paths = append(paths, strings.Join(f[6:], " "))
+				paths = append(paths, strings.Join(f[10:], " "))
 			}
 		}
 		if !slices.Equal(paths, tt.wantPaths) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -40,6 +38,11 @@ is killed. In text mode realmctl prints the output and exits with the
 command's exit status; with -o json it prints {"exitCode":N,"stdout":"…",
 "stderr":"…","stdoutTruncated":B,"stderrTruncated":B} and exits 0.
 
+A session whose realmfs mount does not answer, or whose sandbox its
+runtime says is not running, is dead: exec fails with REALM_NOT_ACTIVE
+(exit 69) saying so and what to do (realmctl reap, or realmctl session
+destroy ID), and never runs the command.
+
 -i forwards realmctl's stdin to the command until EOF. -t runs the command
 on a terminal (realmctl's stdin must be one): stdin is forwarded, the
 terminal is put in raw mode, the command's TTY follows the terminal's size,
@@ -47,18 +50,25 @@ and its output goes straight to the terminal: the bounded capture does not
 apply, -o json is refused, and --timeout defaults to none. So a person gets
 a shell with: realmctl session exec -it ID -- /bin/sh
 
---env K=V (repeatable) adds to the command's environment. -i, -t and --env
+--env K=V (repeatable) adds to the command's environment; --env K passes
+K's value in realmctl's environment (none if K is unset there), as podman
+and docker do. -i, -t and --env
 are Podman's: the OpenShell runtime refuses them (realm never passes --env
 to the OpenShell CLI, so no value from here reaches a sandbox's
 environment).`,
-		Args: cobra.ArbitraryArgs,
+		Example: `  realmctl session exec agent-1 -- make test
+  realmctl session exec -it agent-1 -- /bin/sh
+  realmctl -o json session exec --timeout 5m agent-1 -- go test ./...
+  realmctl session exec -e GOFLAGS -e CI=true agent-1 -- go build ./...`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: c.completeSessions(1),
 	}
 	fs := cmd.Flags()
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "kill the command's whole process tree after this long (0: no limit; with -t the default is no limit)")
 	fs.StringVar(&f.workdir, "workdir", "", "working directory inside the sandbox (default /workspace)")
 	fs.BoolVarP(&f.interactive, "interactive", "i", false, "forward stdin to the command")
 	fs.BoolVarP(&f.tty, "tty", "t", false, "run the command on a terminal that follows this one's size (no capture, no JSON)")
-	fs.StringArrayVarP(&f.env, "env", "e", nil, "set `K=V` in the command's environment (repeatable; podman only)")
+	fs.StringArrayVarP(&f.env, "env", "e", nil, "set `K=V` in the command's environment, or pass K's value here with a bare K (repeatable; podman only)")
 	cmd.RunE = c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 		if f.tty && !cmd.Flags().Changed("timeout") {
 			f.timeout = 0
@@ -71,14 +81,23 @@ environment).`,
 // envName is what --env accepts as a variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// parseEnv checks --env's K=V pairs. The exec's own marker variable is
+// parseEnv checks --env's K=V pairs. A bare K passes the value K has in
+// realmctl's environment, as podman and docker do; a K that is not set
+// there is not passed (podman's rule too). The exec's own marker variable is
 // realm's: an --env that named it could hide a process tree from the kill.
-func parseEnv(env []string) ([]string, error) {
+func parseEnv(env []string, lookup func(string) (string, bool)) ([]string, error) {
 	var out []string
 	for _, kv := range env {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, usageErr("--env %q: want K=V", kv)
+			v, set := lookup(k)
+			if !set {
+				if !envName.MatchString(k) {
+					return nil, usageErr("--env %q: %q is not a variable name", kv, k)
+				}
+				continue
+			}
+			kv = k + "=" + v
 		}
 		if !envName.MatchString(k) {
 			return nil, usageErr("--env %q: %q is not a variable name", kv, k)
@@ -100,12 +119,12 @@ func (c *cli) sessionExec(ctx context.Context, args []string, dash int, f execFl
 	if f.timeout < 0 {
 		return 0, usageErr("--timeout %s: must not be negative", f.timeout)
 	}
-	env, err := parseEnv(f.env)
+	env, err := parseEnv(f.env, os.LookupEnv)
 	if err != nil {
 		return 0, err
 	}
-	if f.tty && out.json() {
-		return 0, usageErr("session exec -t: a terminal has no JSON result; drop -o json or -t")
+	if f.tty && out.machine() {
+		return 0, usageErr("session exec -t: a terminal has no JSON or YAML result; drop -o %s or -t", out.format)
 	}
 	if f.tty && !isTerminal(os.Stdin) {
 		return 0, usageErr("session exec -t: stdin is not a terminal; run it from one, or use -i without -t")
@@ -142,7 +161,7 @@ func (c *cli) sessionExec(ctx context.Context, args []string, dash int, f execFl
 	if err != nil {
 		return 0, err
 	}
-	if out.json() {
+	if out.machine() {
 		out.print(res, nil)
 		return 0, nil
 	}
@@ -159,8 +178,8 @@ func (c *cli) sessionExec(ctx context.Context, args []string, dash int, f execFl
 
 // execTerminal runs req on realmctl's terminal in the podman session rec.
 func (c *cli) execTerminal(ctx context.Context, a *app, rec *sandbox.Record, req sandbox.ExecRequest) (int, error) {
-	if rec.State != sandbox.StateActive || rec.ContainerID == nil {
-		return 0, errcode.New(errcode.RealmNotActive, "session %s is %s, not active", rec.ID, rec.State)
+	if err := a.mgr.ExecReady(rec); err != nil {
+		return 0, err
 	}
 	rt, err := a.runtime(ctx, rec.Runtime)
 	if err != nil {
@@ -172,7 +191,7 @@ func (c *cli) execTerminal(ctx context.Context, a *app, rec *sandbox.Record, req
 	}
 	code, err := p.ExecTerminal(ctx, *rec.ContainerID, req)
 	if err != nil {
-		return 0, err
+		return 0, a.mgr.Dead(ctx, rec, err)
 	}
 	return exitStatus(code), nil
 }
@@ -205,7 +224,10 @@ func sessionLogsCmd(c *cli) *cobra.Command {
 the container's logs for a podman session. --follow goes on until the
 sandbox stops or realmctl is interrupted. The OpenShell runtime keeps no
 such log realm can read.`,
-		Args: cobra.ArbitraryArgs,
+		Example: `  realmctl session logs agent-1
+  realmctl session logs -f -n 0 agent-1`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			if len(args) != 1 {
 				return 0, usageErr("session logs wants one session id or name")
@@ -235,79 +257,4 @@ such log realm can read.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "go on printing until the sandbox stops")
 	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last `N` lines (0: none, then only new ones with --follow; -1: all)")
 	return cmd
-}
-
-// inspection is session inspect's JSON: the record and what is live now.
-type inspection struct {
-	Record *sandbox.Record `json:"record"`
-	Live   liveState       `json:"live"`
-}
-
-type liveState struct {
-	Sandbox      string `json:"sandbox"`                // running, exited, gone, … or unknown
-	SandboxError string `json:"sandboxError,omitempty"` // why it is unknown
-	Mount        string `json:"mount"`                  // answering or gone
-}
-
-func sessionInspectCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect ID|NAME",
-		Short: "print a session's record and its live state as JSON",
-		Long: `session inspect prints {"record":{…},"live":{"sandbox":S,"mount":M}}: the
-session's record as the state dir keeps it, the sandbox's state as its
-runtime reports it now (running, exited, gone; unknown with sandboxError
-when the runtime cannot be asked) and whether its realmfs mount answers. It
-always prints JSON.`,
-		Args: cobra.ArbitraryArgs,
-		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			if len(args) != 1 {
-				return 0, usageErr("session inspect wants one session id or name")
-			}
-			a, err := newApp(c.g)
-			if err != nil {
-				return 0, err
-			}
-			rec, err := a.mgr.Resolve(args[0])
-			if err != nil {
-				return 0, err
-			}
-			in := inspection{Record: rec, Live: liveState{Sandbox: "none", Mount: "gone"}}
-			if sandbox.Alive(rec.Mount) {
-				in.Live.Mount = "answering"
-			}
-			if rec.ContainerID != nil {
-				in.Live.Sandbox, err = sandboxState(ctx, a, rec)
-				if err != nil {
-					in.Live.Sandbox, in.Live.SandboxError = "unknown", errMessage(err)
-				}
-			}
-			enc := json.NewEncoder(c.out.w)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			return 0, enc.Encode(in)
-		}),
-	}
-}
-
-// sandboxState asks rec's runtime how its sandbox is.
-func sandboxState(ctx context.Context, a *app, rec *sandbox.Record) (string, error) {
-	rt, err := a.runtime(ctx, rec.Runtime)
-	if err != nil {
-		return "", err
-	}
-	if p, ok := rt.(*sandbox.Podman); ok {
-		return p.State(ctx, *rec.ContainerID)
-	}
-	pr, ok := rt.(sandbox.Prober)
-	if !ok {
-		return "", fmt.Errorf("the %s runtime cannot tell", rec.Runtime)
-	}
-	running, err := pr.Running(ctx, *rec.ContainerID)
-	if err != nil {
-		return "", err
-	}
-	if running {
-		return "running", nil
-	}
-	return "not running", nil
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,19 +32,46 @@ type globals struct {
 
 func newGlobals() *globals {
 	return &globals{
-		stateDir: "/var/lib/realm",
+		stateDir: defaultStateDir(os.Geteuid(), os.Getenv),
 		format:   "text",
 		lockWait: 10 * time.Second,
 	}
 }
 
+// rootStateDir is root's state dir.
+const rootStateDir = "/var/lib/realm"
+
+// defaultStateDir is the state dir without --state-dir: $REALM_STATE_DIR
+// when set (for anyone); root's /var/lib/realm; for a normal user, who
+// cannot write there, $XDG_STATE_HOME/realm, else ~/.local/state/realm (the
+// XDG base directory spec's state dir: sessions, mounts and logs are state
+// that outlives a command but is no one's data).
+func defaultStateDir(euid int, getenv func(string) string) string {
+	if d := getenv("REALM_STATE_DIR"); d != "" {
+		return d
+	}
+	if euid == 0 {
+		return rootStateDir
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "realm")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	}
+	return filepath.Join(home, ".local", "state", "realm")
+}
+
 // register adds the global flags to fs with their current values as
 // defaults.
 func (g *globals) register(fs *pflag.FlagSet) {
-	fs.StringVar(&g.stateDir, "state-dir", g.stateDir, "where session records, mounts and the lock live")
+	fs.StringVar(&g.stateDir, "state-dir", g.stateDir, "where session records, mounts and the lock live (default: $REALM_STATE_DIR; else root's "+rootStateDir+", a user's $XDG_STATE_HOME/realm or ~/.local/state/realm)")
 	fs.StringVar(&g.podmanSocket, "podman-socket", g.podmanSocket, "the libpod API service, unix:///PATH (wins over --connection, CONTAINER_HOST and the default sockets)")
-	fs.StringVar(&g.connection, "connection", g.connection, "the Podman service as a unix:// URL, as podman --url takes it (default: CONTAINER_HOST, else "+sandbox.RootPodmanSocket+", else $XDG_RUNTIME_DIR/podman/podman.sock)")
-	fs.StringVarP(&g.format, "output", "o", g.format, "output format: text or json")
+	fs.StringVar(&g.connection, "connection", g.connection, "the Podman service as a unix:// URL, as podman --url takes it (default: CONTAINER_HOST, else this user's service: root's "+sandbox.RootPodmanSocket+", a user's $XDG_RUNTIME_DIR/podman/podman.sock)")
+	fs.StringVarP(&g.format, "output", "o", g.format, "output format: text, wide (more columns), json or yaml")
 	fs.BoolVar(&g.noReap, "no-reap", g.noReap, "do not reap dead sessions' leftovers before session create")
 	fs.StringVar(&g.realmfs, "realmfs", g.realmfs, "the realmfs binary (default: next to realmctl, else on PATH)")
 	fs.DurationVar(&g.lockWait, "lock-wait", g.lockWait, "how long to wait for another realmctl to release the state dir")
@@ -79,8 +108,8 @@ func usageErr(format string, args ...any) error {
 
 // check refuses global flag values that no command can use.
 func (g *globals) check() error {
-	if g.format != "text" && g.format != "json" {
-		return usageErr("-o %q: want text or json", g.format)
+	if !slices.Contains(formats, g.format) {
+		return usageErr("-o %q: want one of %s", g.format, strings.Join(formats, ", "))
 	}
 	// The service binds the realmfs mount into its containers: it must
 	// run on this host, so only a unix socket will do.

@@ -287,3 +287,26 @@ func TestOutputFlagAfterCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultStateDir(t *testing.T) {
+	tests := []struct {
+		name string
+		euid int
+		env  map[string]string
+		want string
+	}{
+		{"root", 0, map[string]string{"HOME": "/root", "XDG_STATE_HOME": "/root/.st"}, "/var/lib/realm"},
+		{"root with REALM_STATE_DIR", 0, map[string]string{"REALM_STATE_DIR": "/srv/realm"}, "/srv/realm"},
+		{"user with REALM_STATE_DIR", 1000, map[string]string{"REALM_STATE_DIR": "/tmp/r", "XDG_STATE_HOME": "/x"}, "/tmp/r"},
+		{"user with XDG_STATE_HOME", 1000, map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/home/u/.st"}, "/home/u/.st/realm"},
+		{"user with a relative XDG_STATE_HOME (ignored, as the spec says)", 1000, map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "st"}, "/home/u/.local/state/realm"},
+		{"user with HOME only", 1000, map[string]string{"HOME": "/home/u"}, "/home/u/.local/state/realm"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := defaultStateDir(tt.euid, func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Errorf("defaultStateDir = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

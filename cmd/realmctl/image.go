@@ -17,6 +17,8 @@ func imageInitCmd(c *cli) *cobra.Command {
 		Short: "build " + sandbox.DefaultImage + ", the default image, from the host's busybox-static",
 		Long: `image init builds ` + sandbox.DefaultImage + `, the default image, from the
 host's busybox-static (no registry needed).`,
+		Example: `  realmctl image init
+  realmctl image init --busybox /usr/bin/busybox`,
 		Args: cobra.ArbitraryArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			return 0, imageInit(ctx, c.g, c.out, args, busybox)

@@ -22,7 +22,8 @@ func interceptorCmd(c *cli) *cobra.Command {
 		Short: "serve the OpenShell gateway interceptor that binds each session's guarded mount",
 		Long: `openshell-interceptor serves the OpenShell gateway interceptor that binds
 each realm session's guarded mount at /workspace (see README).`,
-		Args: cobra.ArbitraryArgs,
+		Example: `  realmctl openshell-interceptor --listen unix:///run/realm/openshell-interceptor.sock`,
+		Args:    cobra.ArbitraryArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			if len(args) != 0 {
 				return 0, usageErr("openshell-interceptor takes no arguments")

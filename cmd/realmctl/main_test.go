@@ -27,7 +27,7 @@ func TestCommandLine(t *testing.T) {
 		{"help", []string{"--help"}, 0, "Exit status", ""},
 		{"no command", nil, 2, "Usage", ""},
 		{"unknown command", []string{"frob"}, 2, "", ""},
-		{"bad output format", []string{"-o", "yaml", "session", "list"}, 2, "", ""},
+		{"bad output format", []string{"-o", "xml", "session", "list"}, 2, "", ""},
 		{"subcommand help", []string{"session", "exec", "--help"}, 0, "--timeout", ""},
 		{"list empty json", []string{"-o", "json", "session", "list"}, 0, "[]", ""},
 		{"bad egress", []string{"-o", "json", "session", "create", "--workspace", ws, "--egress", "http://x"}, 2, "", "SCHEMA_INVALID"},

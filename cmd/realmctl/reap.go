@@ -18,6 +18,8 @@ gone by listing again), then dead realmfs mounts, then records. Live
 sessions (active, mount answering, sandbox running) are kept; --all removes
 every session. Only the runtimes that are installed or that a record names
 are asked.`,
+		Example: `  realmctl reap
+  realmctl reap --all`,
 		Args: cobra.ArbitraryArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
 			return 0, reap(ctx, c.g, c.out, args, all)

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +26,9 @@ read back inside) and prints the session id. The sandbox runs as the owner
 of the workspace directory unless --user is given; it has no network unless
 --egress is given. The workload defaults to a long sleep; argv[0] must be
 absolute.`,
+		Example: `  realmctl session create --workspace ~/project --name agent-1
+  realmctl session create --workspace ~/project --policy realm.yaml -- /usr/bin/agent --serve
+  realmctl session create --runtime openshell --workspace ~/project --egress api.example.com`,
 		Args: cobra.ArbitraryArgs,
 	}
 	fs := cmd.Flags()
@@ -84,81 +86,84 @@ func (c *cli) sessionCreate(ctx context.Context, args []string, dash int, req sa
 }
 
 func sessionDestroyCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
-		Use:     "destroy ID|NAME",
+	var all bool
+	cmd := &cobra.Command{
+		Use:     "destroy ID|NAME... | --all",
 		Aliases: []string{"rm", "delete"},
-		Short:   "remove a session's sandbox, its mount after the last session, then its record",
-		Long: `session destroy removes the sandbox, unmounts the workspace after its last
-session, and only then deletes the session's record.`,
-		Args: cobra.ArbitraryArgs,
+		Short:   "remove sessions: sandbox, mount after the last session, then record",
+		Long: `session destroy removes each session named (or, with --all, every session of
+the state dir): the sandbox, the workspace's mount after its last session,
+and only then the session's record. Like podman rm it goes on past a
+session it cannot remove and fails at the end with the first error.`,
+		Example: `  realmctl session destroy agent-1
+  realmctl session rm 3f2a9c1b7d4e agent-2 agent-3
+  realmctl session rm --all`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: c.completeSessions(-1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			return 0, c.sessionDestroy(ctx, args)
+			return 0, c.sessionDestroy(ctx, args, all)
 		}),
 	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "destroy every session of the state dir")
+	return cmd
 }
 
-func (c *cli) sessionDestroy(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageErr("session destroy wants one session id or name")
+// destroyed is session destroy's result for one session.
+type destroyed struct {
+	ID        string `json:"id"`
+	Destroyed bool   `json:"destroyed"`
+}
+
+func (c *cli) sessionDestroy(ctx context.Context, args []string, all bool) error {
+	switch {
+	case all && len(args) > 0:
+		return usageErr("session destroy --all takes no session ids or names")
+	case !all && len(args) == 0:
+		return usageErr("session destroy wants session ids or names, or --all")
 	}
 	a, unlock, err := lockedApp(c.g)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	rec, err := a.mgr.Destroy(ctx, args[0])
-	if err != nil {
-		return err
-	}
-	c.out.print(map[string]any{"id": rec.ID, "destroyed": true}, func(w io.Writer) {
-		fmt.Fprintf(w, "destroyed %s\n", rec.ID)
-	})
-	return nil
-}
-
-func sessionListCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "list the sessions of the state dir",
-		Args:    cobra.ArbitraryArgs,
-		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			return 0, c.sessionList(args)
-		}),
-	}
-}
-
-func (c *cli) sessionList(args []string) error {
-	if len(args) != 0 {
-		return usageErr("session list takes no arguments")
-	}
-	a, err := newApp(c.g)
-	if err != nil {
-		return err
-	}
-	recs, err := a.mgr.List()
-	if err != nil {
-		return err
-	}
-	if recs == nil {
-		recs = []*sandbox.Record{}
-	}
-	c.out.print(recs, func(w io.Writer) {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tRUNTIME\tCONTAINER\tWORKSPACE\tCREATED")
-		for _, r := range recs {
-			cid := "-"
-			if r.ContainerID != nil {
-				cid = (*r.ContainerID)[:min(12, len(*r.ContainerID))]
-			}
-			name := r.Name
-			if name == "" {
-				name = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, name, r.State, r.Runtime, cid, r.Workspace,
-				r.CreatedAt.Format(time.RFC3339))
+	refs := args
+	if all {
+		if refs, err = a.mgr.Store.List(); err != nil {
+			return err
 		}
-		tw.Flush()
+	}
+	var done []destroyed
+	var first error
+	for _, ref := range refs {
+		rec, err := a.mgr.Destroy(ctx, ref)
+		if err != nil {
+			if first != nil { // the first is realmctl's error at the end
+				c.out.note("session %s: %s", ref, errMessage(err))
+			}
+			first = cmp.Or(first, err)
+			continue
+		}
+		done = append(done, destroyed{ID: rec.ID, Destroyed: true})
+	}
+	if first != nil && (len(done) == 0 || c.out.machine()) {
+		return first // a machine reads one document: the error
+	}
+	c.printDestroyed(done, len(args) == 1 && !all)
+	return first
+}
+
+// printDestroyed prints what session destroy removed: one object for a
+// session named alone (as before several could be named), else a list.
+func (c *cli) printDestroyed(done []destroyed, alone bool) {
+	var v any = done
+	if alone {
+		v = done[0]
+	} else if done == nil {
+		v = []destroyed{}
+	}
+	c.out.print(v, func(w io.Writer) {
+		for _, d := range done {
+			fmt.Fprintf(w, "destroyed %s\n", d.ID)
+		}
 	})
-	return nil
 }
