@@ -24,9 +24,10 @@ import (
 const FSType = "fuse.realmfs"
 
 // MountOptions are the realmfs options of every session mount: other uids
-// (the container's user) may use it, the kernel checks permission bits, and
-// each container's cgroup is its own lock owner.
-const MountOptions = "allow_other,default_permissions,lockowner=cgroup"
+// (the container's user) may use it, the kernel checks permission bits,
+// each container's cgroup is its own lock owner, and the journal of
+// changes records what each changes (realmctl session diff|undo).
+const MountOptions = "allow_other,default_permissions,lockowner=cgroup,journal=on"
 
 // mountStartTimeout bounds a realmfs start (it exits once the mount is ready).
 const mountStartTimeout = 30 * time.Second

@@ -233,6 +233,8 @@ func newRoot(c *cli) *cobra.Command {
 		sessionListCmd(c),
 		sessionLogsCmd(c),
 		sessionInspectCmd(c),
+		sessionDiffCmd(c),
+		sessionUndoCmd(c),
 	)
 	image := group("image", "build realm's base image", "  realmctl image init")
 	image.AddCommand(imageInitCmd(c))

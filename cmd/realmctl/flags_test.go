@@ -68,6 +68,8 @@ var commandLines = []struct {
 	{[]string{"session", "list"}, nil, nil},
 	{[]string{"session", "logs"}, []string{"abc", "--follow"}, nil},
 	{[]string{"session", "inspect"}, []string{"abc"}, nil},
+	{[]string{"session", "diff"}, []string{"abc", "--since", "10m"}, nil},
+	{[]string{"session", "undo"}, []string{"abc", "--dry-run"}, nil},
 	{[]string{"audit"}, []string{"abc", "--code", "CREDENTIAL_PATH_DENIED"}, nil},
 	{[]string{"version"}, nil, nil},
 	{[]string{"image", "init"}, []string{"--busybox", "/bin/busybox"}, nil},
