@@ -170,6 +170,8 @@ type FS struct {
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
 	scanning sync.WaitGroup
+	// scanActive counts the scans not yet reported (Status).
+	scanActive atomic.Int32
 
 	// inos keeps the inode numbers the kernel knows across commits: a
 	// rekeyed file's node keeps the number the kernel knows, which becomes
@@ -403,9 +405,12 @@ type ScanResult = guard.ScanResult
 // every temp a crash left, and the walk never meets a closed root fd.
 func (f *FS) ScanInBackground(report func(ScanResult)) {
 	f.scanning.Add(1)
+	f.scanActive.Add(1)
 	go func() {
 		defer f.scanning.Done()
-		report(f.gate.Scan())
+		res := f.gate.Scan()
+		f.scanActive.Add(-1)
+		report(res)
 	}()
 }
 

@@ -14,7 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/moby/sys/mountinfo"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
@@ -252,12 +251,8 @@ func backingOf(target string) (string, error) {
 // realmfsSource is the BACKING of the realmfs mount at mnt, the newest
 // there; ok false if the newest mount at mnt is none.
 func realmfsSource(mnt string) (string, bool, error) {
-	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(mnt))
-	if err != nil || len(mounts) == 0 {
-		return "", false, nil
-	}
-	m := mounts[len(mounts)-1]
-	if m.FSType != "fuse.realmfs" {
+	m, ok, err := realmfsMount(mnt)
+	if err != nil || !ok {
 		return "", false, nil
 	}
 	if !filepath.IsAbs(m.Source) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,15 +25,17 @@ func runUndo(jc journalCmd, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	_, mounted, _ := realmfsSource(abs)
+	mnt := abs
+	_, mounted, _ := realmfsMount(mnt)
 	if !mounted {
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			_, mounted, _ = realmfsSource(real)
+			mnt = real
+			_, mounted, _ = realmfsMount(mnt)
 		}
 	}
 	var res undo.Result
 	if mounted {
-		res, err = undoMounted(jc)
+		res, err = undoMounted(jc, mnt)
 	} else {
 		res, err = undoOffline(jc)
 	}
@@ -49,31 +50,13 @@ func runUndo(jc journalCmd, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// undoMounted asks the daemon of the mount at jc.target to undo.
-func undoMounted(jc journalCmd) (undo.Result, error) {
-	r, root, backing, err := readJournal(jc.target, jc.journalDir)
-	if err != nil {
+// undoMounted asks the daemon of the mount at mnt to undo.
+func undoMounted(jc journalCmd, mnt string) (undo.Result, error) {
+	reply, err := askDaemon(mnt, controlRequest{Op: "undo", Owner: jc.owner, Since: jc.since, DryRun: jc.dryRun})
+	if reply.Result == nil {
 		return undo.Result{}, err
 	}
-	defer dirfd.Close(root)
-	defer r.Close()
-	conn, err := r.DialControl()
-	if err != nil {
-		return undo.Result{}, fmt.Errorf("%s: the daemon's control socket: %w (is the mount's journal on?)", backing, err)
-	}
-	defer conn.Close()
-	req := controlRequest{Op: "undo", Owner: jc.owner, Since: jc.since, DryRun: jc.dryRun}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return undo.Result{}, fmt.Errorf("asking the daemon: %w", err)
-	}
-	var reply controlReply
-	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&reply); err != nil {
-		return undo.Result{}, fmt.Errorf("the daemon's answer: %w", err)
-	}
-	if reply.Error != "" {
-		return reply.Result, fmt.Errorf("the daemon: %s", reply.Error)
-	}
-	return reply.Result, nil
+	return *reply.Result, err
 }
 
 // undoOffline undoes in an unmounted BACKING, holding the journal's LOCK

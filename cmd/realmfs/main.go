@@ -32,6 +32,7 @@ import (
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
        realmfs journal list|diff|undo TARGET [flags]   (realmfs journal --help)
        realmfs explain [--policy FILE] PATH...          (realmfs explain --help)
+       realmfs status [MOUNTPOINT...]                   (realmfs status --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
@@ -133,15 +134,21 @@ type config struct {
 	logFormat           string
 	policyFile          string // "" for the built-in policy
 	mount               mountOptions
+	optionsGiven        []string // the -o options as given (realmfs status)
 	policy              *policy.Policy
 }
 
+// subcommands are realmfs's commands other than a mount (a directory
+// named so is mounted as ./NAME).
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"journal": runJournal, "explain": runExplain, "status": runStatus,
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "journal" {
-		return runJournal(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "explain" {
-		return runExplain(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(args[1:], stdout, stderr)
+		}
 	}
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -189,7 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "realmfs: %v\n", err)
 		return errcode.ExitUsage
 	}
-	cfg.mount = mo
+	cfg.mount, cfg.optionsGiven = mo, opts
 	// Each file flag has an -o form for fstab and systemd; the flag wins.
 	policyFile = cmp.Or(policyFile, mo.policyFile)
 	cfg.auditLog = cmp.Or(cfg.auditLog, mo.auditLog)
@@ -362,11 +369,12 @@ func serve(cfg config, stderr io.Writer) int {
 	if err != nil {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
-	settleMount(fsys, server, cfg, realMountpoint, logger)
-	stopControl := startControl(cfg, jnl, fsys, logger)
+	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
+	control, stopControl := startControl(cfg, dev, devKnown, jnl, fsys, logger)
 	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {
+		control.swept(res)
 		level := slog.LevelInfo
 		if res.Err != nil {
 			level = slog.LevelError
@@ -391,8 +399,9 @@ func serve(cfg config, stderr io.Writer) int {
 }
 
 // settleMount finishes what a mount needs once it is in place: the
-// notifier's own thread, the mount's device number, the notes logged.
-func settleMount(fsys *fusefs.FS, server *fuse.Server, cfg config, realMountpoint string, logger *slog.Logger) {
+// notifier's own thread, the mount's device number (returned, with
+// whether it is known), the notes logged.
+func settleMount(fsys *fusefs.FS, server *fuse.Server, cfg config, realMountpoint string, logger *slog.Logger) (uint64, bool) {
 	if err := fsys.IsolateNotifier(); err != nil {
 		logger.Warn("invalidations are written on a shared thread: a daemon killed while one waits for a directory may hang the mount until its connection is aborted", "err", err)
 	}
@@ -400,12 +409,14 @@ func settleMount(fsys *fusefs.FS, server *fuse.Server, cfg config, realMountpoin
 	// would be a request to this very daemon, and a SIGKILL while it waits
 	// in the kernel for the answer (read, not yet written) leaves the
 	// process unable to die until its connection is aborted.
-	if dev, err := mountDevice(realMountpoint); err == nil {
+	dev, err := mountDevice(realMountpoint)
+	if err == nil {
 		fsys.SetMountDevice(dev)
 	} else {
 		logger.Warn("the mount's device number is unknown", "mountpoint", cfg.mountpoint, "err", err)
 	}
 	logMountNotes(fsys, server, cfg, logger)
+	return dev, err == nil
 }
 
 // checkKernel refuses a kernel realmfs cannot guard on (kernelcheck).

@@ -26,7 +26,7 @@ _realmfs() {
 		return
 	fi
 	if ((COMP_CWORD == 1)); then
-		COMPREPLY=($(compgen -W "journal explain" -d -- "$cur"))
+		COMPREPLY=($(compgen -W "journal explain status" -d -- "$cur"))
 		return
 	fi
 	COMPREPLY=($(compgen -d -- "$cur"))

@@ -19,3 +19,4 @@ complete -c realmfs -n '__fish_seen_subcommand_from list diff undo' -l journal-d
 complete -c realmfs -n '__fish_seen_subcommand_from list' -s o -l output -x -a 'json' -d 'one JSON object per change'
 complete -c realmfs -n '__fish_seen_subcommand_from undo' -l dry-run -d 'list what would be undone'
 complete -c realmfs -n '__fish_use_subcommand' -a explain -d 'what the policy does with a workspace path, and by which rule'
+complete -c realmfs -n '__fish_use_subcommand' -a status -d 'what each realmfs mount holds now, from its daemon'

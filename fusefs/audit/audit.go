@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -111,6 +112,9 @@ type Auditor struct {
 	// per line); dropped, lines lost to write errors: both since the last
 	// rotation.
 	coalesced, dropped int
+	// refusals counts every refusal recorded since Open (repeats too), for
+	// realmfs status.
+	refusals atomic.Uint64
 
 	// file, path, size, maxSize: set by Open, for rotation.
 	file          *os.File
@@ -245,6 +249,7 @@ func (a *Auditor) repeating(ev Event) bool {
 // line's). So `cat .env` then `cp .env x` are two lines, and a loop that
 // runs one program many times is one.
 func (a *Auditor) record(ev Event) {
+	a.refusals.Add(1)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ev.Time = a.now().UTC()

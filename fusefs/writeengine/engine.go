@@ -414,3 +414,14 @@ func (g *Engine[N]) mountDev() uint64 {
 func (g *Engine[N]) ordersRenames() bool {
 	return g.cfg.OrdersRenames != nil && g.cfg.OrdersRenames()
 }
+
+// Describe is the workspace path of e's write in progress and whether it
+// has bytes not yet committed (realmfs status); ok false if e holds none.
+func (g *Engine[N]) Describe(e *locks.Entry) (path string, uncommitted, ok bool) {
+	w := g.locked(e)
+	if w == nil {
+		return "", false, false
+	}
+	defer e.Unlock()
+	return w.place(), w.Uncommitted(), true
+}
