@@ -330,3 +330,22 @@ func TestJournalUndoBesideAWriter(t *testing.T) {
 		t.Errorf("f is %q, want the writer's", b)
 	}
 }
+
+// TestJournalUndoCoordinated: SQLite's database, written in place by
+// every owner (a coordinated file), is recorded (inplace) when an owner
+// opens it for writing; undo leaves it as it is and says why.
+func TestJournalUndoCoordinated(t *testing.T) {
+	requireTool(t, "sqlite3")
+	m := mount(t, Opts("lockowner=session", "journal=on"))
+	agent, out := startSession(t, m.Dir, "sqlite3 app.db 'CREATE TABLE t(x); INSERT INTO t VALUES(1);'")
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("sqlite3: %v\n%s", err, out)
+	}
+	got, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	if code != 1 || !strings.Contains(got, "conflict app.db: app.db was written in place (a coordinated file") {
+		t.Errorf("journal undo of a SQLite writer: exit %d, want 1 naming app.db written in place:\n%s", code, got)
+	}
+	if b := run(t, m.Dir, nil, "sqlite3", "app.db", "SELECT x FROM t;"); b != "1\n" {
+		t.Errorf("the database after the undo: %q", b)
+	}
+}

@@ -130,7 +130,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		return nil, 0, errno, false
 	}
 	if inPlace {
-		fh, fuseFlags, errno := n.openInPlace(ctx, fd, &st, flags, forKernel)
+		fh, fuseFlags, errno := n.openInPlace(ctx, pn.Rel(name), fd, &st, flags, forKernel)
 		return fh, fuseFlags, errno, false
 	}
 	if write {
@@ -246,7 +246,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	var fuseFlags uint32
 	if f.coordinated(n, name) {
 		// A new file has no set-ID bit (hostmode.go).
-		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
+		fh, fuseFlags, errno = asNode(child).openInPlace(ctx, n.Rel(name), fd, &st, flags&^syscall.O_TRUNC|syscall.O_RDWR, true)
 	} else {
 		// O_CREAT tells openShared the file is new (O_TRUNC has nothing to cut).
 		var again bool
@@ -330,11 +330,12 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 }
 
 // openInPlace makes the handle of an open of the coordinated file fd
-// (verified, O_RDONLY, consumed) with stat st. forKernel: the kernel gets
-// the handle (not the daemon's own truncate). A node that holds another
-// version in the kernel's cache, or an owner's pending write, is retired
-// instead (ESTALE: the kernel looks the name up again).
-func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
+// (verified, O_RDONLY, consumed) at workspace path rel (for the journal),
+// with stat st. forKernel: the kernel gets the handle (not the daemon's
+// own truncate). A node that holds another version in the kernel's cache,
+// or an owner's pending write, is retired instead (ESTALE: the kernel
+// looks the name up again).
+func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Stat_t, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	write := writeengine.WriteFlags(flags)
 	made := f.opts.Credentials != nil && f.guard.Made.Holds(locks.KeyOf(st))
@@ -357,6 +358,18 @@ func (n *Node) openInPlace(ctx context.Context, fd int, st *unix.Stat_t, flags u
 		default:
 			pt = false // a reader of a file the daemon cannot write
 		}
+	}
+	if write && f.journal.J != nil {
+		// One record for the open: the writes go in place (through the
+		// kernel, where it passes through), none of them kept.
+		rec := f.journalRecord(ctx, journal.OpInPlace, rel)
+		rec.Before = journal.ObjectOf(st)
+		c, errno := f.journal.Begin(ctx, "open", rec.Path, rec, journal.NoKeep)
+		if errno != 0 {
+			dirfd.Close(fd)
+			return nil, 0, errno
+		}
+		f.journal.End(c, nil, nil)
 	}
 	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made)}
 	if flags&syscall.O_TRUNC != 0 && write {

@@ -31,6 +31,10 @@ const (
 	OpChmod    Op = "chmod"    // mode changed (before: the old one)
 	OpChown    Op = "chown"    // owner changed (before: the old one)
 	OpUtimens  Op = "utimens"  // times changed (before: the old ones)
+	// OpInPlace: a coordinated file (SQLite's) opened for writing in place
+	// (before: its stat at the open): what its writers change is not kept,
+	// and undo cannot put it back; the program's own journal orders it.
+	OpInPlace Op = "inplace"
 )
 
 // ops are the operations Begin accepts.
@@ -38,7 +42,7 @@ var ops = map[Op]bool{
 	OpCreate: true, OpRewrite: true, OpAppend: true, OpTruncate: true,
 	OpUnlink: true, OpRmdir: true, OpMkdir: true, OpRename: true,
 	OpLink: true, OpSymlink: true, OpMknod: true,
-	OpChmod: true, OpChown: true, OpUtimens: true,
+	OpChmod: true, OpChown: true, OpUtimens: true, OpInPlace: true,
 }
 
 // End is how a change ended: the end record's "end".

@@ -86,6 +86,13 @@ func planOf(recs []journal.Record, w Window) plan {
 			block(r, "the change is still in progress")
 			continue
 		}
+		if r.Op == journal.OpInPlace {
+			// Its writes are not kept: every change of the owner's to
+			// the path stays, so that the file (SQLite's database, its
+			// journal) is as its program left it, never half put back.
+			block(r, r.Path+" was written in place (a coordinated file, as SQLite's are): what its writers changed is not kept")
+			continue
+		}
 		if o := later.laterThan(r); o != nil {
 			block(r, fmt.Sprintf("changed by %s after it (change %d, %s %s)", o.Owner, o.Seq, o.Op, o.Path))
 		}

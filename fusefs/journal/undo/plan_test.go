@@ -78,6 +78,11 @@ func TestPlan(t *testing.T) {
 		since: 1,
 		undo:  []uint64{3, 2},
 	}, {
+		name:      "a file written in place keeps all the owner's changes to it",
+		recs:      []string{"A create db", "A inplace db", "A create db-journal", "A inplace db-journal", "A unlink db-journal", "A create g"},
+		undo:      []uint64{6},
+		conflicts: []string{"db@2", "db-journal@4"},
+	}, {
 		name: "another owner's change beneath a directory the owner made is no conflict by the records",
 		recs: []string{"A mkdir d", "B create d/x"},
 		undo: []uint64{1}, // Run finds d not empty

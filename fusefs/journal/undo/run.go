@@ -159,6 +159,8 @@ func (u *undoer) undo(r *journal.Record) (did string, why error, err error) {
 		did, why = u.unrename(r)
 	case journal.OpChmod, journal.OpChown, journal.OpUtimens:
 		did, why = u.unsetattr(r)
+	case journal.OpInPlace: // Plan leaves the path alone
+		why = fmt.Errorf("%s was written in place: not kept", r.Path)
 	default:
 		why = fmt.Errorf("undo does not know op %q", r.Op)
 	}
