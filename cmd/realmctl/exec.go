@@ -229,14 +229,7 @@ such log realm can read.`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			if len(args) != 1 {
-				return 0, usageErr("session logs wants one session id or name")
-			}
-			a, err := newApp(c.g)
-			if err != nil {
-				return 0, err
-			}
-			rec, err := a.mgr.Resolve(args[0])
+			a, rec, err := resolveOne(c.g, args, "logs")
 			if err != nil {
 				return 0, err
 			}

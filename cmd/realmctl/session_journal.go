@@ -74,14 +74,7 @@ journal undo --owner undo:OWNER.`,
 // sessionJournal runs realmfs journal VERB on the session's mount for
 // each owner of the journal that is the session's container.
 func (c *cli) sessionJournal(ctx context.Context, args []string, verb, since string, dryRun bool) (int, error) {
-	if len(args) != 1 {
-		return 0, usageErr("session %s wants one session id or name", verb)
-	}
-	a, err := newApp(c.g)
-	if err != nil {
-		return 0, err
-	}
-	rec, err := a.mgr.Resolve(args[0])
+	_, rec, err := resolveOne(c.g, args, verb)
 	if err != nil {
 		return 0, err
 	}

@@ -49,6 +49,23 @@ func (a *app) runtime(ctx context.Context, name string) (sandbox.Runtime, error)
 	return rt, nil
 }
 
+// resolveOne is the app and the record of the one session args names
+// (verb: the session command, for its usage error).
+func resolveOne(g *globals, args []string, verb string) (*app, *sandbox.Record, error) {
+	if len(args) != 1 {
+		return nil, nil, usageErr("session %s wants one session id or name", verb)
+	}
+	a, err := newApp(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := a.mgr.Resolve(args[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, rec, nil
+}
+
 // lockedApp is the preamble of every command that changes the state dir
 // (create, destroy, reap): the app, and the state dir's lock, held until
 // unlock is called.

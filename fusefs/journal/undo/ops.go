@@ -170,17 +170,11 @@ const TempPrefix = ".realm-tmp-"
 // truncate made in place), and its times to theirs. The bytes cut are not
 // kept.
 func (u *undoer) unappend(r *journal.Record) (string, error) {
-	if r.Before == nil {
-		return "", errors.New("its size before is not known")
-	}
-	dir, name, obj, err := u.at(r.Path)
+	dir, name, obj, err := u.atBefore(r, "size")
 	if err != nil {
 		return "", err
 	}
 	defer dirfd.Close(dir)
-	if err := u.holds(r.Path, obj, r.Before.ID()); err != nil {
-		return "", err
-	}
 	if obj.Size < r.Before.Size {
 		return "", fmt.Errorf("%s is shorter (%d bytes) than before the change (%d): cut since, the bytes not kept", r.Path, obj.Size, r.Before.Size)
 	}
@@ -199,20 +193,31 @@ func (u *undoer) unappend(r *journal.Record) (string, error) {
 	return "cut back to " + strconv.FormatInt(r.Before.Size, 10) + " bytes", journaled(c.Done(nil))
 }
 
+// atBefore is u.at of the path of r, a change made in place, checked to
+// hold r.Before's object (what: what undoing needs of it, for the error
+// where the record has none); the caller closes dir.
+func (u *undoer) atBefore(r *journal.Record, what string) (dir int, name string, obj *journal.Object, err error) {
+	if r.Before == nil {
+		return -1, "", nil, fmt.Errorf("its %s before is not known", what)
+	}
+	if dir, name, obj, err = u.at(r.Path); err != nil {
+		return -1, "", nil, err
+	}
+	if err := u.holds(r.Path, obj, r.Before.ID()); err != nil {
+		dirfd.Close(dir)
+		return -1, "", nil, err
+	}
+	return dir, name, obj, nil
+}
+
 // unsetattr puts back the owner, mode and times the object had before a
 // chmod, chown or utimens.
 func (u *undoer) unsetattr(r *journal.Record) (string, error) {
-	if r.Before == nil {
-		return "", errors.New("its metadata before is not known")
-	}
-	dir, name, obj, err := u.at(r.Path)
+	dir, name, obj, err := u.atBefore(r, "metadata")
 	if err != nil {
 		return "", err
 	}
 	defer dirfd.Close(dir)
-	if err := u.holds(r.Path, obj, r.Before.ID()); err != nil {
-		return "", err
-	}
 	fd, err := current(dir, name, obj)
 	if err != nil {
 		return "", err
