@@ -120,7 +120,7 @@ func (c *cli) audit(ctx context.Context, args []string, f auditFilter) error {
 	if f.lines >= 0 && len(all) > f.lines {
 		all = all[len(all)-f.lines:]
 	}
-	pr := c.auditPrinter()
+	pr := newAuditPrinter(c)
 	pr.header()
 	for _, l := range all {
 		pr.line(l)

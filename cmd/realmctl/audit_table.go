@@ -80,7 +80,9 @@ type auditPrinter struct {
 	reloaded bool
 }
 
-func (c *cli) auditPrinter() *auditPrinter {
+// newAuditPrinter is the printer of c's output format, its sessions read
+// from c's state dir.
+func newAuditPrinter(c *cli) *auditPrinter {
 	p := &auditPrinter{json: c.out.json(), yaml: c.out.format == "yaml", wide: c.out.wide(), w: c.out.w, cols: auditColumns}
 	if p.wide {
 		p.cols = append(append(append([]auditColumn{}, auditColumns[:7]...), exeColumn), auditColumns[7:]...)

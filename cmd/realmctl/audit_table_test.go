@@ -82,7 +82,7 @@ func TestAuditTable(t *testing.T) {
 		var out bytes.Buffer
 		c := &cli{g: newGlobals(), out: &output{format: tt.format, w: &out}}
 		c.g.stateDir = state
-		p := c.auditPrinter()
+		p := newAuditPrinter(c)
 		p.header()
 		p.flush()
 		for _, l := range lines { // one batch each, as --follow prints them

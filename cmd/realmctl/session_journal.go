@@ -37,7 +37,7 @@ container is. --since narrows the window (RFC3339, or a duration: 10m).`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			return c.sessionJournal(ctx, args, "diff", since, false)
+			return sessionJournal(ctx, c.g, c.out, args, "diff", since, false)
 		}),
 	}
 	cmd.Flags().StringVar(&since, "since", "", "only the changes made at or after `TIME` (RFC3339, or a duration before now: 10m)")
@@ -63,7 +63,7 @@ journal undo --owner undo:OWNER.`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: c.completeSessions(1),
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {
-			return c.sessionJournal(ctx, args, "undo", since, dryRun)
+			return sessionJournal(ctx, c.g, c.out, args, "undo", since, dryRun)
 		}),
 	}
 	cmd.Flags().StringVar(&since, "since", "", "only the changes made at or after `TIME` (RFC3339, or a duration before now: 10m)")
@@ -73,15 +73,15 @@ journal undo --owner undo:OWNER.`,
 
 // sessionJournal runs realmfs journal VERB on the session's mount for
 // each owner of the journal that is the session's container.
-func (c *cli) sessionJournal(ctx context.Context, args []string, verb, since string, dryRun bool) (int, error) {
-	_, rec, err := resolveOne(c.g, args, verb)
+func sessionJournal(ctx context.Context, g *globals, out *output, args []string, verb, since string, dryRun bool) (int, error) {
+	_, rec, err := resolveOne(g, args, verb)
 	if err != nil {
 		return 0, err
 	}
 	if rec.ContainerID == nil || *rec.ContainerID == "" {
 		return 0, fmt.Errorf("session %s has no container id (runtime %s): its changes cannot be told from others' in the journal", rec.ID, rec.Runtime)
 	}
-	realmfs, err := c.g.realmfsPath()
+	realmfs, err := g.realmfsPath()
 	if err != nil {
 		return 0, err
 	}
@@ -94,7 +94,7 @@ func (c *cli) sessionJournal(ctx context.Context, args []string, verb, since str
 		return 0, err
 	}
 	if len(owners) == 0 {
-		c.out.note("session %s: the journal of %s records no change of its container", rec.ID, rec.Workspace)
+		out.note("session %s: the journal of %s records no change of its container", rec.ID, rec.Workspace)
 		return 0, nil
 	}
 	code := 0
@@ -107,7 +107,7 @@ func (c *cli) sessionJournal(ctx context.Context, args []string, verb, since str
 			argv = append(argv, "--dry-run")
 		}
 		cmd := exec.CommandContext(ctx, realmfs, argv...)
-		cmd.Stdout, cmd.Stderr = c.out.w, c.out.ew
+		cmd.Stdout, cmd.Stderr = out.w, out.ew
 		var ee *exec.ExitError
 		switch err := cmd.Run(); {
 		case errors.As(err, &ee):
