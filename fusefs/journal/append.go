@@ -65,6 +65,9 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		}
 		c.kept = true
 		gen = j.linked()
+		if id, ok := fdID(keep); ok {
+			j.noteKept(id, c.seq)
+		}
 	}
 	if j.opts.Durable && !lazy {
 		if err := j.syncTo(pos, gen); err != nil {
@@ -86,6 +89,9 @@ func (c *Change) Abort() error {
 	if c.kept && !c.ended.Load() {
 		if err = dirfd.Unlink(c.j.kept, keptEntry(c.seq), 0); errors.Is(err, unix.ENOENT) {
 			err = nil
+		}
+		if err == nil {
+			c.j.forgetKept(c.seq)
 		}
 	}
 	return errors.Join(err, c.end(Aborted, nil))

@@ -115,6 +115,9 @@ type Journal struct {
 
 	pruned  atomic.Uint64
 	pruning atomic.Bool
+	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
+	// written under mu, read with no lock.
+	keptLinks sync.Map
 	// grown is signalled (never blocking) when the journal has grown
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}
@@ -139,9 +142,10 @@ type tail struct {
 	// record (fresh.go), by identity, each its maker; nil without
 	// Options.Durable, where no record is synced.
 	fresh      map[ID]string
-	sinceGrown int   // intents since grown was last signalled
-	syncing    bool  // a group commit is under way, outside mu
-	failed     error // a sync failed: nothing is promised since
+	keptByseq  map[uint64]ID // keptLinks' seqs, to their identities
+	sinceGrown int           // intents since grown was last signalled
+	syncing    bool          // a group commit is under way, outside mu
+	failed     error         // a sync failed: nothing is promised since
 	closed     bool
 }
 

@@ -151,6 +151,7 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 				errs = append(errs, fmt.Errorf("journal: removing kept/%d: %w", seq, err))
 				continue
 			}
+			j.forgetKept(seq)
 			stats.Kept++
 		}
 		if err := dirfd.Unlink(j.log, segmentName(s.num), 0); err != nil && !errors.Is(err, unix.ENOENT) {

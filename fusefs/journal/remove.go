@@ -69,7 +69,15 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 			end = Done
 			verr = fmt.Errorf("%w (and it could not be put back: %v)", verr, err)
 		}
+		if end == Done {
+			if id, ok := keptID(j.kept, keptEntry(seq)); ok {
+				j.noteKept(id, seq)
+			}
+		}
 		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
+	}
+	if rec.Before.Type != "dir" {
+		j.noteKept(rec.Before.ID(), seq)
 	}
 	c := &Change{j: j, seq: seq, op: rec.Op, before: &ID{rec.Before.Dev, rec.Before.Ino}}
 	c.ended.Store(true)
