@@ -1418,6 +1418,30 @@ func readFile(tb testing.TB, path string) string {
 	return string(b)
 }
 
+// backingLinks is st_nlink of the object at BACKING's path less the links
+// the mount's journal keeps to it in kept/ (none without a journal): the
+// workspace's names for it, which the mount reports as its st_nlink.
+func (m *Mount) backingLinks(tb testing.TB, path string) uint64 {
+	tb.Helper()
+	st := lstat(tb, path)
+	dir := m.journalDir
+	if dir == "" {
+		dir = m.BackingPath(".realm-journal")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "kept"))
+	if err != nil {
+		return st.Nlink
+	}
+	n := st.Nlink
+	for _, e := range ents {
+		var kst unix.Stat_t
+		if unix.Lstat(filepath.Join(dir, "kept", e.Name()), &kst) == nil && kst.Dev == st.Dev && kst.Ino == st.Ino && n > 0 {
+			n--
+		}
+	}
+	return n
+}
+
 func lstat(tb testing.TB, path string) *unix.Stat_t {
 	tb.Helper()
 	var st unix.Stat_t

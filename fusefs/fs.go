@@ -531,7 +531,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 }
 
 // fillAttr fills a FUSE attribute from a backing stat, with the mount's
-// inode number for it (inodes.Number).
+// inode number for it (inodes.Number), and its links less those the
+// journal keeps (a file unlinked while open says 0, as it would without
+// the journal).
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
@@ -541,6 +543,9 @@ func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Ctime, a.Ctimensec = uint64(s.Ctim.Sec), uint32(s.Ctim.Nsec)
 	a.Mode = s.Mode
 	a.Nlink = uint32(s.Nlink)
+	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
+		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
+	}
 	a.Uid, a.Gid = s.Uid, s.Gid
 	a.Rdev = uint32(s.Rdev)
 	a.Blksize = uint32(s.Blksize)

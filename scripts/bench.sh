@@ -33,6 +33,9 @@
 #                     where each file goes through a temp, fsync, rename and
 #                     an fsync of the directory, as realmfs makes it (0 to
 #                     skip; it runs no other workload)
+#   JOURNAL=0         1 also measures a mount with -o journal=on (skipping
+#                     the big-file workloads), paired by round with
+#                     "realmfs": the journal's cost (docs/PERFORMANCE.md)
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
@@ -71,6 +74,7 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
 GUARD_OFF=${GUARD_OFF:-1}
 CONTROL=${CONTROL:-0}
+JOURNAL=${JOURNAL:-0}
 LOOPBACK=${LOOPBACK:-1}
 NATIVE_FSYNCS=${NATIVE_FSYNCS:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
@@ -181,6 +185,10 @@ fi
 if [ "$CONTROL" = 1 ]; then
 	names+=(realmfs_again)
 	mount_realmfs realmfs_again "$REALMFS_OPTS"
+fi
+if [ "$JOURNAL" = 1 ]; then
+	names+=(realmfs_journal=on)
+	mount_realmfs realmfs_journal=on "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} journal=on)"
 fi
 if [ "$LOOPBACK" = 1 ]; then
 	mount_loopback loopback -q
@@ -298,6 +306,7 @@ role() {
 	native_fsyncs/*) echo skip ;;
 	realmfs_guard=off/write | realmfs_guard=off/readback | realmfs_guard=off/appends | realmfs_guard=off/sparse1) echo skip ;;
 	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
+	realmfs_journal=on/write | realmfs_journal=on/readback | realmfs_journal=on/appends | realmfs_journal=on/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -557,6 +566,7 @@ pairs=()
 [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs/realmfs_guard=off)
 [ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
+[ "$JOURNAL" = 1 ] && pairs+=(realmfs_journal=on/realmfs)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 [ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
 # measured FILE PAIR...: the pairs A/B of which FILE has samples of both

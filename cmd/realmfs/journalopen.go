@@ -12,11 +12,22 @@ import (
 // openJournal opens the journal of changes cfg asks for (-o journal=on),
 // nil if it asks for none: BACKING/.realm-journal, or -o journal_dir
 // (which fusefs/journal refuses on another filesystem or mount), durable
-// as the mount's durability says. What its recovery found is logged.
-func openJournal(cfg config, logger *slog.Logger) (*journal.Journal, error) {
+// as the mount's durability says. What its recovery found is logged. Its
+// bounds are applied before it returns, and then by the pruner it starts
+// (journalbounds.go), which stopPruner stops.
+func openJournal(cfg config, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
 	if !cfg.mount.journal {
-		return nil, nil
+		return nil, func() {}, nil
 	}
+	if j, err = openJournalDir(cfg, logger); err != nil {
+		return nil, nil, err
+	}
+	pruneJournal(j, cfg.mount, logger)
+	return j, startPruner(j, cfg.mount, logger), nil
+}
+
+// openJournalDir opens the journal's directory, as openJournal says.
+func openJournalDir(cfg config, logger *slog.Logger) (*journal.Journal, error) {
 	root, err := dirfd.OpenRoot(cfg.backing)
 	if err != nil {
 		return nil, fmt.Errorf("journal: backing directory: %w", err)
@@ -45,11 +56,13 @@ func openJournal(cfg config, logger *slog.Logger) (*journal.Journal, error) {
 	return j, nil
 }
 
-// closeJournal closes the journal, once the mount is closed.
-func closeJournal(j *journal.Journal, logger *slog.Logger) {
+// closeJournal stops the pruner and closes the journal, once the mount is
+// closed.
+func closeJournal(j *journal.Journal, stopPruner func(), logger *slog.Logger) {
 	if j == nil {
 		return
 	}
+	stopPruner()
 	if err := j.Close(); err != nil {
 		logger.Error("journal close", "err", err)
 	}

@@ -90,6 +90,9 @@ Mount options (-o, comma-separated):
                        built yet; docs/JOURNAL.md)
   journal_dir=DIR      the journal's directory instead: on BACKING's
                        filesystem and mount, outside BACKING
+  journal_max=SIZE     bound the journal's blocks (default 1G; suffixes K M G T):
+                       past it the oldest records go, with what they kept
+  journal_keep=DURATION  bound its records' age (default 7d; 36h, 90m, 1.5d)
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
                        as root, inotify otherwise)
@@ -348,11 +351,11 @@ func serve(cfg config, stderr io.Writer) int {
 			return string(o)
 		}
 	}
-	jnl, err := openJournal(cfg, logger)
+	jnl, stopPruner, err := openJournal(cfg, logger)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer closeJournal(jnl, logger)
+	defer closeJournal(jnl, stopPruner, logger)
 	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
 	if err != nil {
 		return fail("%v", err)

@@ -32,6 +32,10 @@ type mountOptions struct {
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
 	journal    bool   // record every change made through the mount
 	journalDir string // the journal's directory; "": BACKING/.realm-journal
+	// The journal's bounds: its segments' and kept versions' blocks, and
+	// their age (journal_max, journal_keep; journalbounds.go).
+	journalMax  int64
+	journalKeep time.Duration
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -74,7 +78,7 @@ func onOff(key, val string) (bool, error) {
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
 // value is a comma-separated list, and -o may repeat.
 func parseMountOptions(values []string) (mountOptions, error) {
-	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache}
+	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache, journalMax: defaultJournalMax, journalKeep: defaultJournalKeep}
 	var err error
 	for _, v := range values {
 		for _, opt := range strings.Split(v, ",") {
@@ -116,6 +120,14 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				}
 			case key == "journal_dir" && hasVal && val != "":
 				mo.journalDir = val
+			case key == "journal_max" && hasVal:
+				if mo.journalMax, err = parseSize(key, val); err != nil {
+					return mo, err
+				}
+			case key == "journal_keep" && hasVal:
+				if mo.journalKeep, err = parseKeep(key, val); err != nil {
+					return mo, err
+				}
 			case key == "watch" && hasVal:
 				if mo.watch, err = onOff(key, val); err != nil {
 					return mo, err

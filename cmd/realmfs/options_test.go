@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func TestParseMountOptions(t *testing.T) {
-	def := mountOptions{passthrough: true, watch: true, cache: unsetCache}
+	def := mountOptions{passthrough: true, watch: true, cache: unsetCache, journalMax: 1 << 30, journalKeep: 7 * 24 * time.Hour}
 	tests := []struct {
 		name   string
 		values []string
@@ -40,6 +41,9 @@ func TestParseMountOptions(t *testing.T) {
 		{"descriptor bound", []string{"max_fds_per_owner=50"}, func(m *mountOptions) { m.maxFds = 50 }},
 		{"journal off by default, on and elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journal, m.journalDir = true, "/srv/j" }},
 		{"journal off", []string{"journal=off"}, func(*mountOptions) {}},
+		{"journal bounds", []string{"journal_max=512M,journal_keep=36h"}, func(m *mountOptions) {
+			m.journalMax, m.journalKeep = 512<<20, 36*time.Hour
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,9 +67,72 @@ func TestParseMountOptionsRefuses(t *testing.T) {
 		"policy=", "audit_log", "log=", "log_format=xml", "nonempty=1",
 		"max_fds_per_owner=0", "max_fds_per_owner=-3", "max_fds_per_owner=many", "max_fds_per_owner",
 		"journal=yes", "journal", "journal_dir=",
+		"journal_max=", "journal_max=0", "journal_max=10X", "journal_keep=0", "journal_keep=-1h", "journal_keep=7w",
 	} {
 		if _, err := parseMountOptions([]string{v}); !errors.Is(err, errUnknownOption) {
 			t.Errorf("-o %s: error %v, want one wrapping errUnknownOption", v, err)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tt := range []struct {
+		val  string
+		want int64
+		err  string // in the error, where one is wanted
+	}{
+		{"1", 1, ""},
+		{"4096", 4096, ""},
+		{"1K", 1 << 10, ""},
+		{"1k", 1 << 10, ""},
+		{"512M", 512 << 20, ""},
+		{"2G", 2 << 30, ""},
+		{"1T", 1 << 40, ""},
+		{"", 0, "empty"},
+		{"0", 0, "keeps nothing"},
+		{"0G", 0, "keeps nothing"},
+		{"10X", 0, `"X" is not a suffix`},
+		{"G", 0, `"" is not a whole number`},
+		{"1.5G", 0, `"1.5" is not a whole number`},
+		{"-1M", 0, `"-1" is not a whole number`},
+		{"9999999999T", 0, "too large"},
+		{"99999999999999999999", 0, "too large"},
+	} {
+		got, err := parseSize("journal_max", tt.val)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("parseSize(%q) = %d, %v; want %d", tt.val, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, errUnknownOption)):
+			t.Errorf("parseSize(%q) = %d, %v; want an error saying %q", tt.val, got, err, tt.err)
+		}
+	}
+}
+
+func TestParseKeep(t *testing.T) {
+	for _, tt := range []struct {
+		val  string
+		want time.Duration
+		err  string // in the error, where one is wanted
+	}{
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"1.5d", 36 * time.Hour, ""},
+		{"36h", 36 * time.Hour, ""},
+		{"90m", 90 * time.Minute, ""},
+		{"1h30m", 90 * time.Minute, ""},
+		{"", 0, "invalid duration"},
+		{"0", 0, "more than 0"},
+		{"0d", 0, "more than 0"},
+		{"-1h", 0, "more than 0"},
+		{"7w", 0, `unknown unit "w"`},
+		{"xd", 0, `"x" is not a number of days`},
+		{"1e300d", 0, "too long"},
+	} {
+		got, err := parseKeep("journal_keep", tt.val)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("parseKeep(%q) = %v, %v; want %v", tt.val, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, errUnknownOption)):
+			t.Errorf("parseKeep(%q) = %v, %v; want an error saying %q", tt.val, got, err, tt.err)
 		}
 	}
 }

@@ -21,6 +21,12 @@ type Change struct {
 	seq   uint64
 	kept  bool // kept/<seq> is a link Begin made
 	ended atomic.Bool
+	// What the fresh objects need (fresh.go): the record's owner and op,
+	// its objects' identities, and whether its intent went unsynced.
+	owner         string
+	op            Op
+	before, after *ID
+	lazy          bool
 }
 
 // Seq is the change's seq.
@@ -32,7 +38,8 @@ func (c *Change) Seq() uint64 { return c.seq }
 // is an O_PATH fd of that object, verified by the caller: it is linked as
 // kept/<seq>. With Options.Durable the intent and that link are durable
 // before Begin returns (one fdatasync and one fsync of kept/, shared by
-// the Begins waiting together).
+// the Begins waiting together), but for a change of an object its owner
+// made (fresh.go), which the next sync makes durable.
 //
 // The caller then makes the change and ends it: Done once made, Abort if
 // not. An error means no change may be made: the intent is ended aborted.
@@ -41,11 +48,15 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		return nil, fmt.Errorf("journal: Begin of op %q (unlink and rmdir are Remove's)", rec.Op)
 	}
 	rec.Kept = keep != NoKeep
-	pos, err := j.appendIntent(&rec)
+	pos, lazy, err := j.appendIntentLazy(&rec)
 	if err != nil {
 		return nil, err
 	}
-	c := &Change{j: j, seq: rec.Seq}
+	c := &Change{j: j, seq: rec.Seq, owner: rec.Owner, op: rec.Op, after: rec.After, lazy: lazy}
+	if rec.Before != nil {
+		id := rec.Before.ID()
+		c.before = &id
+	}
 	var gen uint64
 	if rec.Kept {
 		if err := dirfd.Link(keep, j.kept, keptEntry(c.seq)); err != nil {
@@ -54,8 +65,11 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		}
 		c.kept = true
 		gen = j.linked()
+		if id, ok := fdID(keep); ok {
+			j.noteKept(id, c.seq)
+		}
 	}
-	if j.opts.Durable {
+	if j.opts.Durable && !lazy {
 		if err := j.syncTo(pos, gen); err != nil {
 			return nil, errors.Join(err, c.Abort())
 		}
@@ -76,6 +90,9 @@ func (c *Change) Abort() error {
 		if err = dirfd.Unlink(c.j.kept, keptEntry(c.seq), 0); errors.Is(err, unix.ENOENT) {
 			err = nil
 		}
+		if err == nil {
+			c.j.forgetKept(c.seq)
+		}
 	}
 	return errors.Join(err, c.end(Aborted, nil))
 }
@@ -85,7 +102,13 @@ func (c *Change) end(e End, after *ID) error {
 	if !c.ended.CompareAndSwap(false, true) {
 		return fmt.Errorf("journal: change %d ended twice", c.seq)
 	}
-	return c.j.appendEnd(c.seq, e, after)
+	_, err := c.j.appendLine(func() line {
+		if e == Done {
+			c.j.freshDone(c, after)
+		}
+		return line{Seq: c.seq, End: e, After: after}
+	})
+	return err
 }
 
 // keptEntry is the name of change seq's kept version in kept/.
@@ -94,14 +117,24 @@ func keptEntry(seq uint64) string { return strconv.FormatUint(seq, 10) }
 // appendIntent appends rec's intent, its Seq and Time set, and returns
 // the position it ends at.
 func (j *Journal) appendIntent(rec *Record) (uint64, error) {
+	pos, _, err := j.appendIntentLazy(rec)
+	return pos, err
+}
+
+// appendIntentLazy is appendIntent that also says whether the intent
+// needs no sync of its own: a change of a fresh object by its maker
+// (fresh.go).
+func (j *Journal) appendIntentLazy(rec *Record) (pos uint64, lazy bool, err error) {
 	stamped := false
-	return j.appendLine(func() line {
+	pos, err = j.appendLine(func() line {
 		rec.Seq = j.next
 		if !stamped { // once: appendLine may ask again after a rotation
 			rec.Time, stamped = j.opts.Now().UTC(), true
 		}
+		lazy = j.freshFor(rec)
 		return intentLine(rec)
 	})
+	return pos, lazy, err
 }
 
 // appendEnd appends change seq's end.
@@ -141,6 +174,10 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 			cur.note(&l)
 			if l.Op != "" {
 				j.next++
+				if j.sinceGrown++; j.sinceGrown >= growEvery {
+					j.sinceGrown = 0
+					j.signalGrown()
+				}
 			}
 			return j.written, nil
 		}
@@ -148,8 +185,13 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 			j.synced.Wait()
 			continue
 		}
+		full := j.cur != nil
 		if err := j.rotateLocked(); err != nil {
 			return 0, err
+		}
+		if full {
+			j.sinceGrown = 0
+			j.signalGrown()
 		}
 	}
 }

@@ -115,7 +115,17 @@ type Journal struct {
 
 	pruned  atomic.Uint64
 	pruning atomic.Bool
+	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
+	// written under mu, read with no lock.
+	keptLinks sync.Map
+	// grown is signalled (never blocking) when the journal has grown
+	// enough to apply the bounds again: Grown.
+	grown chan struct{}
 }
+
+// growEvery is how many intents make the journal grown, between
+// rotations.
+const growEvery = 4096
 
 // tail is the state of the journal's end, under Journal.mu.
 type tail struct {
@@ -128,9 +138,15 @@ type tail struct {
 	// kept/; keptDurable, those made durable (kept/ fsynced after them).
 	written, durable     uint64
 	keptGen, keptDurable uint64
-	syncing              bool  // a group commit is under way, outside mu
-	failed               error // a sync failed: nothing is promised since
-	closed               bool
+	// fresh: the objects their makers may change with no sync of the
+	// record (fresh.go), by identity, each its maker; nil without
+	// Options.Durable, where no record is synced.
+	fresh      map[ID]string
+	keptByseq  map[uint64]ID // keptLinks' seqs, to their identities
+	sinceGrown int           // intents since grown was last signalled
+	syncing    bool          // a group commit is under way, outside mu
+	failed     error         // a sync failed: nothing is promised since
+	closed     bool
 }
 
 // Open opens the journal of BACKING, whose root directory rootFd holds:
@@ -148,6 +164,10 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	}
 	j := &Journal{root: -1, dir: -1, log: -1, kept: -1, keptRead: -1, opts: opts}
 	j.synced.L = &j.mu
+	j.grown = make(chan struct{}, 1)
+	if opts.Durable {
+		j.fresh = map[ID]string{}
+	}
 	if err := j.open(rootFd, dir); err != nil {
 		j.closeFds()
 		return nil, err
@@ -367,6 +387,20 @@ func (j *Journal) Recovery() Recovery { return j.recovery }
 
 // Pruned is the last seq the bounds dropped (0: none).
 func (j *Journal) Pruned() uint64 { return j.pruned.Load() }
+
+// Grown is signalled when the journal has grown (a segment rotated, or
+// many records appended since the last signal): the daemon applies the
+// bounds then (Prune), apart from the changes that made it grow. A signal
+// no one took is not repeated until taken.
+func (j *Journal) Grown() <-chan struct{} { return j.grown }
+
+// signalGrown signals Grown without waiting.
+func (j *Journal) signalGrown() {
+	select {
+	case j.grown <- struct{}{}:
+	default:
+	}
+}
 
 // Close appends nothing more: it waits for a group commit under way,
 // makes what was appended durable (with Options.Durable), lets go of

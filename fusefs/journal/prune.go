@@ -56,8 +56,11 @@ func (j *Journal) Prune(maxBytes int64, keep time.Duration) (PruneStats, error) 
 	n := 0
 	for ; n < len(segs); n++ {
 		s := segs[n]
+		if s.num == cur && s.last == 0 {
+			break // nothing to drop: dropping it would only rotate
+		}
 		over := maxBytes > 0 && total > maxBytes
-		old := keep > 0 && s.newest.Before(cutoff) && (s.last != 0 || s.num != cur)
+		old := keep > 0 && s.newest.Before(cutoff)
 		if !over && !old {
 			break
 		}
@@ -148,6 +151,7 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 				errs = append(errs, fmt.Errorf("journal: removing kept/%d: %w", seq, err))
 				continue
 			}
+			j.forgetKept(seq)
 			stats.Kept++
 		}
 		if err := dirfd.Unlink(j.log, segmentName(s.num), 0); err != nil && !errors.Is(err, unix.ENOENT) {

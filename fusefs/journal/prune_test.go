@@ -144,3 +144,45 @@ func TestPruneByAge(t *testing.T) {
 		t.Errorf("reopened, seq %d, want 42", c.Seq())
 	}
 }
+
+// TestPruneLeavesEmptyCurrent: a bound below one segment drops every
+// segment with records, rotating the one appended to, but not the new one
+// that holds none (dropping it would only rotate again, for ever).
+func TestPruneLeavesEmptyCurrent(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{})
+	rewrites(t, b, j, 3)
+	st, err := j.Prune(1, 0)
+	must(t, err)
+	if st.Segments != 1 || st.Records != 3 {
+		t.Errorf("first prune dropped %+v, want the 1 segment and its 3 records", st)
+	}
+	st, err = j.Prune(1, 0)
+	must(t, err)
+	if st.Segments != 0 {
+		t.Errorf("second prune dropped %+v, want nothing (the segment appended to holds no record)", st)
+	}
+	select {
+	case <-j.Grown():
+		t.Errorf("a prune's rotation signalled Grown")
+	default:
+	}
+}
+
+// TestGrownAtRotation: a segment filled up and rotated signals Grown.
+func TestGrownAtRotation(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{SegmentSize: 4096})
+	for len(j.segs) < 2 {
+		rewrites(t, b, j, 1)
+		select {
+		case <-j.Grown():
+			if len(j.segs) < 2 {
+				t.Fatalf("Grown signalled with %d segment(s)", len(j.segs))
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("a rotation did not signal Grown")
+}

@@ -169,15 +169,10 @@ func (l *line) record() Record {
 	}
 }
 
-// encode is l as a line of a segment, its newline included.
+// encode is l as a line of a segment, its newline included
+// (appendLineJSON).
 func (l *line) encode() ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b) // ends the line with '\n'
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(l); err != nil {
-		return nil, fmt.Errorf("journal: encoding record %d: %w", l.Seq, err)
-	}
-	return b.Bytes(), nil
+	return appendLineJSON(make([]byte, 0, 512), l), nil
 }
 
 // errNotRecord: a line that is JSON but neither an intent nor an end.

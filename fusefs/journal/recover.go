@@ -263,6 +263,12 @@ func (j *Journal) sweepKept(ld *loaded) error {
 		case recorded && end == Aborted:
 			if j.dropLink(seq) {
 				j.recovery.KeptRemoved++
+				continue
+			}
+			fallthrough
+		default:
+			if id, ok := keptID(j.kept, e.Name); ok {
+				j.noteKeptLocked(id, seq) // Open: no other caller yet
 			}
 		}
 	}

@@ -47,12 +47,12 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 		}
 	}
 	rec.Kept = true
-	pos, err := j.appendIntent(&rec)
+	pos, lazy, err := j.appendIntentLazy(&rec)
 	if err != nil {
 		return 0, err
 	}
 	seq := rec.Seq
-	if j.opts.Durable {
+	if j.opts.Durable && !lazy {
 		if err := j.syncTo(pos, 0); err != nil {
 			return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 		}
@@ -69,9 +69,23 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 			end = Done
 			verr = fmt.Errorf("%w (and it could not be put back: %v)", verr, err)
 		}
+		if end == Done {
+			if id, ok := keptID(j.kept, keptEntry(seq)); ok {
+				j.noteKept(id, seq)
+			}
+		}
 		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
 	}
-	return seq, j.appendEnd(seq, Done, nil)
+	if rec.Before.Type != "dir" {
+		j.noteKept(rec.Before.ID(), seq)
+	}
+	c := &Change{j: j, seq: seq, op: rec.Op, before: &ID{rec.Before.Dev, rec.Before.Ino}}
+	c.ended.Store(true)
+	_, err = j.appendLine(func() line {
+		j.freshDone(c, nil)
+		return line{Seq: seq, End: Done}
+	})
+	return seq, err
 }
 
 // testHookBeforeMove, set by a test, runs between Remove's checks and its
@@ -176,5 +190,6 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 	if err != nil {
 		return c.seq, errors.Join(err, c.Abort())
 	}
+	j.forgetKept(seq)
 	return c.seq, c.Done(nil)
 }

@@ -135,17 +135,24 @@ func listSegments(log int) ([]uint64, error) {
 	return nums, nil
 }
 
-// makeSegment makes segment num, preallocated to size. With durable its
-// blocks are written (zeros) and made durable, and its name: an append's
-// fdatasync then flushes the record's data only, no block allocation nor
-// unwritten extent to convert, no size to change.
+// makeSegment makes segment num, rotated at size, preallocated to as
+// much of it as the filesystem's free space allows (preallocSize). With
+// durable its preallocated blocks are written (zeros) and made durable,
+// and its name: an append's fdatasync then flushes the record's data
+// only, no block allocation nor unwritten extent to convert, no size to
+// change. Past them, appends extend the file: slower to sync, but a
+// filesystem short of space still records the changes it has room for.
 func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error) {
 	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("journal: making log/%s: %w", segmentName(num), err)
 	}
 	f := os.NewFile(uintptr(fd), segmentName(num))
-	if err := preallocate(f, size, durable); err != nil {
+	err = preallocate(f, preallocSize(fd, size), durable)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		err = f.Truncate(0) // no room even for that: appends allocate as they go
+	}
+	if err != nil {
 		f.Close()
 		dirfd.Unlink(log, segmentName(num), 0)
 		return nil, fmt.Errorf("journal: preallocating log/%s: %w", segmentName(num), err)
@@ -159,10 +166,36 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 	return &segment{num: num, f: f, cap: size}, nil
 }
 
+// minPrealloc is the least worth preallocating: below it, none.
+const minPrealloc = 64 << 10
+
+// preallocSize is how much of a segment of size to preallocate on the
+// filesystem of fd: all of it where it takes at most a sixteenth of the
+// free space, else that sixteenth (in 4 KiB blocks), none below
+// minPrealloc. A segment never takes the room the changes it records
+// need.
+func preallocSize(fd int, size int64) int64 {
+	var st unix.Statfs_t
+	if dirfd.Fstatfs(fd, &st) != nil {
+		return size
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	if n := free / 16 &^ 4095; n < size {
+		if n < minPrealloc {
+			return 0
+		}
+		return n
+	}
+	return size
+}
+
 // preallocate gives f size bytes of zeros: allocated (fallocate; a sparse
 // size where the filesystem has no fallocate) and, with durable, written
 // and synced.
 func preallocate(f *os.File, size int64, durable bool) error {
+	if size == 0 {
+		return nil
+	}
 	fd := int(f.Fd())
 	if err := dirfd.Fallocate(fd, 0, 0, size); err != nil {
 		if !errors.Is(err, unix.EOPNOTSUPP) {

@@ -39,6 +39,16 @@ type Producer struct {
 // On reports whether the mount keeps a journal.
 func (p *Producer) On() bool { return p.J != nil }
 
+// KeptLinks is how many of the object (dev, ino)'s links are the
+// journal's (journal.Journal.KeptLinks), for the mount to take from its
+// st_nlink: 0, at no cost, without a journal.
+func (p *Producer) KeptLinks(dev, ino uint64) uint32 {
+	if p.J == nil {
+		return 0
+	}
+	return p.J.KeptLinks(dev, ino)
+}
+
 // Begin appends rec's intent, keeping keep (journal.NoKeep: none), before
 // op's change of rel: a nil change, and no error, without a journal. A
 // failure refuses the change.

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/realm-dev/realm/fusefs/journal"
+)
+
+// The journal's bounds (-o journal_max, journal_keep; docs/JOURNAL.md,
+// Bounds): applied at mount, before the mount is ready, and then by a
+// goroutine of the daemon whenever the journal has grown (journal.Grown:
+// a segment rotated, or many records appended) and once an hour for the
+// age bound, apart from every request.
+const (
+	defaultJournalMax  = 1 << 30
+	defaultJournalKeep = 7 * 24 * time.Hour
+	// pruneInterval: how often the age bound is applied to a journal
+	// that does not grow.
+	pruneInterval = time.Hour
+)
+
+// sizeUnits are the suffixes a size may end with: 1024-based.
+var sizeUnits = map[byte]int64{'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
+
+// parseSize reads -o key=SIZE: a number of bytes with an optional suffix
+// K, M, G or T (1024-based; either case), more than 0.
+func parseSize(key, val string) (int64, error) {
+	bad := func(why string) (int64, error) {
+		return 0, fmt.Errorf("-o %s=%q: %s; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M: %w", key, val, why, errUnknownOption)
+	}
+	if val == "" {
+		return bad("empty")
+	}
+	digits, unit := val, int64(1)
+	if last := val[len(val)-1]; last < '0' || last > '9' {
+		u, ok := sizeUnits[byte(unicode.ToUpper(rune(last)))]
+		if !ok {
+			return bad(fmt.Sprintf("%q is not a suffix", string(last)))
+		}
+		digits, unit = val[:len(val)-1], u
+	}
+	n, err := strconv.ParseUint(digits, 10, 63)
+	switch {
+	case digits == "" || err != nil && !errors.Is(err, strconv.ErrRange):
+		return bad(fmt.Sprintf("%q is not a whole number", digits))
+	case err != nil || n > uint64(math.MaxInt64/unit):
+		return bad("too large")
+	case n == 0:
+		return bad("a journal of 0 bytes keeps nothing")
+	}
+	return int64(n) * unit, nil
+}
+
+// parseKeep reads -o key=DURATION: a Go duration (36h, 90m) or a number
+// of days (7d, 1.5d), more than 0.
+func parseKeep(key, val string) (time.Duration, error) {
+	bad := func(why string) (time.Duration, error) {
+		return 0, fmt.Errorf("-o %s=%q: %s; want a duration such as 7d, 36h or 90m: %w", key, val, why, errUnknownOption)
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(val, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return bad(fmt.Sprintf("%q is not a number of days", days))
+		}
+		if n*24 > float64(math.MaxInt64/int64(time.Hour)) {
+			return bad("too long")
+		}
+		d = time.Duration(n * 24 * float64(time.Hour))
+	} else {
+		var err error
+		if d, err = time.ParseDuration(val); err != nil {
+			return bad(strings.TrimPrefix(err.Error(), "time: "))
+		}
+	}
+	if d <= 0 {
+		return bad("it must be more than 0")
+	}
+	return d, nil
+}
+
+// pruneJournal applies the bounds once, logging what they dropped.
+func pruneJournal(j *journal.Journal, mo mountOptions, logger *slog.Logger) {
+	st, err := j.Prune(mo.journalMax, mo.journalKeep)
+	if err != nil {
+		logger.Error("journal prune", "err", err)
+		return
+	}
+	if st.Segments > 0 {
+		logger.Info("journal pruned", "segments", st.Segments, "records", st.Records, "kept", st.Kept,
+			"bytes", st.Bytes, "pruned_to", j.Pruned(), "journal_max", mo.journalMax, "journal_keep", mo.journalKeep)
+	}
+}
+
+// startPruner applies the bounds whenever the journal grows and once an
+// hour, until stop is called (which waits for a prune under way).
+func startPruner(j *journal.Journal, mo mountOptions, logger *slog.Logger) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(pruneInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-j.Grown():
+			case <-tick.C:
+			}
+			pruneJournal(j, mo, logger)
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
