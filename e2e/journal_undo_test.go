@@ -349,3 +349,28 @@ func TestJournalUndoCoordinated(t *testing.T) {
 		t.Errorf("the database after the undo: %q", b)
 	}
 }
+
+// TestJournalUndoHardLinks: a file whose other name was removed (its link
+// kept in the journal) is rewritten by rename, as with no journal, not in
+// place: its old version is kept, and undo puts both names back.
+func TestJournalUndoHardLinks(t *testing.T) {
+	m := mount(t, Opts("lockowner=session", "journal=on"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("a"), "old\n")
+		if err := os.Link(m.BackingPath("a"), m.BackingPath("b")); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	agent, out := startSession(t, m.Dir, "rm b && echo new > a")
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("the agent: %v\n%s", err, out)
+	}
+	got, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	if code != 0 {
+		t.Fatalf("journal undo: exit %d\n%s", code, got)
+	}
+	for _, name := range []string{"a", "b"} {
+		if b, err := os.ReadFile(m.BackingPath(name)); err != nil || string(b) != "old\n" {
+			t.Errorf("%s after the undo: %q, %v; want old", name, b, err)
+		}
+	}
+}

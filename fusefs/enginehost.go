@@ -141,6 +141,8 @@ func (h engineHost) ReleaseWrite(owner locks.Owner) { h.f.fds.Release(owner, adm
 // Journaling reports whether the mount keeps a journal (writeengine.Journal).
 func (h engineHost) Journaling() bool { return h.f.journal.On() }
 
+func (h engineHost) KeptLinks(dev, ino uint64) uint32 { return h.f.journal.KeptLinks(dev, ino) }
+
 // JournalChange is the journal's intent of a commit
 // (writeengine.Journal): see there.
 func (h engineHost) JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (func(error), syscall.Errno) {

@@ -84,7 +84,16 @@ func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
 // was observed changed its ctime: the commit is then a conflict, not a
 // commit in place.
 func (w *Write[N]) replacesEmpty() bool {
-	return writeproto.ReplacesEmpty(w.observed.Size, w.observed.Nlink)
+	return writeproto.ReplacesEmpty(w.observed.Size, w.links(&w.observed))
+}
+
+// links is st's link count in the workspace: the journal's kept links
+// left out.
+func (w *Write[N]) links(st *unix.Stat_t) uint64 {
+	if !w.eng.host.Journaling() {
+		return st.Nlink
+	}
+	return st.Nlink - min(uint64(w.eng.host.KeptLinks(st.Dev, st.Ino)), st.Nlink)
 }
 
 // syncTemp fsyncs the temp.
@@ -256,7 +265,7 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 			name = writeproto.NameChanged
 		}
 	}
-	verdict := w.m.Judge(name, uint64(now.Nlink))
+	verdict := w.m.Judge(name, uint64(w.links(&now)))
 	switch verdict {
 	case writeproto.DropGone:
 		// Its name now leads to another file (Engine.Removed): as natively,

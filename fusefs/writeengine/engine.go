@@ -48,6 +48,11 @@ type Journal interface {
 	// commit builds no record (no path, no stat), so that the journal
 	// costs nothing while it is off.
 	Journaling() bool
+	// KeptLinks is how many of the links of the file (dev, ino) are the
+	// journal's (kept versions), not names in the workspace: a file whose
+	// other link is only a kept one is committed by rename, as without a
+	// journal, not in place.
+	KeptLinks(dev, ino uint64) uint32
 	// JournalChange appends the intent of a change of the file at rel by
 	// owner: op is journal.OpRewrite (the temp renamed over the file:
 	// after, its identity; keep, an fd of the old file, linked into the

@@ -408,7 +408,8 @@ func TestEngineFollowsARename(t *testing.T) {
 	}
 }
 
-func (h *fakeHost) Journaling() bool { return false }
+func (h *fakeHost) Journaling() bool                 { return false }
+func (h *fakeHost) KeptLinks(dev, ino uint64) uint32 { return 0 }
 
 func (h *fakeHost) JournalChange(context.Context, journal.Op, locks.Owner, string, *unix.Stat_t, *journal.ID, int) (func(error), syscall.Errno) {
 	return nil, 0
