@@ -118,7 +118,8 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
-		return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
+		holder, _ := f.writeLocks.OtherHolder(locks.KeyOf(&st), owner)
+		return nil, 0, f.gate.RefuseHeld(ctx, "open", n, "", holder), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
@@ -416,7 +417,8 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
-			return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
+			holder, _ := f.writeLocks.OtherHolder(locks.KeyOf(st), owner)
+			return nil, 0, f.gate.RefuseHeld(ctx, "open", n, "", holder), false
 		}
 	}
 	e := lease.Shared()

@@ -59,6 +59,12 @@ type Event struct {
 	// Cause is the error behind a failure the caller saw as Errno (a
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
+	// Holder, on a LOCK_CONFLICT line, is the lock owner that holds the
+	// file's write lock (locks.Table): whom the refused caller waits
+	// for. The table keeps owners, not processes, so the line names no
+	// holder's pid or program: an owner (a container, a login session)
+	// has many processes, and the one that opened first may be gone.
+	Holder string `json:"holder,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
 	// many: the same op, path, code, errno, rule and owner refused again
 	// within the window (a second for Open's log: coalesceWindow) of the
@@ -189,6 +195,12 @@ func (a *Auditor) RecordRefusal(ctx context.Context, op, path string, code errco
 	a.event(ctx, op, path, code, errno, nil, rule, source)
 }
 
+// RecordConflict is RecordRefusal for a LOCK_CONFLICT: the line names
+// holder, the owner whose lock refused the caller.
+func (a *Auditor) RecordConflict(ctx context.Context, op, path string, errno syscall.Errno, rule, holder string) {
+	a.eventWith(ctx, op, path, errcode.LockConflict, errno, nil, rule, "", holder)
+}
+
 // RecordCause is Record for a failure with an underlying cause.
 func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error) {
 	a.event(ctx, op, path, code, errno, cause, "", "")
@@ -198,8 +210,13 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 // calling program is read here only when the line is not a repeat of the
 // latest one: a loop of refusals costs no /proc reads.
 func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string) {
+	a.eventWith(ctx, op, path, code, errno, cause, rule, source, "")
+}
+
+// eventWith is event with the holder of a lock conflict.
+func (a *Auditor) eventWith(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source, holder string) {
 	c := callerOf(ctx)
-	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source}
+	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source, Holder: holder}
 	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
 		var e syscall.Errno
@@ -271,7 +288,7 @@ func (a *Auditor) record(ev Event) {
 func sameKind(x, y Event) bool {
 	return x.Op == y.Op && x.Path == y.Path && x.Escaped == y.Escaped && x.Code == y.Code &&
 		x.Errno == y.Errno && x.Cause == y.Cause && x.Owner == y.Owner && x.Uid == y.Uid &&
-		x.Rule == y.Rule && x.RuleSource == y.RuleSource
+		x.Rule == y.Rule && x.RuleSource == y.RuleSource && x.Holder == y.Holder
 }
 
 // readProgram reads the name and executable of process pid under proc:

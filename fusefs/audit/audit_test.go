@@ -299,3 +299,28 @@ func TestAuditRotates(t *testing.T) {
 		t.Errorf("header of the first rotation = %v, want 9 coalesced (10 repeats, one line)", hdr1)
 	}
 }
+
+// TestAuditConflictNamesHolder: a LOCK_CONFLICT line names the owner
+// holding the lock, and two conflicts with different holders are two
+// lines, not one repeat.
+func TestAuditConflictNamesHolder(t *testing.T) {
+	var buf syncBuffer
+	a := New(&buf, newFakeClock().now, time.Second)
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", "cgroup:/a.scope")
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", "cgroup:/b.scope")
+	a.Flush()
+	var got []string
+	for sc := bufio.NewScanner(bytes.NewReader(buf.bytes())); sc.Scan(); {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Code != errcode.LockConflict || ev.Rule != "lock:other-owner" {
+			t.Errorf("line %s: want LOCK_CONFLICT by lock:other-owner", sc.Bytes())
+		}
+		got = append(got, ev.Holder)
+	}
+	if want := []string{"cgroup:/a.scope", "cgroup:/b.scope"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("holders %q, want %q", got, want)
+	}
+}
