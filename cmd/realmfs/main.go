@@ -32,6 +32,7 @@ import (
 const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
        realmfs journal list|diff|undo TARGET [flags]   (realmfs journal --help)
        realmfs explain [--policy FILE] PATH...          (realmfs explain --help)
+       realmfs audit [MOUNTPOINT|FILE] [-f] [--code C]  (realmfs audit --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
@@ -136,12 +137,17 @@ type config struct {
 	policy              *policy.Policy
 }
 
+// subcommands are realmfs's commands other than the mount; to mount a
+// directory of one of these names, write ./NAME.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"journal": runJournal,
+	"explain": runExplain,
+	"audit":   runAudit,
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "journal" {
-		return runJournal(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "explain" {
-		return runExplain(args[1:], stdout, stderr)
+	if len(args) > 0 && subcommands[args[0]] != nil {
+		return subcommands[args[0]](args[1:], stdout, stderr)
 	}
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -363,6 +369,7 @@ func serve(cfg config, stderr io.Writer) int {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
 	settleMount(fsys, server, cfg, realMountpoint, logger)
+	defer recordMount(cfg, realMountpoint, logger)()
 	stopControl := startControl(cfg, jnl, fsys, logger)
 	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
