@@ -66,10 +66,12 @@ Mount options (-o, comma-separated):
   fsname=NAME          name in the first column of df/mount (default BACKING)
   subtype=NAME         accepted for compatibility; the type stays fuse.realmfs
   passthrough=on|off   serve read-only opens by kernel FUSE passthrough (default on)
-  lockowner=MODE       who owns a file lock: cgroup (default: one owner per
+  lockowner=cgroup|session|pid
+                       who owns a file lock: cgroup (default: one owner per
                        container or login session scope), session (Unix
                        session id) or pid
-  durability=MODE      full (default): every close fsyncs the new content and
+  durability=full|atomic
+                       full (default): every close fsyncs the new content and
                        the directory before and after the rename; atomic: a
                        close renames without fsync (fsync(2) still syncs);
                        files are never torn in either mode
@@ -79,6 +81,9 @@ Mount options (-o, comma-separated):
   log_format=text|json
   state_dir=DIR|none   the -o form of --state-dir
   nonempty             mount over a non-empty directory or another mount
+  debug                the -o form of -d: log every FUSE request (implies -f)
+  auto_unmount         unmount when the daemon dies (killed, crashed), as
+                       libfuse's: a watcher process of realmfs's own does it
   max_fds_per_owner=N  descriptors the daemon may hold for one lock owner
                        (its open files and directories, writes, locks;
                        default: half the daemon's descriptor limit, and
@@ -108,7 +113,12 @@ Mount options (-o, comma-separated):
 // version is set by the Makefile through -ldflags.
 var version = ""
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if isWatcher() {
+		os.Exit(runUnmountWatcher(os.Args[1:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // usage prints the help, asked for, as sshfs and every GNU tool print it:
 // to stdout, so that realmfs --help | less works; errors stay on stderr.
@@ -230,7 +240,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
 		return errcode.ExitUsage
 	}
-	if cfg.debug {
+	if cfg.debug = cfg.debug || mo.debug; cfg.debug {
 		cfg.foreground = true
 	}
 	if err := cfg.settlePaths(flags.Arg(0), flags.Arg(1)); err != nil {
@@ -370,6 +380,9 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
+	if cfg.mount.autoUnmount {
+		startUnmountWatcher(realMountpoint, logger)
+	}
 	stopControl := startControl(cfg, jnl, fsys, logger)
 	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
@@ -607,6 +620,3 @@ func fdLimit(limit uint64) int {
 	}
 	return int(limit)
 }
-
-// errUnknownOption is wrapped by parseMountOptions for a usage error.
-var errUnknownOption = errors.New("unknown mount option")

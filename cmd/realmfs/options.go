@@ -32,6 +32,10 @@ type mountOptions struct {
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
 	journal    bool   // record every change made through the mount
 	journalDir string // the journal's directory; "": BACKING/.realm-journal
+
+	// sshfs habits: -o debug is -d; auto_unmount unmounts when the
+	// daemon dies (autounmount.go).
+	debug, autoUnmount bool
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -45,7 +49,7 @@ const maxCacheTimeout = time.Hour
 func parseTimeout(key, val string) (time.Duration, error) {
 	secs, err := strconv.ParseFloat(val, 64)
 	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxCacheTimeout.Seconds() {
-		return 0, fmt.Errorf("-o %s=%q: want seconds from 0 to %d: %w", key, val, int(maxCacheTimeout.Seconds()), errUnknownOption)
+		return 0, badValue(key, val, fmt.Sprintf("want seconds from 0 to %d", int(maxCacheTimeout.Seconds())))
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }
@@ -68,7 +72,7 @@ func onOff(key, val string) (bool, error) {
 	case "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("-o %s=%q: want on or off: %w", key, val, errUnknownOption)
+	return false, badValue(key, val, "want on or off")
 }
 
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
@@ -93,6 +97,10 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "subtype" && hasVal:
 			case key == "nonempty" && !hasVal:
 				mo.nonempty = true
+			case key == "debug" && !hasVal:
+				mo.debug = true
+			case key == "auto_unmount" && !hasVal:
+				mo.autoUnmount = true
 			case key == "policy" && hasVal && val != "":
 				mo.policyFile = val
 			case key == "audit_log" && hasVal && val != "":
@@ -103,7 +111,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				mo.stateDir = val
 			case key == "log_format" && hasVal:
 				if val != logText && val != logJSON {
-					return mo, fmt.Errorf("-o log_format=%q: want text or json: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want text or json")
 				}
 				mo.logFormat = val
 			case key == "passthrough" && hasVal:
@@ -123,7 +131,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "lockowner" && hasVal:
 				m, err := procinfo.ParseOwnerMode(val)
 				if err != nil {
-					return mo, fmt.Errorf("-o lockowner=%q: want cgroup, session or pid: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want cgroup, session or pid")
 				}
 				mo.lockOwner = m
 			case key == "durability" && hasVal:
@@ -133,7 +141,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				case "atomic":
 					mo.durability = fusefs.DurabilityAtomic
 				default:
-					return mo, fmt.Errorf("-o durability=%q: want full or atomic: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want full or atomic")
 				}
 			case (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout") && hasVal:
 				d, err := parseTimeout(key, val)
@@ -151,12 +159,12 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "max_fds_per_owner" && hasVal:
 				n, err := strconv.Atoi(val)
 				if err != nil || n < 1 {
-					return mo, fmt.Errorf("-o max_fds_per_owner=%q: want a number of open files, at least 1: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want a number of open files, at least 1")
 				}
 				mo.maxFds = n
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:
-				return mo, fmt.Errorf("-o %q: %w (see realmfs --help)", opt, errUnknownOption)
+				return mo, misused(key, val, hasVal)
 			}
 		}
 	}
