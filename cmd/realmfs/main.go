@@ -71,14 +71,16 @@ Mount options (-o, comma-separated):
                        container or login session scope), session (Unix
                        session id) or pid
   durability=full|atomic
-                       full (default): every close fsyncs the new content and
-                       the directory before and after the rename; atomic: a
-                       close renames without fsync (fsync(2) still syncs);
-                       files are never torn in either mode
-  policy=FILE          the -o forms of --policy, --audit-log, --log and
-  audit_log=FILE       --log-format, for fstab lines and systemd .mount units
-  log=FILE             (a flag wins over its -o form)
-  log_format=text|json
+                       how a close commits: full (default) fsyncs the new
+                       content and the directory before and after the
+                       rename; atomic renames without fsync (fsync(2) still
+                       syncs); files are never torn in either mode
+  policy=FILE          the -o form of --policy, for fstab lines and systemd
+                       .mount units (a flag wins over its -o form, here
+                       and below)
+  audit_log=FILE       the -o form of --audit-log
+  log=FILE             the -o form of --log
+  log_format=text|json the -o form of --log-format
   state_dir=DIR|none   the -o form of --state-dir
   nonempty             mount over a non-empty directory or another mount
   debug                the -o form of -d: log every FUSE request (implies -f)
@@ -101,7 +103,7 @@ Mount options (-o, comma-separated):
   entry_timeout=SECS   how long the kernel trusts a name (default 60 while
                        BACKING is watched, else 1)
   attr_timeout=SECS    how long it trusts a file's attributes (60, else 1)
-  negative_timeout=SECS  how long it trusts that a name is absent (60, else 0)
+  negative_timeout=SECS  how long it trusts that a name is absent (60, else 0).
                        Longer is faster (fewer round trips to the daemon);
                        unwatched, changes made in BACKING behind the mount
                        show that much later. The guard's checks never depend

@@ -48,10 +48,12 @@ func misused(key, val string, hasVal bool) error {
 	return &optionValueError{opt: key, want: "want " + key + "=" + doc.value}
 }
 
-// optionDoc is one option of the help's table (optionsText): its key and
-// the form of its value ("" none; "on|off" a choice; "FILE" free).
+// optionDoc is one option of the help's table (optionsText): its key,
+// the form of its value ("" none; "on|off" a choice; "FILE" free) and
+// what the help says of it.
 type optionDoc struct {
 	key, value string
+	desc       string
 }
 
 // choices are the literal values of an option (on|off; none of
@@ -79,16 +81,23 @@ func (d optionDoc) choices() (lits []string, free bool) {
 // parser in step.
 func optionDocs() []optionDoc {
 	var docs []optionDoc
+	cur := -1 // the entry continuation lines belong to
 	for _, line := range strings.Split(optionsText, "\n") {
-		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+		if strings.HasPrefix(line, "   ") && cur >= 0 {
+			docs[cur].desc = strings.TrimSpace(docs[cur].desc + " " + strings.TrimSpace(line))
 			continue
 		}
-		word, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		cur = -1
+		if !strings.HasPrefix(line, "  ") {
+			continue
+		}
+		word, desc, _ := strings.Cut(strings.TrimSpace(line), " ")
 		key, value, _ := strings.Cut(word, "=")
-		if key == "" || strings.ToLower(key) != key || strings.ContainsAny(key, "(),.") {
+		if key == "" || strings.ToLower(key) != key || strings.ContainsAny(key, "(),.*") {
 			continue
 		}
-		docs = append(docs, optionDoc{key: key, value: value})
+		docs = append(docs, optionDoc{key: key, value: value, desc: strings.TrimSpace(desc)})
+		cur = len(docs) - 1
 	}
 	return docs
 }
