@@ -51,9 +51,13 @@ func TestRealmfsAudit(t *testing.T) {
 	wantErrno(t, werr, unix.EBUSY, "a second owner's write open of a file another writes")
 	finish()
 	conflict := m.WaitRefusal("open", "main.go", "LOCK_CONFLICT", unix.EBUSY)
+	// Under lockowner=pid the holder's owner is pid:N of the process that
+	// opened the file, which the line names as holderPid, with its program.
 	holder := conflict.str("holder")
-	if !strings.HasPrefix(holder, "pid:") || holder == conflict.str("owner") {
-		t.Errorf("LOCK_CONFLICT line names holder %q (caller's owner %q); want the other owner, pid:N: %v", holder, conflict.str("owner"), conflict)
+	if !strings.HasPrefix(holder, "pid:") || holder == conflict.str("owner") ||
+		conflict.str("holderPid") != strings.TrimPrefix(holder, "pid:") || conflict.str("holderComm") == "" {
+		t.Errorf("LOCK_CONFLICT line names holder %q, pid %s, comm %q (caller's owner %q); want the other owner, pid:N, its pid N and program: %v",
+			holder, conflict.str("holderPid"), conflict.str("holderComm"), conflict.str("owner"), conflict)
 	}
 	m.WaitRefusal("open", ".env", "CREDENTIAL_PATH_DENIED", unix.EACCES)
 
@@ -65,7 +69,8 @@ func TestRealmfsAudit(t *testing.T) {
 	var sawCat, sawHolder bool
 	for _, r := range rows[1:] {
 		sawCat = sawCat || strings.Contains(r, "CREDENTIAL_PATH_DENIED") && strings.Contains(r, " cat ") && strings.Contains(r, "**/.env") && strings.HasSuffix(r, ".env")
-		sawHolder = sawHolder || strings.Contains(r, "LOCK_CONFLICT") && strings.HasSuffix(r, "main.go (held by "+holder+")")
+		sawHolder = sawHolder || strings.Contains(r, "LOCK_CONFLICT") &&
+			strings.HasSuffix(r, "main.go (held by "+holder+", pid "+conflict.str("holderPid")+" "+conflict.str("holderComm")+")")
 	}
 	if !sawCat || !sawHolder {
 		t.Errorf("table lacks cat's refusal (%v) or the conflict's holder %s (%v):\n%s", sawCat, holder, sawHolder, table)

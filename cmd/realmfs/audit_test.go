@@ -125,7 +125,7 @@ func TestAuditTail(t *testing.T) {
 func TestAuditTable(t *testing.T) {
 	lines := []string{
 		`{"time":"2026-12-03T10:00:00Z","op":"commit:sync-appends","path":"a","code":"WRITE_NOT_ATOMIC","errno":"EOPNOTSUPP","comm":"","exe":"/usr/lib/very/long/program-name","owner":"cgroup:/machine.slice/libpod-0123456789abcdef.scope","rule":"credential:unscanned"}`,
-		`{"time":"2026-12-03T10:00:01Z","op":"open","path":"main.go","code":"LOCK_CONFLICT","errno":"EBUSY","comm":"vim","owner":"session:7","rule":"lock:other-owner","holder":"session:3"}`,
+		`{"time":"2026-12-03T10:00:01Z","op":"open","path":"main.go","code":"LOCK_CONFLICT","errno":"EBUSY","comm":"vim","owner":"session:7","rule":"lock:other-owner","holder":"session:3","holderPid":42,"holderComm":"make"}`,
 		`{"time":"2026-12-03T10:00:02Z","op":"open","path":".env","code":"CREDENTIAL_PATH_DENIED","errno":"EACCES","comm":"cat","rule":"**/.env","repeat":12}`,
 	}
 	var out bytes.Buffer
@@ -145,7 +145,7 @@ func TestAuditTable(t *testing.T) {
 			t.Errorf("row does not line up with the header:\n%s\n%s", rows[0], r)
 		}
 	}
-	for i, want := range []string{"…-0123456789abcdef.scope", "main.go (held by session:3)", ".env (x12)"} {
+	for i, want := range []string{"…-0123456789abcdef.scope", "main.go (held by session:3, pid 42 make)", ".env (x12)"} {
 		if !strings.Contains(rows[i+1], want) {
 			t.Errorf("row %q lacks %q", rows[i+1], want)
 		}

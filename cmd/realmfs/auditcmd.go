@@ -21,8 +21,8 @@ Print a mount's audit log (one line per refusal) as a table: TIME, OP,
 CODE, ERRNO, PROGRAM (the caller's comm, else its exe's name), OWNER (its
 lock owner, shortened from the left), RULE (the credential glob or rule id
 that refused), PATH (a LOCK_CONFLICT line adds the holder: "held by
-OWNER"). Columns have fixed widths, so rows printed under -f line up with
-the header. -o json prints the log's own JSON lines.
+OWNER, pid N PROGRAM"). Columns have fixed widths, so rows printed under -f
+line up with the header. -o json prints the log's own JSON lines.
 
 MOUNTPOINT is a realmfs mount: its daemon's audit log is found through the
 record each daemon keeps while mounted (/run/realmfs as root, else

@@ -66,14 +66,19 @@ func programOf(ev audit.Event) string {
 }
 
 // pathCell is the path, with how many refusals a repeat line stands for
-// and, for a lock conflict, who holds the lock.
+// and, for a lock conflict, who holds the lock (its owner, and the pid and
+// program of its open that took it).
 func pathCell(ev audit.Event) string {
 	s := ev.Path
 	if ev.Repeat > 1 {
 		s += fmt.Sprintf(" (x%d)", ev.Repeat)
 	}
 	if ev.Holder != "" {
-		s += " (held by " + ev.Holder + ")"
+		s += " (held by " + ev.Holder
+		if ev.HolderPid != 0 {
+			s += fmt.Sprintf(", pid %d %s", ev.HolderPid, dash(ev.HolderComm))
+		}
+		s += ")"
 	}
 	return s
 }

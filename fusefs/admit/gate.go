@@ -124,11 +124,13 @@ func (g *Gate) Refuse(ctx context.Context, op string, p Place, name string, code
 }
 
 // RefuseHeld refuses op on name in p because holder, another owner,
-// holds the file's write lock: a LOCK_CONFLICT line that names the holder.
-func (g *Gate) RefuseHeld(ctx context.Context, op string, p Place, name string, holder locks.Owner) syscall.Errno {
+// holds the lock of key, the file's: a LOCK_CONFLICT line that names the
+// holder and the pid of its open that took the lock, if known.
+func (g *Gate) RefuseHeld(ctx context.Context, op string, p Place, name string, key locks.Key, holder locks.Owner) syscall.Errno {
 	errno := errcode.LockConflict.Errno()
 	if g.Audit != nil {
-		g.Audit.RecordConflict(ctx, op, p.Rel(name), errno, RuleLockOtherOwner, string(holder))
+		g.Audit.RecordConflict(ctx, op, p.Rel(name), errno, RuleLockOtherOwner,
+			audit.Holder{Owner: string(holder), Pid: g.Names.Table.Opener(key, holder)})
 	}
 	return errno
 }

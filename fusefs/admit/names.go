@@ -96,7 +96,7 @@ func (g *Gate) HeldByOther(ctx context.Context, op string, dir Place, name strin
 	}
 	me := g.Owner(ctx)
 	if holder, other := g.Names.Table.WaitOthers(ctx, l.Key, me, g.Patience()); other {
-		return g.RefuseHeld(ctx, op, dir, name, holder)
+		return g.RefuseHeld(ctx, op, dir, name, l.Key, holder)
 	}
 	return 0
 }

@@ -60,11 +60,15 @@ type Event struct {
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
 	// Holder, on a LOCK_CONFLICT line, is the lock owner that holds the
-	// file's write lock (locks.Table): whom the refused caller waits
-	// for. The table keeps owners, not processes, so the line names no
-	// holder's pid or program: an owner (a container, a login session)
-	// has many processes, and the one that opened first may be gone.
-	Holder string `json:"holder,omitempty"`
+	// file's write lock (locks.Table): whom the refused caller waits for.
+	// HolderPid is the pid of the holder's open that took the lock, and
+	// HolderComm and HolderExe that process's program as /proc says when
+	// the line is written ("" if it is gone): the lock is the owner's,
+	// and that process may have exited since, its descriptor passed on.
+	Holder     string `json:"holder,omitempty"`
+	HolderPid  uint32 `json:"holderPid,omitempty"`
+	HolderComm string `json:"holderComm,omitempty"`
+	HolderExe  string `json:"holderExe,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
 	// many: the same op, path, code, errno, rule and owner refused again
 	// within the window (a second for Open's log: coalesceWindow) of the
@@ -195,9 +199,16 @@ func (a *Auditor) RecordRefusal(ctx context.Context, op, path string, code errco
 	a.event(ctx, op, path, code, errno, nil, rule, source)
 }
 
-// RecordConflict is RecordRefusal for a LOCK_CONFLICT: the line names
-// holder, the owner whose lock refused the caller.
-func (a *Auditor) RecordConflict(ctx context.Context, op, path string, errno syscall.Errno, rule, holder string) {
+// Holder is who holds the lock a LOCK_CONFLICT met: its owner, and the
+// pid of the open that took it (0 unknown).
+type Holder struct {
+	Owner string
+	Pid   uint32
+}
+
+// RecordConflict is RecordRefusal for a LOCK_CONFLICT: the line names the
+// holder whose lock refused the caller, and its opener's program.
+func (a *Auditor) RecordConflict(ctx context.Context, op, path string, errno syscall.Errno, rule string, holder Holder) {
 	a.eventWith(ctx, op, path, errcode.LockConflict, errno, nil, rule, "", holder)
 }
 
@@ -210,13 +221,17 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 // calling program is read here only when the line is not a repeat of the
 // latest one: a loop of refusals costs no /proc reads.
 func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string) {
-	a.eventWith(ctx, op, path, code, errno, cause, rule, source, "")
+	a.eventWith(ctx, op, path, code, errno, cause, rule, source, Holder{})
 }
 
 // eventWith is event with the holder of a lock conflict.
-func (a *Auditor) eventWith(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source, holder string) {
+func (a *Auditor) eventWith(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string, holder Holder) {
 	c := callerOf(ctx)
-	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source, Holder: holder}
+	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source,
+		Holder: holder.Owner, HolderPid: holder.Pid}
+	if holder.Pid != 0 {
+		ev.HolderComm, ev.HolderExe = readProgram(a.proc, holder.Pid)
+	}
 	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
 		var e syscall.Errno

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,8 +307,10 @@ func TestAuditRotates(t *testing.T) {
 func TestAuditConflictNamesHolder(t *testing.T) {
 	var buf syncBuffer
 	a := New(&buf, newFakeClock().now, time.Second)
-	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", "cgroup:/a.scope")
-	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", "cgroup:/b.scope")
+	a.proc = t.TempDir()
+	fakeProgram(t, a.proc)("9", "vim", "/usr/bin/vim")
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", Holder{Owner: "cgroup:/a.scope", Pid: 9})
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", Holder{Owner: "cgroup:/b.scope"})
 	a.Flush()
 	var got []string
 	for sc := bufio.NewScanner(bytes.NewReader(buf.bytes())); sc.Scan(); {
@@ -318,9 +321,9 @@ func TestAuditConflictNamesHolder(t *testing.T) {
 		if ev.Code != errcode.LockConflict || ev.Rule != "lock:other-owner" {
 			t.Errorf("line %s: want LOCK_CONFLICT by lock:other-owner", sc.Bytes())
 		}
-		got = append(got, ev.Holder)
+		got = append(got, fmt.Sprintf("%s %d %s %s", ev.Holder, ev.HolderPid, ev.HolderComm, ev.HolderExe))
 	}
-	if want := []string{"cgroup:/a.scope", "cgroup:/b.scope"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if want := []string{"cgroup:/a.scope 9 vim /usr/bin/vim", "cgroup:/b.scope 0  "}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("holders %q, want %q", got, want)
 	}
 }
