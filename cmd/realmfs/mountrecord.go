@@ -47,6 +47,10 @@ func recordDirs(uid int) []string {
 	return dirs
 }
 
+// errNoRuntimeDir: a daemon of a user without XDG_RUNTIME_DIR keeps no
+// record (a directory of its own it could trust is what the variable names).
+var errNoRuntimeDir = errors.New("no XDG_RUNTIME_DIR: realmfs audit MOUNTPOINT cannot find this mount's audit log (give it the file)")
+
 // recordName is the record's file name for the mount of device dev.
 func recordName(dev uint64) string {
 	return "mount-" + strconv.FormatUint(dev, 10) + ".json"
@@ -60,8 +64,9 @@ func writeMountRecord(dev uint64, rec mountRecord) (remove func(), err error) {
 	dirs := recordDirs(uid)
 	dir, mode := dirs[0], os.FileMode(0o755)
 	if uid != 0 {
-		if len(dirs) < 2 {
-			return func() {}, errors.New("no XDG_RUNTIME_DIR: realmfs audit MOUNTPOINT cannot find this mount's audit log (give it the file)")
+		var st unix.Stat_t
+		if len(dirs) < 2 || unix.Stat(filepath.Dir(dirs[1]), &st) != nil || int(st.Uid) != uid {
+			return func() {}, errNoRuntimeDir // none, or another user's (an environment passed on)
 		}
 		dir, mode = dirs[1], 0o700
 	}
@@ -139,7 +144,11 @@ func recordMount(cfg config, realMountpoint string, logger *slog.Logger) (remove
 		remove, err = writeMountRecord(dev, mountRecord{Pid: os.Getpid(), Backing: cfg.backing,
 			Mountpoint: realMountpoint, AuditLog: cfg.auditLog, Log: cfg.daemonLog})
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoRuntimeDir):
+		logger.Info("no mount record", "err", err) // as designed, not something gone wrong
+		return func() {}
+	case err != nil:
 		logger.Warn("no mount record", "err", err)
 		return func() {}
 	}
