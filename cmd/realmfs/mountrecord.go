@@ -51,9 +51,10 @@ func recordDirs(uid int) []string {
 // record (a directory of its own it could trust is what the variable names).
 var errNoRuntimeDir = errors.New("no XDG_RUNTIME_DIR: realmfs audit MOUNTPOINT cannot find this mount's audit log (give it the file)")
 
-// recordName is the record's file name for the mount of device dev.
+// recordName is the record's file name for the mount of device dev:
+// MAJOR:MINOR.json, the device as mountinfo writes it.
 func recordName(dev uint64) string {
-	return "mount-" + strconv.FormatUint(dev, 10) + ".json"
+	return fmt.Sprintf("%d:%d.json", unix.Major(dev), unix.Minor(dev))
 }
 
 // writeMountRecord writes rec for the mount of device dev, and returns
