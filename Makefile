@@ -23,8 +23,10 @@ BINDIR    := $(DESTDIR)$(PREFIX)/bin
 MANDIR    := $(DESTDIR)$(PREFIX)/share/man
 SHAREDIR  := $(DESTDIR)$(PREFIX)/share
 UNITDIR   ?= $(DESTDIR)$(PREFIX)/lib/systemd/system
+# logrotate reads /etc/logrotate.d whatever PREFIX is.
+LOGROTATEDIR ?= $(DESTDIR)/etc/logrotate.d
 
-.PHONY: all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install check-install
+.PHONY: all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install uninstall check-install completions
 
 all: build
 
@@ -38,9 +40,18 @@ build:
 	$(BIN)/realmctl completion zsh >$(BIN)/completion/_realmctl
 	$(BIN)/realmctl completion fish >$(BIN)/completion/realmctl.fish
 
+# completions writes realmfs's shell completions (dist/completion) and the
+# flag and option parts of its man page (dist/man/realmfs.1) from its flag
+# sets and -o table; cmd/realmfs's TestDistFiles fails when the committed
+# files are not what this gives.
+completions:
+	$(GO) test -count=1 -run 'TestDistFiles$$' ./cmd/realmfs -update
+
 # install puts the binaries, the man pages, the shell completions and the
 # systemd units under $(DESTDIR)$(PREFIX) (the units' ExecStart names
-# PREFIX/bin/realmfs); scripts/check-install.sh checks what it installed.
+# PREFIX/bin/realmfs), and the logrotate snippet in $(DESTDIR)/etc;
+# scripts/check-install.sh checks what it installed, and that uninstall
+# removes it all.
 install: build
 	install -D -m 0755 $(BIN)/realmfs $(BINDIR)/realmfs
 	install -D -m 0755 $(BIN)/realmctl $(BINDIR)/realmctl
@@ -58,6 +69,18 @@ install: build
 		sed 's|/usr/local/bin/realmfs|$(PREFIX)/bin/realmfs|g' $$u >$(UNITDIR)/$$(basename $$u) && \
 		chmod 0644 $(UNITDIR)/$$(basename $$u); \
 	done
+	install -D -m 0644 dist/logrotate/realmfs $(LOGROTATEDIR)/realmfs
+
+# uninstall removes what install put in place (the same DESTDIR and PREFIX),
+# and nothing else: state, logs and /etc/realmfs stay.
+uninstall:
+	rm -f $(BINDIR)/realmfs $(BINDIR)/realmctl
+	rm -f $(MANDIR)/man1/realmfs.1 $(MANDIR)/man1/realmctl.1 $(MANDIR)/man5/realmfs-policy.5
+	rm -f $(SHAREDIR)/bash-completion/completions/realmfs $(SHAREDIR)/bash-completion/completions/realmctl
+	rm -f $(SHAREDIR)/zsh/site-functions/_realmfs $(SHAREDIR)/zsh/site-functions/_realmctl
+	rm -f $(SHAREDIR)/fish/vendor_completions.d/realmfs.fish $(SHAREDIR)/fish/vendor_completions.d/realmctl.fish
+	for u in dist/systemd/*; do rm -f $(UNITDIR)/$$(basename $$u); done
+	rm -f $(LOGROTATEDIR)/realmfs
 
 # check-install installs into a scratch DESTDIR and checks every file is
 # there, the binaries are static and carry the version; check-goinstall

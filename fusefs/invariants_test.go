@@ -72,6 +72,12 @@ var nameCallsAllowed = map[string]string{
 	"audit/audit.go (*Auditor).rotate os.Rename":   "rotates the audit log to path.1",
 	"audit/audit.go (*Auditor).rotate os.OpenFile": "opens the new audit log after a rotation",
 	"audit/audit.go (*Auditor).Reopen os.OpenFile": "reopens the audit log (SIGHUP, after logrotate)",
+	// realmfs audit -f, following an audit log (not the daemon: the
+	// viewer, on the log file it was given).
+	"audit/follow.go Follow unix.InotifyAddWatch":                      "watches the audit log for writes",
+	"audit/follow.go (*followed).switchIfRotated unix.Stat":            "stats the log's name for a rotation",
+	"audit/follow.go (*followed).switchIfRotated os.Open":              "opens the new log after a rotation",
+	"audit/follow.go (*followed).switchIfRotated unix.InotifyAddWatch": "watches the new log",
 	// /proc/PID of the process a refusal is audited for.
 	"audit/audit.go readProgram os.ReadFile": "reads /proc/PID/comm",
 	"audit/audit.go readProgram os.Readlink": "reads /proc/PID/exe",

@@ -102,6 +102,9 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	inPlace := err == nil && id == identitySame && coordinated && f.inPlaceFile(&st)
 	if err == nil && id == identitySame && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
 		lease, lockErr = f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, lockMode(flags))
+		if lockErr == nil {
+			lease.Shared().NoteOpener(caller(ctx).Pid)
+		}
 	}
 	f.commitMu.RUnlock()
 	if err == nil {
@@ -118,7 +121,8 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
 			return nil, 0, 0, true
 		}
-		return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
+		holder, _ := f.writeLocks.OtherHolder(locks.KeyOf(&st), owner)
+		return nil, 0, f.gate.RefuseHeld(ctx, "open", n, "", locks.KeyOf(&st), holder), false
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		dirfd.Close(fd)
@@ -429,8 +433,10 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
-			return nil, 0, f.gate.Refuse(ctx, "open", n, "", errcode.LockConflict, admit.RuleLockOtherOwner), false
+			holder, _ := f.writeLocks.OtherHolder(locks.KeyOf(st), owner)
+			return nil, 0, f.gate.RefuseHeld(ctx, "open", n, "", locks.KeyOf(st), holder), false
 		}
+		lease.Shared().NoteOpener(caller(ctx).Pid)
 	}
 	e := lease.Shared()
 	e.Lock()

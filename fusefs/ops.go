@@ -503,9 +503,9 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// another owner opened for writing since admit.Gate.HeldByOther is not
 	// renamed over, where its commit would meet another file.
 	f.commitMu.Lock()
-	if f.gate.Names.ReplacesOthers(r.names(), r.me) {
+	if held, other := f.gate.Names.ReplacesOthers(r.names(), r.me); other {
 		f.commitMu.Unlock()
-		return f.gate.Refuse(ctx, "rename", r.to, r.newName, errcode.LockConflict, admit.RuleLockOtherOwner), false
+		return f.gate.RefuseHeld(ctx, "rename", r.to, r.newName, held.Key, held.Holder), false
 	}
 	// The journal's intent, the file replaced kept by link: under
 	// commitMu, after the last look at who writes it, so that no write

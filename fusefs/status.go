@@ -1,10 +1,5 @@
 package fusefs
 
-import (
-	"slices"
-	"strings"
-)
-
 // MountStatus is what the mount holds now (realmfs status): the handles
 // each owner has open, the write locks and whose they are, and the
 // refusals so far.
@@ -12,7 +7,7 @@ type MountStatus struct {
 	// Handles: open file and directory handles per owner (counted where
 	// descriptors are bounded: max_fds_per_owner; nil otherwise).
 	Handles map[string]int `json:"handles,omitempty"`
-	// Locks: the lock table's holds, by path.
+	// Locks: the lock table's holds, in no order.
 	Locks []LockStatus `json:"locks"`
 	// Refusals: refusals audited since the mount.
 	Refusals uint64 `json:"refusals"`
@@ -46,6 +41,5 @@ func (f *FS) Status() MountStatus {
 		l.Path, l.Uncommitted, _ = f.engine.Describe(h.Entry)
 		st.Locks = append(st.Locks, l)
 	}
-	slices.SortFunc(st.Locks, func(a, b LockStatus) int { return strings.Compare(a.Path+"\x00"+a.Owner, b.Path+"\x00"+b.Owner) })
 	return st
 }

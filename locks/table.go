@@ -92,6 +92,11 @@ type Entry struct {
 	refs    int   // guarded by Table.mu; unreleased leases
 	writes  int   // guarded by Table.mu; of those, Write leases
 	closing int   // guarded by Table.mu; of those, marked Closing
+	// opener is the pid of the open that took the entry first (NoteOpener),
+	// 0 if unknown: what an audit line of a conflict names besides the
+	// owner. Not the entry's only process: an owner's other opens share
+	// it, and the first may have exited, its descriptor passed on.
+	opener atomic.Uint32
 }
 
 // Lock locks the entry's Value.
@@ -107,6 +112,22 @@ func (e *Entry) LockOrdered(key uint64) { e.mu.LockOrdered(key) }
 
 // Owner returns the owner that holds the entry.
 func (e *Entry) Owner() Owner { return e.owner }
+
+// NoteOpener records pid as the entry's opener, unless one is recorded.
+func (e *Entry) NoteOpener(pid uint32) { e.opener.CompareAndSwap(0, pid) }
+
+// Opener is the pid NoteOpener recorded on owner's entry of key; 0 if
+// owner holds no entry of key or none was recorded.
+func (t *Table) Opener(key Key, owner Owner) uint32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.entries[key] {
+		if e.owner == owner {
+			return e.opener.Load()
+		}
+	}
+	return 0
+}
 
 // Lease is one hold of a lock, returned by Acquire. Release it exactly when
 // the hold ends (for example when the file handle is released); releasing it

@@ -582,3 +582,45 @@ func TestPin(t *testing.T) {
 		t.Fatalf("pin closed again at the release: %d", d.n)
 	}
 }
+
+// TestOpener: the first opener noted on an owner's entry is kept (later
+// opens of the same owner share the entry and do not replace it), asked
+// by key and owner; another owner, or no entry, is 0.
+func TestOpener(t *testing.T) {
+	tb := NewTable()
+	k := Key{Dev: 1, Ino: 2}
+	l1, err := tb.AcquireMode(k, "a", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1.Shared().NoteOpener(100)
+	l2, err := tb.AcquireMode(k, "a", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Shared().NoteOpener(200)
+	l3, err := tb.AcquireMode(k, "b", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key   Key
+		owner Owner
+		want  uint32
+	}{
+		{k, "a", 100},
+		{k, "b", 0},
+		{k, "c", 0},
+		{Key{Dev: 1, Ino: 3}, "a", 0},
+	} {
+		if got := tb.Opener(c.key, c.owner); got != c.want {
+			t.Errorf("Opener(%v, %s) = %d, want %d", c.key, c.owner, got, c.want)
+		}
+	}
+	l1.Release()
+	l2.Release()
+	l3.Release()
+	if got := tb.Opener(k, "a"); got != 0 {
+		t.Errorf("Opener after release = %d, want 0", got)
+	}
+}

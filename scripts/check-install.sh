@@ -28,6 +28,10 @@ want=(
 	lib/systemd/system/realmfs@.service
 	lib/systemd/system/srv-guarded-ws.mount
 )
+# Outside PREFIX: logrotate reads /etc/logrotate.d only.
+etc=(
+	etc/logrotate.d/realmfs
+)
 fail=0
 for f in "${want[@]}"; do
 	if [[ ! -s $dest$prefix/$f ]]; then
@@ -35,6 +39,17 @@ for f in "${want[@]}"; do
 		fail=1
 	fi
 done
+
+for f in "${etc[@]}"; do
+	if [[ ! -s $dest/$f ]]; then
+		echo "check-install: /$f is missing or empty" >&2
+		fail=1
+	fi
+done
+if command -v logrotate >/dev/null && ! logrotate -d "$dest/etc/logrotate.d/realmfs" >/dev/null 2>&1; then
+	echo "check-install: logrotate -d refuses etc/logrotate.d/realmfs" >&2
+	fail=1
+fi
 
 for b in realmfs realmctl; do
 	bin=$dest$prefix/bin/$b
@@ -70,5 +85,12 @@ if command -v man >/dev/null; then
 		fi
 	done
 fi
-((fail == 0)) && echo "check-install: ok (${#want[@]} files, static binaries, version $version)"
+
+# uninstall removes every file install made, and only those.
+make -s uninstall DESTDIR="$dest" PREFIX="$prefix" >/dev/null
+if left=$(find "$dest" -type f) && [[ -n $left ]]; then
+	echo "check-install: make uninstall left: $left" >&2
+	fail=1
+fi
+((fail == 0)) && echo "check-install: ok ($((${#want[@]} + ${#etc[@]})) files, static binaries, version $version, uninstalled)"
 exit "$fail"

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 	"github.com/realm-dev/realm/policy"
 )
 
@@ -157,7 +158,7 @@ func explainedOf(v policy.Verdict) explained {
 // writeExplained writes one path's verdict: a line, then a line for each
 // rule that decides it.
 func writeExplained(w io.Writer, e explained) {
-	shown := showPath(e.Path)
+	shown := diff.ShowPath(e.Path)
 	if e.Path == "" {
 		shown = "(the workspace root)"
 	}

@@ -33,7 +33,7 @@ var sizeUnits = map[byte]int64{'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 
 // K, M, G or T (1024-based; either case), more than 0.
 func parseSize(key, val string) (int64, error) {
 	bad := func(why string) (int64, error) {
-		return 0, fmt.Errorf("-o %s=%q: %s; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M: %w", key, val, why, errUnknownOption)
+		return 0, badValue(key, val, why+"; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M")
 	}
 	if val == "" {
 		return bad("empty")
@@ -62,7 +62,7 @@ func parseSize(key, val string) (int64, error) {
 // of days (7d, 1.5d), more than 0.
 func parseKeep(key, val string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
-		return 0, fmt.Errorf("-o %s=%q: %s; want a duration such as 7d, 36h or 90m: %w", key, val, why, errUnknownOption)
+		return 0, badValue(key, val, why+"; want a duration such as 7d, 36h or 90m")
 	}
 	var d time.Duration
 	if days, ok := strings.CutSuffix(val, "d"); ok {

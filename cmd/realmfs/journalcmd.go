@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
@@ -20,6 +18,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 )
 
 const journalUsageText = `Usage: realmfs journal list TARGET [--owner OWNER] [--since TIME] [-o json] [--journal-dir DIR]
@@ -103,7 +102,7 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		if jc.name == "list" {
 			err = writeList(stdout, recs, jc.json)
 		} else {
-			err = writeDiff(stdout, root, r, recs)
+			err = diff.Write(stdout, root, r, recs)
 		}
 	}
 	if err == nil {
@@ -302,9 +301,9 @@ func writeList(w io.Writer, recs []journal.Record, asJSON bool) error {
 		if r.Kept {
 			kept = "kept"
 		}
-		path := showPath(r.Path)
+		path := diff.ShowPath(r.Path)
 		if r.To != "" {
-			path += " → " + showPath(r.To)
+			path += " → " + diff.ShowPath(r.To)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
 			orDash(r.Owner), r.Op, endText(r.End), kept, path)
@@ -360,23 +359,4 @@ func (p jsonPath) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Bytes string `json:"bytes"`
 	}{base64.StdEncoding.EncodeToString([]byte(p))})
-}
-
-// showPath is a path as a line shows it: as it is, or quoted (Go syntax)
-// where it holds what would break the line or hide in it (control or
-// invalid bytes, spaces at its ends, an arrow).
-func showPath(p string) string {
-	if p == "" {
-		return `""`
-	}
-	plain := utf8.ValidString(p) && strings.TrimSpace(p) == p && !strings.Contains(p, " → ")
-	for _, r := range p {
-		if !unicode.IsPrint(r) && r != ' ' {
-			plain = false
-		}
-	}
-	if plain {
-		return p
-	}
-	return strconv.Quote(p)
 }

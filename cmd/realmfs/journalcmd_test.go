@@ -13,6 +13,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 )
 
 // journalFixture is a BACKING whose journal the store's API wrote, as
@@ -322,8 +323,8 @@ func TestJournalDiffCases(t *testing.T) {
 				func() error { return os.Chmod(filepath.Join(f.path, "log"), 0o600) })
 		}, "mode log: 0644 → 0600\nmodified log\n--- a/log\n+++ b/log\n@@ -1,2 +1,3 @@\n a\n b\n+c\n"},
 		{"a binary file larger than a diff", func(f *journalFixture) {
-			f.write("big", strings.Repeat("x", textLimit+1), 0o644)
-			f.rewrite("session:1", "big", strings.Repeat("y", textLimit+2))
+			f.write("big", strings.Repeat("x", diff.TextLimit+1), 0o644)
+			f.rewrite("session:1", "big", strings.Repeat("y", diff.TextLimit+2))
 		}, "modified big: binary, 1048577 → 1048578 bytes\n"},
 		{"a symlink made", func(f *journalFixture) {
 			f.change(journal.Record{Owner: "session:1", Op: journal.OpSymlink, Path: "l"},

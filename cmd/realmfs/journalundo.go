@@ -10,6 +10,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 	"github.com/realm-dev/realm/fusefs/journal/undo"
 )
 
@@ -101,9 +102,9 @@ func writeUndo(w io.Writer, res undo.Result, dryRun bool) {
 		verb = "would undo"
 	}
 	for _, s := range res.Steps {
-		path := showPath(s.Path)
+		path := diff.ShowPath(s.Path)
 		if s.To != "" {
-			path += " → " + showPath(s.To)
+			path += " → " + diff.ShowPath(s.To)
 		}
 		if s.Done == "" {
 			fmt.Fprintf(b, "%s %d %s %s\n", verb, s.Seq, s.Op, path)
@@ -112,6 +113,6 @@ func writeUndo(w io.Writer, res undo.Result, dryRun bool) {
 		}
 	}
 	for _, c := range res.Conflicts {
-		fmt.Fprintf(b, "conflict %s: %s; left as it is (change %d not undone)\n", showPath(c.Path), c.Why, c.Seq)
+		fmt.Fprintf(b, "conflict %s: %s; left as it is (change %d not undone)\n", diff.ShowPath(c.Path), c.Why, c.Seq)
 	}
 }

@@ -33,6 +33,7 @@ const usageText = `Usage: realmfs [flags] BACKING MOUNTPOINT
        realmfs journal list|diff|undo TARGET [flags]   (realmfs journal --help)
        realmfs explain [--policy FILE] PATH...          (realmfs explain --help)
        realmfs status [MOUNTPOINT...]                   (realmfs status --help)
+       realmfs audit [MOUNTPOINT|FILE] [-f] [--code C]  (realmfs audit --help)
 
 Mount the workspace directory BACKING at MOUNTPOINT through realm's guard:
 every open and change from any process on the mount is resolved beneath
@@ -66,19 +67,26 @@ Mount options (-o, comma-separated):
   fsname=NAME          name in the first column of df/mount (default BACKING)
   subtype=NAME         accepted for compatibility; the type stays fuse.realmfs
   passthrough=on|off   serve read-only opens by kernel FUSE passthrough (default on)
-  lockowner=MODE       who owns a file lock: cgroup (default: one owner per
+  lockowner=cgroup|session|pid
+                       who owns a file lock: cgroup (default: one owner per
                        container or login session scope), session (Unix
                        session id) or pid
-  durability=MODE      full (default): every close fsyncs the new content and
-                       the directory before and after the rename; atomic: a
-                       close renames without fsync (fsync(2) still syncs);
-                       files are never torn in either mode
-  policy=FILE          the -o forms of --policy, --audit-log, --log and
-  audit_log=FILE       --log-format, for fstab lines and systemd .mount units
-  log=FILE             (a flag wins over its -o form)
-  log_format=text|json
+  durability=full|atomic
+                       how a close commits: full (default) fsyncs the new
+                       content and the directory before and after the
+                       rename; atomic renames without fsync (fsync(2) still
+                       syncs); files are never torn in either mode
+  policy=FILE          the -o form of --policy, for fstab lines and systemd
+                       .mount units (a flag wins over its -o form, here
+                       and below)
+  audit_log=FILE       the -o form of --audit-log
+  log=FILE             the -o form of --log
+  log_format=text|json the -o form of --log-format
   state_dir=DIR|none   the -o form of --state-dir
   nonempty             mount over a non-empty directory or another mount
+  debug                the -o form of -d: log every FUSE request (implies -f)
+  auto_unmount         unmount when the daemon dies (killed, crashed), as
+                       libfuse's: a watcher process of realmfs's own does it
   max_fds_per_owner=N  descriptors the daemon may hold for one lock owner
                        (its open files and directories, writes, locks;
                        default: half the daemon's descriptor limit, and
@@ -86,8 +94,9 @@ Mount options (-o, comma-separated):
                        past it an open is EMFILE (RESOURCE_LIMIT)
   journal=on|off       record every change made through the mount, and keep
                        what it replaced or removed by link, in
-                       BACKING/.realm-journal (default off: undo is not
-                       built yet; docs/JOURNAL.md)
+                       BACKING/.realm-journal, for realmfs journal list,
+                       diff and undo (default off: its cost, see
+                       docs/PERFORMANCE.md; docs/JOURNAL.md)
   journal_dir=DIR      the journal's directory instead: on BACKING's
                        filesystem and mount, outside BACKING
   journal_max=SIZE     bound the journal's blocks (default 1G; suffixes K M G T):
@@ -99,7 +108,7 @@ Mount options (-o, comma-separated):
   entry_timeout=SECS   how long the kernel trusts a name (default 60 while
                        BACKING is watched, else 1)
   attr_timeout=SECS    how long it trusts a file's attributes (60, else 1)
-  negative_timeout=SECS  how long it trusts that a name is absent (60, else 0)
+  negative_timeout=SECS  how long it trusts that a name is absent (60, else 0).
                        Longer is faster (fewer round trips to the daemon);
                        unwatched, changes made in BACKING behind the mount
                        show that much later. The guard's checks never depend
@@ -111,7 +120,12 @@ Mount options (-o, comma-separated):
 // version is set by the Makefile through -ldflags.
 var version = ""
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if isWatcher() {
+		os.Exit(runUnmountWatcher(os.Args[1:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // usage prints the help, asked for, as sshfs and every GNU tool print it:
 // to stdout, so that realmfs --help | less works; errors stay on stderr.
@@ -141,17 +155,18 @@ type config struct {
 	policy              *policy.Policy
 }
 
-// subcommands are realmfs's commands other than a mount (a directory
-// named so is mounted as ./NAME).
+// subcommands are realmfs's commands other than the mount; to mount a
+// directory of one of these names, write ./NAME.
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"journal": runJournal, "explain": runExplain, "status": runStatus,
+	"journal": runJournal,
+	"explain": runExplain,
+	"audit":   runAudit,
+	"status":  runStatus,
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		if sub, ok := subcommands[args[0]]; ok {
-			return sub(args[1:], stdout, stderr)
-		}
+	if len(args) > 0 && subcommands[args[0]] != nil {
+		return subcommands[args[0]](args[1:], stdout, stderr)
 	}
 	flags := pflag.NewFlagSet("realmfs", pflag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -234,7 +249,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "realmfs: need BACKING and MOUNTPOINT, got %d arguments (see realmfs --help)\n", flags.NArg())
 		return errcode.ExitUsage
 	}
-	if cfg.debug {
+	if cfg.debug = cfg.debug || mo.debug; cfg.debug {
 		cfg.foreground = true
 	}
 	if err := cfg.settlePaths(flags.Arg(0), flags.Arg(1)); err != nil {
@@ -373,6 +388,10 @@ func serve(cfg config, stderr io.Writer) int {
 		return fail("mount %s: %v", cfg.mountpoint, err)
 	}
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
+	defer recordMount(cfg, realMountpoint, logger)()
+	if cfg.mount.autoUnmount {
+		startUnmountWatcher(realMountpoint, logger)
+	}
 	control, stopControl := startControl(cfg, dev, devKnown, jnl, fsys, logger)
 	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
@@ -614,6 +633,3 @@ func fdLimit(limit uint64) int {
 	}
 	return int(limit)
 }
-
-// errUnknownOption is wrapped by parseMountOptions for a usage error.
-var errUnknownOption = errors.New("unknown mount option")

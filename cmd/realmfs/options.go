@@ -36,6 +36,10 @@ type mountOptions struct {
 	// their age (journal_max, journal_keep; journalbounds.go).
 	journalMax  int64
 	journalKeep time.Duration
+
+	// sshfs habits: -o debug is -d; auto_unmount unmounts when the
+	// daemon dies (autounmount.go).
+	debug, autoUnmount bool
 }
 
 // unsetCache leaves every timeout to the default for how BACKING is watched.
@@ -49,7 +53,7 @@ const maxCacheTimeout = time.Hour
 func parseTimeout(key, val string) (time.Duration, error) {
 	secs, err := strconv.ParseFloat(val, 64)
 	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxCacheTimeout.Seconds() {
-		return 0, fmt.Errorf("-o %s=%q: want seconds from 0 to %d: %w", key, val, int(maxCacheTimeout.Seconds()), errUnknownOption)
+		return 0, badValue(key, val, fmt.Sprintf("want seconds from 0 to %d", int(maxCacheTimeout.Seconds())))
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }
@@ -72,7 +76,7 @@ func onOff(key, val string) (bool, error) {
 	case "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("-o %s=%q: want on or off: %w", key, val, errUnknownOption)
+	return false, badValue(key, val, "want on or off")
 }
 
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
@@ -97,6 +101,10 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "subtype" && hasVal:
 			case key == "nonempty" && !hasVal:
 				mo.nonempty = true
+			case key == "debug" && !hasVal:
+				mo.debug = true
+			case key == "auto_unmount" && !hasVal:
+				mo.autoUnmount = true
 			case key == "policy" && hasVal && val != "":
 				mo.policyFile = val
 			case key == "audit_log" && hasVal && val != "":
@@ -107,25 +115,15 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				mo.stateDir = val
 			case key == "log_format" && hasVal:
 				if val != logText && val != logJSON {
-					return mo, fmt.Errorf("-o log_format=%q: want text or json: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want text or json")
 				}
 				mo.logFormat = val
 			case key == "passthrough" && hasVal:
 				if mo.passthrough, err = onOff(key, val); err != nil {
 					return mo, err
 				}
-			case key == "journal" && hasVal:
-				if mo.journal, err = onOff(key, val); err != nil {
-					return mo, err
-				}
-			case key == "journal_dir" && hasVal && val != "":
-				mo.journalDir = val
-			case key == "journal_max" && hasVal:
-				if mo.journalMax, err = parseSize(key, val); err != nil {
-					return mo, err
-				}
-			case key == "journal_keep" && hasVal:
-				if mo.journalKeep, err = parseKeep(key, val); err != nil {
+			case key == "journal" || strings.HasPrefix(key, "journal_"):
+				if err := mo.setJournal(key, val, hasVal); err != nil {
 					return mo, err
 				}
 			case key == "watch" && hasVal:
@@ -135,7 +133,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "lockowner" && hasVal:
 				m, err := procinfo.ParseOwnerMode(val)
 				if err != nil {
-					return mo, fmt.Errorf("-o lockowner=%q: want cgroup, session or pid: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want cgroup, session or pid")
 				}
 				mo.lockOwner = m
 			case key == "durability" && hasVal:
@@ -145,7 +143,7 @@ func parseMountOptions(values []string) (mountOptions, error) {
 				case "atomic":
 					mo.durability = fusefs.DurabilityAtomic
 				default:
-					return mo, fmt.Errorf("-o durability=%q: want full or atomic: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want full or atomic")
 				}
 			case (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout") && hasVal:
 				d, err := parseTimeout(key, val)
@@ -163,16 +161,35 @@ func parseMountOptions(values []string) (mountOptions, error) {
 			case key == "max_fds_per_owner" && hasVal:
 				n, err := strconv.Atoi(val)
 				if err != nil || n < 1 {
-					return mo, fmt.Errorf("-o max_fds_per_owner=%q: want a number of open files, at least 1: %w", val, errUnknownOption)
+					return mo, badValue(key, val, "want a number of open files, at least 1")
 				}
 				mo.maxFds = n
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:
-				return mo, fmt.Errorf("-o %q: %w (see realmfs --help)", opt, errUnknownOption)
+				return mo, misused(key, val, hasVal)
 			}
 		}
 	}
 	return mo, nil
+}
+
+// setJournal sets a journal option: journal, journal_dir, journal_max or
+// journal_keep.
+func (mo *mountOptions) setJournal(key, val string, hasVal bool) error {
+	var err error
+	switch {
+	case key == "journal" && hasVal:
+		mo.journal, err = onOff(key, val)
+	case key == "journal_dir" && hasVal && val != "":
+		mo.journalDir = val
+	case key == "journal_max" && hasVal:
+		mo.journalMax, err = parseSize(key, val)
+	case key == "journal_keep" && hasVal:
+		mo.journalKeep, err = parseKeep(key, val)
+	default:
+		err = misused(key, val, hasVal)
+	}
+	return err
 }
 
 // kernelOptions are the options handed to the kernel mount. The kernel

@@ -153,3 +153,99 @@ func TestMaxFdsPerOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestMountOptionValueErrors: a known option given a value it cannot take
+// is told what the value lacks, never that the option is unknown; every
+// option of the help's table has its bad values here.
+func TestMountOptionValueErrors(t *testing.T) {
+	bad := map[string][]struct{ opt, msg string }{
+		"allow_other":         {{"allow_other=1", "-o allow_other=1: allow_other takes no value"}},
+		"default_permissions": {{"default_permissions=yes", "-o default_permissions=yes: default_permissions takes no value"}},
+		"ro":                  {{"ro=1", "-o ro=1: ro takes no value"}},
+		"fsname":              {{"fsname", "-o fsname: want fsname=NAME"}, {"fsname=", "-o fsname=: want fsname=NAME"}},
+		"subtype":             {{"subtype", "-o subtype: want subtype=NAME"}},
+		"passthrough":         {{"passthrough=maybe", "-o passthrough=maybe: want on or off"}, {"passthrough", "-o passthrough: want passthrough=on|off"}},
+		"lockowner":           {{"lockowner=team", "-o lockowner=team: want cgroup, session or pid"}},
+		"durability":          {{"durability=none", "-o durability=none: want full or atomic"}},
+		"policy":              {{"policy=", "-o policy=: want policy=FILE"}},
+		"audit_log":           {{"audit_log", "-o audit_log: want audit_log=FILE"}},
+		"log":                 {{"log=", "-o log=: want log=FILE"}},
+		"log_format":          {{"log_format=xml", "-o log_format=xml: want text or json"}},
+		"state_dir":           {{"state_dir=", "-o state_dir=: want state_dir=DIR|none"}},
+		"nonempty":            {{"nonempty=1", "-o nonempty=1: nonempty takes no value"}},
+		"debug":               {{"debug=1", "-o debug=1: debug takes no value"}},
+		"auto_unmount":        {{"auto_unmount=yes", "-o auto_unmount=yes: auto_unmount takes no value"}},
+		"max_fds_per_owner": {
+			{"max_fds_per_owner=0", "-o max_fds_per_owner=0: want a number of open files, at least 1"},
+			{"max_fds_per_owner=many", "-o max_fds_per_owner=many: want a number of open files, at least 1"},
+		},
+		"journal":     {{"journal=yes", "-o journal=yes: want on or off"}},
+		"journal_dir": {{"journal_dir=", "-o journal_dir=: want journal_dir=DIR"}},
+		"journal_max": {
+			{"journal_max=12Q", `-o journal_max=12Q: "Q" is not a suffix; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M`},
+			{"journal_max=0", "-o journal_max=0: a journal of 0 bytes keeps nothing; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M"},
+		},
+		"journal_keep": {
+			{"journal_keep=soon", `-o journal_keep=soon: invalid duration "soon"; want a duration such as 7d, 36h or 90m`},
+			{"journal_keep=0", "-o journal_keep=0: it must be more than 0; want a duration such as 7d, 36h or 90m"},
+		},
+		"watch": {{"watch=1", "-o watch=1: want on or off"}},
+		"entry_timeout": {
+			{"entry_timeout=99999", "-o entry_timeout=99999: want seconds from 0 to 3600"},
+			{"entry_timeout=-1", "-o entry_timeout=-1: want seconds from 0 to 3600"},
+		},
+		"attr_timeout":     {{"attr_timeout=abc", "-o attr_timeout=abc: want seconds from 0 to 3600"}},
+		"negative_timeout": {{"negative_timeout=NaN", "-o negative_timeout=NaN: want seconds from 0 to 3600"}},
+	}
+	for _, d := range optionDocs() {
+		cases, ok := bad[d.key]
+		if !ok {
+			t.Errorf("-o %s (in the help) has no bad values in this test", d.key)
+		}
+		for _, c := range cases {
+			_, err := parseMountOptions([]string{c.opt})
+			var ve *optionValueError
+			if !errors.As(err, &ve) || err.Error() != c.msg {
+				t.Errorf("-o %s: error %v, want the value error %q", c.opt, err, c.msg)
+			}
+		}
+		delete(bad, d.key)
+	}
+	for key := range bad {
+		t.Errorf("-o %s: tested here but not in the help's table", key)
+	}
+	if _, err := parseMountOptions([]string{"bogus=1"}); err == nil || err.Error() != `-o bogus=1: unknown mount option (see realmfs --help)` {
+		t.Errorf("-o bogus=1: %v, want an unknown option", err)
+	}
+}
+
+// TestOptionDocsMatchParser: every option of the help's table parses in
+// each of the forms it documents, so the table (which the completions, the
+// man page and the value errors are made from) is the parser's.
+func TestOptionDocsMatchParser(t *testing.T) {
+	samples := map[string]string{"NAME": "n", "FILE": "/etc/f", "DIR": "/srv/d", "N": "7", "SECS": "1.5", "SIZE": "512M", "DURATION": "36h"}
+	for _, d := range optionDocs() {
+		forms := []string{d.key}
+		if d.value != "" {
+			forms = nil
+			lits, free := d.choices()
+			for _, l := range lits {
+				forms = append(forms, d.key+"="+l)
+			}
+			if free {
+				for _, part := range strings.Split(d.value, "|") {
+					if v, ok := samples[part]; ok {
+						forms = append(forms, d.key+"="+v)
+					} else if strings.ToUpper(part) == part {
+						t.Errorf("-o %s=%s: no sample value for %s", d.key, d.value, part)
+					}
+				}
+			}
+		}
+		for _, f := range forms {
+			if _, err := parseMountOptions([]string{f}); err != nil {
+				t.Errorf("-o %s, as the help documents it: %v", f, err)
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 )
 
 const statusUsageText = `Usage: realmfs status [MOUNTPOINT...] [-o json]
@@ -75,6 +76,9 @@ func (c *controller) status() daemonStatus {
 	if c.j != nil {
 		st.Journal = cmp.Or(c.cfg.mount.journalDir, filepath.Join(c.cfg.backing, ".realm-journal"))
 	}
+	slices.SortFunc(st.Locks, func(a, b fusefs.LockStatus) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Owner, b.Owner))
+	})
 	c.sweep.Lock()
 	if r := c.sweep.res; r != nil {
 		st.Sweep = &sweepStatus{Entries: r.Entries, Credentials: r.Credentials, TempsRemoved: r.TempRemoved}
@@ -221,7 +225,7 @@ func writeStatus(w io.Writer, st *daemonStatus) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "    PATH\tOWNER\tMODE\tHANDLES\tUNCOMMITTED")
 	for _, l := range st.Locks {
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%v\n", showPath(cmp.Or(l.Path, "?")), l.Owner, l.Mode, l.Handles, l.Uncommitted)
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%v\n", diff.ShowPath(cmp.Or(l.Path, "?")), l.Owner, l.Mode, l.Handles, l.Uncommitted)
 	}
 	tw.Flush()
 }

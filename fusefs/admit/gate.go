@@ -123,6 +123,18 @@ func (g *Gate) Refuse(ctx context.Context, op string, p Place, name string, code
 	return g.refuseRel(ctx, op, p.Rel(name), code, rule)
 }
 
+// RefuseHeld refuses op on name in p because holder, another owner,
+// holds the lock of key, the file's: a LOCK_CONFLICT line that names the
+// holder and the pid of its open that took the lock, if known.
+func (g *Gate) RefuseHeld(ctx context.Context, op string, p Place, name string, key locks.Key, holder locks.Owner) syscall.Errno {
+	errno := errcode.LockConflict.Errno()
+	if g.Audit != nil {
+		g.Audit.RecordConflict(ctx, op, p.Rel(name), errno, RuleLockOtherOwner,
+			audit.Holder{Owner: string(holder), Pid: g.Names.Table.Opener(key, holder)})
+	}
+	return errno
+}
+
 // RefuseAs is Refuse answering errno instead of the code's own: a
 // directory moved out of BACKING is ESTALE to the mount, as a directory
 // gone from an NFS server is, though what was refused is an escape.

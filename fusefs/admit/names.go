@@ -95,8 +95,8 @@ func (g *Gate) HeldByOther(ctx context.Context, op string, dir Place, name strin
 		return 0
 	}
 	me := g.Owner(ctx)
-	if _, other := g.Names.Table.WaitOthers(ctx, l.Key, me, g.Patience()); other {
-		return g.Refuse(ctx, op, dir, name, errcode.LockConflict, RuleLockOtherOwner)
+	if holder, other := g.Names.Table.WaitOthers(ctx, l.Key, me, g.Patience()); other {
+		return g.RefuseHeld(ctx, op, dir, name, l.Key, holder)
 	}
 	return 0
 }

@@ -60,6 +60,16 @@ type Event struct {
 	// Cause is the error behind a failure the caller saw as Errno (a
 	// commit's ENOSPC behind its EIO, say).
 	Cause string `json:"cause,omitempty"`
+	// Holder, on a LOCK_CONFLICT line, is the lock owner that holds the
+	// file's write lock (locks.Table): whom the refused caller waits for.
+	// HolderPid is the pid of the holder's open that took the lock, and
+	// HolderComm and HolderExe that process's program as /proc says when
+	// the line is written ("" if it is gone): the lock is the owner's,
+	// and that process may have exited since, its descriptor passed on.
+	Holder     string `json:"holder,omitempty"`
+	HolderPid  uint32 `json:"holderPid,omitempty"`
+	HolderComm string `json:"holderComm,omitempty"`
+	HolderExe  string `json:"holderExe,omitempty"`
 	// Repeat, on a line that stands for more than one refusal, is how
 	// many: the same op, path, code, errno, rule and owner refused again
 	// within the window (a second for Open's log: coalesceWindow) of the
@@ -193,6 +203,19 @@ func (a *Auditor) RecordRefusal(ctx context.Context, op, path string, code errco
 	a.event(ctx, op, path, code, errno, nil, rule, source)
 }
 
+// Holder is who holds the lock a LOCK_CONFLICT met: its owner, and the
+// pid of the open that took it (0 unknown).
+type Holder struct {
+	Owner string
+	Pid   uint32
+}
+
+// RecordConflict is RecordRefusal for a LOCK_CONFLICT: the line names the
+// holder whose lock refused the caller, and its opener's program.
+func (a *Auditor) RecordConflict(ctx context.Context, op, path string, errno syscall.Errno, rule string, holder Holder) {
+	a.eventWith(ctx, op, path, errcode.LockConflict, errno, nil, rule, "", holder)
+}
+
 // RecordCause is Record for a failure with an underlying cause.
 func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error) {
 	a.event(ctx, op, path, code, errno, cause, "", "")
@@ -202,8 +225,17 @@ func (a *Auditor) RecordCause(ctx context.Context, op, path string, code errcode
 // calling program is read here only when the line is not a repeat of the
 // latest one: a loop of refusals costs no /proc reads.
 func (a *Auditor) event(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string) {
+	a.eventWith(ctx, op, path, code, errno, cause, rule, source, Holder{})
+}
+
+// eventWith is event with the holder of a lock conflict.
+func (a *Auditor) eventWith(ctx context.Context, op, path string, code errcode.Code, errno syscall.Errno, cause error, rule, source string, holder Holder) {
 	c := callerOf(ctx)
-	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source}
+	ev := Event{Op: op, Code: code, Errno: errnoName(errno), Pid: c.Pid, Uid: c.Uid, Rule: rule, RuleSource: source,
+		Holder: holder.Owner, HolderPid: holder.Pid}
+	if holder.Pid != 0 {
+		ev.HolderComm, ev.HolderExe = readProgram(a.proc, holder.Pid)
+	}
 	ev.Path, ev.Escaped = escapePath(path)
 	if cause != nil {
 		var e syscall.Errno
@@ -276,7 +308,7 @@ func (a *Auditor) record(ev Event) {
 func sameKind(x, y Event) bool {
 	return x.Op == y.Op && x.Path == y.Path && x.Escaped == y.Escaped && x.Code == y.Code &&
 		x.Errno == y.Errno && x.Cause == y.Cause && x.Owner == y.Owner && x.Uid == y.Uid &&
-		x.Rule == y.Rule && x.RuleSource == y.RuleSource
+		x.Rule == y.Rule && x.RuleSource == y.RuleSource && x.Holder == y.Holder
 }
 
 // readProgram reads the name and executable of process pid under proc:

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,5 +298,32 @@ func TestAuditRotates(t *testing.T) {
 	old, _ := os.ReadFile(path + ".1")
 	if hdr1 := auditLines(t, old)[0]; hdr1["op"] != "rotate" || jsonNum(hdr1["coalesced"]) != "9" {
 		t.Errorf("header of the first rotation = %v, want 9 coalesced (10 repeats, one line)", hdr1)
+	}
+}
+
+// TestAuditConflictNamesHolder: a LOCK_CONFLICT line names the owner
+// holding the lock, and two conflicts with different holders are two
+// lines, not one repeat.
+func TestAuditConflictNamesHolder(t *testing.T) {
+	var buf syncBuffer
+	a := New(&buf, newFakeClock().now, time.Second)
+	a.proc = t.TempDir()
+	fakeProgram(t, a.proc)("9", "vim", "/usr/bin/vim")
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", Holder{Owner: "cgroup:/a.scope", Pid: 9})
+	a.RecordConflict(ctxPid(7), "open", "main.go", syscall.EBUSY, "lock:other-owner", Holder{Owner: "cgroup:/b.scope"})
+	a.Flush()
+	var got []string
+	for sc := bufio.NewScanner(bytes.NewReader(buf.bytes())); sc.Scan(); {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Code != errcode.LockConflict || ev.Rule != "lock:other-owner" {
+			t.Errorf("line %s: want LOCK_CONFLICT by lock:other-owner", sc.Bytes())
+		}
+		got = append(got, fmt.Sprintf("%s %d %s %s", ev.Holder, ev.HolderPid, ev.HolderComm, ev.HolderExe))
+	}
+	if want := []string{"cgroup:/a.scope 9 vim /usr/bin/vim", "cgroup:/b.scope 0  "}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("holders %q, want %q", got, want)
 	}
 }

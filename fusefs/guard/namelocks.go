@@ -102,11 +102,12 @@ func (n NameLocks) BeginMove(begin func(keys []locks.Key) (end func()), places .
 }
 
 // ReplacesOthers reports whether a rename of r would replace a regular
-// file an owner other than me writes: the one at the new name, and for an
-// exchange the one at the old name too. The caller holds CommitMu, the
+// file an owner other than me writes, and that file's lock (its key and
+// that owner): the one at the new name, and for an exchange the one at
+// the old name too. The caller holds CommitMu, the
 // last look and the rename being one step against a write open's look and
 // lock.
-func (n NameLocks) ReplacesOthers(r RenameNames, me locks.Owner) bool {
+func (n NameLocks) ReplacesOthers(r RenameNames, me locks.Owner) (FileLock, bool) {
 	places := []Place{{r.NewDir, r.NewName}}
 	if r.Exchange {
 		places = append(places, Place{r.OldDir, r.Name})
@@ -114,10 +115,11 @@ func (n NameLocks) ReplacesOthers(r RenameNames, me locks.Owner) bool {
 	for _, p := range places {
 		var st unix.Stat_t
 		if dirfd.Lstat(p.Dir, p.Name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			if _, other := n.Table.OtherHolder(locks.KeyOf(&st), me); other {
-				return true
+			key := locks.KeyOf(&st)
+			if holder, other := n.Table.OtherHolder(key, me); other {
+				return FileLock{Key: key, Holder: holder, Held: true}, true
 			}
 		}
 	}
-	return false
+	return FileLock{}, false
 }

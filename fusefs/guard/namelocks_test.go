@@ -96,7 +96,7 @@ func TestReplacesOthers(t *testing.T) {
 		{"free", "d", false, "b", false},
 	} {
 		r := RenameNames{OldDir: dir, NewDir: dir, Name: c.name, NewName: c.newName, Exchange: c.exchange}
-		if got := n.ReplacesOthers(r, c.me); got != c.want {
+		if _, got := n.ReplacesOthers(r, c.me); got != c.want {
 			t.Errorf("%s → %s (exchange %v) by %s: %v; want %v", c.name, c.newName, c.exchange, c.me, got, c.want)
 		}
 	}

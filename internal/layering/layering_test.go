@@ -34,6 +34,7 @@ var layers = map[string]int{
 	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
 	"fusefs/journaling":   3, // the journal's producers: the records the adapters' ops append
 	"fusefs/journal/undo": 3, // an owner's changes put back, from the journal's records
+	"fusefs/journal/diff": 3, // a window's diff, from the journal's records
 	// The guard's decisions, which the adapters, the admission and the
 	// engine ask (new content never keeps a set-ID bit:
 	// guard.HostFileMode); what the admission writes to and charges (the

@@ -1,4 +1,11 @@
-package main
+// Package diff writes the diff of a window of the journal of changes
+// (realmfs journal diff; docs/JOURNAL.md): each path's state before the
+// window's first change to it, found by identity in the journal's kept/
+// or at a name now, against BACKING now: a unified diff of text files,
+// sizes otherwise, files, directories and symlinks made and removed,
+// renames as renames, mode and owner changes. BACKING is read beneath its
+// root fd through fusefs/dirfd, no symlink followed.
+package diff
 
 import (
 	"bufio"
@@ -7,7 +14,9 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	udiff "github.com/aymanbagabas/go-udiff"
@@ -17,8 +26,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal"
 )
 
-// textLimit: a file larger than this is shown by its sizes, not diffed.
-const textLimit = 1 << 20
+// TextLimit: a file larger than this is shown by its sizes, not diffed.
+const TextLimit = 1 << 20
 
 // lineage is an object of the world before the window: the name it had
 // then, what it was, and the name the window's changes left it at.
@@ -154,7 +163,7 @@ type objState struct {
 	size     int64
 	id       journal.ID
 	target   string // a symlink's
-	unknown  string // why a file's content is not known ("large": past textLimit)
+	unknown  string // why a file's content is not known ("large": past TextLimit)
 	// Where a file's content is read from (differ.loaded): kept/<kept>,
 	// else the name beneath BACKING; its first limit bytes (-1: all).
 	kept  uint64
@@ -168,7 +177,7 @@ type objState struct {
 // versions.
 type differ struct {
 	root int
-	r    *journal.Reader
+	r    Kept
 	m    *changeModel
 	now  map[string]*objState
 	byID map[journal.ID]*objState // the touched names' objects now; nil until asked
@@ -208,7 +217,7 @@ func readState(fd int, s *objState) {
 	case "symlink":
 		s.target, _ = dirfd.Readlink(fd)
 	case "file":
-		if st.Size > textLimit {
+		if st.Size > TextLimit {
 			s.unknown = "large"
 		}
 	}
@@ -248,10 +257,10 @@ func (d *differ) loaded(s *objState) *objState {
 }
 
 // readContent reads a file's first limit bytes (-1: all), up to
-// textLimit.
+// TextLimit.
 func readContent(fd int, limit int64) ([]byte, string) {
-	if limit < 0 || limit > textLimit {
-		limit = textLimit + 1
+	if limit < 0 || limit > TextLimit {
+		limit = TextLimit + 1
 	}
 	rfd, err := dirfd.Reopen(fd, unix.O_RDONLY)
 	if err != nil {
@@ -263,7 +272,7 @@ func readContent(fd int, limit int64) ([]byte, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	if len(b) > textLimit {
+	if len(b) > TextLimit {
 		return nil, "large"
 	}
 	return b, ""
@@ -299,7 +308,7 @@ func (d *differ) beforeState(l *lineage) *objState {
 		s.target = found.target
 	case found.size < o.Size:
 		s.unknown = "changed in place"
-	case found.unknown != "" && (found.unknown != "large" || o.Size > textLimit):
+	case found.unknown != "" && (found.unknown != "large" || o.Size > TextLimit):
 		s.unknown = found.unknown
 	default:
 		s.kept, s.name, s.limit = found.kept, found.name, o.Size
@@ -331,9 +340,15 @@ type diffEntry struct {
 	now    *objState
 }
 
-// writeDiff writes the diff of the window's changes recs: each path's
-// state before its first change in the window against BACKING now.
-func writeDiff(w io.Writer, root int, r *journal.Reader, recs []journal.Record) error {
+// Kept opens the version a change kept (journal.Reader, journal.Journal).
+type Kept interface {
+	OpenKept(seq uint64) (int, error)
+}
+
+// Write writes the diff of the window's changes recs (oldest first): each
+// path's state before its first change in the window against BACKING now
+// (root: its root directory's fd).
+func Write(w io.Writer, root int, r Kept, recs []journal.Record) error {
 	m := newChangeModel()
 	for i := range recs {
 		m.apply(&recs[i])
@@ -402,10 +417,10 @@ func kindOf(typ string) string {
 }
 
 func writeCreated(b *bufio.Writer, name string, s *objState) {
-	p := showPath(name)
+	p := ShowPath(name)
 	switch s.typ {
 	case "symlink":
-		fmt.Fprintf(b, "created symlink %s → %s\n", p, showPath(s.target))
+		fmt.Fprintf(b, "created symlink %s → %s\n", p, ShowPath(s.target))
 	case "file":
 		if !isText(s) {
 			fmt.Fprintf(b, "created file %s: binary, %d bytes\n", p, s.size)
@@ -419,10 +434,10 @@ func writeCreated(b *bufio.Writer, name string, s *objState) {
 }
 
 func writeDeleted(b *bufio.Writer, name string, s *objState) {
-	p := showPath(name)
+	p := ShowPath(name)
 	switch {
 	case s.typ == "symlink":
-		fmt.Fprintf(b, "deleted symlink %s → %s\n", p, showPath(s.target))
+		fmt.Fprintf(b, "deleted symlink %s → %s\n", p, ShowPath(s.target))
 	case s.typ != "file":
 		fmt.Fprintf(b, "deleted %s %s\n", kindOf(s.typ), p)
 	case s.unknown != "" && s.unknown != "large":
@@ -440,9 +455,9 @@ func writeDeleted(b *bufio.Writer, name string, s *objState) {
 func writeChanged(b *bufio.Writer, bn, nn string, bs, ns *objState) {
 	headed := bn != nn
 	if headed {
-		fmt.Fprintf(b, "renamed %s → %s\n", showPath(bn), showPath(nn))
+		fmt.Fprintf(b, "renamed %s → %s\n", ShowPath(bn), ShowPath(nn))
 	}
-	p := showPath(nn)
+	p := ShowPath(nn)
 	if bs.mode != ns.mode {
 		fmt.Fprintf(b, "mode %s: %04o → %04o\n", p, bs.mode, ns.mode)
 	}
@@ -452,7 +467,7 @@ func writeChanged(b *bufio.Writer, bn, nn string, bs, ns *objState) {
 	switch bs.typ {
 	case "symlink":
 		if bs.target != ns.target {
-			fmt.Fprintf(b, "modified symlink %s: → %s, now → %s\n", p, showPath(bs.target), showPath(ns.target))
+			fmt.Fprintf(b, "modified symlink %s: → %s, now → %s\n", p, ShowPath(bs.target), ShowPath(ns.target))
 		}
 	case "file":
 		writeContentChange(b, bn, nn, bs, ns, headed)
@@ -461,7 +476,7 @@ func writeChanged(b *bufio.Writer, bn, nn string, bs, ns *objState) {
 
 // writeContentChange writes how a file's content changed.
 func writeContentChange(b *bufio.Writer, bn, nn string, bs, ns *objState, headed bool) {
-	p := showPath(nn)
+	p := ShowPath(nn)
 	switch {
 	case bs.unknown == "large" && ns.unknown == "large":
 		if bs.id != ns.id || bs.size != ns.size {
@@ -483,4 +498,23 @@ func writeContentChange(b *bufio.Writer, bn, nn string, bs, ns *objState, headed
 // isText: a file's content is known, UTF-8 and holds no NUL.
 func isText(s *objState) bool {
 	return s.unknown == "" && utf8.Valid(s.content) && !bytes.ContainsRune(s.content, 0)
+}
+
+// ShowPath is a path as a line shows it: as it is, or quoted (Go syntax)
+// where it holds what would break the line or hide in it (control or
+// invalid bytes, spaces at its ends, an arrow).
+func ShowPath(p string) string {
+	if p == "" {
+		return `""`
+	}
+	plain := utf8.ValidString(p) && strings.TrimSpace(p) == p && !strings.Contains(p, " → ")
+	for _, r := range p {
+		if !unicode.IsPrint(r) && r != ' ' {
+			plain = false
+		}
+	}
+	if plain {
+		return p
+	}
+	return strconv.Quote(p)
 }
