@@ -14,7 +14,7 @@ import (
 // lets root keep set-ID bits, and a group-unexecutable set-group-ID): new
 // content through the mount never keeps a set-ID bit or a file capability,
 // whoever writes, since in BACKING the host would run the writer's bytes
-// with them (README: host meaning).
+// with them (docs/threat-model.md: host meaning).
 func TestWriteDropsPrivileges(t *testing.T) {
 	t.Parallel()
 	// vfs_cap_data, revision 2: CAP_NET_RAW permitted.

@@ -1,10 +1,10 @@
 package e2e
 
-// The reference model of TestModel (model_test.go): what the README
+// The reference model of TestModel (model_test.go): what docs/atomic-writes.md
 // promises a process on the mount sees, as a state machine. Each rule
-// names the README passage it comes from ("Atomic writes and the lock
+// names docs/atomic-writes.md passage it comes from ("Atomic writes and the lock
 // table", rules 1–6 of "When a commit happens", and the bullets after
-// them); where the README leaves a case open, the rule is the code's and
+// them); where docs/atomic-writes.md leaves a case open, the rule is the code's and
 // the comment says where (fusefs/file.go, pending.go, commit.go).
 //
 // The model knows files as objects (a name leads to one; a rename moves
@@ -117,7 +117,7 @@ func lockModeOf(mode string) string {
 
 // busy reports whether a write open of name by owner in mode must get
 // EBUSY now (locks.Table.AcquireMode): another owner holds the file's lock
-// and either of the two writes (README: appenders of different owners
+// and either of the two writes (docs/atomic-writes.md: appenders of different owners
 // "share the file's append lock …; it excludes another owner's rewrite or
 // in-place write, and theirs it").
 func (m *model) busy(owner, name, mode string) bool {
@@ -170,7 +170,7 @@ type mhandle struct {
 	appends bool
 	// truncates: opened O_TRUNC. fresh: the file was empty as its owner
 	// saw it at the open (before the truncation): a killed opener tears
-	// nothing by committing (README rule 5, "it created the file, or
+	// nothing by committing (docs/atomic-writes.md rule 5, "it created the file, or
 	// found it empty").
 	truncates, fresh bool
 	w                *mwrite // the owner's write it shares; nil: a plain reader
@@ -191,7 +191,7 @@ type mhandle struct {
 	// lock: the lease's mode, "A" (locks.Append) or "W" (locks.Write).
 	lock string
 	// writing: a change (write, ftruncate, O_TRUNC) came through it since
-	// its opener last closed its last descriptor (README rule 4: "another
+	// its opener last closed its last descriptor (docs/atomic-writes.md rule 4: "another
 	// of those processes that has written (or truncated) the file still
 	// holds it"; the code's File.writing, joinWriting/leaveWriting).
 	writing bool
@@ -200,7 +200,7 @@ type mhandle struct {
 
 // mwrite is one owner's write in progress on one file: it exists while
 // the owner has a handle of the file other than a plain reader, and is
-// the lock (README: "another owner's write open … EBUSY").
+// the lock (docs/atomic-writes.md: "another owner's write open … EBUSY").
 type mwrite struct {
 	obj        *mobj
 	owner      string
@@ -274,7 +274,7 @@ type model struct {
 	recovered []recovered
 	nextID    int
 	// async: a commit of the last step happens at a RELEASE, which the
-	// kernel sends after close(2) returned (README rule 6): the test waits
+	// kernel sends after close(2) returned (docs/atomic-writes.md rule 6): the test waits
 	// for BACKING to show it before looking.
 	async bool
 }
@@ -292,7 +292,7 @@ func newModel() *model {
 }
 
 // view is what owner sees of obj: its own uncommitted bytes, else the
-// committed content (README: "while an owner writes a file, it sees its
+// committed content (docs/atomic-writes.md: "while an owner writes a file, it sees its
 // own bytes and size …, and everyone else sees the file as committed").
 func (m *model) view(obj *mobj, owner string) string {
 	if w := m.writes[wkey{obj, owner}]; w != nil {
@@ -430,7 +430,7 @@ func (m *model) apply(o mop) string {
 	case "close":
 		return m.close(p, o.Slot)
 	case "fsync":
-		// README rule 1: fsync(2) always commits, and returns its errors.
+		// docs/atomic-writes.md rule 1: fsync(2) always commits, and returns its errors.
 		if h := p.slots[o.Slot]; h.w != nil {
 			return m.commit(h.w)
 		}
@@ -466,7 +466,7 @@ func modeFlags(mode string) string {
 // bytes) and is otherwise a plain reader of the backing file as it is now
 // (fusefs/file.go openOnce). A write open takes the file's lock for the
 // owner in its mode (lockModeOf): EBUSY where another owner's hold excludes
-// it, shared with the owner's own write otherwise (README "Atomic writes
+// it, shared with the owner's own write otherwise (docs/atomic-writes.md "Atomic writes
 // and the lock table"; locks.Table.AcquireMode).
 func (m *model) open(p *mproc, slot, name, mode string) string {
 	obj := m.names[name]
@@ -539,7 +539,7 @@ func (w *mwrite) ensureTemp() bool {
 // write: an append (a handle opened O_APPEND without O_TRUNC) while the
 // owner has nothing uncommitted goes into the file itself, at its end,
 // seen at once by every reader, a descriptor opened before it included
-// (README, "three modes"; fusefs/pending.go appendsInPlace). Any other
+// (docs/atomic-writes.md, "three modes"; fusefs/pending.go appendsInPlace). Any other
 // write goes into the owner's temp: at the handle's offset, or for
 // O_APPEND at the end of the owner's bytes ("an O_APPEND write goes to
 // the end of the writer's bytes whatever size the kernel last heard of").
@@ -598,7 +598,7 @@ func (m *model) truncate(h *mhandle, size int) {
 // fsync that commits. A file whose name its own owner removed (renamed
 // another over it) keeps them: "its bytes go with the old file and its
 // close succeeds, as natively". A file changed since the owner observed it
-// (another owner's append in place beside this owner's temp: README, "if
+// (another owner's append in place beside this owner's temp: docs/atomic-writes.md, "if
 // another owner appends meanwhile, its commit finds the file changed and
 // keeps a conflict copy (EBUSY), nothing is lost") is left as it is, the
 // bytes kept as NAME.realm-conflict-* (commit.go conflict, rebase).
@@ -624,7 +624,7 @@ func (m *model) commit(w *mwrite) string {
 
 // holdsOther reports whether p, closing a descriptor of h, holds another
 // descriptor that may be of the same open: one of the file with h's
-// access mode and O_APPEND (README rule 2: the daemon "counts the
+// access mode and O_APPEND (docs/atomic-writes.md rule 2: the daemon "counts the
 // descriptors of the file with the open's access mode and O_APPEND …: a
 // read descriptor held beside the rewrite … holds nothing back; a second
 // write open of the file with the same flags in the same process defers

@@ -519,7 +519,7 @@ print(" ".join("%s %d" % kv for kv in sorted(c.items())), flush=True)
 // and no conflict copy is made. (The renamer's mv over a file the writer
 // holds is refused, EBUSY, by the lock table's rule; its errors are not
 // counted. Nor are the rewriter's opens that fail with ENOENT, where
-// natively O_CREAT makes the file: a limit left, README.) Before, a commit could look at the file's name between the
+// natively O_CREAT makes the file: a limit left, docs/atomic-writes.md.) Before, a commit could look at the file's name between the
 // rename and the write's following it, and 5 to 15 closes in 1,400 got
 // EBUSY with a conflict copy, the daemon logging a change "from outside
 // the mount" (issue 29, defect 7).

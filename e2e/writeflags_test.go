@@ -66,7 +66,7 @@ func TestAppendFlagPerWrite(t *testing.T) {
 	}
 }
 
-// TestAppendFlagNoAppendLimit pins a limit (README, "What a process on the
+// TestAppendFlagNoAppendLimit pins a limit (docs/threat-model.md, "What a process on the
 // mount sees"): pwritev2 with RWF_NOAPPEND through an O_APPEND descriptor
 // appends on the mount. The kernel sends a WRITE with the file's flags
 // (O_APPEND), not the write's, and the caller's offset in the place of the

@@ -17,7 +17,7 @@ import (
 // Code names one entry of the catalogue.
 type Code string
 
-// The catalogue. The README documents each code (the table "What a process
+// The catalogue. docs/threat-model.md documents each code (the table "What a process
 // on the mount sees" and realmctl's table of exit codes); keep them in step.
 const (
 	PathEscape           Code = "PATH_ESCAPE"

@@ -48,7 +48,7 @@ var (
 //
 // Steps 1 and 2 are guard.AdmitEntry's, 4 and 5 guard.Guard.JudgeName's;
 // what is here opens the fd and audits. Escapes come before credentials
-// (the README: an escaping credential path reports PATH_ESCAPE). What an
+// (docs/threat-model.md: an escaping credential path reports PATH_ESCAPE). What an
 // op checks beyond this (a symlink's target, a link's source, a rename's
 // locks) comes after. The fd returned is n's, pinned until the caller
 // calls done (dircache.go; a no-op on error): the op makes its one dirfd

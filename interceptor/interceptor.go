@@ -169,7 +169,7 @@ func (s *Service) refuseHostPaths(mounts []mount) string {
 	var g *guarded
 	for _, m := range hostBacked(mounts) {
 		if m.kind == "volume" && !path.IsAbs(m.source) {
-			continue // a named volume: podman's, not a path (see the README)
+			continue // a named volume: podman's, not a path (see docs/realmctl.md)
 		}
 		if g == nil {
 			ws, err := s.Sessions.Workspaces()

@@ -21,7 +21,7 @@ import (
 // as they are. Format characters (zero-width joiners, direction marks,
 // byte order marks) and other default-ignorable code points are dropped:
 // older ext4 casefold lookups ignore them, so .e<ZWJ>nv would open .env.
-// No normalisation form is applied (see the README): the built-in set is
+// No normalisation form is applied (see docs/policy.md): the built-in set is
 // ASCII, and the one non-ASCII rune canonically equivalent to an ASCII
 // letter, the Kelvin sign, folds to k anyway.
 func fold(s string) string {

@@ -9,7 +9,7 @@ import (
 )
 
 // Glob is one credential pattern and where it came from, so that a person
-// reading --show-policy or the README can judge each entry.
+// reading --show-policy or docs/policy.md can judge each entry.
 type Glob struct {
 	Pattern string // doublestar glob on the workspace-relative path
 	Source  string // who names this file a credential: realm, shhgit, gitleaks, agentsh, a tool's docs

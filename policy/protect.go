@@ -25,7 +25,7 @@ import (
 // clone, fetch, `git config` and `git remote`), .vscode/tasks.json, .yarnrc.yml,
 // .cargo/config.toml, .pre-commit-config.yaml, Makefile and every build file.
 // A host that runs git, cargo or an editor on the workspace unattended adds
-// the ones it trusts (see the README's threat model).
+// the ones it trusts (see the threat model, docs/threat-model.md).
 var DefaultProtectGlobs = []Glob{
 	// Git hooks: git runs $GIT_DIR/hooks/<name> on commit, merge,
 	// checkout, rebase and push, as the user running git.

@@ -404,5 +404,5 @@ func (o *OpenShell) call(ctx context.Context, timeout time.Duration, argv []stri
 func (o *OpenShell) WorkspaceHint() string {
 	return "Register `realmctl openshell-interceptor` with the OpenShell gateway (gateway.toml: an [[openshell.gateway.interceptors]] entry " +
 		"bound to openshell.v1.OpenShell/CreateSandbox with phases modify_operation and validate), set enable_bind_mounts = true under " +
-		"[openshell.drivers.podman], add user_allow_other to /etc/fuse.conf, and restart the gateway; see the README"
+		"[openshell.drivers.podman], add user_allow_other to /etc/fuse.conf, and restart the gateway; see docs/realmctl.md"
 }

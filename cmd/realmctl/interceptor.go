@@ -21,7 +21,7 @@ func interceptorCmd(c *cli) *cobra.Command {
 		Use:   "openshell-interceptor --listen unix:///PATH",
 		Short: "serve the OpenShell gateway interceptor that binds each session's guarded mount",
 		Long: `openshell-interceptor serves the OpenShell gateway interceptor that binds
-each realm session's guarded mount at /workspace (see README).`,
+each realm session's guarded mount at /workspace (see docs/realmctl.md).`,
 		Example: `  realmctl openshell-interceptor --listen unix:///run/realm/openshell-interceptor.sock`,
 		Args:    cobra.ArbitraryArgs,
 		RunE: c.action(func(ctx context.Context, args []string, dash int) (int, error) {

@@ -1,7 +1,7 @@
 package admit
 
 // Rule ids: what a refusal that no credential glob made matched, one per
-// kind of refusal (the README's refusal table lists them), as the audit
+// kind of refusal (the refusal table of docs/threat-model.md lists them), as the audit
 // log writes them (audit.Event.Rule).
 const (
 	RuleEscapeResolve       = "escape:resolve"        // resolving a name met a symlink or left the root

@@ -14,7 +14,7 @@ import (
 )
 
 // The calls this layer uses that are newer than the oldest kernel realm
-// supports (README: Linux 5.10) each have a fallback. These tests take the
+// supports (docs/realmfs.md, Kernels: Linux 5.10) each have a fallback. These tests take the
 // call away with a seccomp filter on one thread, as an older kernel would
 // (ENOSYS), and run the layer there.
 
