@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/sandbox"
 )
 
@@ -175,7 +176,7 @@ func (p *auditPrinter) row(cells []string) {
 			break
 		}
 		if !p.wide {
-			cell = fit(cell, c.width, c.tail)
+			cell = audit.Fit(cell, c.width, c.tail)
 		}
 		b.WriteString(cell)
 		if n := utf8.RuneCountInString(cell); n < c.width {
@@ -189,15 +190,3 @@ func (p *auditPrinter) row(cells []string) {
 
 // flush ends a batch: the next unknown container may reload the sessions.
 func (p *auditPrinter) flush() { p.reloaded = false }
-
-// fit shortens s to width runes with "…", keeping its head, or its tail.
-func fit(s string, width int, tail bool) string {
-	r := []rune(s)
-	if len(r) <= width {
-		return s
-	}
-	if tail {
-		return "…" + string(r[len(r)-width+1:])
-	}
-	return string(r[:width-1]) + "…"
-}

@@ -152,7 +152,7 @@ func (p *Printer) row(cells []string) {
 			b.WriteString(cell)
 			break
 		}
-		cell = fit(cell, c.width, c.tail)
+		cell = Fit(cell, c.width, c.tail)
 		b.WriteString(cell)
 		b.WriteString(strings.Repeat(" ", c.width-utf8.RuneCountInString(cell)+2))
 	}
@@ -160,8 +160,9 @@ func (p *Printer) row(cells []string) {
 	io.WriteString(p.w, b.String())
 }
 
-// fit shortens s to width runes with "…", keeping its head, or its tail.
-func fit(s string, width int, tail bool) string {
+// Fit shortens s to width runes with "…", keeping its head, or its tail
+// (a table's cell: realmfs audit's, realmctl audit's).
+func Fit(s string, width int, tail bool) string {
 	r := []rune(s)
 	if len(r) <= width {
 		return s
