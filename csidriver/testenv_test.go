@@ -1,0 +1,90 @@
+package csidriver
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// needMounts skips a test that really mounts realmfs where it cannot (not
+// root, or no /dev/fuse), and fails it instead in CI, where both must be.
+func needMounts(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "no /dev/fuse"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("this test mounts realmfs and CI must be able to: %s", why)
+	}
+	t.Skipf("this test mounts realmfs: %s", why)
+}
+
+// buildRealmfs builds cmd/realmfs into a temp dir, with the tags the
+// podman bindings need, and returns its path.
+func buildRealmfs(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "realmfs")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/realmfs")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-tags=remote,exclude_graphdriver_btrfs,containers_image_openpgp")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/realmfs: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// testDriver is a driver serving on a temp unix socket.
+type testDriver struct {
+	*Driver
+	root, sock string
+}
+
+// startDriver serves a driver whose base and state dirs are in a temp dir;
+// at the test's end the server stops and every realmfs mount of its
+// volumes is unmounted (lazily: a failed test may leave one busy).
+func startDriver(t *testing.T, realmfs string) *testDriver {
+	t.Helper()
+	root := t.TempDir()
+	d, err := New(Config{
+		NodeID: "node-1", BaseDir: filepath.Join(root, "base"), StateDir: filepath.Join(root, "state"),
+		Realmfs: realmfs, Version: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(root, "csi.sock")
+	lis, err := Listen("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := d.Server()
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		unmountAll(t, d)
+	})
+	return &testDriver{Driver: d, root: root, sock: sock}
+}
+
+// unmountAll detaches every realmfs mount of d's volumes.
+func unmountAll(t *testing.T, d *Driver) {
+	mounts, err := d.volumeMounts("")
+	if err != nil {
+		t.Errorf("mountinfo: %v", err)
+		return
+	}
+	for _, m := range mounts {
+		t.Errorf("left mounted: %s (volume %s)", m.Mountpoint, filepath.Base(m.Source))
+		_ = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
+	}
+}
