@@ -1,11 +1,14 @@
 package csidriver
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -30,17 +33,42 @@ func needMounts(t *testing.T) {
 	t.Skipf("this test mounts realmfs: %s", why)
 }
 
-// buildRealmfs builds cmd/realmfs into a temp dir, with the tags the
-// podman bindings need, and returns its path.
+var (
+	realmfsOnce sync.Once
+	realmfsBin  string
+	realmfsErr  error
+)
+
+// buildRealmfs builds cmd/realmfs once per test binary into a temp dir,
+// with the tags the podman bindings need, and returns its path.
 func buildRealmfs(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "realmfs")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/realmfs")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-tags=remote,exclude_graphdriver_btrfs,containers_image_openpgp")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/realmfs: %v\n%s", err, out)
+	realmfsOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "realm-csi-test-")
+		if err != nil {
+			realmfsErr = err
+			return
+		}
+		realmfsBin = filepath.Join(dir, "realmfs")
+		cmd := exec.Command("go", "build", "-o", realmfsBin, "../cmd/realmfs")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-tags=remote,exclude_graphdriver_btrfs,containers_image_openpgp")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			realmfsErr = fmt.Errorf("go build ./cmd/realmfs: %w\n%s", err, out)
+		}
+	})
+	if realmfsErr != nil {
+		t.Fatal(realmfsErr)
 	}
-	return bin
+	return realmfsBin
+}
+
+// TestMain removes the realmfs binary built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if realmfsBin != "" {
+		os.RemoveAll(filepath.Dir(realmfsBin))
+	}
+	os.Exit(code)
 }
 
 // testDriver is a driver serving on a temp unix socket.
@@ -87,4 +115,17 @@ func unmountAll(t *testing.T, d *Driver) {
 		t.Errorf("left mounted: %s (volume %s)", m.Mountpoint, filepath.Base(m.Source))
 		_ = unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
 	}
+}
+
+// running reports whether pid is a live process: not gone and not a
+// zombie (an exited daemon waits in that state until init reaps it).
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name's closing parenthesis.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }

@@ -1,0 +1,203 @@
+package csidriver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+)
+
+// publishReq is a NodePublishVolume request of volume id at target.
+func publishReq(id, target string, volCtx map[string]string) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{
+		VolumeId: id, TargetPath: target, VolumeContext: volCtx,
+		VolumeCapability: mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER),
+	}
+}
+
+func mustPublish(t *testing.T, d *Driver, req *csi.NodePublishVolumeRequest) {
+	t.Helper()
+	if _, err := d.NodePublishVolume(context.Background(), req); err != nil {
+		t.Fatalf("publish %s at %s: %v", req.VolumeId, req.TargetPath, err)
+	}
+}
+
+func mustUnpublish(t *testing.T, d *Driver, id, target string) {
+	t.Helper()
+	if _, err := d.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Fatalf("unpublish %s at %s: %v", id, target, err)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("target %s left after unpublish (%v)", target, err)
+	}
+}
+
+// waitAudit waits for a line of the audit log at path that holds all of
+// words: realmfs appends it as it refuses, the test reads until it is there.
+func waitAudit(t *testing.T, path string, words ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if f, err := os.Open(path); err == nil {
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				if containsAll(sc.Text(), words) {
+					f.Close()
+					return
+				}
+			}
+			f.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no audit line with %q in %s", words, path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPublishGuards publishes a volume with a policy and checks the guard
+// through the target, a second target sharing the daemon, and that the
+// last unpublish leaves no mount and no daemon.
+func TestPublishGuards(t *testing.T) {
+	needMounts(t)
+	d := startDriver(t, buildRealmfs(t))
+	ctx := context.Background()
+	params := map[string]string{"policy": "version: 1\ncredentials:\n  deny: [\"secrets/**\"]\n", "lockowner": "pid"}
+	vol, err := d.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "ws", Parameters: params,
+		VolumeCapabilities: []*csi.VolumeCapability{mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := d.volumeDir("ws")
+	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{".env", "secrets/key"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("TOKEN=1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := filepath.Join(d.root, "pods/a/mount"), filepath.Join(d.root, "pods/b/mount")
+	req := publishReq("ws", a, vol.Volume.VolumeContext)
+	mustPublish(t, d.Driver, req)
+	mustPublish(t, d.Driver, req) // idempotent
+
+	m, err := mountAt(a)
+	if err != nil || m == nil || m.Source != dir {
+		t.Fatalf("no realmfs mount of %s at %s: %+v %v", dir, a, m, err)
+	}
+	for _, f := range []string{".env", "secrets/key"} {
+		if _, err := os.ReadFile(filepath.Join(a, f)); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("read %s through the target: %v, want EACCES", f, err)
+		}
+	}
+	audit := filepath.Join(d.stateDir("ws"), auditFile)
+	waitAudit(t, audit, "secrets/key", "CREDENTIAL_PATH_DENIED")
+	if err := os.WriteFile(filepath.Join(a, "notes.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(got) != "hello\n" {
+		t.Fatalf("the workspace holds %q, %v", got, err)
+	}
+
+	// A second pod on the node shares the daemon: the same device.
+	mustPublish(t, d.Driver, publishReq("ws", b, vol.Volume.VolumeContext))
+	mb, err := mountAt(b)
+	if err != nil || mb == nil || mb.Major != m.Major || mb.Minor != m.Minor {
+		t.Fatalf("the second target is not the first mount bound: %+v %+v %v", m, mb, err)
+	}
+	pid, err := d.daemonPid(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := d.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "ws", VolumePath: b})
+	if err != nil || stats.VolumeCondition.Abnormal || len(stats.Usage) != 2 || stats.Usage[0].Total <= 0 {
+		t.Fatalf("stats %v, %v", stats, err)
+	}
+	_, err = d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "ws"})
+	wantCode(t, err, codes.FailedPrecondition, "still mounted")
+
+	mustUnpublish(t, d.Driver, "ws", a)
+	if !answers(b) || !running(pid) {
+		t.Fatal("unpublishing one target stopped the daemon serving the other")
+	}
+	mustUnpublish(t, d.Driver, "ws", b)
+	if running(pid) {
+		t.Fatalf("daemon %d still running after the last unpublish", pid)
+	}
+	mustUnpublish(t, d.Driver, "ws", b) // idempotent
+}
+
+// TestPublishRefusesBadPolicy: an invalid policy in the volume context is
+// InvalidArgument with its line and field, and nothing is mounted.
+func TestPublishRefusesBadPolicy(t *testing.T) {
+	needMounts(t)
+	d := startDriver(t, buildRealmfs(t))
+	target := filepath.Join(d.root, "pod/mount")
+	_, err := d.NodePublishVolume(context.Background(), publishReq("eph", target, map[string]string{
+		ephemeralKey: "true", "policy": "version: 1\ncredentials:\n  deny: [\"[\"]\n",
+	}))
+	wantCode(t, err, codes.InvalidArgument, "policy:3: credentials.deny[0]")
+	if m, _ := mountAt(target); m != nil {
+		t.Fatalf("mounted despite the bad policy: %+v", m)
+	}
+}
+
+// TestDeadDaemon: a daemon that died is reported abnormal, and the next
+// publish mounts the volume again.
+func TestDeadDaemon(t *testing.T) {
+	needMounts(t)
+	d := startDriver(t, buildRealmfs(t))
+	ctx := context.Background()
+	target := filepath.Join(d.root, "pod/mount")
+	req := publishReq("csi-eph1", target, map[string]string{ephemeralKey: "true"})
+	mustPublish(t, d.Driver, req)
+	if _, err := os.Stat(d.volumeDir("csi-eph1")); err != nil {
+		t.Fatalf("the ephemeral workspace was not made: %v", err)
+	}
+	pid, err := d.daemonPid(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := openPid(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.wait(wctx); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := d.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "csi-eph1", VolumePath: target})
+	if err != nil || !stats.VolumeCondition.Abnormal {
+		t.Fatalf("stats of a dead mount: %v, %v; want abnormal", stats, err)
+	}
+	mustPublish(t, d.Driver, req)
+	if !answers(target) {
+		t.Fatal("the publish after the daemon died did not mount the volume again")
+	}
+	mustUnpublish(t, d.Driver, "csi-eph1", target)
+	if _, err := os.Stat(d.volumeDir("csi-eph1")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the ephemeral workspace is left: %v", err)
+	}
+}
