@@ -121,11 +121,11 @@ e2e: build
 # test is the suite with bounded budgets for its randomized runs (under 8
 # minutes on a quiet 2-vCPU machine): set-up, lint, unit tests with -race
 # (and with the lock order checked), short fuzz runs, the end-to-end
-# suite, and the realm-csi image. soak runs the end-to-end suite again with its daemons built with
-# the race detector too and the randomized tests at full length (TestModel
-# 10,000 steps in 25 sequences, fsx 50,000 operations, the symlink
-# adversary 60,000), and every fuzz target 200,000 executions (20,000 in
-# test). CI runs both (.ci/run).
+# suite, and the realm-csi image. soak runs the end-to-end suite again
+# with its daemons built with the race detector too and the randomized
+# tests at full length (TestModel 10,000 steps in 25 sequences, fsx
+# 50,000 operations, the symlink adversary 60,000), and every fuzz target
+# 200,000 executions (20,000 in test). CI runs both (.ci/run).
 test: deps lint unit unit-lockdep fuzz check-install e2e image
 
 soak: deps build
