@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,8 +27,9 @@ type csiPlugin struct {
 	conn *grpc.ClientConn
 }
 
-// startCSI runs realm-csi with the test's dirs and returns once it serves:
-// it logs "serving" after its socket listens.
+// startCSI runs realm-csi with args (which hold --endpoint) and returns
+// once it serves, with a client of it: it logs "serving" after its socket
+// listens.
 func startCSI(t *testing.T, bin string, args ...string) *csiPlugin {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -61,8 +63,8 @@ func startCSI(t *testing.T, bin string, args ...string) *csiPlugin {
 	case <-time.After(stateTimeout):
 		t.Fatal("realm-csi does not serve")
 	}
-	sock := strings.TrimPrefix(args[1], "unix://")
-	if p.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+	endpoint := args[slices.Index(args, "--endpoint")+1]
+	if p.conn, err = grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -104,74 +106,34 @@ func realmfsDaemons(dir string) []string {
 // with it, and finds no mount and no realmfs process left.
 func TestCSIMountOutlivesPlugin(t *testing.T) {
 	requireFUSE(t)
-	bin, err := goBuild("realm-csi", "./cmd/realm-csi", "REALM_CSI_BIN", raceFlags()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	base, target := filepath.Join(root, "base"), filepath.Join(root, "pods", "p1", "mount")
-	args := []string{"--endpoint", "unix://" + filepath.Join(root, "csi.sock"), "--nodeid", "node-1",
-		"--base-dir", base, "--state-dir", filepath.Join(root, "state"), "--realmfs", realmfsBin}
-	t.Cleanup(func() {
-		if mountFSTypeIs(target, "fuse.realmfs") {
-			_ = unix.Unmount(target, unix.MNT_DETACH)
-		}
-	})
-	ctx := context.Background()
-
-	plugin := startCSI(t, bin, args...)
-	cc, nc := csi.NewControllerClient(plugin.conn), csi.NewNodeClient(plugin.conn)
-	capability := &csi.VolumeCapability{
-		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-	}
-	vol, err := cc.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{capability},
-		Parameters: map[string]string{"policy": "version: 1\n", "lockowner": "pid"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(base, "volumes", "pvc-1")
-	writeFile(t, filepath.Join(dir, ".env"), "KEY=secret\n")
-	writeFile(t, filepath.Join(dir, "notes.txt"), "old\n")
-	if _, err := nc.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "pvc-1", TargetPath: target,
-		VolumeCapability: capability, VolumeContext: vol.Volume.VolumeContext}); err != nil {
-		t.Fatal(err)
-	}
+	plugin, v := publishCSIVolume(t, "pvc-1", map[string]string{"policy": "version: 1\n", "lockowner": "pid"},
+		map[string]string{".env": "KEY=secret\n", "notes.txt": "old\n"})
 
 	// The guard, through the target.
-	if _, err := os.ReadFile(filepath.Join(target, ".env")); !errors.Is(err, syscall.EACCES) {
+	if _, err := os.ReadFile(filepath.Join(v.target, ".env")); !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("read .env through the target: %v, want EACCES", err)
 	}
-	waitFileHolds(t, filepath.Join(root, "state", "volumes", "pvc-1", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
-	atomicWrite(t, filepath.Join(target, "notes.txt"), filepath.Join(dir, "notes.txt"))
+	waitFileHolds(t, filepath.Join(v.state, "volumes", "pvc-1", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
+	atomicWrite(t, filepath.Join(v.target, "notes.txt"), filepath.Join(v.dir, "notes.txt"))
 
 	// The plugin dies; the workspace goes on serving.
 	plugin.kill(syscall.SIGKILL)
-	if got, err := os.ReadFile(filepath.Join(target, "notes.txt")); err != nil || string(got) != "new\n" {
+	if got, err := os.ReadFile(filepath.Join(v.target, "notes.txt")); err != nil || string(got) != "new\n" {
 		t.Fatalf("after the plugin's SIGKILL the mount reads %q, %v", got, err)
 	}
-	writeFile(t, filepath.Join(target, "after.txt"), "still here\n")
-	if daemons := realmfsDaemons(dir); len(daemons) != 1 {
+	writeFile(t, filepath.Join(v.target, "after.txt"), "still here\n")
+	if daemons := realmfsDaemons(v.dir); len(daemons) != 1 {
 		t.Fatalf("realmfs daemons of the volume after the plugin's death: %v, want one", daemons)
 	}
 
 	// A new plugin finds the mount and unpublishes it cleanly.
-	plugin = startCSI(t, bin, args...)
-	nc = csi.NewNodeClient(plugin.conn)
-	if _, err := nc.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "pvc-1", TargetPath: target}); err != nil {
+	plugin = startCSI(t, v.bin, v.args...)
+	unpublishCSIVolume(t, plugin, "pvc-1", v)
+	if _, err := csi.NewControllerClient(plugin.conn).DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if mountFSTypeIs(target, "fuse.realmfs") {
-		t.Fatal("the target is still a realmfs mount after unpublish")
-	}
-	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the target is left: %v", err)
-	}
-	if daemons := realmfsDaemons(dir); len(daemons) != 0 {
-		t.Fatalf("realmfs processes left after unpublish: %v", daemons)
-	}
-	if _, err := csi.NewControllerClient(plugin.conn).DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(v.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workspace is left after DeleteVolume: %v", err)
 	}
 	plugin.kill(syscall.SIGTERM)
 }
@@ -229,4 +191,128 @@ func containsEvery(s string, words []string) bool {
 		}
 	}
 	return true
+}
+
+// csiVolume is a volume created and published through a realm-csi the
+// test started: its workspace dir and the target it is mounted at.
+type csiVolume struct {
+	bin, dir, target, state string
+	args                    []string
+}
+
+// publishCSIVolume starts realm-csi, creates volume name with params and
+// publishes it at a target in a temp dir; files are written into the
+// workspace before the publish.
+func publishCSIVolume(t *testing.T, name string, params, files map[string]string) (*csiPlugin, *csiVolume) {
+	t.Helper()
+	bin, err := goBuild("realm-csi", "./cmd/realm-csi", "REALM_CSI_BIN", raceFlags()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	v := &csiVolume{bin: bin, target: filepath.Join(root, "pods", name, "mount"), state: filepath.Join(root, "state")}
+	base := filepath.Join(root, "base")
+	v.dir = filepath.Join(base, "volumes", name)
+	v.args = []string{"--endpoint", "unix://" + filepath.Join(root, "csi.sock"), "--nodeid", "node-1",
+		"--base-dir", base, "--state-dir", v.state, "--realmfs", realmfsBin}
+	t.Cleanup(func() {
+		if mountFSTypeIs(v.target, "fuse.realmfs") {
+			_ = unix.Unmount(v.target, unix.MNT_DETACH)
+		}
+	})
+	plugin := startCSI(t, bin, v.args...)
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER},
+	}
+	ctx := context.Background()
+	vol, err := csi.NewControllerClient(plugin.conn).CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name,
+		VolumeCapabilities: []*csi.VolumeCapability{capability}, Parameters: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, data := range files {
+		writeFile(t, filepath.Join(v.dir, rel), data)
+	}
+	if _, err := csi.NewNodeClient(plugin.conn).NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: name,
+		TargetPath: v.target, VolumeCapability: capability, VolumeContext: vol.Volume.VolumeContext}); err != nil {
+		t.Fatal(err)
+	}
+	return plugin, v
+}
+
+// unpublishCSIVolume unpublishes v through plugin and checks that no
+// mount, no target and no realmfs process of it is left.
+func unpublishCSIVolume(t *testing.T, plugin *csiPlugin, name string, v *csiVolume) {
+	t.Helper()
+	if _, err := csi.NewNodeClient(plugin.conn).NodeUnpublishVolume(context.Background(),
+		&csi.NodeUnpublishVolumeRequest{VolumeId: name, TargetPath: v.target}); err != nil {
+		t.Fatal(err)
+	}
+	if mountFSTypeIs(v.target, "fuse.realmfs") {
+		t.Fatal("the target is still a realmfs mount after unpublish")
+	}
+	if _, err := os.Lstat(v.target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the target is left: %v", err)
+	}
+	if daemons := realmfsDaemons(v.dir); len(daemons) != 0 {
+		t.Fatalf("realmfs processes left after unpublish: %v", daemons)
+	}
+}
+
+// TestCSIPodmanWorkspace runs a Podman container with a published
+// volume's target as /workspace (as the kubelet hands a pod its volume):
+// inside it a credential read is refused and audited and a write is
+// atomic; while it writes a file, another lock owner's (this test's
+// cgroup) write of it is EBUSY. The plugin's SIGKILL leaves the container
+// working; a restarted plugin unpublishes once the container is gone,
+// leaving no mount and no daemon.
+func TestCSIPodmanWorkspace(t *testing.T) {
+	c := newCtl(t)
+	plugin, v := publishCSIVolume(t, "pvc-pod", map[string]string{"lockowner": "cgroup"},
+		map[string]string{".env": "KEY=secret\n", "notes.txt": "old\n"})
+	id := c.podman("run", "-d", "--network", "none", "-v", v.target+":/workspace", "localhost/realm-base:latest", "/bin/sleep", "1000")
+	t.Cleanup(func() { _, _ = exec.Command("podman", "--url", c.sock, "rm", "-f", "-t", "0", id).CombinedOutput() })
+	sh := func(script string) (string, error) {
+		out, err := exec.Command("podman", "--url", c.sock, "exec", id, "/bin/sh", "-c", script).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+
+	if out, err := sh("cat /workspace/.env"); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("cat /workspace/.env in the container: %q, %v; want Permission denied", out, err)
+	}
+	waitFileHolds(t, filepath.Join(v.state, "volumes", "pvc-pod", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
+	if out, err := sh("echo new > /workspace/notes.txt && cat /workspace/notes.txt"); err != nil || out != "new" {
+		t.Fatalf("write in the container: %q, %v", out, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(v.dir, "notes.txt")); string(got) != "new\n" {
+		t.Fatalf("the workspace holds %q after the container's write", got)
+	}
+
+	// The container holds held.txt open for writing (ready.txt is made once
+	// it does); this test's process is another owner.
+	held := exec.Command("podman", "--url", c.sock, "exec", id, "/bin/sh", "-c",
+		"exec 3>/workspace/held.txt; echo mine >&3; echo ready > /workspace/ready.txt; exec /bin/sleep 1000")
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Process.Kill(); _ = held.Wait() })
+	waitFileHolds(t, filepath.Join(v.dir, "ready.txt"), "ready")
+	if f, err := os.OpenFile(filepath.Join(v.target, "held.txt"), os.O_WRONLY|os.O_TRUNC, 0); !errors.Is(err, syscall.EBUSY) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("a second owner's write of a file the container writes: %v, want EBUSY", err)
+	}
+
+	plugin.kill(syscall.SIGKILL)
+	if out, err := sh("cat /workspace/notes.txt && echo after > /workspace/after.txt"); err != nil || out != "new" {
+		t.Fatalf("the container after the plugin's SIGKILL: %q, %v", out, err)
+	}
+
+	plugin = startCSI(t, v.bin, v.args...)
+	c.podman("rm", "-f", "-t", "0", id)
+	_ = held.Wait()
+	unpublishCSIVolume(t, plugin, "pvc-pod", v)
+	plugin.kill(syscall.SIGTERM)
 }
