@@ -81,8 +81,9 @@ func (d *Driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 // makeVolume makes the directory, then the record: a crash between the two
 // leaves a directory without a record, which ListVolumes does not list and
 // the retried CreateVolume takes over. The directory is writable by every
-// uid (its pods' users are not known here; a CSIDriver fsGroupPolicy of
-// File lets the kubelet give it to the pod's fsGroup).
+// uid: its pods' users are not known here, and the kubelet is not to
+// chown the workspace for a pod's fsGroup (fsGroupPolicy None: realmfs
+// refuses a chown of a credential, which would fail the pod's start).
 func (d *Driver) makeVolume(r *record) error {
 	dir := d.volumeDir(r.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
