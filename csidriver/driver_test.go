@@ -87,6 +87,7 @@ func TestParseParams(t *testing.T) {
 		want   string // "" accepted, else a part of the InvalidArgument message
 	}{
 		{"none", nil, ""},
+		{"blank policy: the built-in one", map[string]string{"policy": " \n"}, ""},
 		{"all", map[string]string{"policy": "version: 1\n", "lockowner": "session", "durability": "atomic"}, ""},
 		{"kubernetes keys passed over", map[string]string{ephemeralKey: "true", k8sPrefix + "pod.name": "p"}, ""},
 		{"bad glob: file, line and field", map[string]string{"policy": "version: 1\ncredentials:\n  deny: [\"[\"]\n"}, "policy:3: credentials.deny[0]: bad glob"},
@@ -96,10 +97,13 @@ func TestParseParams(t *testing.T) {
 		{"misspelt parameter", map[string]string{"lockOwner": "pid"}, "unknown parameter \"lockOwner\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseParams(tc.params)
+			p, err := parseParams(tc.params)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if strings.TrimSpace(tc.params["policy"]) == "" && p.policy != "" {
+					t.Fatalf("a blank policy is kept as %q: realmfs would be handed an empty file", p.policy)
 				}
 				return
 			}

@@ -141,10 +141,12 @@ func parseParams(m map[string]string) (volumeParams, error) {
 			return p, errf(codes.InvalidArgument, "unknown parameter %q (known: policy, lockowner, durability)", k)
 		}
 	}
-	if strings.TrimSpace(p.policy) != "" {
-		if _, err := policy.Parse(paramPolicy, []byte(p.policy)); err != nil {
-			return p, errf(codes.InvalidArgument, "invalid policy: %v", err)
-		}
+	if strings.TrimSpace(p.policy) == "" {
+		p.policy = "" // the built-in policy, as if none were given
+		return p, nil
+	}
+	if _, err := policy.Parse(paramPolicy, []byte(p.policy)); err != nil {
+		return p, errf(codes.InvalidArgument, "invalid policy: %v", err)
 	}
 	return p, nil
 }
