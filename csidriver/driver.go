@@ -56,6 +56,7 @@ type Driver struct {
 	// "publish while unpublishing" simple to reason about.
 	ctrlMu sync.Mutex
 	nodeMu sync.Mutex
+	fwd    forwarders // the audit logs copied onto the plugin's log
 }
 
 // New checks cfg and returns a driver. BaseDir is resolved once, so that
@@ -146,7 +147,25 @@ func (d *Driver) Recover() {
 		return
 	}
 	for _, m := range mounts {
-		d.cfg.Log.Info("found a mount of a previous plugin", "volume", filepath.Base(m.Source), "target", m.Mountpoint, "answering", answers(m.Mountpoint))
+		id, live := filepath.Base(m.Source), answers(m.Mountpoint)
+		d.cfg.Log.Info("found a mount of a previous plugin", "volume", id, "target", m.Mountpoint, "answering", live)
+		if live {
+			d.forwardAudit(id, d.readPublishState(id).Pod, auditSize(d.auditPath(id)))
+		}
+	}
+}
+
+// Close stops forwarding audit logs, after forwarding what they hold.
+// The mounts stay.
+func (d *Driver) Close() {
+	d.fwd.mu.Lock()
+	ids := make([]string, 0, len(d.fwd.byID))
+	for id := range d.fwd.byID {
+		ids = append(ids, id)
+	}
+	d.fwd.mu.Unlock()
+	for _, id := range ids {
+		d.stopAudit(id)
 	}
 }
 

@@ -43,6 +43,7 @@ type publishRequest struct {
 	readOnly        bool
 	ephemeral       bool
 	mountFlags      []string
+	pod             podInfo
 }
 
 func (d *Driver) checkPublish(req *csi.NodePublishVolumeRequest) (*publishRequest, error) {
@@ -71,6 +72,7 @@ func (d *Driver) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReques
 		readOnly:   req.GetReadonly() || readOnlyMode(req.GetVolumeCapability()),
 		ephemeral:  req.GetVolumeContext()[ephemeralKey] == "true",
 		mountFlags: req.GetVolumeCapability().GetMount().GetMountFlags(),
+		pod:        podFrom(req.GetVolumeContext()),
 	}, nil
 }
 
@@ -121,6 +123,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
+	offset := auditSize(d.auditPath(p.id)) // the lines of earlier daemons are not this pod's
 	if err := d.startRealmfs(ctx, args); err != nil {
 		var re *realmfsError
 		if errors.As(err, &re) && re.usage() {
@@ -128,6 +131,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		}
 		return nil, errf(codes.Internal, "%v", err)
 	}
+	d.forwardAudit(p.id, p.pod, offset)
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
@@ -226,6 +230,9 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		}
 		if err := d.unmountTarget(ctx, id, m); err != nil {
 			return nil, err
+		}
+		if rest, err := d.volumeMounts(id); err == nil && len(rest) == 0 {
+			d.stopAudit(id) // its daemon has exited: its last lines are in
 		}
 	}
 	if err := os.Remove(target); err != nil && !isNotExist(err) {

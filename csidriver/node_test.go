@@ -201,3 +201,30 @@ func TestDeadDaemon(t *testing.T) {
 		t.Fatalf("the ephemeral workspace is left: %v", err)
 	}
 }
+
+// TestAuditForwarded: a refusal on a published volume reaches the
+// plugin's log as a JSON line naming the volume and the pod.
+func TestAuditForwarded(t *testing.T) {
+	needMounts(t)
+	d := startDriver(t, buildRealmfs(t))
+	target := filepath.Join(d.root, "pod/mount")
+	mustPublish(t, d.Driver, publishReq("csi-eph2", target, map[string]string{
+		ephemeralKey: "true", k8sPrefix + "pod.name": "agent", k8sPrefix + "pod.namespace": "team-a",
+	}))
+	writeFile := filepath.Join(d.volumeDir("csi-eph2"), ".env")
+	if err := os.WriteFile(writeFile, []byte("K=v\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(target, ".env")); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("read .env: %v, want EACCES", err)
+	}
+	mustUnpublish(t, d.Driver, "csi-eph2", target)
+	// The unpublish returns once the daemon has exited and its audit log
+	// has been forwarded to its end.
+	for _, l := range strings.Split(d.logs.String(), "\n") {
+		if containsAll(l, []string{`"msg":"audit"`, `"volume":"csi-eph2"`, `"name":"agent"`, `"namespace":"team-a"`, `CREDENTIAL_PATH_DENIED`}) {
+			return
+		}
+	}
+	t.Fatalf("no forwarded audit line of the refusal in the plugin's log:\n%s", d.logs.String())
+}

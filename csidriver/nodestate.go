@@ -22,7 +22,29 @@ const (
 // publishState is publish.json: what NodeUnpublishVolume, which is told
 // only the id and the target, needs to know of the publish.
 type publishState struct {
-	Ephemeral bool `json:"ephemeral"`
+	Ephemeral bool    `json:"ephemeral"`
+	Pod       podInfo `json:"pod"` // whose publish started the daemon: its audit lines are tagged so
+}
+
+// readPublishState returns the publish state of id; the zero state when
+// there is none.
+func (d *Driver) readPublishState(id string) publishState {
+	var ps publishState
+	if data, err := os.ReadFile(filepath.Join(d.stateDir(id), publishFile)); err == nil {
+		_ = json.Unmarshal(data, &ps)
+	}
+	return ps
+}
+
+func (d *Driver) auditPath(id string) string { return filepath.Join(d.stateDir(id), auditFile) }
+
+// auditSize is the size of an audit log, 0 if there is none yet.
+func auditSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 func (d *Driver) stateDir(id string) string {
@@ -48,7 +70,7 @@ func (d *Driver) prepareWorkspace(p *publishRequest) error {
 	if err := os.MkdirAll(st, 0o700); err != nil {
 		return errf(codes.Internal, "make %s: %v", st, err)
 	}
-	data, _ := json.Marshal(publishState{Ephemeral: p.ephemeral})
+	data, _ := json.Marshal(publishState{Ephemeral: p.ephemeral, Pod: p.pod})
 	if err := writeFileAtomic(filepath.Join(st, publishFile), data); err != nil {
 		return errf(codes.Internal, "record the publish of %s: %v", p.id, err)
 	}
@@ -65,7 +87,7 @@ func (d *Driver) realmfsArgs(p *publishRequest) ([]string, error) {
 	st := d.stateDir(p.id)
 	args := []string{
 		"-o", p.params.options(p.readOnly, p.mountFlags),
-		"--audit-log", filepath.Join(st, auditFile),
+		"--audit-log", d.auditPath(p.id),
 		"--log", filepath.Join(st, logFile),
 		"--state-dir", filepath.Join(d.cfg.StateDir, "realmfs"),
 	}
@@ -81,13 +103,8 @@ func (d *Driver) dropEphemeral(id string) error {
 	if !validID.MatchString(id) {
 		return nil
 	}
-	data, err := os.ReadFile(filepath.Join(d.stateDir(id), publishFile))
-	if err != nil {
+	if !d.readPublishState(id).Ephemeral {
 		return nil // not published here by this plugin, or not ephemeral
-	}
-	var ps publishState
-	if json.Unmarshal(data, &ps) != nil || !ps.Ephemeral {
-		return nil
 	}
 	if rest, err := d.volumeMounts(id); err != nil || len(rest) > 0 {
 		return nil

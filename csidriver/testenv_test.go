@@ -1,8 +1,8 @@
 package csidriver
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -75,6 +75,26 @@ func TestMain(m *testing.M) {
 type testDriver struct {
 	*Driver
 	root, sock string
+	logs       *syncBuffer // the driver's log, JSON lines
+}
+
+// syncBuffer is a bytes.Buffer the driver's goroutines write while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startDriver serves a driver whose base and state dirs are in a temp dir;
@@ -83,9 +103,10 @@ type testDriver struct {
 func startDriver(t *testing.T, realmfs string) *testDriver {
 	t.Helper()
 	root := t.TempDir()
+	logs := &syncBuffer{}
 	d, err := New(Config{
 		NodeID: "node-1", BaseDir: filepath.Join(root, "base"), StateDir: filepath.Join(root, "state"),
-		Realmfs: realmfs, Version: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Realmfs: realmfs, Version: "test", Log: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +121,9 @@ func startDriver(t *testing.T, realmfs string) *testDriver {
 	t.Cleanup(func() {
 		srv.Stop()
 		unmountAll(t, d)
+		d.Close()
 	})
-	return &testDriver{Driver: d, root: root, sock: sock}
+	return &testDriver{Driver: d, root: root, sock: sock, logs: logs}
 }
 
 // unmountAll detaches every realmfs mount of d's volumes.

@@ -76,7 +76,9 @@ func run(args []string, stderr io.Writer) error {
 		srv.GracefulStop()
 	}()
 	log.Info("serving", "endpoint", *endpoint, "node", *nodeID, "realmfs", bin, "version", version)
-	return srv.Serve(lis)
+	err = srv.Serve(lis)
+	d.Close() // the audit lines the volumes' logs hold by now are forwarded
+	return err
 }
 
 // findRealmfs is the realmfs binary: the flag's, else the one beside this
