@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,31 @@ type csiPlugin struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has been waited for
 	conn *grpc.ClientConn
+
+	mu    sync.Mutex
+	lines []string // its log so far
+	added chan struct{}
+}
+
+// waitLog waits until the plugin has logged a line holding every word.
+func (p *csiPlugin) waitLog(t *testing.T, words ...string) {
+	t.Helper()
+	timeout := time.After(stateTimeout)
+	for seen := 0; ; {
+		p.mu.Lock()
+		lines, added := p.lines, p.added
+		p.mu.Unlock()
+		for ; seen < len(lines); seen++ {
+			if containsEvery(lines[seen], words) {
+				return
+			}
+		}
+		select {
+		case <-added:
+		case <-timeout:
+			t.Fatalf("realm-csi logged no line with %q", words)
+		}
+	}
 }
 
 // startCSI runs realm-csi with args (which hold --endpoint) and returns
@@ -40,13 +66,18 @@ func startCSI(t *testing.T, bin string, args ...string) *csiPlugin {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &csiPlugin{cmd: cmd, done: make(chan struct{})}
+	p := &csiPlugin{cmd: cmd, done: make(chan struct{}), added: make(chan struct{})}
 	serving := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		once := false
 		for sc.Scan() {
 			t.Logf("realm-csi: %s", sc.Text())
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.added) // wakes waitLog: a line was added
+			p.added = make(chan struct{})
+			p.mu.Unlock()
 			if !once && strings.Contains(sc.Text(), `"msg":"serving"`) {
 				once = true
 				close(serving)
@@ -114,6 +145,7 @@ func TestCSIMountOutlivesPlugin(t *testing.T) {
 		t.Fatalf("read .env through the target: %v, want EACCES", err)
 	}
 	waitFileHolds(t, filepath.Join(v.state, "volumes", "pvc-1", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
+	plugin.waitLog(t, `"msg":"audit"`, `"volume":"pvc-1"`, `"CREDENTIAL_PATH_DENIED"`, `.env`)
 	atomicWrite(t, filepath.Join(v.target, "notes.txt"), filepath.Join(v.dir, "notes.txt"))
 
 	// The plugin dies; the workspace goes on serving.
