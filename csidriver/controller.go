@@ -41,7 +41,7 @@ func (d *Driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 		return nil, errf(codes.InvalidArgument, "a volume name is required")
 	}
 	if !validID.MatchString(name) {
-		return nil, errf(codes.InvalidArgument, "volume name %q: want at most 128 letters, digits, '.', '_' or '-', not starting with '.', '_' or '-'", name)
+		return nil, errf(codes.InvalidArgument, "volume name %q: want at most 128 letters, digits, '_' or '-', not starting with '_' or '-'", name)
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
@@ -146,8 +146,10 @@ func (d *Driver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (
 	if len(mounts) > 0 {
 		return nil, errf(codes.FailedPrecondition, "volume %s is still mounted at %s", id, mounts[0].Mountpoint)
 	}
-	if err := os.Remove(d.recordPath(id)); err != nil && !isNotExist(err) {
-		return nil, errf(codes.Internal, "remove the record of %s: %v", id, err)
+	for _, p := range []string{d.recordPath(id), d.writerPath(id)} {
+		if err := os.Remove(p); err != nil && !isNotExist(err) {
+			return nil, errf(codes.Internal, "remove %s: %v", p, err)
+		}
 	}
 	if err := os.RemoveAll(d.volumeDir(id)); err != nil {
 		return nil, errf(codes.Internal, "remove %s: %v", d.volumeDir(id), err)

@@ -152,8 +152,10 @@ func TestCreateVolume(t *testing.T) {
 	wantCode(t, err, codes.AlreadyExists, "ws")
 	_, err = d.CreateVolume(ctx, req("bad", 0, map[string]string{"policy": "version: 2\n"}))
 	wantCode(t, err, codes.InvalidArgument, "policy:1: version")
-	_, err = d.CreateVolume(ctx, req("../up", 0, nil))
-	wantCode(t, err, codes.InvalidArgument, "volume name")
+	for _, bad := range []string{"../up", "ws.json", "ws.writer", ".hidden"} {
+		_, err = d.CreateVolume(ctx, req(bad, 0, nil))
+		wantCode(t, err, codes.InvalidArgument, "volume name")
+	}
 	multi := &csi.CreateVolumeRequest{Name: "rwx", VolumeCapabilities: []*csi.VolumeCapability{
 		mountCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}}
 	_, err = d.CreateVolume(ctx, multi)

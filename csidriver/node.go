@@ -110,29 +110,58 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err := d.prepareWorkspace(p); err != nil {
 		return nil, err
 	}
+	if !p.readOnly {
+		if err := d.claimWriter(p.id); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.mount(ctx, p); err != nil {
+		_ = d.releaseIfUnmounted(p.id) // a failed publish holds no claim
+		return nil, err
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// mount mounts the volume at the target: a bind of a live mount of it on
+// this node, else a new realmfs daemon.
+func (d *Driver) mount(ctx context.Context, p *publishRequest) error {
 	if err := os.MkdirAll(p.target, 0o750); err != nil {
-		return nil, errf(codes.Internal, "make the target %s: %v", p.target, err)
+		return errf(codes.Internal, "make the target %s: %v", p.target, err)
 	}
 	if src := d.liveMount(p); src != "" {
 		if err := bindMount(src, p.target, p.readOnly); err != nil {
-			return nil, errf(codes.Internal, "bind %s (volume %s) at %s: %v", src, p.id, p.target, err)
+			return errf(codes.Internal, "bind %s (volume %s) at %s: %v", src, p.id, p.target, err)
 		}
-		return &csi.NodePublishVolumeResponse{}, nil
+		return nil
 	}
 	args, err := d.realmfsArgs(p)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	offset := auditSize(d.auditPath(p.id)) // the lines of earlier daemons are not this pod's
 	if err := d.startRealmfs(ctx, args); err != nil {
 		var re *realmfsError
 		if errors.As(err, &re) && re.usage() {
-			return nil, errf(codes.InvalidArgument, "%v", err)
+			return errf(codes.InvalidArgument, "%v", err)
 		}
-		return nil, errf(codes.Internal, "%v", err)
+		return errf(codes.Internal, "%v", err)
 	}
 	d.forwardAudit(p.id, p.pod, offset)
-	return &csi.NodePublishVolumeResponse{}, nil
+	return nil
+}
+
+// releaseIfUnmounted stops forwarding the volume's audit log and gives up
+// this node's writer claim once no mount of the volume is left on the node
+// (its daemon has exited: its last lines are in).
+func (d *Driver) releaseIfUnmounted(id string) error {
+	if !validID.MatchString(id) {
+		return nil
+	}
+	if rest, err := d.volumeMounts(id); err != nil || len(rest) > 0 {
+		return nil
+	}
+	d.stopAudit(id)
+	return d.releaseWriter(id)
 }
 
 // published reports whether the target already serves the volume as
@@ -231,9 +260,9 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		if err := d.unmountTarget(ctx, id, m); err != nil {
 			return nil, err
 		}
-		if rest, err := d.volumeMounts(id); err == nil && len(rest) == 0 {
-			d.stopAudit(id) // its daemon has exited: its last lines are in
-		}
+	}
+	if err := d.releaseIfUnmounted(id); err != nil {
+		return nil, err
 	}
 	if err := os.Remove(target); err != nil && !isNotExist(err) {
 		return nil, errf(codes.Internal, "remove the target %s: %v", target, err)

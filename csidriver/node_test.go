@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,4 +229,47 @@ func TestAuditForwarded(t *testing.T) {
 		}
 	}
 	t.Fatalf("no forwarded audit line of the refusal in the plugin's log:\n%s", d.logs.String())
+}
+
+// TestOneWriterNode: a volume published for writing on one node is refused
+// (FailedPrecondition, naming that node) to a writer on another node
+// sharing the base dir, served to a reader there, and free for the other
+// node once the first has unpublished it.
+func TestOneWriterNode(t *testing.T) {
+	needMounts(t)
+	realmfs := buildRealmfs(t)
+	root := t.TempDir()
+	node := func(name string) *Driver {
+		d, err := New(Config{NodeID: name, BaseDir: filepath.Join(root, "base"), StateDir: filepath.Join(root, name),
+			Realmfs: realmfs, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unmountAll(t, d); d.Close() })
+		return d
+	}
+	a, b := node("node-a"), node("node-b")
+	if _, err := a.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "ws",
+		VolumeCapabilities: []*csi.VolumeCapability{mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}}); err != nil {
+		t.Fatal(err)
+	}
+	ta, tb := filepath.Join(root, "pods/a/mount"), filepath.Join(root, "pods/b/mount")
+	mustPublish(t, a, publishReq("ws", ta, nil))
+
+	_, err := b.NodePublishVolume(context.Background(), publishReq("ws", tb, nil))
+	wantCode(t, err, codes.FailedPrecondition, "published for writing on node node-a")
+	if m, _ := mountAt(tb); m != nil {
+		t.Fatalf("the refused publish mounted: %+v", m)
+	}
+	reader := publishReq("ws", tb, nil)
+	reader.Readonly = true
+	mustPublish(t, b, reader)
+	mustUnpublish(t, b, "ws", tb)
+
+	mustUnpublish(t, a, "ws", ta)
+	mustPublish(t, b, publishReq("ws", tb, nil))
+	mustUnpublish(t, b, "ws", tb)
+	if _, err := os.Stat(b.writerPath("ws")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the writer claim is left after the last unpublish: %v", err)
+	}
 }

@@ -23,9 +23,10 @@ import (
 const volumesDir = "volumes"
 
 // validID is a volume id the plugin accepts: the id is the volume's name
-// (CSI names are at most 128 characters), used as one path element, so
-// it never holds a separator nor starts with a dot.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// (CSI names are at most 128 characters), used as one path element beside
+// the volume's record (<id>.json) and claim (<id>.writer), so it holds no
+// separator and no dot: no id's directory is another's record.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // The volume parameters (a StorageClass's parameters, an inline volume's
 // volumeAttributes) the plugin knows; any other is refused, so that a
