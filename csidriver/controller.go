@@ -49,7 +49,7 @@ func (d *Driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 	if req.GetVolumeContentSource() != nil {
 		return nil, errf(codes.InvalidArgument, "volume content sources (snapshots, clones) are not supported")
 	}
-	if _, err := parseParams(req.GetParameters()); err != nil {
+	if _, err := d.checkParams(req.GetParameters()); err != nil {
 		return nil, err
 	}
 	capacity, err := capacityOf(req.GetCapacityRange())
@@ -174,7 +174,7 @@ func (d *Driver) ValidateVolumeCapabilities(_ context.Context, req *csi.Validate
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
 	}
-	if _, err := parseParams(req.GetParameters()); err != nil {
+	if _, err := d.checkParams(req.GetParameters()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
 	}
 	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{

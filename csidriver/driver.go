@@ -38,9 +38,13 @@ type Config struct {
 	NodeID   string // this node's name (--nodeid)
 	BaseDir  string // workspaces live in BaseDir/volumes/<id>
 	StateDir string // what the plugin keeps per published volume: policy, audit log, daemon log
-	Realmfs  string // the realmfs binary
-	Version  string // reported by GetPluginInfo
-	Log      *slog.Logger
+	// PolicyDir holds the policies a volume may name (policyName=NAME is
+	// PolicyDir/NAME.yaml), e.g. a ConfigMap mounted into the plugin; ""
+	// for none. Outside the base dir, as realmfs requires of a policy.
+	PolicyDir string
+	Realmfs   string // the realmfs binary
+	Version   string // reported by GetPluginInfo
+	Log       *slog.Logger
 }
 
 // Driver serves the CSI Identity, Controller and Node services.
@@ -83,6 +87,15 @@ func New(cfg Config) (*Driver, error) {
 		// realmfs refuses a policy, audit log or daemon log inside the
 		// workspace it serves; keeping the two trees apart rules it out.
 		return nil, fmt.Errorf("the state dir %s and the base dir %s must not contain one another", cfg.StateDir, cfg.BaseDir)
+	}
+	if cfg.PolicyDir != "" {
+		abs, err := filepath.Abs(cfg.PolicyDir)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.PolicyDir = abs; within(abs, cfg.BaseDir) {
+			return nil, fmt.Errorf("the policy dir %s is inside the base dir %s: a workspace's processes could change its policy", abs, cfg.BaseDir)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.BaseDir, volumesDir), 0o755); err != nil {
 		return nil, fmt.Errorf("make the volumes dir: %w", err)

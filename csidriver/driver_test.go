@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,6 +96,9 @@ func TestParseParams(t *testing.T) {
 		{"bad lockowner", map[string]string{"lockowner": "thread"}, "lockowner=\"thread\""},
 		{"bad durability", map[string]string{"durability": "none"}, "durability=\"none\""},
 		{"misspelt parameter", map[string]string{"lockOwner": "pid"}, "unknown parameter \"lockOwner\""},
+		{"policy name", map[string]string{"policyName": "strict"}, ""},
+		{"policy name with a path", map[string]string{"policyName": "../etc/x"}, "policyName=\"../etc/x\""},
+		{"two policies", map[string]string{"policyName": "strict", "policy": "version: 1\n"}, "give one policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := parseParams(tc.params)
@@ -232,4 +236,28 @@ func TestListen(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", tc.endpoint, err, tc.want)
 		}
 	}
+}
+
+func TestNamedPolicy(t *testing.T) {
+	d := newTestDriver(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for name, data := range map[string]string{"strict": "version: 1\n", "broken": "version: 1\nprotect: {paths: [\"[\"]}\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caps := []*csi.VolumeCapability{mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
+	create := func(name string) error {
+		_, err := d.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "v-" + name, VolumeCapabilities: caps,
+			Parameters: map[string]string{"policyName": name}})
+		return err
+	}
+	wantCode(t, create("strict"), codes.InvalidArgument, "holds no policies (--policy-dir)")
+	d.cfg.PolicyDir = dir
+	if err := create("strict"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, create("broken"), codes.InvalidArgument, "broken.yaml:2: protect.paths[0]")
+	wantCode(t, create("absent"), codes.InvalidArgument, "absent.yaml: cannot read")
 }

@@ -63,7 +63,7 @@ func (d *Driver) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReques
 	if err != nil {
 		return nil, err
 	}
-	params, err := parseParams(req.GetVolumeContext())
+	params, err := d.checkParams(req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}

@@ -273,3 +273,26 @@ func TestOneWriterNode(t *testing.T) {
 		t.Fatalf("the writer claim is left after the last unpublish: %v", err)
 	}
 }
+
+// TestPublishNamedPolicy: a volume naming a policy of the plugin's policy
+// dir is mounted with that policy.
+func TestPublishNamedPolicy(t *testing.T) {
+	needMounts(t)
+	d := startDriver(t, buildRealmfs(t))
+	d.cfg.PolicyDir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(d.cfg.PolicyDir, "strict.yaml"), []byte("version: 1\ncredentials:\n  deny: [\"notes/**\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(d.root, "pod/mount")
+	mustPublish(t, d.Driver, publishReq("csi-eph3", target, map[string]string{ephemeralKey: "true", "policyName": "strict"}))
+	if err := os.MkdirAll(filepath.Join(d.volumeDir("csi-eph3"), "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.volumeDir("csi-eph3"), "notes", "a.txt"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(target, "notes", "a.txt")); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("read notes/a.txt under the named policy: %v, want EACCES", err)
+	}
+	mustUnpublish(t, d.Driver, "csi-eph3", target)
+}

@@ -91,7 +91,10 @@ func (d *Driver) realmfsArgs(p *publishRequest) ([]string, error) {
 		"--log", filepath.Join(st, logFile),
 		"--state-dir", filepath.Join(d.cfg.StateDir, "realmfs"),
 	}
-	if p.params.policy != "" {
+	switch {
+	case p.params.policyName != "":
+		args = append(args, "--policy", d.policyPath(p.params.policyName))
+	case p.params.policy != "":
 		args = append(args, "--policy", filepath.Join(st, policyFile))
 	}
 	return append(args, p.dir, p.target), nil

@@ -34,6 +34,7 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 // (pod info, the ephemeral marker) are the CO's and are passed over.
 const (
 	paramPolicy     = "policy"     // inline YAML, checked by policy.Parse
+	paramPolicyName = "policyName" // a policy file the plugin holds: PolicyDir/<name>.yaml
 	paramLockOwner  = "lockowner"  // realmfs -o lockowner=
 	paramDurability = "durability" // realmfs -o durability=
 	k8sPrefix       = "csi.storage.k8s.io/"
@@ -113,6 +114,7 @@ func writeFileAtomic(path string, data []byte) error {
 // volumeParams are the checked parameters of a volume.
 type volumeParams struct {
 	policy     string // inline policy YAML; "" is the built-in policy
+	policyName string // or the name of a policy file of the plugin's policy dir
 	lockOwner  string
 	durability string
 }
@@ -127,6 +129,11 @@ func parseParams(m map[string]string) (volumeParams, error) {
 		switch {
 		case k == paramPolicy:
 			p.policy = v
+		case k == paramPolicyName:
+			if !validPolicyName.MatchString(v) {
+				return p, errf(codes.InvalidArgument, "parameter policyName=%q: want a file name of the policy dir without .yaml", v)
+			}
+			p.policyName = v
 		case k == paramLockOwner:
 			if !slices.Contains([]string{"cgroup", "session", "pid"}, v) {
 				return p, errf(codes.InvalidArgument, "parameter lockowner=%q: want cgroup, session or pid", v)
@@ -139,8 +146,11 @@ func parseParams(m map[string]string) (volumeParams, error) {
 			p.durability = v
 		case strings.HasPrefix(k, k8sPrefix):
 		default:
-			return p, errf(codes.InvalidArgument, "unknown parameter %q (known: policy, lockowner, durability)", k)
+			return p, errf(codes.InvalidArgument, "unknown parameter %q (known: policy, policyName, lockowner, durability)", k)
 		}
+	}
+	if p.policyName != "" && strings.TrimSpace(p.policy) != "" {
+		return p, errf(codes.InvalidArgument, "parameters policy and policyName: give one policy")
 	}
 	if strings.TrimSpace(p.policy) == "" {
 		p.policy = "" // the built-in policy, as if none were given
@@ -150,6 +160,31 @@ func parseParams(m map[string]string) (volumeParams, error) {
 		return p, errf(codes.InvalidArgument, "invalid policy: %v", err)
 	}
 	return p, nil
+}
+
+// validPolicyName is a policy file's name in the policy dir: one path
+// element, not hidden.
+var validPolicyName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// checkParams is parseParams and, for a named policy, the file's check
+// (policy.Load: an invalid file is InvalidArgument with its path, line
+// and field; a missing one too).
+func (d *Driver) checkParams(m map[string]string) (volumeParams, error) {
+	p, err := parseParams(m)
+	if err != nil || p.policyName == "" {
+		return p, err
+	}
+	if d.cfg.PolicyDir == "" {
+		return p, errf(codes.InvalidArgument, "parameter policyName=%q: the plugin holds no policies (--policy-dir)", p.policyName)
+	}
+	if _, err := policy.Load(d.policyPath(p.policyName)); err != nil {
+		return p, errf(codes.InvalidArgument, "policy %q: %v", p.policyName, err)
+	}
+	return p, nil
+}
+
+func (d *Driver) policyPath(name string) string {
+	return filepath.Join(d.cfg.PolicyDir, name+".yaml")
 }
 
 // options are the realmfs -o options of a mount of a volume with p. Other

@@ -40,6 +40,7 @@ func run(args []string, stderr io.Writer) error {
 	baseDir := fl.String("base-dir", "/var/lib/realm-csi/workspaces", "workspaces live in DIR/volumes/<id>")
 	stateDir := fl.String("state-dir", "/var/lib/realm-csi/state", "the policies, audit logs and daemon logs of published volumes")
 	realmfs := fl.String("realmfs", "", "the realmfs binary (default: beside realm-csi, else on PATH)")
+	policyDir := fl.String("policy-dir", "", "the policies a volume may name with policyName=NAME (DIR/NAME.yaml)")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -57,7 +58,8 @@ func run(args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	d, err := csidriver.New(csidriver.Config{
-		NodeID: *nodeID, BaseDir: *baseDir, StateDir: *stateDir, Realmfs: bin, Version: version, Log: log,
+		NodeID: *nodeID, BaseDir: *baseDir, StateDir: *stateDir, PolicyDir: *policyDir,
+		Realmfs: bin, Version: version, Log: log,
 	})
 	if err != nil {
 		return err
