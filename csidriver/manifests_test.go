@@ -13,6 +13,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+
+	"github.com/realm-dev/realm/policy"
 )
 
 // decodeManifests decodes every document of deploy/kubernetes/*.yaml
@@ -53,10 +55,23 @@ func decodeManifests(t *testing.T) []runtime.Object {
 }
 
 // TestManifests decodes the manifests strictly and checks that they name
-// this driver and give it parameters it accepts.
+// this driver and give it parameters it accepts: a StorageClass's named
+// policy is in the plugin's policy ConfigMap, and its policies parse.
 func TestManifests(t *testing.T) {
 	kinds := map[string]int{}
-	for _, obj := range decodeManifests(t) {
+	objs := decodeManifests(t)
+	policies := map[string]string{} // the plugin's policy dir: NAME.yaml → content
+	for _, obj := range objs {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "realm-csi-policies" {
+			for file, data := range cm.Data {
+				if _, err := policy.Parse(file, []byte(data)); err != nil {
+					t.Errorf("ConfigMap %s: %v", cm.Name, err)
+				}
+				policies[file] = data
+			}
+		}
+	}
+	for _, obj := range objs {
 		kinds[reflect.TypeOf(obj).Elem().Name()]++
 		switch o := obj.(type) {
 		case *storagev1.CSIDriver:
@@ -67,8 +82,12 @@ func TestManifests(t *testing.T) {
 			if o.Provisioner != DriverName {
 				t.Errorf("StorageClass %s: provisioner %s, want %s", o.Name, o.Provisioner, DriverName)
 			}
-			if _, err := parseParams(o.Parameters); err != nil {
+			p, err := parseParams(o.Parameters)
+			if err != nil {
 				t.Errorf("StorageClass %s: %v", o.Name, err)
+			}
+			if _, ok := policies[p.policyName+".yaml"]; p.policyName != "" && !ok {
+				t.Errorf("StorageClass %s names policy %q, which the realm-csi-policies ConfigMap does not hold", o.Name, p.policyName)
 			}
 		case *corev1.Pod:
 			for _, v := range o.Spec.Volumes {
@@ -80,7 +99,7 @@ func TestManifests(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"CSIDriver", "StorageClass", "DaemonSet", "Deployment", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Pod", "PersistentVolumeClaim"} {
+	for _, k := range []string{"ConfigMap", "CSIDriver", "StorageClass", "DaemonSet", "Deployment", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Pod", "PersistentVolumeClaim"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests (%v)", k, kinds)
 		}
