@@ -103,9 +103,10 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	}
 	d.nodeMu.Lock()
 	defer d.nodeMu.Unlock()
-	done, err := d.published(p)
-	if err != nil || done {
-		return &csi.NodePublishVolumeResponse{}, err
+	if done, err := d.published(p); err != nil {
+		return nil, err
+	} else if done {
+		return &csi.NodePublishVolumeResponse{}, nil
 	}
 	if err := d.prepareWorkspace(p); err != nil {
 		return nil, err
