@@ -117,7 +117,9 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		}
 	}
 	if err := d.mount(ctx, p); err != nil {
-		_ = d.releaseIfUnmounted(p.id) // a failed publish holds no claim
+		// A failed publish holds no claim and leaves no ephemeral workspace.
+		_ = d.releaseIfUnmounted(p.id)
+		_ = d.dropEphemeral(p.id)
 		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil

@@ -147,8 +147,9 @@ func TestPublishGuards(t *testing.T) {
 	mustUnpublish(t, d.Driver, "ws", b) // idempotent
 }
 
-// TestPublishRefusesBadPolicy: an invalid policy in the volume context is
-// InvalidArgument with its line and field, and nothing is mounted.
+// TestPublishRefusesBadPolicy: an invalid policy in the volume context, or
+// an option realmfs refuses, is InvalidArgument with its reason, and
+// nothing is mounted or left.
 func TestPublishRefusesBadPolicy(t *testing.T) {
 	needMounts(t)
 	d := startDriver(t, buildRealmfs(t))
@@ -159,6 +160,16 @@ func TestPublishRefusesBadPolicy(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument, "policy:3: credentials.deny[0]")
 	if m, _ := mountAt(target); m != nil {
 		t.Fatalf("mounted despite the bad policy: %+v", m)
+	}
+
+	// An option realmfs refuses (exit 2) is InvalidArgument with realmfs's
+	// words, and the ephemeral workspace made for it is gone again.
+	req := publishReq("eph", target, map[string]string{ephemeralKey: "true"})
+	req.VolumeCapability.GetMount().MountFlags = []string{"bogus_option"}
+	_, err = d.NodePublishVolume(context.Background(), req)
+	wantCode(t, err, codes.InvalidArgument, "bogus_option")
+	if _, err := os.Stat(d.volumeDir("eph")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed ephemeral publish left its workspace: %v", err)
 	}
 }
 
