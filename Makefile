@@ -26,7 +26,7 @@ UNITDIR   ?= $(DESTDIR)$(PREFIX)/lib/systemd/system
 # logrotate reads /etc/logrotate.d whatever PREFIX is.
 LOGROTATEDIR ?= $(DESTDIR)/etc/logrotate.d
 
-.PHONY: all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install uninstall check-install completions
+.PHONY: image all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install uninstall check-install completions
 
 all: build
 
@@ -35,6 +35,7 @@ all: build
 build:
 	$(BUILD) -o $(BIN)/realmfs ./cmd/realmfs
 	$(BUILD) -o $(BIN)/realmctl ./cmd/realmctl
+	$(BUILD) -o $(BIN)/realm-csi ./cmd/realm-csi
 	mkdir -p $(BIN)/completion
 	$(BIN)/realmctl completion bash >$(BIN)/completion/realmctl.bash
 	$(BIN)/realmctl completion zsh >$(BIN)/completion/_realmctl
@@ -90,6 +91,12 @@ check-install:
 	scripts/check-install.sh
 	scripts/check-goinstall.sh
 
+# image builds the realm-csi image (Containerfile, FROM scratch: the
+# static binaries and fusermount3) with podman, offline, and runs what it
+# holds once (make test does).
+image: build
+	scripts/build-image.sh
+
 # deps installs the Debian packages the mount, the demo and the tests use.
 deps:
 	scripts/install-deps.sh
@@ -136,13 +143,13 @@ e2e: build
 
 # test is the suite with bounded budgets for its randomized runs (under 8
 # minutes on a quiet 2-vCPU machine): set-up, lint, unit tests with -race
-# (and with the lock order checked), short fuzz runs, and the end-to-end
-# suite. soak runs the end-to-end suite again with its daemons built with
-# the race detector too and the randomized tests at full length (TestModel
-# 10,000 steps in 25 sequences, fsx 50,000 operations, the symlink
-# adversary 60,000), and every fuzz target 200,000 executions (20,000 in
-# test). CI runs both (.ci/run).
-test: deps lint unit unit-lockdep fuzz check-install e2e
+# (and with the lock order checked), short fuzz runs, the end-to-end
+# suite, and the realm-csi image. soak runs the end-to-end suite again
+# with its daemons built with the race detector too and the randomized
+# tests at full length (TestModel 10,000 steps in 25 sequences, fsx
+# 50,000 operations, the symlink adversary 60,000), and every fuzz target
+# 200,000 executions (20,000 in test). CI runs both (.ci/run).
+test: deps lint unit unit-lockdep fuzz check-install e2e image
 
 soak: deps build
 	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 scripts/run-e2e.sh

@@ -20,10 +20,13 @@ const module = "github.com/realm-dev/realm/"
 // the test until it is placed here.
 var layers = map[string]int{
 	// Programs and tests: wiring.
-	"cmd/realmfs": 0, "cmd/realmctl": 0, "e2e": 0,
+	"cmd/realmfs": 0, "cmd/realmctl": 0, "cmd/realm-csi": 0, "e2e": 0,
 	"internal/benchtool": 0, "internal/fakeopenshell": 0,
 	// realmctl's services.
 	"interceptor": 1, "reaper": 1, "sandbox": 1,
+	// The CSI plugin: it checks policies and runs realmfs, never the FUSE
+	// layer itself (a mount must outlive the plugin's process).
+	"csidriver": 1,
 	// The go-fuse adapters: decode a request, call one thing, answer.
 	"fusefs": 2,
 	// What the adapters call: the write engine, the audited admission and

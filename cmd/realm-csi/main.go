@@ -1,0 +1,103 @@
+// Command realm-csi is realm's CSI plugin: it serves the CSI Identity,
+// Controller and Node services on a unix socket and gives every pod that
+// asks for a realm volume a realmfs mount of its workspace. The logic is
+// in package csidriver; this is its wiring.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/realm-dev/realm/csidriver"
+)
+
+// version is stamped by the Makefile (-X main.version=...).
+var version = "devel"
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	} else if err != nil {
+		fmt.Fprintln(os.Stderr, "realm-csi:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	fl := flag.NewFlagSet("realm-csi", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	endpoint := fl.String("endpoint", "unix:///csi/csi.sock", "the CSI endpoint, unix:///PATH")
+	nodeID := fl.String("nodeid", "", "this node's name (required)")
+	baseDir := fl.String("base-dir", "/var/lib/realm-csi/workspaces", "workspaces live in DIR/volumes/<id>")
+	stateDir := fl.String("state-dir", "/var/lib/realm-csi/state", "the policies, audit logs and daemon logs of published volumes")
+	realmfs := fl.String("realmfs", "", "the realmfs binary (default: beside realm-csi, else on PATH)")
+	policyDir := fl.String("policy-dir", "", "the policies a volume may name with policyName=NAME (DIR/NAME.yaml)")
+	showVersion := fl.Bool("version", false, "print the version and exit")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		fmt.Println("realm-csi", version)
+		return nil
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fl.Args())
+	}
+	bin, err := findRealmfs(*realmfs)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	d, err := csidriver.New(csidriver.Config{
+		NodeID: *nodeID, BaseDir: *baseDir, StateDir: *stateDir, PolicyDir: *policyDir,
+		Realmfs: bin, Version: version, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	lis, err := csidriver.Listen(*endpoint)
+	if err != nil {
+		return err
+	}
+	d.Recover()
+	srv := d.Server()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		// The mounts stay: they belong to their pods, not to the plugin.
+		srv.GracefulStop()
+	}()
+	log.Info("serving", "endpoint", *endpoint, "node", *nodeID, "realmfs", bin, "version", version)
+	err = srv.Serve(lis)
+	d.Close() // the audit lines the volumes' logs hold by now are forwarded
+	return err
+}
+
+// findRealmfs is the realmfs binary: the flag's, else the one beside this
+// binary (the image ships both), else realmfs on PATH.
+func findRealmfs(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		beside := filepath.Join(filepath.Dir(self), "realmfs")
+		if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
+			return beside, nil
+		}
+	}
+	p, err := exec.LookPath("realmfs")
+	if err != nil {
+		return "", errors.New("no realmfs beside realm-csi nor on PATH (--realmfs)")
+	}
+	return p, nil
+}
