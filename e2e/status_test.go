@@ -57,6 +57,7 @@ func TestStatus(t *testing.T) {
 		Pid                 int
 		Locks               []struct{ Path, Owner, Mode string }
 		Refusals            int
+		Scanned             int64
 		Sweep               *struct{ Entries int }
 	}
 	if err := json.Unmarshal(out, &st); err != nil {
@@ -65,6 +66,9 @@ func TestStatus(t *testing.T) {
 	owner := "session:" + strconv.Itoa(writer.Process.Pid)
 	if len(st.Locks) != 1 || st.Locks[0].Path != "f" || st.Locks[0].Owner != owner || st.Locks[0].Mode != "append" {
 		t.Errorf("status locks %+v, want f held by %s, append\n%s", st.Locks, owner, out)
+	}
+	if st.Sweep != nil && st.Scanned != int64(st.Sweep.Entries) {
+		t.Errorf("status: the sweep walked %d entries, but %d are counted as scanned\n%s", st.Sweep.Entries, st.Scanned, out)
 	}
 	if st.Backing != m.Backing || st.Refusals < 1 {
 		t.Errorf("status: backing %q, refusals %d; want %s and the .env refusal\n%s", st.Backing, st.Refusals, m.Backing, out)

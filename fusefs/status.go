@@ -11,8 +11,10 @@ type MountStatus struct {
 	Locks []LockStatus `json:"locks"`
 	// Refusals: refusals audited since the mount.
 	Refusals uint64 `json:"refusals"`
-	// Scanning: the mount-time scan (credentials, crash temps) is running.
-	Scanning bool `json:"scanning"`
+	// Scanning: the mount-time scan (credentials, crash temps) is running;
+	// Scanned, the entries it has walked so far.
+	Scanning bool  `json:"scanning"`
+	Scanned  int64 `json:"scanned"`
 }
 
 // LockStatus is one owner's hold of one file.
@@ -26,7 +28,7 @@ type LockStatus struct {
 
 // Status reports what the mount holds now.
 func (f *FS) Status() MountStatus {
-	st := MountStatus{Refusals: f.opts.Audit.Refusals(), Scanning: f.scanActive.Load() > 0}
+	st := MountStatus{Refusals: f.opts.Audit.Refusals(), Scanning: f.scanActive.Load() > 0, Scanned: f.guard.ScanEntries()}
 	if h := f.fds.HandlesByOwner(); h != nil {
 		st.Handles = map[string]int{}
 		for o, n := range h {

@@ -200,7 +200,7 @@ func writeStatus(w io.Writer, st *daemonStatus) {
 	row("journal", st.Journal)
 	switch s := st.Sweep; {
 	case s == nil:
-		row("sweep", "running")
+		row("sweep", fmt.Sprintf("running: %d entries so far", st.Scanned))
 	case s.Err != "":
 		row("sweep", "failed: "+s.Err)
 	default:

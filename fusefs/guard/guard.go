@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,14 @@ type Guard struct {
 	// madeOpMu serializes the mount's own changes of files it made at
 	// credential paths (OwnChange): each one's stat before and after.
 	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
+
+	// scanEntries counts the entries the mount-time scan has walked so far
+	// (realmfs status, while a large tree is scanned).
+	scanEntries atomic.Int64
 }
+
+// ScanEntries is how many entries the mount-time scan has walked so far.
+func (g *Guard) ScanEntries() int64 { return g.scanEntries.Load() }
 
 // StartScan makes the identity checks (Creds.Has, ProtIDs.Has) wait for
 // the mount-time scan until scanDone: one scan records both.

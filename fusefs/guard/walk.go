@@ -114,6 +114,7 @@ func (g *Guard) Scan(root int, hidden func(name string) bool, sweep func(dir int
 	defer g.scanDone()
 	res.Err = walk(root, "", func(rel string, parent int, d dirfd.Dirent) bool {
 		res.Entries++
+		g.scanEntries.Add(1)
 		if hidden(d.Name) {
 			if sweep(parent, d.Name) {
 				res.TempRemoved++
