@@ -94,13 +94,8 @@ func parseAuditArgs(args []string, stdout, stderr io.Writer, now time.Time) (aud
 	flags.StringVar(&ac.filter.Owner, "owner", "", "only the lines of lock owner `OWNER` (cgroup:…, session:N, pid:N)")
 	flags.StringVar(&since, "since", "", "only the lines at or after `TIME` (RFC3339, or a duration before now: 10m)")
 	flags.StringVarP(&output, "output", "o", "", "`json`: the log's own JSON lines")
-	flags.Usage = func() {
-		fmt.Fprint(stdout, auditUsageText)
-		flags.SetOutput(stdout)
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+	if help, err := parseSubFlags(flags, auditUsageText, args, stdout); help || err != nil {
+		if help {
 			return ac, 0, false
 		}
 		return usageErr("%v", err)

@@ -63,17 +63,11 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		return errcode.ExitUsage
 	}
 	flags := pflag.NewFlagSet("realmfs explain", pflag.ContinueOnError)
-	flags.SetOutput(io.Discard)
 	var policyFile, output string
 	flags.StringVar(&policyFile, "policy", "", "judge by the policy in `FILE` (default: the built-in one)")
 	flags.StringVarP(&output, "output", "o", "", "`json`: one JSON object per path")
-	flags.Usage = func() {
-		fmt.Fprint(stdout, explainUsageText)
-		flags.SetOutput(stdout)
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+	if help, err := parseSubFlags(flags, explainUsageText, args, stdout); help || err != nil {
+		if help {
 			return 0
 		}
 		return usageErr("%v", err)

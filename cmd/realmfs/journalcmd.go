@@ -124,20 +124,14 @@ func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (j
 		return jc, errcode.ExitUsage, false
 	}
 	flags := pflag.NewFlagSet("realmfs journal", pflag.ContinueOnError)
-	flags.SetOutput(io.Discard)
 	var since, output string
 	flags.StringVar(&jc.owner, "owner", "", "only the changes of `OWNER` (cgroup:…, session:N, pid:N)")
 	flags.StringVar(&since, "since", "", "only the changes made at or after `TIME` (RFC3339, or a duration before now: 10m)")
 	flags.StringVarP(&output, "output", "o", "", "list: `json` for one JSON object per change")
 	flags.BoolVar(&jc.dryRun, "dry-run", false, "undo: list what would be undone, change nothing")
 	flags.StringVar(&jc.journalDir, "journal-dir", "", "the journal is in `DIR` (a mount's -o journal_dir), not BACKING/.realm-journal")
-	flags.Usage = func() {
-		fmt.Fprint(stdout, journalUsageText)
-		flags.SetOutput(stdout)
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+	if help, err := parseSubFlags(flags, journalUsageText, args, stdout); help || err != nil {
+		if help {
 			return jc, 0, false
 		}
 		return usageErr("%v", err)

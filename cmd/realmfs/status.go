@@ -93,16 +93,10 @@ func (c *controller) status() daemonStatus {
 // runStatus runs `realmfs status` (args after "status").
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	flags := pflag.NewFlagSet("realmfs status", pflag.ContinueOnError)
-	flags.SetOutput(io.Discard)
 	var output string
 	flags.StringVarP(&output, "output", "o", "", "`json`: one JSON object per mount")
-	flags.Usage = func() {
-		fmt.Fprint(stdout, statusUsageText)
-		flags.SetOutput(stdout)
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+	if help, err := parseSubFlags(flags, statusUsageText, args, stdout); help || err != nil {
+		if help {
 			return 0
 		}
 		fmt.Fprintf(stderr, "realmfs status: %v (see realmfs status --help)\n", err)
