@@ -144,7 +144,7 @@ func TestCSIMountOutlivesPlugin(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(v.target, ".env")); !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("read .env through the target: %v, want EACCES", err)
 	}
-	waitFileHolds(t, filepath.Join(v.state, "volumes", "pvc-1", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
+	waitForLine(t, filepath.Join(v.state, "volumes", "pvc-1", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
 	plugin.waitLog(t, `"msg":"audit"`, `"volume":"pvc-1"`, `"CREDENTIAL_PATH_DENIED"`, `.env`)
 	atomicWrite(t, filepath.Join(v.target, "notes.txt"), filepath.Join(v.dir, "notes.txt"))
 
@@ -195,24 +195,6 @@ func atomicWrite(t *testing.T, path, backing string) {
 	}
 	if got, _ := os.ReadFile(backing); string(got) != "new\n" {
 		t.Errorf("the workspace holds %q after the close, want the new content", got)
-	}
-}
-
-// waitFileHolds waits until a line of the file at path holds every word.
-func waitFileHolds(t *testing.T, path string, words ...string) {
-	t.Helper()
-	deadline := time.Now().Add(stateTimeout)
-	for {
-		data, _ := os.ReadFile(path)
-		for _, l := range strings.Split(string(data), "\n") {
-			if containsEvery(l, words) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has no line with %q; it holds:\n%s", path, words, data)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -313,7 +295,7 @@ func TestCSIPodmanWorkspace(t *testing.T) {
 	if out, err := sh("cat /workspace/.env"); err == nil || !strings.Contains(out, "Permission denied") {
 		t.Fatalf("cat /workspace/.env in the container: %q, %v; want Permission denied", out, err)
 	}
-	waitFileHolds(t, filepath.Join(v.state, "volumes", "pvc-pod", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
+	waitForLine(t, filepath.Join(v.state, "volumes", "pvc-pod", "audit.log"), `"CREDENTIAL_PATH_DENIED"`, `.env`)
 	if out, err := sh("echo new > /workspace/notes.txt && cat /workspace/notes.txt"); err != nil || out != "new" {
 		t.Fatalf("write in the container: %q, %v", out, err)
 	}
@@ -329,7 +311,7 @@ func TestCSIPodmanWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = held.Process.Kill(); _ = held.Wait() })
-	waitFileHolds(t, filepath.Join(v.dir, "ready.txt"), "ready")
+	waitForLine(t, filepath.Join(v.dir, "ready.txt"), "ready")
 	if f, err := os.OpenFile(filepath.Join(v.target, "held.txt"), os.O_WRONLY|os.O_TRUNC, 0); !errors.Is(err, syscall.EBUSY) {
 		if f != nil {
 			f.Close()

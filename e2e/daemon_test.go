@@ -18,15 +18,16 @@ import (
 // The daemon as operators run it: signals, logs, -o forms of every file
 // flag (fstab, systemd .mount units), readiness, refused mountpoints.
 
-// waitForLine polls path until a line contains want (the daemon writes the
-// line; the test has no other event to wait on), and returns it.
-func waitForLine(tb testing.TB, path, want string) string {
+// waitForLine polls path until a line contains every word of want (the
+// daemon writes the line; the test has no other event to wait on), and
+// returns it.
+func waitForLine(tb testing.TB, path string, want ...string) string {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(stateTimeout)
 	for {
 		b, _ := os.ReadFile(path)
 		for line := range strings.SplitSeq(string(b), "\n") {
-			if strings.Contains(line, want) {
+			if containsEvery(line, want) {
 				return line
 			}
 		}
