@@ -7,6 +7,7 @@ import (
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/writeengine"
 )
 
 // openJournal opens the journal of changes cfg asks for (-o journal=on),
@@ -40,7 +41,12 @@ func openJournalDir(cfg config, logger *slog.Logger) (*journal.Journal, error) {
 		}
 		defer dirfd.Close(dir)
 	}
-	j, err := journal.Open(root, dir, journal.Options{Durable: cfg.mount.durability == fusefs.DurabilityFull})
+	durable := cfg.mount.durability == fusefs.DurabilityFull
+	// A filesystem that orders its metadata changes behind a flush
+	// carries each intent durably before its change (fusefs/journal's
+	// flush.go): the intents are written through, not flushed one by one.
+	ordered := durable && writeengine.OrdersRenamedData(root)
+	j, err := journal.Open(root, dir, journal.Options{Durable: durable, Ordered: ordered})
 	if err != nil {
 		where := cfg.mount.journalDir
 		if where == "" {
@@ -49,7 +55,7 @@ func openJournalDir(cfg config, logger *slog.Logger) (*journal.Journal, error) {
 		return nil, fmt.Errorf("journal %s: %w", where, err)
 	}
 	r := j.Recovery()
-	logger.Info("journal opened", "dir", cfg.mount.journalDir, "durable", cfg.mount.durability == fusefs.DurabilityFull,
+	logger.Info("journal opened", "dir", cfg.mount.journalDir, "durable", durable, "ordered", ordered,
 		"segments", r.Segments, "records", r.Records, "cut_bytes", r.CutBytes, "damaged", r.Damaged,
 		"done", r.Done, "aborted", r.Aborted, "outside", r.Outside,
 		"kept_removed", r.KeptRemoved, "segments_removed", r.SegmentsRemoved)

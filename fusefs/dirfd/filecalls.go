@@ -20,6 +20,17 @@ func Fdatasync(fd int) error {
 	return ignoringEINTR(func() error { return unix.Fdatasync(fd) })
 }
 
+// WriteOut writes the dirty pages of the file fd holds to the device and
+// waits for those writes to complete (sync_file_range with WAIT_BEFORE,
+// WRITE and WAIT_AFTER), with no flush of the device's cache: the data is
+// durable once a flush is issued after WriteOut returns (the journal's
+// write-through, fusefs/journal/flush.go). It writes no metadata, so it
+// is for a file whose blocks are allocated and written already.
+func WriteOut(fd int) error {
+	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	return ignoringEINTR(func() error { return unix.SyncFileRange(fd, 0, 0, all) })
+}
+
 // Fallocate allocates (mode 0) or changes the blocks of the file fd holds
 // in [off, off+size), as fallocate(2) does.
 func Fallocate(fd int, mode uint32, off, size int64) error {

@@ -39,7 +39,9 @@ func (c *Change) Seq() uint64 { return c.seq }
 // kept/<seq>. With Options.Durable the intent and that link are durable
 // before Begin returns (one fdatasync and one fsync of kept/, shared by
 // the Begins waiting together), but for a change of an object its owner
-// made (fresh.go), which the next sync makes durable.
+// made (fresh.go), which the next sync makes durable, and for the making
+// of an empty object on ext4, written through to the device for the next
+// flush to carry (flush.go).
 //
 // The caller then makes the change and ends it: Done once made, Abort if
 // not. An error means no change may be made: the intent is ended aborted.
@@ -70,7 +72,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		}
 	}
 	if j.opts.Durable && !lazy {
-		if err := j.syncTo(pos, gen); err != nil {
+		if err := j.settle(rec.Op, pos, gen); err != nil {
 			return nil, errors.Join(err, c.Abort())
 		}
 	}
@@ -228,72 +230,4 @@ func (j *Journal) linked() uint64 {
 	defer j.mu.Unlock()
 	j.keptGen++
 	return j.keptGen
-}
-
-// syncTo returns once the records up to pos and the links into kept/ up
-// to gen are durable. One caller at a time syncs (the group commit's
-// leader), everything appended and linked until it starts: those that
-// come meanwhile wait for it, and then find their records synced or sync
-// together in the next round. A sync that fails fails every later one:
-// the page cache's state is unknown after it (fsync's errors are reported
-// once), so nothing more is promised durable.
-func (j *Journal) syncTo(pos, gen uint64) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for {
-		switch {
-		case j.failed != nil:
-			return j.failed
-		case j.durable >= pos && j.keptDurable >= gen:
-			return nil
-		case !j.syncing:
-			j.syncRound()
-		default:
-			j.synced.Wait()
-		}
-	}
-}
-
-// syncRound is one group commit, entered and left under mu, which it lets
-// go of while it syncs.
-func (j *Journal) syncRound() {
-	j.syncing = true
-	written, keptGen := j.written, j.keptGen
-	fd := -1
-	if j.cur != nil && j.durable < written {
-		fd = int(j.cur.f.Fd())
-	}
-	needKept := j.keptDurable < keptGen
-	j.mu.Unlock()
-	// kept/'s fsync runs beside the log's fdatasync: measured, one Begin
-	// that keeps a link waits 260 µs so, 400 µs one after the other.
-	keptErr := make(chan error, 1)
-	if needKept {
-		go func() {
-			if err := dirfd.Fsync(j.keptRead); err != nil {
-				keptErr <- fmt.Errorf("journal: syncing kept/: %w", err)
-			}
-			close(keptErr)
-		}()
-	} else {
-		close(keptErr)
-	}
-	var err error
-	if fd >= 0 {
-		if err = dirfd.Fdatasync(fd); err != nil {
-			err = fmt.Errorf("journal: syncing the log: %w", err)
-		}
-	}
-	if kerr := <-keptErr; err == nil {
-		err = kerr
-	}
-	j.mu.Lock()
-	j.syncing = false
-	if err != nil {
-		j.failed = err
-	} else {
-		j.durable = max(j.durable, written)
-		j.keptDurable = max(j.keptDurable, keptGen)
-	}
-	j.synced.Broadcast()
 }

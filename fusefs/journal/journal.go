@@ -70,6 +70,12 @@ type Options struct {
 	// Durable (durability=full): an intent and the version it keeps are
 	// durable before Begin returns.
 	Durable bool
+	// Ordered (with Durable): BACKING's filesystem makes its metadata
+	// changes durable in the order they were made, each by a journal
+	// commit written after a flush of the device (ext4 with a jbd2
+	// journal: writeengine.OrdersRenamedData). Every intent is then
+	// written through, none flushed at Begin (flush.go).
+	Ordered bool
 	// SegmentSize is the size segments are preallocated to and rotated
 	// at; 0 is DefaultSegmentSize.
 	SegmentSize int64
@@ -98,11 +104,17 @@ type Recovery struct {
 // Journal is an open journal: its directory's descriptors, its LOCK, and
 // the segment appended to.
 type Journal struct {
-	root     int      // BACKING's root (a dup)
-	dir      int      // the journal directory (O_PATH)
-	log      int      // log/ (O_PATH)
-	kept     int      // kept/ (O_PATH)
-	keptRead int      // kept/ opened for reading: its fsync
+	root     int // BACKING's root (a dup)
+	dir      int // the journal directory (O_PATH)
+	log      int // log/ (O_PATH)
+	kept     int // kept/ (O_PATH)
+	keptRead int // kept/ opened for reading: its fsync
+	// flushCovers: an fsync on the journal's filesystem flushes the device
+	// after what was written before it (flush.go). Set at Open.
+	flushCovers bool
+	// ordered: every intent is written through (Options.Ordered on a
+	// filesystem whose flushes cover).
+	ordered  bool
 	lock     *os.File // LOCK, flocked
 	opts     Options
 	recovery Recovery
@@ -136,8 +148,10 @@ type tail struct {
 	// written counts the bytes appended since Open, across segments;
 	// durable, those made durable. keptGen counts the links made into
 	// kept/; keptDurable, those made durable (kept/ fsynced after them).
-	written, durable     uint64
-	keptGen, keptDurable uint64
+	// completed, those written to the device and waited for (flush.go:
+	// durable at the next flush).
+	written, durable, completed uint64
+	keptGen, keptDurable        uint64
 	// fresh: the objects their makers may change with no sync of the
 	// record (fresh.go), by identity, each its maker; nil without
 	// Options.Durable, where no record is synced.
@@ -172,6 +186,8 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		j.closeFds()
 		return nil, err
 	}
+	j.flushCovers = opts.Durable && flushesCover(j.dir)
+	j.ordered = j.flushCovers && opts.Ordered
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err

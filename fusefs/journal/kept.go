@@ -58,7 +58,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	}
 	seq := rec.Seq
 	if j.opts.Durable && !lazy {
-		if err := j.syncTo(pos, 0); err != nil {
+		if err := j.settle(rec.Op, pos, 0); err != nil {
 			return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 		}
 	}

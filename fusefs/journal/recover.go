@@ -49,7 +49,7 @@ func (j *Journal) load() error {
 		return err
 	}
 	if j.opts.Durable && j.written > 0 {
-		return j.syncTo(j.written, 0)
+		return j.syncTo(j.written, 0, true)
 	}
 	return nil
 }

@@ -1,0 +1,87 @@
+package journal
+
+import (
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWriteThrough: with Options.Durable on a filesystem whose fsyncs
+// flush (flushCovers), the intent of an empty object's making (create,
+// mkdir) is written to the device and not flushed; every other intent,
+// and a making where the filesystem does not say so, is flushed before
+// Begin returns, with the link it keeps; on a filesystem that orders its
+// metadata behind flushes (Options.Ordered) none is.
+func TestWriteThrough(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		op        Op
+		covers    bool
+		ordered   bool // Options.Ordered: every intent written through
+		keep      bool
+		wantFlush bool
+	}{
+		{name: "create", op: OpCreate, covers: true},
+		{name: "mkdir", op: OpMkdir, covers: true},
+		{name: "symlink", op: OpSymlink, covers: true, wantFlush: true},
+		{name: "rename keeping a link", op: OpRename, covers: true, keep: true, wantFlush: true},
+		{name: "rewrite keeping a link", op: OpRewrite, covers: true, keep: true, wantFlush: true},
+		{name: "rewrite keeping a link, no cover", op: OpRewrite, keep: true, wantFlush: true},
+		{name: "create, no cover", op: OpCreate, wantFlush: true},
+		{name: "rename keeping a link, ordered", op: OpRename, covers: true, ordered: true, keep: true},
+		{name: "symlink, ordered", op: OpSymlink, covers: true, ordered: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBacking(t)
+			j := b.open(t, Options{Durable: true})
+			j.flushCovers, j.ordered = tc.covers, tc.ordered
+			rec := Record{Owner: "session:1", Op: tc.op, Path: "f"}
+			keep := NoKeep
+			if tc.keep {
+				b.write(t, "old", "old")
+				rec.Before = ObjectOf(b.stat(t, "old"))
+				keep = b.pathFd(t, "old")
+			}
+			if tc.op == OpRename {
+				rec.To = "g"
+			}
+			c, err := j.Begin(rec, keep)
+			must(t, err)
+			j.mu.Lock()
+			flushed := j.durable == j.written && j.keptDurable == j.keptGen
+			completed := j.completed == j.written
+			j.mu.Unlock()
+			if flushed != tc.wantFlush {
+				t.Errorf("the intent (and its link) flushed before Begin returned: %v, want %v", flushed, tc.wantFlush)
+			}
+			if !completed {
+				t.Errorf("the intent was not written to the device before Begin returned")
+			}
+			must(t, c.Done(nil))
+		})
+	}
+}
+
+// TestFlushesCover: ext4 says its fsyncs flush; tmpfs does not (it has no
+// device to flush).
+func TestFlushesCover(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		want := st.Type == ext4Magic
+		if got := flushesCover(fd); got != want {
+			t.Errorf("flushesCover(%s, f_type %#x) = %v, want %v", dir, st.Type, got, want)
+		}
+		unix.Close(fd)
+	}
+}
