@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,15 +60,25 @@ func openDaemonCgroups(dir string) (*daemonCgroups, error) {
 		switch {
 		case i.FSType == "cgroup2" && within(dir, i.Mountpoint) && (m == nil || len(i.Mountpoint) > len(m.Mountpoint)):
 			m = i
-		case i.FSType == "cgroup" && i.Root == "/":
+		case i.FSType == "cgroup" && exists(filepath.Join(i.Mountpoint, "release_agent")):
+			// Only a v1 hierarchy's root has release_agent: the mount shows
+			// the host's root, whatever mountinfo's root says in a cgroup
+			// namespace.
 			c.v1 = append(c.v1, filepath.Join(i.Mountpoint, "cgroup.procs"))
 		}
 	}
 	if m == nil {
 		return nil, fmt.Errorf("--daemon-cgroup %s: not in a cgroup2 file system", dir)
 	}
-	if ownDir, ok := cgroupDir(m.Mountpoint, m.Root, own); ok && insideOwn(dir, ownDir, !exists(filepath.Join(ownDir, "cgroup.events"))) {
-		return nil, fmt.Errorf("--daemon-cgroup %s is inside the plugin's own cgroup %s: its daemons would die with the plugin's container (give a directory outside it, and the container the host's cgroup namespace)", dir, ownDir)
+	ownDir, known := cgroupDir(m.Mountpoint, m.Root, own)
+	if !known {
+		// A cgroup namespace of its own looking at the host's tree: the
+		// plugin's cgroup has no name in it, but it is the cgroup on
+		// DIR's path whose cgroup.procs lists the plugin.
+		ownDir = holdingSelf(dir, m.Mountpoint)
+	}
+	if ownDir != "" && insideOwn(dir, ownDir, !exists(filepath.Join(ownDir, "cgroup.events"))) {
+		return nil, fmt.Errorf("--daemon-cgroup %s is inside the plugin's own cgroup %s: its daemons would die with the plugin's container (give a directory outside it, and the container the host's /sys/fs/cgroup)", dir, ownDir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--daemon-cgroup: %w", err)
@@ -94,15 +105,38 @@ func unifiedCgroup(procCgroup string) (string, error) {
 	return "", errors.New("/proc/self/cgroup has no cgroup2 line (0::)")
 }
 
-// cgroupDir is the directory of cgroup path own in a cgroup2 mount at
-// mountPoint showing the hierarchy from root. It is not there (false) when
-// own is outside what the mount shows (a cgroup namespace's "/.." paths).
+// cgroupDir is the directory of cgroup path own (as /proc/self/cgroup
+// names it) in a cgroup2 mount at mountPoint showing the hierarchy from
+// root (mountinfo's root), and whether that is known: not when own is
+// outside what the mount shows, nor when the mount shows more than the
+// plugin's cgroup namespace (a root of "/.." components: the host's
+// /sys/fs/cgroup mounted into a container with a cgroup namespace of its
+// own, whose /proc/self/cgroup says "/").
 func cgroupDir(mountPoint, root, own string) (string, bool) {
+	if slices.Contains(strings.Split(root, "/"), "..") {
+		return "", false
+	}
 	rel, err := filepath.Rel(root, own)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", false
 	}
 	return filepath.Join(mountPoint, rel), true
+}
+
+// holdingSelf is the cgroup among dir and its parents up to mountPoint
+// whose cgroup.procs lists this process, or "".
+func holdingSelf(dir, mountPoint string) string {
+	self := strconv.Itoa(os.Getpid())
+	for a := dir; within(a, mountPoint); a = filepath.Dir(a) {
+		data, err := os.ReadFile(filepath.Join(a, "cgroup.procs"))
+		if err == nil && slices.Contains(strings.Fields(string(data)), self) {
+			return a
+		}
+		if a == mountPoint {
+			break
+		}
+	}
+	return ""
 }
 
 // insideOwn reports whether dir is in the plugin's cgroup ownDir, where a

@@ -1,6 +1,9 @@
 package csidriver
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -43,6 +46,10 @@ func TestInsideOwnCgroup(t *testing.T) {
 		{"the hierarchy's root: a plugin on the host", "/sys/fs/cgroup/realm-csi", "/sys/fs/cgroup", "/", "/", true, false},
 		{"a mount of a sub-tree holding the plugin", "/mnt/cg/ctr/x", "/mnt/cg", "/kubepods", "/kubepods/ctr", false, true},
 		{"the plugin outside the mounted sub-tree", "/mnt/cg/realm-csi", "/mnt/cg", "/realm", "/kubepods/ctr", false, false},
+		// The host's tree seen from a cgroup namespace of the plugin's own:
+		// its path is not known by name (cgroupDir says so; holdingSelf
+		// finds it instead).
+		{"private cgroupns, the host's tree mounted", "/sys/fs/cgroup/kubepods/podA/ctr/x", "/sys/fs/cgroup", "/../../..", "/", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ownDir, ok := cgroupDir(tc.mount, tc.root, tc.own)
@@ -76,5 +83,30 @@ func TestCgroupName(t *testing.T) {
 				t.Fatalf("cgroupName(%q) = %q, %v; want ok %v", tc.id, got, err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestHoldingSelf finds the cgroup of this process on a path through the
+// cgroup.procs files of a fake tree.
+func TestHoldingSelf(t *testing.T) {
+	mnt := t.TempDir()
+	own := filepath.Join(mnt, "kubepods", "ctr")
+	for dir, procs := range map[string]string{mnt: "1\n", filepath.Join(mnt, "kubepods"): "", own: "7\n" + strconv.Itoa(os.Getpid()) + "\n"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(procs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(own, "realm-csi", "pvc-1"), own},
+		{own, own},
+		{filepath.Join(mnt, "realm-csi"), ""},
+		{filepath.Join(mnt, "kubepods", "ctr2"), ""},
+	} {
+		if got := holdingSelf(tc.dir, mnt); got != tc.want {
+			t.Errorf("holdingSelf(%s) = %q, want %q", tc.dir, got, tc.want)
+		}
 	}
 }

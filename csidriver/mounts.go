@@ -92,7 +92,16 @@ func (d *Driver) startRealmfs(ctx context.Context, id string, args []string) err
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
 	}
 	d.cfg.Log.Info("starting realmfs", "args", args)
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		if d.cg != nil {
+			// clone3 into a cgroup the plugin may not migrate to (ENOENT
+			// with a cgroup namespace of its own on a host mounting cgroup2
+			// with nsdelegate; EACCES) fails here.
+			return fmt.Errorf("start realmfs into the cgroup %s: %w", filepath.Join(d.cg.dir, id), err)
+		}
+		return fmt.Errorf("start realmfs: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
 		return &realmfsError{err: err, out: strings.TrimSpace(out.String())}
 	}
 	return nil

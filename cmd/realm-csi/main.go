@@ -45,7 +45,7 @@ func run(args []string, stderr io.Writer) error {
 		"into (DIR/<volume id>), so that restarting or upgrading the plugin's container, which\n"+
 		"kills every process in the container's cgroup, leaves the mounts serving. It must not be\n"+
 		"inside the plugin's own cgroup (a daemon there dies with the container): the container\n"+
-		"needs the host's cgroup namespace and /sys/fs/cgroup. Limit the daemons with DIR's files\n"+
+		"needs the host's /sys/fs/cgroup mounted. Limit the daemons with DIR's files\n"+
 		"(memory.max, pids.max); they are outside the pod's limits. Default: the plugin's cgroup")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	if err := fl.Parse(args); err != nil {
