@@ -293,7 +293,9 @@ func (d nodeServer) unmountTarget(ctx context.Context, id string, m *mountinfo.I
 		if err == nil {
 			w, err = openPid(pid)
 		}
-		if err != nil {
+		if err != nil && d.cg != nil {
+			d.cfg.Log.Warn("the daemon's pid is unknown; waiting for its cgroup to empty", "target", m.Mountpoint, "error", err)
+		} else if err != nil {
 			d.cfg.Log.Warn("the daemon's pid is unknown; not waiting for it", "target", m.Mountpoint, "error", err)
 		}
 	}

@@ -28,14 +28,30 @@ const csiImage = "localhost/realm-csi:e2e"
 // cgroup; the daemon, in a cgroup of its own under the daemon cgroup, lives
 // on, and the mount and the workload go on working. A new plugin container
 // finds the mount and unpublishes it: no mount, no realmfs process and no
-// volume cgroup is left.
+// volume cgroup is left. It does so also when the new container lacks
+// the old one's /run/realmfs (the daemon's control socket, hence its pid,
+// is out of reach): unpublish then waits for the volume's cgroup to empty.
 func TestCSIContainerRestart(t *testing.T) {
 	c := newCtl(t)
 	unified := requireCgroup2(t)
 	buildCSIImage(t)
+	for i, tc := range []struct {
+		name    string
+		keepRun bool
+	}{{"run-realmfs kept", true}, {"run-realmfs lost", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cg := filepath.Join(unified, "realm-csi-e2e-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(i))
+			csiContainerRestart(t, c, cg, tc.keepRun)
+		})
+	}
+}
+
+// csiContainerRestart is TestCSIContainerRestart with the daemon cgroup
+// dir cg; keepRun gives the second plugin container the first one's
+// /run/realmfs.
+func csiContainerRestart(t *testing.T, c *ctl, cg string, keepRun bool) {
 	root := sharedDir(t)
 	const name = "pvc-ctr"
-	cg := filepath.Join(unified, "realm-csi-e2e-"+strconv.Itoa(os.Getpid()))
 	v := &csiVolume{dir: filepath.Join(root, "base", "volumes", name), target: filepath.Join(root, "pods", name, "mount"),
 		state: filepath.Join(root, "state")}
 	v.args = []string{"--endpoint", "unix://" + filepath.Join(root, "csi", "csi.sock"), "--nodeid", "node-1",
@@ -90,11 +106,17 @@ func TestCSIContainerRestart(t *testing.T) {
 	}
 
 	// A new plugin container finds the mount and unpublishes it.
+	if !keepRun {
+		runRealmfs = t.TempDir()
+	}
 	plugin = startCSIContainer(t, c, "realm-csi-e2e", root, runRealmfs, v.args)
 	plugin.waitLog(t, `"msg":"found a mount of a previous plugin"`, `"volume":"`+name+`"`, `"answering":true`)
 	plugin.waitLog(t, `"msg":"daemon cgroups"`, `"kept":["`+name+`"]`)
 	c.podman("rm", "-f", "-t", "0", wid)
 	unpublishCSIVolume(t, plugin, name, v)
+	if !keepRun {
+		plugin.waitLog(t, `"msg":"the daemon's pid is unknown; waiting for its cgroup to empty"`)
+	}
 	if !exited(t, daemonFD, 0) {
 		t.Fatal("the daemon runs on after unpublish")
 	}
