@@ -46,14 +46,6 @@ func openDaemonCgroups(dir string) (*daemonCgroups, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	own, err := unifiedCgroup(string(self))
-	if err != nil {
-		return nil, err
-	}
 	c := &daemonCgroups{dir: dir}
 	var m *mountinfo.Info
 	for _, i := range mounts {
@@ -68,7 +60,15 @@ func openDaemonCgroups(dir string) (*daemonCgroups, error) {
 		}
 	}
 	if m == nil {
-		return nil, fmt.Errorf("--daemon-cgroup %s: not in a cgroup2 file system", dir)
+		return nil, fmt.Errorf("--daemon-cgroup %s: not in a cgroup2 file system (on a hybrid host the cgroup2 tree is /sys/fs/cgroup/unified)", dir)
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	own, err := unifiedCgroup(string(self))
+	if err != nil {
+		return nil, err
 	}
 	ownDir, known := cgroupDir(m.Mountpoint, m.Root, own)
 	if !known {
