@@ -43,8 +43,12 @@ type Config struct {
 	// for none. Outside the base dir, as realmfs requires of a policy.
 	PolicyDir string
 	Realmfs   string // the realmfs binary
-	Version   string // reported by GetPluginInfo
-	Log       *slog.Logger
+	// DaemonCgroup is a cgroup2 directory each volume's daemon is started
+	// into a child of (DaemonCgroup/<volume id>), outside the plugin's
+	// container's cgroup; "" starts the daemons in the plugin's cgroup.
+	DaemonCgroup string
+	Version      string // reported by GetPluginInfo
+	Log          *slog.Logger
 }
 
 // Driver serves the CSI Identity, Controller and Node services.
@@ -56,7 +60,8 @@ type Driver struct {
 	// "publish while unpublishing" simple to reason about.
 	ctrlMu sync.Mutex
 	nodeMu sync.Mutex
-	fwd    forwarders // the audit logs copied onto the plugin's log
+	fwd    forwarders     // the audit logs copied onto the plugin's log
+	cg     *daemonCgroups // nil without Config.DaemonCgroup
 }
 
 // The three CSI services over the one Driver, each a type of its own:
@@ -116,7 +121,15 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return &Driver{cfg: cfg}, nil
+	d := &Driver{cfg: cfg}
+	if cfg.DaemonCgroup != "" {
+		cg, err := openDaemonCgroups(cfg.DaemonCgroup)
+		if err != nil {
+			return nil, err
+		}
+		d.cg = cg
+	}
+	return d, nil
 }
 
 // within reports whether path is dir or beneath it.
@@ -167,6 +180,10 @@ func (d *Driver) logErrors(ctx context.Context, req any, info *grpc.UnaryServerI
 // plugin: they go on serving, and NodeUnpublishVolume or
 // NodeGetVolumeStats find them by mountinfo as they find any other.
 func (d *Driver) Recover() {
+	if d.cg != nil {
+		removed, kept := d.cg.sweep()
+		d.cfg.Log.Info("daemon cgroups", "dir", d.cg.dir, "removed empty", removed, "kept", kept)
+	}
 	mounts, err := d.volumeMounts("")
 	if err != nil {
 		d.cfg.Log.Warn("list realmfs mounts", "error", err)

@@ -68,23 +68,59 @@ func answers(target string) bool {
 	return unix.Statfs(target, &st) == nil
 }
 
-// startRealmfs runs realmfs and returns once the mount serves. realmfs
-// detaches its daemon; the daemon is started in its own session so that
-// it does not die with the plugin's process group: a plugin killed or
-// upgraded leaves its mounts serving. What realmfs prints on a failure is
-// its reason (exit 2: a usage error or an invalid policy).
-func (d *Driver) startRealmfs(ctx context.Context, args []string) error {
+// startRealmfs runs realmfs for volume id and returns once the mount
+// serves. realmfs detaches its daemon; the daemon is started in its own
+// session so that it does not die with the plugin's process group: a
+// plugin killed or upgraded leaves its mounts serving. With a daemon
+// cgroup it is also started into the volume's cgroup (clone3's
+// CLONE_INTO_CGROUP; the daemon realmfs forks inherits it), out of the
+// plugin's container's. What realmfs prints on a failure is its reason
+// (exit 2: a usage error or an invalid policy).
+func (d *Driver) startRealmfs(ctx context.Context, id string, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, mountTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.cfg.Realmfs, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if d.cg != nil {
+		cg, err := d.cg.open(id)
+		if err != nil {
+			return err
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	}
 	d.cfg.Log.Info("starting realmfs", "args", args)
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		if d.cg != nil {
+			// clone3 into a cgroup the plugin may not migrate to (ENOENT
+			// with a cgroup namespace of its own on a host mounting cgroup2
+			// with nsdelegate; EACCES) fails here.
+			return fmt.Errorf("start realmfs into the cgroup %s: %w", filepath.Join(d.cg.dir, id), err)
+		}
+		return fmt.Errorf("start realmfs: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
 		return &realmfsError{err: err, out: strings.TrimSpace(out.String())}
 	}
 	return nil
+}
+
+// leaveV1 moves the daemon serving target out of the plugin's cgroup v1
+// hierarchies on a hybrid host (see daemonCgroups.v1). A daemon left
+// there serves on, but dies with the plugin's container: a warning.
+func (d *Driver) leaveV1(ctx context.Context, id, target string) {
+	if d.cg == nil || len(d.cg.v1) == 0 {
+		return
+	}
+	pid, err := d.daemonPid(ctx, target)
+	if err == nil {
+		err = d.cg.leaveV1(pid)
+	}
+	if err != nil {
+		d.cfg.Log.Warn("the daemon stays in the plugin's cgroup v1 hierarchies: it dies with the plugin's container", "volume", id, "error", err)
+	}
 }
 
 // realmfsError is a failed realmfs start: its exit status and its words.

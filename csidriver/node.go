@@ -118,7 +118,7 @@ func (d nodeServer) NodePublishVolume(ctx context.Context, req *csi.NodePublishV
 	}
 	if err := d.mount(ctx, p); err != nil {
 		// A failed publish holds no claim and leaves no ephemeral workspace.
-		_ = d.releaseIfUnmounted(p.id)
+		_ = d.releaseIfUnmounted(ctx, p.id)
 		_ = d.dropEphemeral(p.id)
 		return nil, err
 	}
@@ -142,26 +142,34 @@ func (d nodeServer) mount(ctx context.Context, p *publishRequest) error {
 		return err
 	}
 	offset := auditSize(d.auditPath(p.id)) // the lines of earlier daemons are not this pod's
-	if err := d.startRealmfs(ctx, args); err != nil {
+	if err := d.startRealmfs(ctx, p.id, args); err != nil {
 		var re *realmfsError
 		if errors.As(err, &re) && re.usage() {
 			return errf(codes.InvalidArgument, "%v", err)
 		}
 		return errf(codes.Internal, "%v", err)
 	}
+	d.leaveV1(ctx, p.id, p.target)
 	d.forwardAudit(p.id, p.pod, offset)
 	return nil
 }
 
-// releaseIfUnmounted stops forwarding the volume's audit log and gives up
-// this node's writer claim once no mount of the volume is left on the node
-// (its daemon has exited: its last lines are in).
-func (d nodeServer) releaseIfUnmounted(id string) error {
+// releaseIfUnmounted stops forwarding the volume's audit log, removes
+// its daemon cgroup and gives up this node's writer claim once no mount of
+// the volume is left on the node (its daemon has exited: its last lines
+// are in). The cgroup's removal waits for the daemon's exit when its pid
+// was unknown (a daemon whose control socket did not answer).
+func (d nodeServer) releaseIfUnmounted(ctx context.Context, id string) error {
 	if !validID.MatchString(id) {
 		return nil
 	}
 	if rest, err := d.volumeMounts(id); err != nil || len(rest) > 0 {
 		return nil
+	}
+	if d.cg != nil {
+		if err := d.cg.remove(ctx, id); err != nil {
+			return errf(codes.Internal, "%v", err)
+		}
 	}
 	d.stopAudit(id)
 	return d.releaseWriter(id)
@@ -264,7 +272,7 @@ func (d nodeServer) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpubl
 			return nil, err
 		}
 	}
-	if err := d.releaseIfUnmounted(id); err != nil {
+	if err := d.releaseIfUnmounted(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(target); err != nil && !isNotExist(err) {
@@ -285,7 +293,9 @@ func (d nodeServer) unmountTarget(ctx context.Context, id string, m *mountinfo.I
 		if err == nil {
 			w, err = openPid(pid)
 		}
-		if err != nil {
+		if err != nil && d.cg != nil {
+			d.cfg.Log.Warn("the daemon's pid is unknown; waiting for its cgroup to empty", "target", m.Mountpoint, "error", err)
+		} else if err != nil {
 			d.cfg.Log.Warn("the daemon's pid is unknown; not waiting for it", "target", m.Mountpoint, "error", err)
 		}
 	}

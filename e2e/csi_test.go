@@ -58,7 +58,14 @@ func (p *csiPlugin) waitLog(t *testing.T, words ...string) {
 // listens.
 func startCSI(t *testing.T, bin string, args ...string) *csiPlugin {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return runCSI(t, exec.Command(bin, args...), args[slices.Index(args, "--endpoint")+1])
+}
+
+// runCSI starts cmd, which runs realm-csi (itself, or a container of it
+// in the foreground) with its log on cmd's stderr, and returns once the
+// plugin serves at endpoint, with a client of it.
+func runCSI(t *testing.T, cmd *exec.Cmd, endpoint string) *csiPlugin {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +101,6 @@ func startCSI(t *testing.T, bin string, args ...string) *csiPlugin {
 	case <-time.After(stateTimeout):
 		t.Fatal("realm-csi does not serve")
 	}
-	endpoint := args[slices.Index(args, "--endpoint")+1]
 	if p.conn, err = grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +241,14 @@ func publishCSIVolume(t *testing.T, name string, params, files map[string]string
 		}
 	})
 	plugin := startCSI(t, bin, v.args...)
+	createPublishCSIVolume(t, plugin, v, name, params, files)
+	return plugin, v
+}
+
+// createPublishCSIVolume creates volume name with params through plugin,
+// writes files into its workspace, and publishes it at v.target.
+func createPublishCSIVolume(t *testing.T, plugin *csiPlugin, v *csiVolume, name string, params, files map[string]string) {
+	t.Helper()
 	capability := &csi.VolumeCapability{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER},
@@ -252,7 +266,6 @@ func publishCSIVolume(t *testing.T, name string, params, files map[string]string
 		TargetPath: v.target, VolumeCapability: capability, VolumeContext: vol.Volume.VolumeContext}); err != nil {
 		t.Fatal(err)
 	}
-	return plugin, v
 }
 
 // unpublishCSIVolume unpublishes v through plugin and checks that no

@@ -128,6 +128,12 @@ func moduleRoot() (string, error) {
 // go build flags given; if the environment variable prebuilt names a
 // binary, that is copied instead (CI may build once for several runs).
 func goBuild(name, pkg, prebuilt string, flags ...string) (string, error) {
+	return goBuildEnv(nil, name, pkg, prebuilt, flags...)
+}
+
+// goBuildEnv is goBuild with more environment variables for go build
+// (CGO_ENABLED=0 for a static binary).
+func goBuildEnv(env []string, name, pkg, prebuilt string, flags ...string) (string, error) {
 	out := filepath.Join(binDir, name)
 	if bin := os.Getenv(prebuilt); prebuilt != "" && bin != "" {
 		return out, copyFile(bin, out, 0o755)
@@ -138,7 +144,7 @@ func goBuild(name, pkg, prebuilt string, flags ...string) (string, error) {
 	}
 	args := append(append([]string{"build"}, flags...), "-o", out, pkg)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = root
+	cmd.Dir, cmd.Env = root, append(os.Environ(), env...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
 	}
@@ -238,7 +244,13 @@ func requireFUSE(tb testing.TB) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := "e2e needs " + strings.Join(missing, ", ")
+	skipUnlessCI(tb, "e2e needs "+strings.Join(missing, ", "))
+}
+
+// skipUnlessCI skips the test for a missing requirement msg, or fails it
+// under CI=true, where every requirement must be there.
+func skipUnlessCI(tb testing.TB, msg string) {
+	tb.Helper()
 	if os.Getenv("CI") == "true" {
 		tb.Fatal(msg + " (CI=true: not skipping)")
 	}
@@ -250,11 +262,7 @@ func requireTool(tb testing.TB, names ...string) {
 	tb.Helper()
 	for _, name := range names {
 		if _, err := exec.LookPath(name); err != nil {
-			msg := fmt.Sprintf("%s is not installed", name)
-			if os.Getenv("CI") == "true" {
-				tb.Fatal(msg + " (CI=true: not skipping)")
-			}
-			tb.Skip(msg)
+			skipUnlessCI(tb, name+" is not installed")
 		}
 	}
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # build-image.sh [TAG] builds the realm-csi image (Containerfile, FROM
-# scratch) from bin/realm-csi and bin/realmfs (make build) and this
-# machine's fusermount3 with the libraries ldd names, with podman, offline,
-# and runs what it holds once.
+# scratch) from bin/realm-csi and bin/realmfs (make build; REALM_IMAGE_BIN=DIR
+# takes them from DIR instead, as the e2e tests do with the static binaries
+# they build) and this machine's fusermount3 with the libraries ldd names,
+# with podman, offline, and runs what it holds once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag=${1:-localhost/realm-csi:latest}
+bins=${REALM_IMAGE_BIN:-bin}
 ctx=$(mktemp -d)
 # podman, runc and the containers.conf this machine kind needs
 # (scripts/podman-setup.sh says why), with a service dir of this script's
@@ -15,8 +17,8 @@ export REALM_PODMAN_DIR
 trap 'bash scripts/podman-setup.sh stop; rm -rf "$ctx" "$REALM_PODMAN_DIR"' EXIT
 eval "$(bash scripts/podman-setup.sh)"
 
-install -D -m 0755 bin/realm-csi "$ctx/usr/local/bin/realm-csi"
-install -D -m 0755 bin/realmfs "$ctx/usr/local/bin/realmfs"
+install -D -m 0755 "$bins/realm-csi" "$ctx/usr/local/bin/realm-csi"
+install -D -m 0755 "$bins/realmfs" "$ctx/usr/local/bin/realmfs"
 fusermount=$(command -v fusermount3)
 install -D -m 4755 "$fusermount" "$ctx/usr/bin/fusermount3"
 # Every library fusermount3 links, at the path the loader looks for it.

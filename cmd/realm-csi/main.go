@@ -41,6 +41,12 @@ func run(args []string, stderr io.Writer) error {
 	stateDir := fl.String("state-dir", "/var/lib/realm-csi/state", "the policies, audit logs and daemon logs of published volumes")
 	realmfs := fl.String("realmfs", "", "the realmfs binary (default: beside realm-csi, else on PATH)")
 	policyDir := fl.String("policy-dir", "", "the policies a volume may name with policyName=NAME (DIR/NAME.yaml)")
+	daemonCgroup := fl.String("daemon-cgroup", "", "a cgroup2 `DIR` (e.g. /sys/fs/cgroup/realm-csi) to start each volume's realmfs daemon\n"+
+		"into (DIR/<volume id>), so that restarting or upgrading the plugin's container, which\n"+
+		"kills every process in the container's cgroup, leaves the mounts serving. It must not be\n"+
+		"inside the plugin's own cgroup (a daemon there dies with the container): the container\n"+
+		"needs the host's /sys/fs/cgroup mounted. Limit the daemons with DIR's files\n"+
+		"(memory.max, pids.max); they are outside the pod's limits. Default: the plugin's cgroup")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -59,7 +65,7 @@ func run(args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	d, err := csidriver.New(csidriver.Config{
 		NodeID: *nodeID, BaseDir: *baseDir, StateDir: *stateDir, PolicyDir: *policyDir,
-		Realmfs: bin, Version: version, Log: log,
+		Realmfs: bin, DaemonCgroup: *daemonCgroup, Version: version, Log: log,
 	})
 	if err != nil {
 		return err
@@ -77,7 +83,7 @@ func run(args []string, stderr io.Writer) error {
 		// The mounts stay: they belong to their pods, not to the plugin.
 		srv.GracefulStop()
 	}()
-	log.Info("serving", "endpoint", *endpoint, "node", *nodeID, "realmfs", bin, "version", version)
+	log.Info("serving", "endpoint", *endpoint, "node", *nodeID, "realmfs", bin, "daemon-cgroup", *daemonCgroup, "version", version)
 	err = srv.Serve(lis)
 	d.Close() // the audit lines the volumes' logs hold by now are forwarded
 	return err
