@@ -1427,8 +1427,9 @@ func readFile(tb testing.TB, path string) string {
 }
 
 // backingLinks is st_nlink of the object at BACKING's path less the links
-// the mount's journal keeps to it in kept/ (none without a journal): the
-// workspace's names for it, which the mount reports as its st_nlink.
+// the mount's journal keeps to it in kept/ (none without a journal), and,
+// for BACKING's root, less the journal's directory in it: the workspace's
+// names for it, which the mount reports as its st_nlink.
 func (m *Mount) backingLinks(tb testing.TB, path string) uint64 {
 	tb.Helper()
 	st := lstat(tb, path)
@@ -1441,6 +1442,9 @@ func (m *Mount) backingLinks(tb testing.TB, path string) uint64 {
 		return st.Nlink
 	}
 	n := st.Nlink
+	if fi, err := os.Lstat(filepath.Join(path, ".realm-journal")); err == nil && fi.IsDir() && filepath.Clean(path) == filepath.Clean(m.Backing) {
+		n-- // the journal's directory in it, which the mount does not show
+	}
 	for _, e := range ents {
 		var kst unix.Stat_t
 		if unix.Lstat(filepath.Join(dir, "kept", e.Name()), &kst) == nil && kst.Dev == st.Dev && kst.Ino == st.Ino && n > 0 {

@@ -53,6 +53,27 @@ func keptText(t *testing.T, j *journal.Journal, seq uint64) string {
 	return string(b[:n])
 }
 
+// TestJournalOnByDefault: a mount with no journal option records its
+// changes; a read-only one makes no journal in BACKING.
+func TestJournalOnByDefault(t *testing.T) {
+	t.Parallel()
+	// A journal option that does not ask for the journal, so that
+	// REALM_E2E_JOURNAL (Mount.opts) leaves the default as it is.
+	m := mount(t, Opts("journal_keep=7d"))
+	writeFile(t, m.Path("f"), "x")
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := journalRecords(t, m.Backing)
+	if len(recs) == 0 || recs[0].Op != journal.OpCreate || recs[0].Path != "f" {
+		t.Errorf("records of a default mount: %+v, want the create of f first", recs)
+	}
+	ro := mount(t, Opts("ro", "journal_keep=7d"))
+	if _, err := os.Lstat(ro.BackingPath(journal.DirName)); !os.IsNotExist(err) {
+		t.Errorf("a read-only mount made %s: %v", journal.DirName, err)
+	}
+}
+
 // TestJournalRealPrograms: with -o journal=on, real programs' changes of
 // names leave their records, and what a rename replaced or an rm removed
 // is kept; the journal's directory is not on the mount.

@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -376,7 +375,7 @@ except OSError as e:
 			t.Errorf("audit: %v", e)
 		}
 	}
-	if names, _ := filepath.Glob(m.BackingPath("*.realm-*")); len(names) > 0 {
+	if names := conflictCopies(t, m.Backing); len(names) > 0 {
 		t.Errorf("left beside the files: %q", names)
 	}
 }

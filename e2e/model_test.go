@@ -45,6 +45,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/journal"
 )
 
 // modelOpWeights are how often each kind of op is drawn.
@@ -885,7 +887,7 @@ func (r *modelRunner) sideCopies(mdl *model) string {
 	got := map[string][]string{}
 	for _, e := range ents {
 		n := e.Name()
-		if strings.HasPrefix(n, ".realm-tmp-") {
+		if strings.HasPrefix(n, ".realm-tmp-") || n == journal.DirName {
 			continue
 		}
 		if _, exists := mdl.committed(n); exists {

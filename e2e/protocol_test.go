@@ -28,20 +28,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/realm-dev/realm/fusefs/journal"
 )
 
-// conflictCopies lists the conflict and recovery copies in dir.
+// conflictCopies lists the conflict and recovery copies in dir (not the
+// journal's directory, whose name has their suffix's shape).
 func conflictCopies(t *testing.T, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.realm-*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return names
+	return slices.DeleteFunc(names, func(n string) bool { return filepath.Base(n) == journal.DirName })
 }
 
 // TestCloseToOpenBesideReader: `echo new > g` while the same shell holds g

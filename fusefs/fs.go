@@ -135,6 +135,7 @@ type FS struct {
 	opts       Options
 	rootFd     int
 	rootDev    uint64
+	rootIno    uint64 // BACKING's root directory, with rootDev
 	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
 	root       *Node
 	boundary   *dirfd.Root        // is a directory node's fd still beneath the root (Node.dirFd)
@@ -226,7 +227,7 @@ func New(backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, err
 	}
-	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
 	fsys.guard.Policy = opts.Credentials
 	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
@@ -545,10 +546,20 @@ func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Nlink = uint32(s.Nlink)
 	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
 		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
+	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 && f.rootHoldsJournal() {
+		a.Nlink-- // the journal's directory, which the mount does not show
 	}
 	a.Uid, a.Gid = s.Uid, s.Gid
 	a.Rdev = uint32(s.Rdev)
 	a.Blksize = uint32(s.Blksize)
+}
+
+// rootHoldsJournal reports whether BACKING's root holds a journal's
+// directory (journal.DirName, hidden from the mount), whose ".." counts in
+// the root's st_nlink.
+func (f *FS) rootHoldsJournal() bool {
+	var st unix.Stat_t
+	return dirfd.Lstat(f.rootFd, journal.DirName, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {

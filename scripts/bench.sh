@@ -33,7 +33,7 @@
 #                     where each file goes through a temp, fsync, rename and
 #                     an fsync of the directory, as realmfs makes it (0 to
 #                     skip; it runs no other workload)
-#   JOURNAL=0         1 also measures a mount with -o journal=on (skipping
+#   JOURNAL=0         1 also measures a mount with -o journal=off (skipping
 #                     the big-file workloads), paired by round with
 #                     "realmfs": the journal's cost (docs/PERFORMANCE.md)
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
@@ -187,8 +187,8 @@ if [ "$CONTROL" = 1 ]; then
 	mount_realmfs realmfs_again "$REALMFS_OPTS"
 fi
 if [ "$JOURNAL" = 1 ]; then
-	names+=(realmfs_journal=on)
-	mount_realmfs realmfs_journal=on "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} journal=on)"
+	names+=(realmfs_journal=off)
+	mount_realmfs realmfs_journal=off "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} journal=off)"
 fi
 if [ "$LOOPBACK" = 1 ]; then
 	mount_loopback loopback -q
@@ -306,7 +306,7 @@ role() {
 	native_fsyncs/*) echo skip ;;
 	realmfs_guard=off/write | realmfs_guard=off/readback | realmfs_guard=off/appends | realmfs_guard=off/sparse1) echo skip ;;
 	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
-	realmfs_journal=on/write | realmfs_journal=on/readback | realmfs_journal=on/appends | realmfs_journal=on/sparse1) echo skip ;;
+	realmfs_journal=off/write | realmfs_journal=off/readback | realmfs_journal=off/appends | realmfs_journal=off/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -566,7 +566,7 @@ pairs=()
 [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs/realmfs_guard=off)
 [ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
-[ "$JOURNAL" = 1 ] && pairs+=(realmfs_journal=on/realmfs)
+[ "$JOURNAL" = 1 ] && pairs+=(realmfs/realmfs_journal=off)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 [ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
 # measured FILE PAIR...: the pairs A/B of which FILE has samples of both

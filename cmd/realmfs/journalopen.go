@@ -10,18 +10,27 @@ import (
 	"github.com/realm-dev/realm/fusefs/writeengine"
 )
 
-// openJournal opens the journal of changes cfg asks for (-o journal=on),
-// nil if it asks for none: BACKING/.realm-journal, or -o journal_dir
-// (which fusefs/journal refuses on another filesystem or mount), durable
-// as the mount's durability says. What its recovery found is logged. Its
-// bounds are applied before it returns, and then by the pruner it starts
+// openJournal opens the journal of changes (on unless -o journal=off),
+// nil for none: BACKING/.realm-journal, or -o journal_dir (which
+// fusefs/journal refuses on another filesystem or mount), durable as the
+// mount's durability says. What its recovery found is logged. Its bounds
+// are applied before it returns, and then by the pruner it starts
 // (journalbounds.go), which stopPruner stops.
+//
+// A journal no option asked for (journalAsked) is left off where it has
+// nothing to record (a read-only mount) or cannot be opened (BACKING on a
+// read-only filesystem, its LOCK held by another mount of BACKING): the
+// mount serves without one, and says so. One asked for fails the mount.
 func openJournal(cfg config, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
-	if !cfg.mount.journal {
+	if !cfg.mount.journal || cfg.mount.readOnly && !cfg.mount.journalAsked {
 		return nil, func() {}, nil
 	}
 	if j, err = openJournalDir(cfg, logger); err != nil {
-		return nil, nil, err
+		if cfg.mount.journalAsked {
+			return nil, nil, err
+		}
+		logger.Warn("no journal of changes for this mount (realmfs journal list, diff and undo have nothing to show); -o journal=off says so without this warning", "error", err)
+		return nil, func() {}, nil
 	}
 	pruneJournal(j, cfg.mount, logger)
 	return j, startPruner(j, cfg.mount, logger), nil

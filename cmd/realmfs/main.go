@@ -95,8 +95,9 @@ Mount options (-o, comma-separated):
   journal=on|off       record every change made through the mount, and keep
                        what it replaced or removed by link, in
                        BACKING/.realm-journal, for realmfs journal list,
-                       diff and undo (default off: its cost, see
-                       docs/PERFORMANCE.md; docs/JOURNAL.md)
+                       diff and undo (default on, but on a read-only
+                       mount; left off, with a warning, where it cannot
+                       be opened unless asked for; docs/JOURNAL.md)
   journal_dir=DIR      the journal's directory instead: on BACKING's
                        filesystem and mount, outside BACKING
   journal_max=SIZE     bound the journal's blocks (default 1G; suffixes K M G T):

@@ -30,7 +30,10 @@ type mountOptions struct {
 	logFormat  string
 	stateDir   string // the -o form of --state-dir
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
-	journal    bool   // record every change made through the mount
+	journal    bool   // record every change made through the mount (default on)
+	// journalAsked: -o journal=on or journal_dir was given, so a journal
+	// that cannot be opened fails the mount instead of being left off.
+	journalAsked bool
 	journalDir string // the journal's directory; "": BACKING/.realm-journal
 	// The journal's bounds: its segments' and kept versions' blocks, and
 	// their age (journal_max, journal_keep; journalbounds.go).
@@ -82,7 +85,7 @@ func onOff(key, val string) (bool, error) {
 // parseMountOptions reads -o values as sshfs and bindfs take them: each
 // value is a comma-separated list, and -o may repeat.
 func parseMountOptions(values []string) (mountOptions, error) {
-	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache, journalMax: defaultJournalMax, journalKeep: defaultJournalKeep}
+	mo := mountOptions{passthrough: true, watch: true, cache: unsetCache, journal: true, journalMax: defaultJournalMax, journalKeep: defaultJournalKeep}
 	var err error
 	for _, v := range values {
 		for _, opt := range strings.Split(v, ",") {
@@ -180,8 +183,9 @@ func (mo *mountOptions) setJournal(key, val string, hasVal bool) error {
 	switch {
 	case key == "journal" && hasVal:
 		mo.journal, err = onOff(key, val)
+		mo.journalAsked = mo.journal
 	case key == "journal_dir" && hasVal && val != "":
-		mo.journalDir = val
+		mo.journalDir, mo.journalAsked = val, true
 	case key == "journal_max" && hasVal:
 		mo.journalMax, err = parseSize(key, val)
 	case key == "journal_keep" && hasVal:

@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseMountOptions(t *testing.T) {
-	def := mountOptions{passthrough: true, watch: true, cache: unsetCache, journalMax: 1 << 30, journalKeep: 7 * 24 * time.Hour}
+	def := mountOptions{passthrough: true, watch: true, cache: unsetCache, journal: true, journalMax: 1 << 30, journalKeep: 7 * 24 * time.Hour}
 	tests := []struct {
 		name   string
 		values []string
@@ -39,8 +39,9 @@ func TestParseMountOptions(t *testing.T) {
 		}},
 		{"nonempty", []string{"nonempty"}, func(m *mountOptions) { m.nonempty = true }},
 		{"descriptor bound", []string{"max_fds_per_owner=50"}, func(m *mountOptions) { m.maxFds = 50 }},
-		{"journal off by default, on and elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journal, m.journalDir = true, "/srv/j" }},
-		{"journal off", []string{"journal=off"}, func(*mountOptions) {}},
+		{"journal on by default; asked for, elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
+		{"journal asked for by its directory", []string{"journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
+		{"journal off", []string{"journal=off"}, func(m *mountOptions) { m.journal = false }},
 		{"journal bounds", []string{"journal_max=512M,journal_keep=36h"}, func(m *mountOptions) {
 			m.journalMax, m.journalKeep = 512<<20, 36*time.Hour
 		}},
