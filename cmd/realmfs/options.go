@@ -34,7 +34,7 @@ type mountOptions struct {
 	// journalAsked: -o journal=on or journal_dir was given, so a journal
 	// that cannot be opened fails the mount instead of being left off.
 	journalAsked bool
-	journalDir string // the journal's directory; "": BACKING/.realm-journal
+	journalDir   string // the journal's directory; "": BACKING/.realm-journal
 	// The journal's bounds: its segments' and kept versions' blocks, and
 	// their age (journal_max, journal_keep; journalbounds.go).
 	journalMax  int64
