@@ -167,12 +167,17 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
-		if cur := j.cur; cur != nil && cur.off+int64(len(b)) <= cur.cap {
-			if _, err := cur.f.WriteAt(b, cur.off); err != nil {
-				return 0, fmt.Errorf("journal: appending to log/%s: %w", segmentName(cur.num), err)
+		if l.Op == "" && j.cur != nil {
+			return j.written, j.holdEnd(b, l.Seq)
+		}
+		out := b
+		if len(j.ends) > 0 {
+			out = append(j.ends, b...)
+		}
+		if cur := j.cur; cur != nil && cur.off+int64(len(out)) <= cur.cap {
+			if err := j.writeLocked(out); err != nil {
+				return 0, err
 			}
-			cur.off += int64(len(b))
-			j.written += uint64(len(b))
 			cur.note(&l)
 			if l.Op != "" {
 				j.next++

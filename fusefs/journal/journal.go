@@ -151,7 +151,8 @@ type tail struct {
 	// completed, those written to the device and waited for (flush.go:
 	// durable at the next flush).
 	written, durable, completed uint64
-	keptGen, keptDurable        uint64
+	heldEnds
+	keptGen, keptDurable uint64
 	// fresh: the objects their makers may change with no sync of the
 	// record (fresh.go), by identity, each its maker; nil without
 	// Options.Durable, where no record is synced.
@@ -428,11 +429,15 @@ func (j *Journal) Close() error {
 	for j.syncing {
 		j.synced.Wait()
 	}
+	err := j.writeEndsLocked()
+	if j.endsTimer != nil {
+		j.endsTimer.Stop()
+		j.endsTimer = nil
+	}
 	j.closed = true
-	var err error
 	if j.cur != nil {
 		if j.opts.Durable && j.failed == nil && j.durable < j.written {
-			err = dirfd.Fdatasync(int(j.cur.f.Fd()))
+			err = errors.Join(err, dirfd.Fdatasync(int(j.cur.f.Fd())))
 		}
 		if cerr := j.cur.f.Close(); err == nil {
 			err = cerr

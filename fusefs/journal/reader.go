@@ -182,6 +182,10 @@ func (j *Journal) Records(f Filter) ([]Record, error) {
 		j.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if err := j.writeEndsLocked(); err != nil {
+		j.mu.Unlock()
+		return nil, err
+	}
 	parts := make([]part, 0, len(j.segs))
 	for _, s := range j.segs {
 		p := part{num: s.num, limit: -1, max: s.max}

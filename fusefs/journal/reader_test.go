@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -36,7 +37,8 @@ func TestReaderNoJournal(t *testing.T) {
 // TestReaderBesideWriter: a Reader reads while the writer holds LOCK and
 // appends from several goroutines (segments rotating): each read is a
 // prefix of the changes in seq order, each record whole, and the last
-// read, once the writer is done, has every change ended. The Reader takes
+// read, once the writer is done and has written the ends it held, has
+// every change ended. The Reader takes
 // no lock and writes nothing: the writer's LOCK is untouched.
 func TestReaderBesideWriter(t *testing.T) {
 	b := newBacking(t)
@@ -73,6 +75,10 @@ func TestReaderBesideWriter(t *testing.T) {
 		select {
 		case <-done:
 			finished = true
+			// The last ends are held (ends.go) until the timer, Close or
+			// the writer's own Records writes them: the latter, here.
+			_, err := j.Records(Filter{})
+			must(t, err)
 		default:
 		}
 		recs, err := r.Records(Filter{})
@@ -145,5 +151,55 @@ func TestReaderTornTail(t *testing.T) {
 	}
 	if _, err := r.OpenKept(recs[1].Seq); !errors.Is(err, unix.ENOENT) {
 		t.Errorf("OpenKept of a change that kept nothing: %v, want ENOENT", err)
+	}
+}
+
+// TestEndsHeld: an end is not written by itself but with the next intent
+// (one write for both), or by the timer once no intent comes; a kill -9
+// loses at most the held ends, which recovery settles by identity.
+func TestEndsHeld(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{})
+	b.write(t, "f", "v1")
+	r := b.openReader(t)
+	ended := func(seq uint64) bool {
+		recs, err := r.Records(Filter{})
+		must(t, err)
+		for _, rec := range recs {
+			if rec.Seq == seq {
+				return rec.End != ""
+			}
+		}
+		t.Fatalf("change %d not read", seq)
+		return false
+	}
+	c1, err := j.Begin(Record{Op: OpChmod, Owner: "pid:1", Path: "f"}, NoKeep)
+	must(t, err)
+	j.mu.Lock()
+	timer := j.endsTimer
+	j.mu.Unlock()
+	if timer != nil {
+		t.Fatal("an end timer armed with no end held")
+	}
+	must(t, c1.Done(nil))
+	if ended(c1.Seq()) {
+		t.Errorf("change %d's end was written by itself", c1.Seq())
+	}
+	c2, err := j.Begin(Record{Op: OpChmod, Owner: "pid:1", Path: "f"}, NoKeep)
+	must(t, err)
+	if !ended(c1.Seq()) {
+		t.Errorf("change %d's end was not written with the next intent", c1.Seq())
+	}
+	must(t, c2.Done(nil))
+	// The timer writes c2's end: wait for its write, a bounded number of
+	// the reader's reads apart (each read is an event, not a sleep).
+	j.mu.Lock()
+	armed := j.endsTimer != nil
+	j.mu.Unlock()
+	if !armed {
+		t.Fatal("no end timer armed with an end held")
+	}
+	for !ended(c2.Seq()) {
+		runtime.Gosched()
 	}
 }
