@@ -167,7 +167,7 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
-		if l.Op == "" && j.cur != nil {
+		if l.Op == "" && l.End == Done && j.cur != nil {
 			return j.written, j.holdEnd(b, l.Seq)
 		}
 		out := b

@@ -5,13 +5,15 @@ import (
 	"time"
 )
 
-// Ends are held, not written one by one: an end is written with the next
-// intent (one pwrite for both), or, when none comes, by a timer endsDelay
-// later, at Close, and before Records reads the segments. A change's end
+// Ends done are held, not written one by one: such an end is written with
+// the next intent (one pwrite for both), or, when none comes, by a timer
+// endsDelay later, at Close, and before Records reads the segments. It
 // needs no write of its own: a kill -9 of the daemon loses the held ends,
 // and recovery resolves each intent with no end by what its names lead to
 // (docs/JOURNAL.md, "Order per change"), as it does an end torn by a
-// crash. An untar makes five changes a file, so this halves its pwrites to
+// crash, finding the change made. An aborted end is written at once: a
+// change not made, whose name another has taken since (a create's
+// EEXIST), would read as a change from outside. An untar makes five changes a file, so this halves its pwrites to
 // the journal. A reader beside the daemon (realmfs journal list) sees a
 // change in flight for at most endsDelay after it ended.
 
