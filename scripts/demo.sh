@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh mounts a demo workspace with realm's default policy and shows the
 # guard at work: ordinary work succeeds, escapes and credentials are refused
-# and audited, and the files stay as they were. Then it unmounts.
+# and audited, and the files stay as they were; the journal lists every
+# change made. Then it unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 realmfs=${REALMFS:-bin/realmfs}
@@ -40,6 +41,8 @@ step "cat $ws/.env   # unchanged in the backing dir"
 cat "$ws/.env"
 step "cat $audit   # one JSON line per refusal"
 cat "$audit"
+step "realmfs journal list $mnt   # every change made through the mount, per owner (realmfs journal diff|undo)"
+"$realmfs" journal list "$mnt"
 step "fusermount3 -u $mnt"
 fusermount3 -u "$mnt"
 echo "demo done: the mount is gone and the workspace is as the demo left it."

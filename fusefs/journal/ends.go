@@ -18,7 +18,7 @@ import (
 // change in flight for at most endsDelay after it ended.
 
 // endsDelay is how long an end is held when no intent comes to carry it.
-const endsDelay = 10 * time.Millisecond
+const endsDelay = 2 * time.Millisecond
 
 // endsHeldMax is how many bytes of ends are held at most: past it they are
 // written at once.
