@@ -33,8 +33,10 @@ func (d controllerServer) ControllerGetCapabilities(context.Context, *csi.Contro
 // CreateVolume makes the workspace directory of a volume and records what
 // was asked. The name is the id. A second call with the same name and a
 // compatible request returns the same volume; an incompatible one is
-// AlreadyExists. The capacity is recorded and reported, not enforced: a
-// workspace is a directory of the base dir's file system.
+// AlreadyExists. The capacity is recorded and reported, and enforced
+// where the base dir's file system has project quotas: the directory is a
+// project of its own with the capacity as its limit (quota.go); a second
+// call applies the same again.
 func (d controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	name := req.GetName()
 	if name == "" {
@@ -65,6 +67,9 @@ func (d controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeR
 		if !compatible(r, req.GetCapacityRange(), req.GetParameters()) {
 			return nil, errf(codes.AlreadyExists, "volume %s exists with capacity %d and other parameters or capacity than asked", name, r.CapacityBytes)
 		}
+		if err := d.reapplyQuota(r); err != nil {
+			return nil, err
+		}
 	case isNotExist(err):
 		r = &record{Name: name, CapacityBytes: capacity, Parameters: req.GetParameters(), Created: time.Now().UTC()}
 		if err := d.makeVolume(r); err != nil {
@@ -78,9 +83,11 @@ func (d controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeR
 	}}, nil
 }
 
-// makeVolume makes the directory, then the record: a crash between the two
-// leaves a directory without a record, which ListVolumes does not list and
-// the retried CreateVolume takes over. The directory is writable by every
+// makeVolume makes the directory and its quota, then the record (with the
+// project id): a crash between the two leaves a directory without a
+// record, which ListVolumes does not list and the retried CreateVolume
+// takes over (a project id set on it is set again, the one allocated
+// then). The directory is writable by every
 // uid: its pods' users are not known here, and the kubelet is not to
 // chown the workspace for a pod's fsGroup (fsGroupPolicy None: realmfs
 // refuses a chown of a credential, which would fail the pod's start).
@@ -91,6 +98,9 @@ func (d controllerServer) makeVolume(r *record) error {
 	}
 	if err := os.Chmod(dir, 0o777); err != nil {
 		return errf(codes.Internal, "chmod %s: %v", dir, err)
+	}
+	if err := d.applyQuota(r); err != nil {
+		return err
 	}
 	if err := d.writeRecord(r); err != nil {
 		return errf(codes.Internal, "record volume %s: %v", r.Name, err)
@@ -126,9 +136,11 @@ func compatible(r *record, cr *csi.CapacityRange, params map[string]string) bool
 	return maps.Equal(r.Parameters, params)
 }
 
-// DeleteVolume removes a volume's record and its workspace. An unknown id
-// is not an error (it may have been deleted already). A volume still
-// mounted on this node is FailedPrecondition: its pods are using it.
+// DeleteVolume removes a volume's quota limit, its record and its
+// workspace. An unknown id is not an error (it may have been deleted
+// already). A volume still mounted on this node is FailedPrecondition:
+// its pods are using it. The limit goes first: if that fails, the record
+// is still there for the retried call to find the project by.
 func (d controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
@@ -145,6 +157,11 @@ func (d controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolumeR
 	}
 	if len(mounts) > 0 {
 		return nil, errf(codes.FailedPrecondition, "volume %s is still mounted at %s", id, mounts[0].Mountpoint)
+	}
+	if r, err := d.readRecord(id); err == nil {
+		if err := d.clearQuota(r); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range []string{d.recordPath(id), d.writerPath(id)} {
 		if err := os.Remove(p); err != nil && !isNotExist(err) {

@@ -62,6 +62,9 @@ type Driver struct {
 	nodeMu sync.Mutex
 	fwd    forwarders     // the audit logs copied onto the plugin's log
 	cg     *daemonCgroups // nil without Config.DaemonCgroup
+	// quota: the base dir's file system enforces project quotas, so a
+	// volume's capacity is its directory's limit (quota.go).
+	quota bool
 }
 
 // The three CSI services over the one Driver, each a type of its own:
@@ -122,6 +125,12 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	d := &Driver{cfg: cfg}
+	if err := projectQuotaEnforced(filepath.Join(cfg.BaseDir, volumesDir)); err != nil {
+		cfg.Log.Info("volume capacity is recorded and reported, not enforced: the base dir's file system has no project quota", "base", cfg.BaseDir, "why", err.Error())
+	} else {
+		d.quota = true
+		cfg.Log.Info("volume capacity is enforced: a project quota per volume", "base", cfg.BaseDir)
+	}
 	if cfg.DaemonCgroup != "" {
 		cg, err := openDaemonCgroups(cfg.DaemonCgroup)
 		if err != nil {

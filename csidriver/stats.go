@@ -12,7 +12,8 @@ import (
 
 // NodeGetVolumeStats reports the usage of the volume's file system (statfs
 // of the workspace directory, not of the mount: a dead daemon cannot
-// answer) and the mount's health: abnormal when the path is not a realmfs
+// answer), or in bytes its project quota's where it has one, and the
+// mount's health: abnormal when the path is not a realmfs
 // mount of the volume or its daemon does not answer, so that the CO can
 // tell and the next publish mounts it again.
 func (d nodeServer) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
@@ -38,14 +39,42 @@ func (d nodeServer) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolume
 	if err := unix.Statfs(dir, &st); err != nil {
 		return nil, errf(codes.Internal, "statfs %s: %v", dir, err)
 	}
-	bs := st.Bsize
+	bytes, err := d.bytesUsage(id, &st)
+	if err != nil {
+		return nil, err
+	}
 	return &csi.NodeGetVolumeStatsResponse{
 		Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
+			bytes,
 			{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
 		},
 		VolumeCondition: cond,
 	}, nil
+}
+
+// bytesUsage is the volume's usage in bytes: its project quota's, the
+// limit as the total and the project's usage as the used, where the
+// volume has a limit; else its file system's (st). What is available is
+// no more than the file system has free.
+func (d nodeServer) bytesUsage(id string, st *unix.Statfs_t) (*csi.VolumeUsage, error) {
+	bs := st.Bsize
+	fsAvail := int64(st.Bavail) * bs
+	u := &csi.VolumeUsage{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: fsAvail, Used: int64(st.Blocks-st.Bfree) * bs}
+	if !d.quota {
+		return u, nil
+	}
+	r, err := d.readRecord(id)
+	if err != nil || r.ProjectID == 0 {
+		return u, nil // no record (deleted meanwhile), or no project: the file system's figures
+	}
+	limit, used, err := projectUsage(d.volumeDir(id), r.ProjectID)
+	if err != nil {
+		return nil, errf(codes.Internal, "volume %s: %v", id, err)
+	}
+	if limit == 0 {
+		return u, nil
+	}
+	return &csi.VolumeUsage{Unit: csi.VolumeUsage_BYTES, Total: limit, Used: used, Available: min(max(limit-used, 0), fsAvail)}, nil
 }
 
 // condition is the health of the volume's publish at path; NotFound when

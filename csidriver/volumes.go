@@ -43,12 +43,15 @@ const (
 
 // record is volumes/<id>.json: what CreateVolume was asked, so that a
 // second CreateVolume of the name can be told apart from a conflicting one
-// and ListVolumes can report the capacity.
+// and ListVolumes can report the capacity; and the project id its
+// directory was given where the capacity is enforced (quota.go), kept
+// here so that it survives a restart and no other volume is given it.
 type record struct {
 	Name          string            `json:"name"`
 	CapacityBytes int64             `json:"capacity_bytes"`
 	Parameters    map[string]string `json:"parameters,omitempty"`
 	Created       time.Time         `json:"created"`
+	ProjectID     uint32            `json:"project_id,omitempty"`
 }
 
 func (d *Driver) volumeDir(id string) string {
