@@ -263,6 +263,11 @@ func mountQuotaExt4(t *testing.T) string {
 		t.Skip("the kernel has no ext4 quota support (CONFIG_QFMT_V2 is not set): ext4 with the quota feature does not mount")
 	}
 	tmp := t.TempDir()
+	for _, dir := range []string{filepath.Dir(tmp), tmp} { // 0700: uid 65534 writes in it
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	img, mnt := filepath.Join(tmp, "ext4.img"), filepath.Join(tmp, "mnt")
 	run(t, "mkfs.ext4", "-q", "-O", "quota,project", img, "64M")
 	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", img))
