@@ -531,10 +531,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	return server, nil
 }
 
-// fillAttr fills a FUSE attribute from a backing stat, with the mount's
-// inode number for it (inodes.Number), and its links less those the
-// journal keeps (a file unlinked while open says 0, as it would without
-// the journal).
+// fillAttr fills a FUSE attribute from a backing stat: the mount's inode
+// number (inodes.Number), and its links less the journal's (kept links,
+// the root's journal directory), so st_nlink reads as with no journal.
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
@@ -546,20 +545,12 @@ func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Nlink = uint32(s.Nlink)
 	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
 		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
-	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 && f.rootHoldsJournal() {
+	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 && journaling.DirIn(f.rootFd) {
 		a.Nlink-- // the journal's directory, which the mount does not show
 	}
 	a.Uid, a.Gid = s.Uid, s.Gid
 	a.Rdev = uint32(s.Rdev)
 	a.Blksize = uint32(s.Blksize)
-}
-
-// rootHoldsJournal reports whether BACKING's root holds a journal's
-// directory (journal.DirName, hidden from the mount), whose ".." counts in
-// the root's st_nlink.
-func (f *FS) rootHoldsJournal() bool {
-	var st unix.Stat_t
-	return dirfd.Lstat(f.rootFd, journal.DirName, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {

@@ -236,3 +236,122 @@ func (j *Journal) linked() uint64 {
 	j.keptGen++
 	return j.keptGen
 }
+
+// settle makes the intent appended up to pos, and the links into kept/
+// up to gen, durable (Options.Durable), or writes it through where the
+// filesystem orders what follows it (Options.Ordered), or for an op of
+// writeThroughOps where the filesystem's fsyncs flush.
+func (j *Journal) settle(op Op, pos, gen uint64) error {
+	return j.syncTo(pos, gen, !j.flush.through(op, gen))
+}
+
+// syncTo returns once the records up to pos and the links into kept/ up
+// to gen are durable, or, !flush, once the records up to pos are written
+// to the device (gen 0). One caller at a time syncs (the group commit's
+// leader), everything appended and linked until it starts: those that
+// come meanwhile wait for it, and then find their records synced or sync
+// together in the next round. A sync that fails fails every later one:
+// the page cache's state is unknown after it (fsync's errors are reported
+// once), so nothing more is promised durable.
+func (j *Journal) syncTo(pos, gen uint64, flush bool) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for {
+		switch {
+		case j.failed != nil:
+			return j.failed
+		case j.durable >= pos && j.keptDurable >= gen:
+			return nil
+		case !flush && j.completed >= pos:
+			return nil
+		case !j.syncing:
+			j.syncRound(flush)
+		default:
+			j.synced.Wait()
+		}
+	}
+}
+
+// syncRound is one group commit, entered and left under mu, which it lets
+// go of while it syncs.
+func (j *Journal) syncRound(flush bool) {
+	j.syncing = true
+	written, keptGen := j.written, j.keptGen
+	fd := -1
+	if j.cur != nil && j.durable < written {
+		fd = int(j.cur.f.Fd())
+	}
+	needKept := flush && j.keptDurable < keptGen
+	j.mu.Unlock()
+	err := j.flush.round(flush, needKept, fd, j.keptRead)
+	j.mu.Lock()
+	j.syncing = false
+	if err != nil {
+		j.failed = err
+	} else {
+		j.completed = max(j.completed, written)
+		if flush {
+			j.durable = max(j.durable, written)
+			j.keptDurable = max(j.keptDurable, keptGen)
+		}
+	}
+	j.synced.Broadcast()
+}
+
+// holdEnd holds the encoded end b of change seq. Under mu.
+func (j *Journal) holdEnd(b []byte, seq uint64) error {
+	if j.hold(b, seq) {
+		return j.writeEndsLocked()
+	}
+	j.arm(j.flushEnds)
+	return nil
+}
+
+// writeLocked writes b, which begins with the held ends, at the end of the
+// segment appended to (b fits in it), and lets go of the ends. Under mu.
+func (j *Journal) writeLocked(b []byte) error {
+	cur := j.cur
+	if _, err := cur.f.WriteAt(b, cur.off); err != nil {
+		return fmt.Errorf("journal: appending to log/%s: %w", segmentName(cur.num), err)
+	}
+	cur.off += int64(len(b))
+	j.written += uint64(len(b))
+	if j.endsMax != 0 {
+		cur.note(&line{Seq: j.endsMax})
+	}
+	j.drop()
+	return nil
+}
+
+// writeEndsLocked writes the held ends, into the next segment where they
+// do not fit in this one (left held while a group commit syncs it: the
+// next write or the timer carries them). Under mu.
+func (j *Journal) writeEndsLocked() error {
+	if len(j.ends) == 0 || j.cur == nil {
+		return nil
+	}
+	if j.cur.off+int64(len(j.ends)) > j.cur.cap {
+		if j.syncing {
+			return nil
+		}
+		if err := j.rotateLocked(); err != nil {
+			return err
+		}
+	}
+	return j.writeLocked(j.ends)
+}
+
+// flushEnds is the timer's: it writes the ends held, and holds the timer
+// armed while some are left.
+func (j *Journal) flushEnds() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.endsTimer = nil
+	if j.closed {
+		return
+	}
+	if err := j.writeEndsLocked(); err != nil || len(j.ends) > 0 {
+		// Tried again later, or with the next intent, which reports it.
+		j.arm(j.flushEnds)
+	}
+}

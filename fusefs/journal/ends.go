@@ -1,9 +1,6 @@
 package journal
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Ends done are held, not written one by one: such an end is written with
 // the next intent (one pwrite for both), or, when none comes, by a timer
@@ -31,64 +28,28 @@ type heldEnds struct {
 	endsTimer *time.Timer // armed while ends are held
 }
 
-// holdEnd holds the encoded end b of change seq. Under mu.
-func (j *Journal) holdEnd(b []byte, seq uint64) error {
-	j.ends = append(j.ends, b...)
-	j.endsMax = max(j.endsMax, seq)
-	if len(j.ends) >= endsHeldMax {
-		return j.writeEndsLocked()
-	}
-	if j.endsTimer == nil {
-		j.endsTimer = time.AfterFunc(endsDelay, j.flushEnds)
-	}
-	return nil
+// hold adds b, change seq's end encoded, and reports whether the ends
+// held are past endsHeldMax, to be written at once.
+func (h *heldEnds) hold(b []byte, seq uint64) (full bool) {
+	h.ends = append(h.ends, b...)
+	h.endsMax = max(h.endsMax, seq)
+	return len(h.ends) >= endsHeldMax
 }
 
-// writeLocked writes b, which begins with the held ends, at the end of the
-// segment appended to (b fits in it), and lets go of the ends. Under mu.
-func (j *Journal) writeLocked(b []byte) error {
-	cur := j.cur
-	if _, err := cur.f.WriteAt(b, cur.off); err != nil {
-		return fmt.Errorf("journal: appending to log/%s: %w", segmentName(cur.num), err)
+// drop lets go of the ends held, once written.
+func (h *heldEnds) drop() { h.ends, h.endsMax = h.ends[:0], 0 }
+
+// arm arms the timer that writes the ends (fn) unless it is armed.
+func (h *heldEnds) arm(fn func()) {
+	if h.endsTimer == nil {
+		h.endsTimer = time.AfterFunc(endsDelay, fn)
 	}
-	cur.off += int64(len(b))
-	j.written += uint64(len(b))
-	if j.endsMax != 0 {
-		cur.note(&line{Seq: j.endsMax})
-	}
-	j.ends, j.endsMax = j.ends[:0], 0
-	return nil
 }
 
-// writeEndsLocked writes the held ends, into the next segment where they
-// do not fit in this one (left held while a group commit syncs it: the
-// next write or the timer carries them). Under mu.
-func (j *Journal) writeEndsLocked() error {
-	if len(j.ends) == 0 || j.cur == nil {
-		return nil
-	}
-	if j.cur.off+int64(len(j.ends)) > j.cur.cap {
-		if j.syncing {
-			return nil
-		}
-		if err := j.rotateLocked(); err != nil {
-			return err
-		}
-	}
-	return j.writeLocked(j.ends)
-}
-
-// flushEnds is the timer's: it writes the ends held, and holds the timer
-// armed while some are left.
-func (j *Journal) flushEnds() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.endsTimer = nil
-	if j.closed {
-		return
-	}
-	if err := j.writeEndsLocked(); err != nil || len(j.ends) > 0 {
-		// Tried again later, or with the next intent, which reports it.
-		j.endsTimer = time.AfterFunc(endsDelay, j.flushEnds)
+// stop stops the timer.
+func (h *heldEnds) stop() {
+	if h.endsTimer != nil {
+		h.endsTimer.Stop()
+		h.endsTimer = nil
 	}
 }

@@ -57,85 +57,46 @@ func flushesCover(dir int) bool {
 	return dirfd.Statfs(dir, &st) == nil && st.Type == ext4Magic
 }
 
-// settle makes the intent appended up to pos, and the links into kept/
-// up to gen, durable (Options.Durable), or writes it through where the
-// filesystem orders what follows it (Options.Ordered), or for an op of
-// writeThroughOps where the filesystem's fsyncs flush.
-func (j *Journal) settle(op Op, pos, gen uint64) error {
-	through := j.ordered || j.flushCovers && gen == 0 && writeThroughOps[op]
-	return j.syncTo(pos, gen, !through)
+// flusher makes the journal's writes durable as its filesystem allows:
+// its fields are set at Open and read with no lock.
+type flusher struct {
+	// covers: an fsync on the journal's filesystem flushes the device
+	// after what was written before it (flushesCover).
+	covers bool
+	// ordered: every intent is written through (Options.Ordered on a
+	// filesystem whose flushes cover).
+	ordered bool
 }
 
-// syncTo returns once the records up to pos and the links into kept/ up
-// to gen are durable, or, !flush, once the records up to pos are written
-// to the device (gen 0). One caller at a time syncs (the group commit's
-// leader), everything appended and linked until it starts: those that
-// come meanwhile wait for it, and then find their records synced or sync
-// together in the next round. A sync that fails fails every later one:
-// the page cache's state is unknown after it (fsync's errors are reported
-// once), so nothing more is promised durable.
-func (j *Journal) syncTo(pos, gen uint64, flush bool) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for {
-		switch {
-		case j.failed != nil:
-			return j.failed
-		case j.durable >= pos && j.keptDurable >= gen:
-			return nil
-		case !flush && j.completed >= pos:
-			return nil
-		case !j.syncing:
-			j.syncRound(flush)
-		default:
-			j.synced.Wait()
-		}
-	}
+// through reports whether the intent of op, keeping links up to gen (0:
+// none), is written through rather than flushed.
+func (fl flusher) through(op Op, gen uint64) bool {
+	return fl.ordered || fl.covers && gen == 0 && writeThroughOps[op]
 }
 
-// syncRound is one group commit, entered and left under mu, which it lets
-// go of while it syncs.
-func (j *Journal) syncRound(flush bool) {
-	j.syncing = true
-	written, keptGen := j.written, j.keptGen
-	fd := -1
-	if j.cur != nil && j.durable < written {
-		fd = int(j.cur.f.Fd())
-	}
-	needKept := flush && j.keptDurable < keptGen
-	j.mu.Unlock()
-	var err error
+// round is one group commit's system calls on the log (fd, -1 for nothing
+// to write) and kept/ (keptFd): the pages written through (!flush), or the
+// log and, needKept, kept/ made durable.
+func (fl flusher) round(flush, needKept bool, fd, keptFd int) error {
 	switch {
 	case !flush:
-		err = j.writeOut(fd)
-	case needKept && j.flushCovers:
+		return writeOut(fd)
+	case needKept && fl.covers:
 		// kept/'s fsync flushes the log's pages written before it: one
 		// flush for both.
-		if err = j.writeOut(fd); err == nil {
-			err = j.syncKept()
+		if err := writeOut(fd); err != nil {
+			return err
 		}
+		return syncKept(keptFd)
 	case needKept:
-		err = j.syncBoth(fd)
-	default:
-		err = j.syncLog(fd)
+		return syncBoth(fd, keptFd)
 	}
-	j.mu.Lock()
-	j.syncing = false
-	if err != nil {
-		j.failed = err
-	} else {
-		j.completed = max(j.completed, written)
-		if flush {
-			j.durable = max(j.durable, written)
-			j.keptDurable = max(j.keptDurable, keptGen)
-		}
-	}
-	j.synced.Broadcast()
+	return syncLog(fd)
 }
 
 // writeOut writes the log's pages through to the device (fd -1: none to
 // write).
-func (j *Journal) writeOut(fd int) error {
+func writeOut(fd int) error {
 	if fd < 0 {
 		return nil
 	}
@@ -146,7 +107,7 @@ func (j *Journal) writeOut(fd int) error {
 }
 
 // syncLog makes the log durable (fd -1: nothing to sync).
-func (j *Journal) syncLog(fd int) error {
+func syncLog(fd int) error {
 	if fd < 0 {
 		return nil
 	}
@@ -156,9 +117,10 @@ func (j *Journal) syncLog(fd int) error {
 	return nil
 }
 
-// syncKept makes kept/'s entries durable.
-func (j *Journal) syncKept() error {
-	if err := dirfd.Fsync(j.keptRead); err != nil {
+// syncKept makes kept/'s entries durable (keptFd: kept/ opened for
+// reading).
+func syncKept(keptFd int) error {
+	if err := dirfd.Fsync(keptFd); err != nil {
 		return fmt.Errorf("journal: syncing kept/: %w", err)
 	}
 	return nil
@@ -167,10 +129,10 @@ func (j *Journal) syncKept() error {
 // syncBoth makes the log (fd) and kept/ durable, kept/'s fsync beside the
 // log's fdatasync: measured, one Begin that keeps a link waits 260 µs so,
 // 400 µs one after the other.
-func (j *Journal) syncBoth(fd int) error {
+func syncBoth(fd, keptFd int) error {
 	keptErr := make(chan error, 1)
-	go func() { keptErr <- j.syncKept() }()
-	err := j.syncLog(fd)
+	go func() { keptErr <- syncKept(keptFd) }()
+	err := syncLog(fd)
 	if kerr := <-keptErr; err == nil {
 		err = kerr
 	}

@@ -35,7 +35,7 @@ func TestWriteThrough(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBacking(t)
 			j := b.open(t, Options{Durable: true})
-			j.flushCovers, j.ordered = tc.covers, tc.ordered
+			j.flush = flusher{covers: tc.covers, ordered: tc.ordered}
 			rec := Record{Owner: "session:1", Op: tc.op, Path: "f"}
 			keep := NoKeep
 			if tc.keep {

@@ -104,17 +104,12 @@ type Recovery struct {
 // Journal is an open journal: its directory's descriptors, its LOCK, and
 // the segment appended to.
 type Journal struct {
-	root     int // BACKING's root (a dup)
-	dir      int // the journal directory (O_PATH)
-	log      int // log/ (O_PATH)
-	kept     int // kept/ (O_PATH)
-	keptRead int // kept/ opened for reading: its fsync
-	// flushCovers: an fsync on the journal's filesystem flushes the device
-	// after what was written before it (flush.go). Set at Open.
-	flushCovers bool
-	// ordered: every intent is written through (Options.Ordered on a
-	// filesystem whose flushes cover).
-	ordered  bool
+	root     int      // BACKING's root (a dup)
+	dir      int      // the journal directory (O_PATH)
+	log      int      // log/ (O_PATH)
+	kept     int      // kept/ (O_PATH)
+	keptRead int      // kept/ opened for reading: its fsync
+	flush    flusher  // how intents are made durable (flush.go), set at Open
 	lock     *os.File // LOCK, flocked
 	opts     Options
 	recovery Recovery
@@ -187,8 +182,8 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		j.closeFds()
 		return nil, err
 	}
-	j.flushCovers = opts.Durable && flushesCover(j.dir)
-	j.ordered = j.flushCovers && opts.Ordered
+	covers := opts.Durable && flushesCover(j.dir)
+	j.flush = flusher{covers: covers, ordered: covers && opts.Ordered}
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err
@@ -430,10 +425,7 @@ func (j *Journal) Close() error {
 		j.synced.Wait()
 	}
 	err := j.writeEndsLocked()
-	if j.endsTimer != nil {
-		j.endsTimer.Stop()
-		j.endsTimer = nil
-	}
+	j.stop()
 	j.closed = true
 	if j.cur != nil {
 		if j.opts.Durable && j.failed == nil && j.durable < j.written {
