@@ -47,14 +47,11 @@ import (
 // filesystem's fsyncs flush (flushCovers).
 var writeThroughOps = map[Op]bool{OpCreate: true, OpMkdir: true}
 
-// ext4Magic is ext4's statfs f_type.
-const ext4Magic = 0xEF53
-
 // flushesCover reports whether dir's filesystem is one whose fsyncs flush
 // the device after what was written before them (ext4).
 func flushesCover(dir int) bool {
 	var st unix.Statfs_t
-	return dirfd.Statfs(dir, &st) == nil && st.Type == ext4Magic
+	return dirfd.Statfs(dir, &st) == nil && st.Type == unix.EXT4_SUPER_MAGIC
 }
 
 // flusher makes the journal's writes durable as its filesystem allows:

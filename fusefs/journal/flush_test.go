@@ -78,7 +78,7 @@ func TestFlushesCover(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		want := st.Type == ext4Magic
+		want := st.Type == unix.EXT4_SUPER_MAGIC
 		if got := flushesCover(fd); got != want {
 			t.Errorf("flushesCover(%s, f_type %#x) = %v, want %v", dir, st.Type, got, want)
 		}
