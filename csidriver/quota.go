@@ -18,9 +18,10 @@ import (
 // (FS_XFLAG_PROJINHERIT), and the project a block limit of the capacity.
 // A write past it fails: EDQUOT on ext4, ENOSPC on XFS (which answers a
 // project's limit as a full disk). On ext4 a process with
-// CAP_SYS_RESOURCE, as realmfs's root daemon, is not held to the hard
-// limit; XFS holds root too (both seen in a VM on Linux 6.1). Elsewhere
-// the capacity is recorded and reported only.
+// CAP_SYS_RESOURCE is not held to the hard limit, which is why realmfs's
+// root daemon sheds it before it mounts (cmd/realmfs/caps.go); XFS holds
+// root too (both seen in a VM on Linux 6.1). Elsewhere the capacity is
+// recorded and reported only.
 //
 // golang.org/x/sys/unix (v0.50.0) has neither FS_IOC_FSGETXATTR nor struct
 // fsxattr, nor a quotactl wrapper, its Q_* commands or struct if_dqblk:

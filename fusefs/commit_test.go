@@ -136,7 +136,7 @@ func TestCommitFailureLeavesFile(t *testing.T) {
 			h := tf.writing(t, "old content", syscall.O_WRONLY, "NEW")
 			if tt.shortWrite {
 				// A change that failed for want of space leaves the temp failed.
-				h.file.Change(func(int) syscall.Errno { return syscall.ENOSPC })
+				h.file.Change(context.Background(), func(int) syscall.Errno { return syscall.ENOSPC })
 			}
 			if errno := h.Fsync(as(1), 0); errno != syscall.EIO {
 				t.Errorf("fsync = %v, want EIO", errno)

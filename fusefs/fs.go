@@ -37,6 +37,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/fdbudget"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/inodes"
@@ -470,20 +471,13 @@ func (f *FS) newEngine() *writeengine.Engine[*Node] {
 	return writeengine.New[*Node](engineHost{f}, f.writeLocks, writeengine.Config{
 		Durability:    f.opts.Durability,
 		AsRoot:        f.asRoot,
+		Room:          diskroom.ForRoot(f.rootFd, f.asRoot),
 		OrdersRenames: func() bool { return f.ordersRenames },
 		Procs:         f.processes,
 		MountDev:      f.mountDev.Load,
 		FailAt:        f.opts.FailAt,
-		OnSync: func(what string) {
-			if f.opts.onSync != nil {
-				f.opts.onSync(what)
-			}
-		},
-		AfterReplace: func() {
-			if f.opts.afterReplace != nil {
-				f.opts.afterReplace()
-			}
-		},
+		OnSync:        &f.opts.onSync,
+		AfterReplace:  &f.opts.afterReplace,
 	})
 }
 

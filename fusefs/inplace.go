@@ -51,7 +51,7 @@ func (h *inPlaceHandle) Read(ctx context.Context, buf []byte, off int64) (fuse.R
 
 // Write writes the file in place.
 func (h *inPlaceHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, errno := h.file.Write(data, off)
+	n, errno := h.file.Write(ctx, data, off)
 	return uint32(n), errno
 }
 

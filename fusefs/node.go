@@ -578,7 +578,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		case *inPlaceHandle:
 			return h.file.Truncate(size)
 		case *writeHandle:
-			return h.file.Truncate(size)
+			return h.file.Truncate(ctx, size)
 		}
 		return syscall.EBADF
 	}
@@ -592,7 +592,7 @@ func (n *Node) truncate(ctx context.Context, h openFile, size uint64) syscall.Er
 		return errno
 	}
 	t := fh.(*writeHandle) // a write open's handle is one, or in place
-	errno = t.file.Truncate(size)
+	errno = t.file.Truncate(ctx, size)
 	if errno == 0 {
 		// Unless the owner's open write handle commits at its close.
 		errno = t.file.CommitTruncate(ctx)

@@ -289,9 +289,9 @@ func (n *Node) openExisting(ctx context.Context, name string, flags uint32, out 
 func (n *Node) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
 	switch h := fileOf(fh).(type) {
 	case *inPlaceHandle:
-		return h.file.Allocate(off, size, mode)
+		return h.file.Allocate(ctx, off, size, mode)
 	case *writeHandle:
-		return h.file.Allocate(off, size, mode)
+		return h.file.Allocate(ctx, off, size, mode)
 	}
 	return syscall.EBADF
 }
@@ -317,17 +317,17 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	case *inPlaceHandle:
 		errno = in.withFd(func(src int) syscall.Errno {
 			var errno syscall.Errno
-			copied, errno = dst.file.CopyIn(src, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(ctx, src, offIn, offOut, size, flags)
 			return errno
 		})
 	case *writeHandle:
 		switch in := in.(type) {
 		case *inPlaceHandle:
-			copied, errno = dst.file.CopyIn(in.file.Fd(), offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(ctx, in.file.Fd(), offIn, offOut, size, flags)
 		case *readHandle:
-			copied, errno = dst.file.CopyIn(in.fd, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(ctx, in.fd, offIn, offOut, size, flags)
 		case *writeHandle:
-			copied, errno = dst.file.CopyFrom(in.file, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyFrom(ctx, in.file, offIn, offOut, size, flags)
 		}
 	}
 	return uint32(copied), errno
@@ -375,7 +375,7 @@ func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Sta
 		}
 		f.journal.End(c, nil, nil)
 	}
-	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made)}
+	h := &inPlaceHandle{handle: handle{node: n}, file: f.engine.OpenInPlace(fd, write, made, rel)}
 	if flags&syscall.O_TRUNC != 0 && write {
 		if errno := h.file.Truncate(0); errno != 0 {
 			dirfd.Close(fd)

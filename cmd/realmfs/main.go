@@ -154,6 +154,7 @@ type config struct {
 	mount               mountOptions
 	optionsGiven        []string // the -o options as given (realmfs status)
 	policy              *policy.Policy
+	capKept             error // why the daemon still holds CAP_SYS_RESOURCE (caps.go); nil: it does not
 }
 
 // subcommands are realmfs's commands other than the mount; to mount a
@@ -260,6 +261,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !cfg.foreground && !isDaemonChild() {
 		return detach(stderr)
 	}
+	cfg.capKept = shedResourceCap()
 	return serve(cfg, stderr)
 }
 
@@ -588,6 +590,9 @@ func logMountNotes(fsys *fusefs.FS, server *fuse.Server, cfg config, logger *slo
 	}
 	for _, note := range kernelcheck.Notes(server.KernelSettings()) {
 		logger.Info("note: " + note)
+	}
+	if cfg.capKept != nil {
+		logger.Warn("the daemon keeps CAP_SYS_RESOURCE: its writes may pass the file system's quotas", "err", cfg.capKept)
 	}
 }
 

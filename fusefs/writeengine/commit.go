@@ -326,8 +326,8 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
 	}
-	if hook := g.cfg.AfterReplace; hook != nil {
-		hook()
+	if p := g.cfg.AfterReplace; p != nil && *p != nil {
+		(*p)()
 	}
 	if w.xattrsLost != nil {
 		g.xattrsNotKept(ctx, w.place(), w.xattrsLost)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
@@ -165,10 +166,17 @@ type Config struct {
 	// FailAt, for tests only, makes a commit fail at the stages it
 	// returns true for; OnSync hears each fsync a commit makes ("temp",
 	// "dir"); AfterReplace runs after a commit's rename, before it
-	// settles the lock and the nodes on the new file. Each may be nil.
+	// settles the lock and the nodes on the new file. Each may be nil;
+	// the last two are read at each use, so that a test may set them on
+	// a mount it has made.
 	FailAt       func(Stage) bool
-	OnSync       func(what string)
-	AfterReplace func()
+	OnSync       *func(what string)
+	AfterReplace *func()
+	// Room is what BACKING's file system leaves a writer that is not
+	// root, which every write the daemon makes as root for an owner takes
+	// from (diskroom: root's reserve stays the host's); nil where the
+	// daemon is not root and the kernel itself holds its writes to that.
+	Room *diskroom.Gauge
 }
 
 // Engine is a mount's write engine: the writes in progress hang on the
@@ -194,6 +202,23 @@ type Engine[N comparable] struct {
 // New returns the write engine of a mount whose lock table is table.
 func New[N comparable](host Host[N], table *locks.Table, cfg Config) *Engine[N] {
 	return &Engine[N]{host: host, table: table, cfg: cfg}
+}
+
+// errNoRoom is the cause a refusal for want of room is audited with.
+var errNoRoom = errors.New("the file system has no room left for a writer that is not root (the rest is root's reserve)")
+
+// take takes n bytes of the room Config.Room keeps for a write by ctx's
+// caller to the file at place: ENOSPC past it, audited RESOURCE_LIMIT
+// once per burst of refusals.
+func (g *Engine[N]) take(ctx context.Context, n int64, place func() string) syscall.Errno {
+	if g.cfg.Room == nil {
+		return 0
+	}
+	errno, first := g.cfg.Room.Take(n)
+	if first {
+		g.host.Audit(ctx, "write", place(), errcode.ResourceLimit, errno, errNoRoom)
+	}
+	return errno
 }
 
 // of returns e's write in progress, nil if none; the caller holds e's
@@ -391,8 +416,8 @@ func (w *Write[N]) waitMoves() {
 
 // synced tells the test hook of an fsync made (Config.OnSync).
 func (g *Engine[N]) synced(what string) {
-	if g.cfg.OnSync != nil {
-		g.cfg.OnSync(what)
+	if p := g.cfg.OnSync; p != nil && *p != nil {
+		(*p)(what)
 	}
 }
 

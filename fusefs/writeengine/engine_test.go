@@ -353,7 +353,7 @@ func TestEngineAppendsInPlace(t *testing.T) {
 func TestEngineFailedWriteNeverCommits(t *testing.T) {
 	d := newEngineDir(t, "old content")
 	f := d.open(t, "a", unix.O_RDWR)
-	f.Change(func(int) syscall.Errno { return syscall.ENOSPC })
+	f.Change(context.Background(), func(int) syscall.Errno { return syscall.ENOSPC })
 	if errno := d.close(f); errno != syscall.EIO {
 		t.Errorf("close = %v, want EIO", errno)
 	}

@@ -53,7 +53,7 @@ func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, node N, ino uin
 	if h.Truncates() {
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
-		if err := w.ensureTemp(false); err != nil {
+		if err := w.ensureTemp(ctx, false); err != nil {
 			w.release(ctx, lease.Shared(), lease, h)
 			return nil, err
 		}
@@ -78,6 +78,9 @@ func WriteFlags(flags uint32) bool {
 // owner's uncommitted goes into the file in place (appendsInPlace).
 func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, appends bool, data []byte, off int64) (int, syscall.Errno) {
 	if w.appendsInPlace(h, appends) {
+		if errno := w.eng.take(ctx, int64(len(data)), w.place); errno != 0 {
+			return 0, errno
+		}
 		if w.m.PlaceMoved() {
 			if errno := w.eng.host.DenyCommit(ctx, w); errno != 0 {
 				return 0, errno
@@ -89,7 +92,7 @@ func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, a
 		}
 		return w.firstAppendInPlace(ctx, h, via, data)
 	}
-	if err := w.ensureTemp(true); err != nil {
+	if err := w.ensureTemp(ctx, true); err != nil {
 		return 0, dirfd.Errno(err)
 	}
 	w.m.TempWrite(h, appends)
@@ -100,7 +103,15 @@ func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, a
 		}
 		off = st.Size
 	}
-	n, err := unix.Pwrite(w.temp, data, off)
+	// Past the room, as a write the file system refused: the temp is
+	// failed, and the file keeps what it had.
+	var n int
+	var err error
+	if errno := w.eng.take(ctx, int64(len(data)), w.place); errno != 0 {
+		err = errno
+	} else {
+		n, err = unix.Pwrite(w.temp, data, off)
+	}
 	var failed syscall.Errno
 	if err != nil || n < len(data) {
 		failed = max(dirfd.Errno(err), syscall.EIO)
@@ -113,11 +124,11 @@ func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, a
 // not a handle's own: copy_file_range's). A change that failed for want
 // of space or by an I/O error marks the temp failed
 // (writeproto.Write.ChangeDone).
-func (w *Write[N]) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) syscall.Errno {
+func (w *Write[N]) change(ctx context.Context, h *writeproto.Handle, fn func(fd int) syscall.Errno) syscall.Errno {
 	if h != nil {
 		w.m.Changing(h)
 	}
-	if err := w.ensureTemp(true); err != nil {
+	if err := w.ensureTemp(ctx, true); err != nil {
 		return dirfd.Errno(err)
 	}
 	w.m.TempChange()
@@ -129,9 +140,12 @@ func (w *Write[N]) change(h *writeproto.Handle, fn func(fd int) syscall.Errno) s
 // copyIn copies size bytes of src at offIn into the owner's temp at
 // offOut (copy_file_range); the caller holds w's entry's lock, and that of
 // src's write if src is another write's content.
-func (w *Write[N]) copyIn(src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+func (w *Write[N]) copyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+	if errno := w.eng.take(ctx, int64(size), w.place); errno != 0 {
+		return 0, errno
+	}
 	var copied int
-	errno := w.change(nil, func(tmp int) syscall.Errno {
+	errno := w.change(ctx, nil, func(tmp int) syscall.Errno {
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c

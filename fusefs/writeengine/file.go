@@ -181,30 +181,42 @@ func (f *File[N]) WithCur(fn func(fd int) syscall.Errno) syscall.Errno {
 
 // Change runs fn on the owner's temp, making it first; the change fn
 // makes is committed with the owner's next commit.
-func (f *File[N]) Change(fn func(fd int) syscall.Errno) syscall.Errno {
-	return f.locked(func(w *Write[N]) syscall.Errno { return w.change(f.h, fn) })
+func (f *File[N]) Change(ctx context.Context, fn func(fd int) syscall.Errno) syscall.Errno {
+	return f.locked(func(w *Write[N]) syscall.Errno { return w.change(ctx, f.h, fn) })
 }
 
 // Truncate sets the size of the owner's new content (a change of its
 // temp: ftruncate(2), or truncate(2) by name through a handle of its own).
-func (f *File[N]) Truncate(size uint64) syscall.Errno {
-	return f.Change(func(fd int) syscall.Errno { return dirfd.Errno(unix.Ftruncate(fd, int64(size))) })
+func (f *File[N]) Truncate(ctx context.Context, size uint64) syscall.Errno {
+	return f.Change(ctx, func(fd int) syscall.Errno { return dirfd.Errno(unix.Ftruncate(fd, int64(size))) })
 }
 
 // Allocate preallocates or punches holes in the owner's temp
 // (fallocate(2)).
-func (f *File[N]) Allocate(off, size uint64, mode uint32) syscall.Errno {
-	return f.Change(func(fd int) syscall.Errno {
+func (f *File[N]) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	return f.Change(ctx, func(fd int) syscall.Errno {
+		if errno := f.w.eng.take(ctx, allocates(mode, size), f.w.place); errno != 0 {
+			return errno
+		}
 		return dirfd.Errno(unix.Fallocate(fd, mode, int64(off), int64(size)))
 	})
+}
+
+// allocates is how many bytes a fallocate(2) of size in mode may take
+// from the file system: none for one that frees blocks.
+func allocates(mode uint32, size uint64) int64 {
+	if mode&(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_COLLAPSE_RANGE) != 0 {
+		return 0
+	}
+	return int64(size)
 }
 
 // CopyIn copies size bytes of src, a descriptor no write in progress
 // holds (a reader's, a coordinated file's), at offIn into the owner's
 // temp at offOut (copy_file_range(2)).
-func (f *File[N]) CopyIn(src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+func (f *File[N]) CopyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
 	defer lockPair(nil, f.w)()
-	return f.w.copyIn(src, offIn, offOut, size, flags)
+	return f.w.copyIn(ctx, src, offIn, offOut, size, flags)
 }
 
 // CopyFrom copies size bytes of the content src's owner sees at offIn
@@ -212,12 +224,12 @@ func (f *File[N]) CopyIn(src int, offIn, offOut, size, flags uint64) (int, sysca
 // copy, taken in one order so that copies between two files in both
 // directions cannot deadlock. The one write on both sides (the same
 // temp) is EXDEV: the kernel falls back to read and write.
-func (f *File[N]) CopyFrom(src *File[N], offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+func (f *File[N]) CopyFrom(ctx context.Context, src *File[N], offIn, offOut, size, flags uint64) (int, syscall.Errno) {
 	if src.w == f.w {
 		return 0, syscall.EXDEV
 	}
 	defer lockPair(src.w, f.w)()
-	return f.w.copyIn(src.w.cur(), offIn, offOut, size, flags)
+	return f.w.copyIn(ctx, src.w.cur(), offIn, offOut, size, flags)
 }
 
 // lockPair locks the entries of two different writes in progress (a may be

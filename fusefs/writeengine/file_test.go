@@ -48,7 +48,7 @@ func TestFileKilledWriter(t *testing.T) {
 			f := d.open(t, "a", tc.flags)
 			d.write(t, f, tc.flags&unix.O_APPEND != 0, tc.data, 0)
 			if tc.failed {
-				f.Change(func(int) syscall.Errno { return syscall.EIO })
+				f.Change(context.Background(), func(int) syscall.Errno { return syscall.EIO })
 			}
 			d.procs.set(func(p *procFacts) { p.signal = int(unix.SIGKILL) })
 			d.close(f)
@@ -258,10 +258,10 @@ func TestFileCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.write(t, g, false, "G", 0)
-	if n, errno := f.CopyFrom(g, 0, 0, 2, 0); errno != 0 || n != 2 {
+	if n, errno := f.CopyFrom(context.Background(), g, 0, 0, 2, 0); errno != 0 || n != 2 {
 		t.Fatalf("copy from g = %d, %v", n, errno)
 	}
-	if _, errno := f.CopyFrom(f, 0, 0, 1, 0); errno != syscall.EXDEV {
+	if _, errno := f.CopyFrom(context.Background(), f, 0, 0, 1, 0); errno != syscall.EXDEV {
 		t.Errorf("copy within one write = %v, want EXDEV", errno)
 	}
 	src, err := dirfd.Open(d.dfd, "g", unix.O_RDONLY, 0)
@@ -269,7 +269,7 @@ func TestFileCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dirfd.Close(src)
-	if n, errno := f.CopyIn(src, 0, 3, 1, 0); errno != 0 || n != 1 {
+	if n, errno := f.CopyIn(context.Background(), src, 0, 3, 1, 0); errno != 0 || n != 1 {
 		t.Fatalf("copy from a descriptor = %d, %v", n, errno)
 	}
 	d.want(t, "f", "ffff", "before the close")

@@ -1,6 +1,7 @@
 package writeengine
 
 import (
+	"context"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -55,13 +56,18 @@ type InPlace struct {
 	// change through Host.OwnMadeChange, which restamps the file so that
 	// it stays readable; nil for any other.
 	own func(fds []int, change func() error) error
+	// take takes a write's bytes from the room the file system leaves a
+	// writer that is not root (Engine.take).
+	take func(ctx context.Context, n int64) syscall.Errno
 }
 
-// OpenInPlace is the in-place open of a coordinated file through fd
-// (O_RDWR if write; the caller closes it); made: the file is one the
-// mount made at a credential path.
-func (g *Engine[N]) OpenInPlace(fd int, write, made bool) *InPlace {
-	p := &InPlace{fd: fd, write: write}
+// OpenInPlace is the in-place open of a coordinated file at workspace
+// path rel through fd (O_RDWR if write; the caller closes it); made: the
+// file is one the mount made at a credential path.
+func (g *Engine[N]) OpenInPlace(fd int, write, made bool, rel string) *InPlace {
+	p := &InPlace{fd: fd, write: write, take: func(ctx context.Context, n int64) syscall.Errno {
+		return g.take(ctx, n, func() string { return rel })
+	}}
 	if made {
 		p.own = g.host.OwnMadeChange
 	}
@@ -85,7 +91,10 @@ func (p *InPlace) change(fn func() error) syscall.Errno {
 // Write writes data into the file in place, at the offset the kernel
 // gives (an O_APPEND write's is the size of the one inode every owner
 // shares).
-func (p *InPlace) Write(data []byte, off int64) (int, syscall.Errno) {
+func (p *InPlace) Write(ctx context.Context, data []byte, off int64) (int, syscall.Errno) {
+	if errno := p.take(ctx, int64(len(data))); errno != 0 {
+		return 0, errno
+	}
 	var n int
 	errno := p.change(func() (err error) {
 		n, err = unix.Pwrite(p.fd, data, off)
@@ -100,13 +109,19 @@ func (p *InPlace) Truncate(size uint64) syscall.Errno {
 }
 
 // Allocate preallocates or punches a hole in the file.
-func (p *InPlace) Allocate(off, size uint64, mode uint32) syscall.Errno {
+func (p *InPlace) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	if errno := p.take(ctx, allocates(mode, size)); errno != 0 {
+		return errno
+	}
 	return p.change(func() error { return unix.Fallocate(p.fd, mode, int64(off), int64(size)) })
 }
 
 // CopyIn copies size bytes of src at offIn into the file at offOut
 // (copy_file_range(2)).
-func (p *InPlace) CopyIn(src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+func (p *InPlace) CopyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+	if errno := p.take(ctx, int64(size)); errno != 0 {
+		return 0, errno
+	}
 	var copied int
 	errno := p.change(func() (err error) {
 		ri, ro := int64(offIn), int64(offOut)

@@ -1,6 +1,7 @@
 package writeengine
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,8 +21,8 @@ func TestInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dirfd.Close(fd)
-	ro := d.g.OpenInPlace(fd, false, false)
-	if _, errno := ro.Write([]byte("x"), 0); errno != syscall.EBADF {
+	ro := d.g.OpenInPlace(fd, false, false, "f")
+	if _, errno := ro.Write(context.Background(), []byte("x"), 0); errno != syscall.EBADF {
 		t.Errorf("write through a read-only open = %v, want EBADF", errno)
 	}
 	if errno := ro.Truncate(0); errno != syscall.EBADF {
@@ -32,18 +33,18 @@ func TestInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dirfd.Close(rw)
-	p := d.g.OpenInPlace(rw, true, true)
-	if n, errno := p.Write([]byte("ab"), 2); errno != 0 || n != 2 {
+	p := d.g.OpenInPlace(rw, true, true, "f")
+	if n, errno := p.Write(context.Background(), []byte("ab"), 2); errno != 0 || n != 2 {
 		t.Fatalf("write = %d, %v", n, errno)
 	}
 	d.want(t, "f", "01ab456789", "right after the write")
 	if errno := p.Truncate(6); errno != 0 {
 		t.Fatalf("truncate = %v", errno)
 	}
-	if n, errno := p.CopyIn(fd, 0, 6, 2, 0); errno != 0 || n != 2 {
+	if n, errno := p.CopyIn(context.Background(), fd, 0, 6, 2, 0); errno != 0 || n != 2 {
 		t.Fatalf("copy = %d, %v", n, errno)
 	}
-	if errno := p.Allocate(0, 16, 0); errno != 0 {
+	if errno := p.Allocate(context.Background(), 0, 16, 0); errno != 0 {
 		t.Fatalf("allocate = %v", errno)
 	}
 	for _, dataOnly := range []bool{false, true} {

@@ -225,7 +225,7 @@ func (r *randomRun) truncate() {
 	view := r.checkView(x, "before an ftruncate")
 	x.w.Entry().Unlock()
 	size := len(view) / 2
-	if errno := x.f.Truncate(uint64(size)); errno != 0 {
+	if errno := x.f.Truncate(context.Background(), uint64(size)); errno != 0 {
 		r.t.Fatalf("ftruncate #%d: %v", i, errno)
 	}
 	r.views[x.owner] = view[:size]

@@ -1,6 +1,7 @@
 package writeengine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 
@@ -25,7 +26,7 @@ import (
 // write): the temp never carries the file's capabilities nor its set-ID
 // bits, whoever writes (hostmode.go: new content with the host's privilege
 // would be the writer's program running with it).
-func (w *Write[N]) ensureTemp(seed bool) error {
+func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 	if w.temp >= 0 {
 		return nil
 	}
@@ -62,6 +63,11 @@ func (w *Write[N]) ensureTemp(seed bool) error {
 		return fail(err)
 	}
 	if seed && st.Size > 0 {
+		// A copy takes the file's blocks anew (a reflink none: counted all
+		// the same, as the gauge cannot tell beforehand).
+		if errno := g.take(ctx, st.Blocks*512, w.place); errno != 0 {
+			return fail(errno)
+		}
 		if err := dirfd.CloneOrCopy(fd, w.base, -1); err != nil {
 			return fail(err)
 		}

@@ -1,0 +1,100 @@
+// Package diskroom keeps a root daemon's writes out of the blocks its
+// file system keeps for root.
+//
+// ext4 keeps a share of its blocks (5 % by default, `tune2fs -m`) for
+// processes whose fsuid is the file system's reserved uid (0 unless set)
+// or that hold CAP_SYS_RESOURCE, so that root's services on the host can
+// still log and work when users have filled the disk. The daemon writes
+// every owner's bytes as root: without a check, an agent writing through
+// the mount would fill the host's disk past what the kernel leaves any
+// unprivileged process, into root's reserve. So every write the daemon
+// makes for an owner first takes its size from a Gauge of what the file
+// system leaves an unprivileged writer (statfs's f_bavail), and past it
+// the write is ENOSPC, as the kernel answers that writer.
+//
+// The gauge asks statfs(2) again when its estimate falls below a margin,
+// when it is older than a second, and after a refusal; in between it
+// only subtracts what it allowed. Far from full, a write so costs an
+// atomic add; near full, one fstatfs. It counts every byte written as a
+// new block, which overcounts a rewrite of allocated blocks: near full,
+// such a write is refused where the kernel would have taken it.
+package diskroom
+
+import (
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+const (
+	// margin: below it, every write asks the file system, so that the
+	// estimate never lets the writes in flight pass f_bavail by more
+	// than one write each.
+	margin = 64 << 20
+	// maxAge: an estimate older than this is asked again, so that what
+	// the host wrote or freed meanwhile counts.
+	maxAge = time.Second
+)
+
+// Gauge is the room an unprivileged writer has on one file system.
+type Gauge struct {
+	statfs func(*unix.Statfs_t) error
+	now    func() time.Time
+
+	room    atomic.Int64 // bytes the estimate leaves
+	checked atomic.Int64 // when statfs last answered, UnixNano; 0: never
+
+	refused atomic.Bool // the last answer was a refusal: the next is no new burst
+}
+
+// New returns the gauge of the file system that statfs reports on (an
+// fstatfs of the backing root, say).
+func New(statfs func(*unix.Statfs_t) error) *Gauge {
+	return &Gauge{statfs: statfs, now: time.Now}
+}
+
+// Take takes n bytes from the room: 0 if they fit, else ENOSPC, with
+// first true on the first refusal since the last write that fit (one
+// audit line per burst of refusals). A statfs that fails lets the write
+// through: the kernel still answers it.
+func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
+	if n <= 0 {
+		return 0, false
+	}
+	if g.room.Add(-n) >= margin && g.now().UnixNano()-g.checked.Load() < int64(maxAge) {
+		return 0, false
+	}
+	// Writers that meet here together each ask: statfs is cheap, and
+	// the last answer stored is as good as any.
+	var st unix.Statfs_t
+	if err := g.statfs(&st); err != nil {
+		return 0, false
+	}
+	left := int64(st.Bavail) * st.Bsize
+	if left < n {
+		g.room.Store(left)
+		g.checked.Store(g.now().UnixNano())
+		return syscall.ENOSPC, !g.refused.Swap(true)
+	}
+	// The writes in flight since the Add above took their share from the
+	// old estimate; the fresh one counts them in statfs's answer or not
+	// at all, so it starts from what statfs says less this write.
+	g.room.Store(left - n)
+	g.checked.Store(g.now().UnixNano())
+	g.refused.Store(false)
+	return 0, false
+}
+
+// ForRoot returns the gauge of the file system holding the object fd
+// holds, for a daemon that is root (root); nil for one that is not, whose
+// writes the kernel holds to the room itself.
+func ForRoot(fd int, root bool) *Gauge {
+	if !root {
+		return nil
+	}
+	return New(func(st *unix.Statfs_t) error { return dirfd.Fstatfs(fd, st) })
+}

@@ -1,0 +1,95 @@
+package diskroom
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeFS answers statfs with avail bytes in 4 KiB blocks and counts the
+// calls.
+type fakeFS struct {
+	avail int64
+	err   error
+	calls int
+}
+
+func (f *fakeFS) statfs(st *unix.Statfs_t) error {
+	f.calls++
+	if f.err != nil {
+		return f.err
+	}
+	*st = unix.Statfs_t{Bsize: 4096, Bavail: uint64(f.avail / 4096)}
+	return nil
+}
+
+func TestTake(t *testing.T) {
+	type step struct {
+		avail   int64         // what statfs reports from this step on (-1: unchanged)
+		advance time.Duration // the clock moves before the take
+		n       int64
+		errno   syscall.Errno
+		first   bool
+		calls   int // statfs calls so far
+	}
+	const mib = 1 << 20
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"far from full: one statfs, then arithmetic", []step{
+			{avail: 1 << 30, n: 4096, calls: 1},
+			{avail: -1, n: 4096, calls: 1},
+			{avail: -1, n: 100 * mib, calls: 1},
+		}},
+		{"an old estimate is asked again", []step{
+			{avail: 1 << 30, n: 4096, calls: 1},
+			{avail: -1, advance: 2 * time.Second, n: 4096, calls: 2},
+		}},
+		{"the estimate below the margin asks every time", []step{
+			{avail: 1 << 30, n: 1<<30 - 65*mib, calls: 1},
+			{avail: 65 * mib, n: 2 * mib, calls: 2},
+			{avail: 63 * mib, n: 4096, calls: 3},
+		}},
+		{"past f_bavail: ENOSPC, audited once per burst", []step{
+			{avail: 8192, n: 4096, calls: 1},
+			{avail: 4096, n: 8192, errno: syscall.ENOSPC, first: true, calls: 2},
+			{avail: -1, n: 8192, errno: syscall.ENOSPC, calls: 3},
+			{avail: -1, n: 4096, calls: 4},
+			{avail: 0, n: 1, errno: syscall.ENOSPC, first: true, calls: 5},
+		}},
+		{"nothing to take asks nothing", []step{
+			{avail: 0, n: 0, calls: 0},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := &fakeFS{}
+			clock := time.Unix(1000, 0)
+			g := New(fs.statfs)
+			g.now = func() time.Time { return clock }
+			for i, s := range tt.steps {
+				if s.avail >= 0 {
+					fs.avail = s.avail
+				}
+				clock = clock.Add(s.advance)
+				errno, first := g.Take(s.n)
+				if errno != s.errno || first != s.first || fs.calls != s.calls {
+					t.Fatalf("step %d: Take(%d) = %v, first %v after %d statfs; want %v, %v after %d",
+						i, s.n, errno, first, fs.calls, s.errno, s.first, s.calls)
+				}
+			}
+		})
+	}
+}
+
+// TestTakeStatfsFails lets the write through: the kernel still answers it.
+func TestTakeStatfsFails(t *testing.T) {
+	fs := &fakeFS{err: errors.New("EIO")}
+	if errno, _ := New(fs.statfs).Take(4096); errno != 0 {
+		t.Fatalf("Take with statfs failing = %v, want 0", errno)
+	}
+}
