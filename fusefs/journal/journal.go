@@ -122,6 +122,7 @@ type Journal struct {
 
 	pruned  atomic.Uint64
 	pruning atomic.Bool
+	weighs  int // Prune's weighings, under pruning: every reweighEvery-th weighs all again
 	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
 	// written under mu, read with no lock.
 	keptLinks sync.Map

@@ -106,6 +106,39 @@ func TestPruneBySize(t *testing.T) {
 	checkPruned(t, b, j, seq, 40)
 }
 
+// TestWeighSealedOnce: a segment no longer appended to keeps the weight
+// of its first weighing (its records do not change), so that a Prune does
+// not lstat the whole journal; every reweighEvery-th weighing renews
+// them all, for a kept object the host changed behind the journal.
+func TestWeighSealedOnce(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{SegmentSize: 1024})
+	rewrites(t, b, j, 20)
+	weights := func() map[uint64]int64 {
+		segs, _, err := j.weigh()
+		must(t, err)
+		w := map[uint64]int64{}
+		for _, s := range segs {
+			w[s.num] = s.bytes
+		}
+		return w
+	}
+	first := weights()
+	if len(first) < 3 {
+		t.Fatalf("%d segments, want several", len(first))
+	}
+	// kept/1, in the first segment, grows behind the journal.
+	must(t, os.WriteFile(b.keptPath(1), []byte(strings.Repeat("x", 1<<20)), 0o600))
+	for j.weighs%reweighEvery != reweighEvery-1 {
+		if w := weights(); w[1] != first[1] {
+			t.Fatalf("weighing %d: the sealed first segment weighs %d, was %d: weighed again", j.weighs, w[1], first[1])
+		}
+	}
+	if w := weights(); w[1] < 1<<20 {
+		t.Fatalf("weighing %d renews all: the first segment weighs %d (was %d), want its kept object's 1 MiB in it", j.weighs, w[1], first[1])
+	}
+}
+
 // TestPruneByAge: segments whose newest record is older than the bound
 // go; one that holds a newer record stays whole. The segment appended to
 // goes too once all of it is old, and seqs go on after it.
