@@ -48,7 +48,8 @@
 #   TIMED=1           0 skips the timed rounds (counts only)
 #   COUNTS=1          0 skips the counts; they need root (strace attaches to
 #                     the daemons) and measure, each on fresh mounts, create
-#                     FILES x 4 KiB and tar x of COUNT_SRC on native,
+#                     FILES x 4 KiB, tar x of COUNT_SRC, SAVES atomic saves
+#                     and rm -rf of the untarred tree on native,
 #                     native_fsyncs (create: each file through temp, fsync,
 #                     rename, fsync of the directory, as realmfs does it),
 #                     realmfs, realmfs_atomic (-o durability=atomic) and
@@ -448,13 +449,20 @@ if [ "$COUNTS" = 1 ]; then
 	[ -d "$COUNT_SRC" ] || { echo "bench.sh: COUNT_SRC=$COUNT_SRC is not a directory" >&2; exit 2; }
 	tar -C "$COUNT_SRC" -cf "$work/count-src.tar" .
 	count_src_files=$(tar -tf "$work/count-src.tar" | grep -vc '/$' || true)
-	count_workloads=("create|$FILES" "untar|$count_src_files")
-	# cwork KIND DIR: the workload itself, as a command line.
+	count_workloads=("create|$FILES" "untar|$count_src_files" "atomic|$SAVES" "rm|$count_src_files")
+	# cwork KIND DIR: the workload itself, as a command line. rm removes
+	# the tree the untar before it made in the same place (DIR/rm-a:
+	# DIR/untar-a/tree).
 	cwork() {
 		case $1 in
 		create) echo "$bt" create "$2/small" "$FILES" 4K ;;
 		createsafe) echo "$bt" createsafe "$2/small" "$FILES" 4K ;;
 		untar) echo mkdir -p "$2/tree" '&&' tar -C "$2/tree" -xf "$work/count-src.tar" ;;
+		atomic) echo "$bt" atomic "$2/atomic" "$SAVES" ;;
+		rm)
+			local base=${2##*/}
+			echo rm -rf "${2%/*}/untar${base#rm}/tree"
+			;;
 		esac
 	}
 	record() { # workload target < "metric value" lines
@@ -465,6 +473,8 @@ if [ "$COUNTS" = 1 ]; then
 		case $1 in
 		create) echo "create_${FILES}_x_4_KiB" ;;
 		untar) echo "untar_$(basename "$COUNT_SRC")_(${count_src_files}_files)" ;;
+		atomic) echo "${SAVES}_atomic_saves" ;;
+		rm) echo "rm_-rf_of_the_untarred_tree" ;;
 		esac
 	}
 	# count_native TARGET KIND WORK
@@ -473,13 +483,16 @@ if [ "$COUNTS" = 1 ]; then
 		label=$(count_label "$kind")
 		mkdir -p "$d"
 		rm -rf "${d:?}"/*
-		echo "cpu_s $("$bt" cpurun -- sh -c "$(cwork "$w" "$d/a")")" | record "$label" "$t"
-		strace -c -f -o "$work/strace.$t.$kind" sh -c "$(cwork "$w" "$d/b")" >/dev/null
+		if [ "$kind" = rm ]; then # the trees it removes, made unmeasured
+			sh -c "$(cwork untar "$d/untar-a") && $(cwork untar "$d/untar-b")"
+		fi
+		echo "cpu_s $("$bt" cpurun -- sh -c "$(cwork "$w" "$d/$kind-a")")" | record "$label" "$t"
+		strace -c -f -o "$work/strace.$t.$kind" sh -c "$(cwork "$w" "$d/$kind-b")" >/dev/null
 		"$bt" stracec "$work/strace.$t.$kind" | record "$label" "$t"
 		echo "files $(items_count "$kind")" | record "$label" "$t"
 		rm -rf "$d"
 	}
-	items_count() { case $1 in create) echo "$FILES" ;; untar) echo "$count_src_files" ;; esac; }
+	items_count() { case $1 in create) echo "$FILES" ;; untar | rm) echo "$count_src_files" ;; atomic) echo "$SAVES" ;; esac; }
 	# count_fuse TARGET KIND: the daemon of ${dir[TARGET]} (plain) and of
 	# ${dir[TARGET_debug]} (--debug).
 	count_fuse() {
