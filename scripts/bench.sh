@@ -610,6 +610,6 @@ if [ "$TIMED" = 1 ]; then
 fi
 if [ "$COUNTS" = 1 ]; then
 	echo
-	echo "### Per created file: requests, system calls, CPU"
+	echo "### Per file: requests, system calls, CPU"
 	"$bt" counttable "$counts" | sed 's/_/ /g'
 fi

@@ -354,7 +354,7 @@ func (s *countSet) withoutRuntime(target string) (float64, bool) {
 const minPerFile = 0.05
 
 func writeCountSet(w io.Writer, s *countSet) {
-	fmt.Fprintf(w, "\n%s, per file made:\n\n", s.workload)
+	fmt.Fprintf(w, "\n%s, per file (made, saved or removed):\n\n", s.workload)
 	header, rule := "| per file |", "|---|"
 	for _, t := range s.targets {
 		header += " " + t + " |"
@@ -411,7 +411,7 @@ func writeCountSet(w io.Writer, s *countSet) {
 	for _, t := range s.targets {
 		files += fmt.Sprintf(" %s %.0f,", t, s.files[t])
 	}
-	fmt.Fprintf(w, "\nFiles made:%s. CPU and system calls are the daemon's on a FUSE target, the workload's own on a native one.\n", strings.TrimSuffix(files, ","))
+	fmt.Fprintf(w, "\nFiles:%s. CPU and system calls are the daemon's on a FUSE target, the workload's own on a native one.\n", strings.TrimSuffix(files, ","))
 }
 
 func metricLabel(m string) string {
