@@ -132,3 +132,30 @@ func TestJournalCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalListWhileWriting: the daemon holds the ends of its last
+// changes for a moment (fusefs/journal's endsDelay) rather than write each
+// alone; `realmfs journal list MOUNTPOINT` has it write them first, so a
+// change made just before the command reads as done, not in progress.
+func TestJournalListWhileWriting(t *testing.T) {
+	m := mount(t)
+	writeFile(t, m.Path("f"), "x\n")
+	if err := os.Mkdir(m.Path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	list := realmfsJournal(t, "list", m.Dir)
+	for _, op := range []string{"create", "mkdir"} {
+		found := false
+		for _, line := range strings.Split(list, "\n") {
+			if f := strings.Fields(line); len(f) >= 5 && f[3] == op { // SEQ TIME OWNER OP END KEPT PATH
+				found = true
+				if f[4] != "done" {
+					t.Errorf("journal list right after the %s: %q, want it done", op, line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("journal list has no %s:\n%s", op, list)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func controlPath(dir string, dev uint64) string {
 
 // controlRequest is what a command asks the daemon.
 type controlRequest struct {
-	Op     string    `json:"op"` // status, undo
+	Op     string    `json:"op"` // status, undo, sync (write the journal's held ends)
 	Owner  string    `json:"owner,omitempty"`
 	Since  time.Time `json:"since,omitzero"`
 	DryRun bool      `json:"dry_run,omitempty"`
@@ -189,8 +189,15 @@ func (c *controller) answer(conn *net.UnixConn) controlReply {
 		return controlReply{Status: &st}
 	case "undo":
 		return c.undo(req)
+	case "sync":
+		if c.j != nil {
+			if err := c.j.WriteHeld(); err != nil {
+				return controlReply{Error: err.Error()}
+			}
+		}
+		return controlReply{}
 	}
-	return controlReply{Error: fmt.Sprintf("a bad request: op %q (want status or undo)", req.Op)}
+	return controlReply{Error: fmt.Sprintf("a bad request: op %q (want status, undo or sync)", req.Op)}
 }
 
 // undo runs journal undo for req.Owner.

@@ -89,6 +89,7 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	if jc.name == "undo" {
 		return runUndo(jc, stdout, stderr)
 	}
+	syncHeld(jc.target)
 	r, root, backing, err := readJournal(jc.target, jc.journalDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs journal %s: %v\n", jc.name, err)
@@ -113,6 +114,23 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		return errcode.ExitFailure
 	}
 	return 0
+}
+
+// syncHeld has the daemon of the mount at target, if it is one, write
+// the ends of its last changes, which it holds for a moment
+// (journal.endsDelay), so that no change that has ended reads as in
+// progress. Not a mount, no daemon to ask, or none that answers within
+// two seconds: the records are read as they are.
+func syncHeld(target string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = askDaemon(target, controlRequest{Op: "sync"})
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // parseJournalArgs parses the command line of a journal command; false

@@ -341,6 +341,18 @@ func (j *Journal) writeEndsLocked() error {
 	return j.writeLocked(j.ends)
 }
 
+// WriteHeld writes the ends held, so that a reader of the segments beside
+// the daemon (realmfs journal list, asking the daemon first) finds every
+// change that has ended ended.
+func (j *Journal) WriteHeld() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	return j.writeEndsLocked()
+}
+
 // flushEnds is the timer's: it writes the ends held, and holds the timer
 // armed while some are left.
 func (j *Journal) flushEnds() {

@@ -10,12 +10,18 @@ import "time"
 // (docs/JOURNAL.md, "Order per change"), as it does an end torn by a
 // crash, finding the change made. An aborted end is written at once: a
 // change not made, whose name another has taken since (a create's
-// EEXIST), would read as a change from outside. An untar makes five changes a file, so this halves its pwrites to
-// the journal. A reader beside the daemon (realmfs journal list) sees a
+// EEXIST), would read as a change from outside. An untar makes five
+// changes a file, so this halves its pwrites to the journal. realmfs
+// journal list and diff of a mountpoint ask the daemon to write the ends
+// it holds first (WriteHeld); another reader beside the daemon sees a
 // change in flight for at most endsDelay after it ended.
 
 // endsDelay is how long an end is held when no intent comes to carry it.
-const endsDelay = 2 * time.Millisecond
+// Each firing of the timer wakes the daemon: at 2 ms (until 2026-12-04) a
+// busy daemon's timer fired every millisecond or two, 5 epoll_pwait and
+// 0.9 netpoll-break writes per created file (docs/PERFORMANCE.md, the
+// journal's counts); at 100 ms, 0.5 and 0.05, and 0.9 fewer pwrites.
+const endsDelay = 100 * time.Millisecond
 
 // endsHeldMax is how many bytes of ends are held at most: past it they are
 // written at once.
