@@ -19,7 +19,7 @@ import (
 // A write past it fails: EDQUOT on ext4, ENOSPC on XFS (which answers a
 // project's limit as a full disk). On ext4 a process with
 // CAP_SYS_RESOURCE is not held to the hard limit, which is why realmfs's
-// root daemon sheds it before it mounts (cmd/realmfs/caps.go); XFS holds
+// root daemon sheds it before it mounts (internal/capdrop); XFS holds
 // root too (both seen in a VM on Linux 6.1). Elsewhere the capacity is
 // recorded and reported only.
 //

@@ -24,6 +24,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
+	"github.com/realm-dev/realm/internal/capdrop"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -154,7 +155,7 @@ type config struct {
 	mount               mountOptions
 	optionsGiven        []string // the -o options as given (realmfs status)
 	policy              *policy.Policy
-	capKept             error // why the daemon still holds CAP_SYS_RESOURCE (caps.go); nil: it does not
+	capKept             error // why the daemon still holds CAP_SYS_RESOURCE (capdrop.Shed); nil: it does not
 }
 
 // subcommands are realmfs's commands other than the mount; to mount a
@@ -264,6 +265,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.capKept = shedResourceCap()
 	return serve(cfg, stderr)
 }
+
+// shedResourceCap: the daemon writes every owner's bytes as root. With
+// CAP_SYS_RESOURCE ext4 would let them pass a project's or a user's hard
+// quota (realm-csi's volume capacity) and take root's reserve of blocks
+// (fusefs/diskroom holds the daemon's own writes to it anyway); the
+// daemon needs it for nothing, so it sheds it before it mounts, for good
+// (capdrop.Shed executes it again).
+func shedResourceCap() error { return capdrop.Shed(unix.CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE") }
 
 // settlePaths makes BACKING, MOUNTPOINT and the daemon's files absolute
 // (the daemon leaves the working directory for "/", so that the mount does

@@ -1,4 +1,4 @@
-package main
+package capdrop
 
 import (
 	"fmt"
@@ -17,8 +17,7 @@ import (
 const shedChildEnv = "REALMFS_TEST_SHED_CHILD"
 
 // TestShedCap sheds a capability the test can spare (CAP_SYS_BOOT: the
-// mechanism is the one the daemon uses for CAP_SYS_RESOURCE, which this
-// machine may not grant at all) in a child, and checks that afterwards
+// daemon sheds CAP_SYS_RESOURCE, which this machine may not grant at all) in a child, and checks that afterwards
 // no thread of it holds the capability and its bounding set lacks it, so
 // that no thread it starts later can have it either.
 func TestShedCap(t *testing.T) {
@@ -26,7 +25,7 @@ func TestShedCap(t *testing.T) {
 		shedChild()
 		return
 	}
-	if has, err := holdsCap(unix.CAP_SYS_BOOT); err != nil || !has {
+	if has, err := Holds(unix.CAP_SYS_BOOT); err != nil || !has {
 		t.Skipf("the test needs CAP_SYS_BOOT to shed (root): held %v, %v", has, err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShedCap$", "-test.v")
@@ -43,7 +42,7 @@ func TestShedCap(t *testing.T) {
 // shedChild sheds CAP_SYS_BOOT (the first run executes the binary again
 // and never returns here) and prints what its threads hold.
 func shedChild() {
-	if err := shedCap(unix.CAP_SYS_BOOT, "CAP_SYS_BOOT"); err != nil {
+	if err := Shed(unix.CAP_SYS_BOOT, "CAP_SYS_BOOT"); err != nil {
 		fmt.Println("shed failed:", err)
 		os.Exit(2)
 	}
@@ -60,7 +59,7 @@ func shedChild() {
 	}
 	fmt.Printf("threads read: %d\n", read)
 	inBounding, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, unix.CAP_SYS_BOOT, 0, 0, 0)
-	fmt.Printf("shed: threads holding %d; bounding %v; marked %v\n", holding, inBounding == 1, os.Getenv(capsShedEnv) == "1")
+	fmt.Printf("shed: threads holding %d; bounding %v; marked %v\n", holding, inBounding == 1, os.Getenv(shedEnv) == "1")
 }
 
 // capEff is the CapEff mask of a /proc status file; false if it cannot
