@@ -18,8 +18,8 @@ import (
 // (FS_XFLAG_PROJINHERIT), and the project a block limit of the capacity.
 // A write past it fails: EDQUOT on ext4, ENOSPC on XFS (which answers a
 // project's limit as a full disk). On ext4 a process with
-// CAP_SYS_RESOURCE is not held to the hard limit, which is why realmfs's
-// root daemon sheds it before it mounts (internal/capdrop); XFS holds
+// CAP_SYS_RESOURCE is not held to the hard limit, which is one of the
+// capabilities realmfs's root daemon drops before it mounts; XFS holds
 // root too (both seen in a VM on Linux 6.1). Elsewhere the capacity is
 // recorded and reported only.
 //

@@ -3,12 +3,9 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -94,27 +91,4 @@ func TestRootReserveKept(t *testing.T) {
 		t.Fatalf("root's reserve of %d bytes was written into: %d bytes free after the writes through the mount", reserve, free)
 	}
 	writeFile(t, m.BackingPath("host-root-log"), string(bytes.Repeat([]byte{'r'}, 4<<20)))
-
-	// Nor does the daemon hold CAP_SYS_RESOURCE, with which ext4 would let
-	// its writes pass a hard quota: not in any thread, not in its bounding
-	// set.
-	status, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", m.Pid))
-	if err != nil || len(status) == 0 {
-		t.Fatalf("the daemon's threads: %v, %v", status, err)
-	}
-	for _, st := range append(status, fmt.Sprintf("/proc/%d/status", m.Pid)) {
-		b, err := os.ReadFile(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			key, v, _ := strings.Cut(line, ":")
-			if key != "CapEff" && key != "CapPrm" && key != "CapBnd" {
-				continue
-			}
-			if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil || mask&(1<<unix.CAP_SYS_RESOURCE) != 0 {
-				t.Errorf("%s: %s holds CAP_SYS_RESOURCE (%v)", st, line, err)
-			}
-		}
-	}
 }

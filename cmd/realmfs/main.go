@@ -155,7 +155,7 @@ type config struct {
 	mount               mountOptions
 	optionsGiven        []string // the -o options as given (realmfs status)
 	policy              *policy.Policy
-	capKept             error // why the daemon still holds CAP_SYS_RESOURCE (capdrop.Shed); nil: it does not
+	capKept             error // why the daemon still holds capabilities outside daemonCaps (capdrop.Limit); nil: it does not
 }
 
 // subcommands are realmfs's commands other than the mount; to mount a
@@ -262,17 +262,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !cfg.foreground && !isDaemonChild() {
 		return detach(stderr)
 	}
-	cfg.capKept = shedResourceCap()
+	cfg.capKept = capdrop.Limit(daemonCaps)
 	return serve(cfg, stderr)
 }
 
-// shedResourceCap: the daemon writes every owner's bytes as root. With
-// CAP_SYS_RESOURCE ext4 would let them pass a project's or a user's hard
-// quota (realm-csi's volume capacity) and take root's reserve of blocks
-// (fusefs/diskroom holds the daemon's own writes to it anyway); the
-// daemon needs it for nothing, so it sheds it before it mounts, for good
-// (capdrop.Shed executes it again).
-func shedResourceCap() error { return capdrop.Shed(unix.CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE") }
+// daemonCaps are the capabilities a root daemon keeps; before it mounts it
+// drops every other for good (capdrop.Limit executes it again). It makes
+// every owner's changes as root, so a capability it holds is one a bug of
+// the guard could lend an agent on the host: CAP_SETFCAP (a file
+// capability set), CAP_MKNOD (a device node), CAP_LINUX_IMMUTABLE, and
+// CAP_SYS_RESOURCE, with which ext4 lets its writes pass a project's or a
+// user's hard quota (realm-csi's volume capacity) and take root's reserve
+// of blocks, are among those it has no use for. The guard refuses what
+// they would allow anyway; without them the kernel refuses it too.
+var daemonCaps = []int{
+	unix.CAP_CHOWN,           // a temp gets its file's owner; an object made is handed to its caller
+	unix.CAP_DAC_OVERRIDE,    // every owner's files, as the kernel's own checks (default_permissions) allowed the caller
+	unix.CAP_DAC_READ_SEARCH, // open_by_handle_at (idle directories), linkat of an O_PATH fd (the journal's kept versions)
+	unix.CAP_FOWNER,          // modes, times and xattrs of files the daemon does not own
+	unix.CAP_FSETID,          // a directory's set-group-ID bit kept when its group is not root's
+	unix.CAP_SYS_ADMIN,       // the mount, fanotify, passthrough's backing files, trusted.* xattrs
+	unix.CAP_SYS_PTRACE,      // /proc of callers of other users: owners, the descriptor scan, the audit's exe
+	unix.CAP_MAC_ADMIN,       // a security label copied onto a temp (Smack)
+	unix.CAP_MAC_OVERRIDE,
+}
 
 // settlePaths makes BACKING, MOUNTPOINT and the daemon's files absolute
 // (the daemon leaves the working directory for "/", so that the mount does
@@ -601,7 +614,7 @@ func logMountNotes(fsys *fusefs.FS, server *fuse.Server, cfg config, logger *slo
 		logger.Info("note: " + note)
 	}
 	if cfg.capKept != nil {
-		logger.Warn("the daemon keeps CAP_SYS_RESOURCE: its writes may pass the file system's quotas", "err", cfg.capKept)
+		logger.Warn("the daemon keeps capabilities it does not need (its writes may pass the file system's quotas)", "err", cfg.capKept)
 	}
 }
 

@@ -1,68 +1,133 @@
-// Package capdrop sheds a capability from a process for good, all its
-// threads included.
+// Package capdrop limits a process, all its threads included, to an
+// allowlist of capabilities, for good.
+//
+// A capability is a thread's, and Go's runtime has started several
+// threads before main. So Limit drops every other capability from the
+// bounding set and from the inheritable set, and executes the program
+// again: exec gives root the bounding set (and the inheritable set) as its
+// capabilities, for the one thread that then exists, from which every
+// later thread inherits, and no later exec can bring a dropped one back.
+// syscall.AllThreadsSyscall would spare the exec but does not work in a
+// binary with cgo (a -race build).
 package capdrop
 
 import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// A capability is a thread's, and Go's runtime has started several
-// threads before main. So Shed drops it from the bounding set and from the
-// inheritable set, and executes the program again: exec gives root the
-// bounding set (and the inheritable set) as its capabilities, for the one
-// thread that then exists, from which every later thread inherits.
-// syscall.AllThreadsSyscall would spare the exec but does not work in a
-// binary with cgo (a -race build).
+// limitedEnv marks the exec that limited the capabilities: if one outside
+// the allowlist is still held after it, Limit says so rather than loop.
+const limitedEnv = "_REALM_CAPS_LIMITED"
 
-// shedEnv marks the exec that shed the capability: if the capability is
-// still there after it, Shed says so rather than loop.
-const shedEnv = "_REALM_CAPS_SHED"
-
-// Shed executes the program again (/proc/self/exe, the same arguments and
-// environment) without capability c (called name) if it holds it, and
-// does not return then; it returns nil when there was nothing to shed,
-// else why the process keeps it. Call it before the program opens
-// anything an exec would close or leak.
-func Shed(c int, name string) error {
-	has, err := Holds(c)
-	if err != nil || !has {
+// Limit executes the program again (/proc/self/exe, the same arguments
+// and environment) holding no capability outside keep, if it holds one,
+// and does not return then; it returns nil when it held none (a process
+// that is not root holds none), else why it keeps them. Call it before
+// the program opens anything an exec would close or leak.
+func Limit(keep []int) error {
+	extra, err := outside(keep)
+	if err != nil || len(extra) == 0 {
 		return err
 	}
-	if os.Getenv(shedEnv) == "1" {
-		return fmt.Errorf("%s is still held after it was dropped", name)
+	if os.Getenv(limitedEnv) == "1" {
+		return fmt.Errorf("capabilities %v are still held after they were dropped", extra)
 	}
-	runtime.LockOSThread() // the drops and the exec on one thread: it is that thread's set that exec reads
+	runtime.LockOSThread() // the drops and the exec on one thread: it is that thread's sets that exec reads
 	defer runtime.UnlockOSThread()
-	if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-		return fmt.Errorf("drop %s from the bounding set: %w", name, err)
+	for c := range lastCap() + 1 {
+		if slices.Contains(keep, c) {
+			continue
+		}
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err != nil || in == 0 {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
+	hdr, data, err := capget()
+	if err != nil {
+		return err
 	}
-	data[c/32].Inheritable &^= 1 << (c % 32)
+	for i := range data {
+		data[i].Inheritable &= maskWord(keep, i)
+	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("drop %s from the inheritable set: %w", name, err)
+		return fmt.Errorf("drop capabilities from the inheritable set: %w", err)
 	}
 	// /proc/self/exe is the running binary even if its path was replaced
 	// since (an upgrade under a running mount).
-	err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), shedEnv+"=1"))
-	return fmt.Errorf("execute the program again without %s: %w", name, err)
+	err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), limitedEnv+"=1"))
+	return fmt.Errorf("execute the program again with its capabilities limited: %w", err)
+}
+
+// outside lists the capabilities the calling thread has in its permitted
+// set that keep does not name.
+func outside(keep []int) ([]int, error) {
+	_, data, err := capget()
+	if err != nil {
+		return nil, err
+	}
+	var extra []int
+	for c := range lastCap() + 1 {
+		if data[c/32].Permitted&(1<<(c%32)) != 0 && !slices.Contains(keep, c) {
+			extra = append(extra, c)
+		}
+	}
+	return extra, nil
 }
 
 // Holds reports whether the calling thread has capability c in its
 // effective set.
 func Holds(c int) (bool, error) {
+	_, data, err := capget()
+	if err != nil {
+		return false, err
+	}
+	return data[c/32].Effective&(1<<(c%32)) != 0, nil
+}
+
+// capget returns the calling thread's capability sets.
+func capget() (unix.CapUserHeader, [2]unix.CapUserData, error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false, fmt.Errorf("capget: %w", err)
+		return hdr, data, fmt.Errorf("capget: %w", err)
 	}
-	return data[c/32].Effective&(1<<(c%32)) != 0, nil
+	return hdr, data, nil
+}
+
+// maskWord is word i (capabilities 32i to 32i+31) of the mask of keep.
+func maskWord(keep []int, i int) uint32 {
+	var m uint32
+	for _, c := range keep {
+		if c/32 == i {
+			m |= 1 << (c % 32)
+		}
+	}
+	return m
+}
+
+// lastCap is the highest capability the kernel knows
+// (/proc/sys/kernel/cap_last_cap), CAP_LAST_CAP of x/sys where it cannot
+// be read.
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return unix.CAP_LAST_CAP
+	}
+	n := 0
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			break
+		}
+		n = n*10 + int(ch-'0')
+	}
+	return min(n, 63)
 }

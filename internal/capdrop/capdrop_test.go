@@ -12,54 +12,79 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// shedChildEnv runs TestShedCap's child: the test binary itself, which
-// sheds the capability, executes itself again and reports.
-const shedChildEnv = "REALMFS_TEST_SHED_CHILD"
+// childEnv runs TestLimit's child: the test binary itself, which limits
+// its capabilities, executes itself again and reports.
+const childEnv = "REALM_TEST_CAPDROP_CHILD"
 
-// TestShedCap sheds a capability the test can spare (CAP_SYS_BOOT: the
-// daemon sheds CAP_SYS_RESOURCE, which this machine may not grant at all) in a child, and checks that afterwards
-// no thread of it holds the capability and its bounding set lacks it, so
-// that no thread it starts later can have it either.
-func TestShedCap(t *testing.T) {
-	if os.Getenv(shedChildEnv) == "1" {
-		shedChild()
+// dropped are the capabilities the test takes away: two the test can
+// spare (the daemon drops these among others; CAP_SYS_RESOURCE, which
+// matters most to it, this machine may not grant at all).
+var dropped = []int{unix.CAP_SYS_BOOT, unix.CAP_MKNOD}
+
+// TestLimit limits a child to what the test holds less dropped, and
+// checks that afterwards no thread of it holds either, its bounding set
+// lacks them, so that no thread it starts later and no program it runs
+// can have them either, and it still holds what it kept.
+func TestLimit(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		child()
 		return
 	}
-	if has, err := Holds(unix.CAP_SYS_BOOT); err != nil || !has {
-		t.Skipf("the test needs CAP_SYS_BOOT to shed (root): held %v, %v", has, err)
+	for _, c := range append(dropped, unix.CAP_SETPCAP) {
+		if has, err := Holds(c); err != nil || !has {
+			t.Skipf("the test needs capability %d to drop (root): held %v, %v", c, has, err)
+		}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShedCap$", "-test.v")
-	cmd.Env = append(os.Environ(), shedChildEnv+"=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLimit$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "shed: threads holding 0; bounding false; marked true") || strings.Contains(string(out), "threads read: 0") {
-		t.Fatalf("child did not shed the capability:\n%s", out)
+	if !strings.Contains(string(out), "limited: threads holding 0; in bounding 0; kept true; marked true") || strings.Contains(string(out), "threads read: 0") {
+		t.Fatalf("child did not limit its capabilities:\n%s", out)
 	}
 }
 
-// shedChild sheds CAP_SYS_BOOT (the first run executes the binary again
-// and never returns here) and prints what its threads hold.
-func shedChild() {
-	if err := Shed(unix.CAP_SYS_BOOT, "CAP_SYS_BOOT"); err != nil {
-		fmt.Println("shed failed:", err)
+// child limits itself (the first run executes the binary again and never
+// returns here) and prints what its threads hold.
+func child() {
+	_, data, err := capget()
+	if err != nil {
+		fmt.Println("capget:", err)
 		os.Exit(2)
 	}
-	holding, read := 0, 0
+	var keep []int
+	for c := range lastCap() + 1 {
+		if data[c/32].Permitted&(1<<(c%32)) != 0 && c != dropped[0] && c != dropped[1] {
+			keep = append(keep, c)
+		}
+	}
+	if err := Limit(keep); err != nil {
+		fmt.Println("limit failed:", err)
+		os.Exit(2)
+	}
+	holding, read, inBounding := 0, 0, 0
 	tasks, _ := filepath.Glob("/proc/self/task/*/status")
 	for _, status := range tasks {
 		eff, ok := capEff(status)
 		if ok {
 			read++
 		}
-		if !ok || eff&(1<<unix.CAP_SYS_BOOT) != 0 {
-			holding++
+		for _, c := range dropped {
+			if !ok || eff&(1<<c) != 0 {
+				holding++
+			}
 		}
 	}
+	for _, c := range dropped {
+		if in, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); in != 0 {
+			inBounding++
+		}
+	}
+	kept, _ := Holds(unix.CAP_SYS_ADMIN)
 	fmt.Printf("threads read: %d\n", read)
-	inBounding, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, unix.CAP_SYS_BOOT, 0, 0, 0)
-	fmt.Printf("shed: threads holding %d; bounding %v; marked %v\n", holding, inBounding == 1, os.Getenv(shedEnv) == "1")
+	fmt.Printf("limited: threads holding %d; in bounding %d; kept %v; marked %v\n", holding, inBounding, kept, os.Getenv(limitedEnv) == "1")
 }
 
 // capEff is the CapEff mask of a /proc status file; false if it cannot
@@ -76,4 +101,15 @@ func capEff(status string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// TestMaskWord: the allowlist's mask, word by word.
+func TestMaskWord(t *testing.T) {
+	keep := []int{0, 5, 31, 32, 40}
+	if got, want := maskWord(keep, 0), uint32(1|1<<5|1<<31); got != want {
+		t.Errorf("word 0: %#x, want %#x", got, want)
+	}
+	if got, want := maskWord(keep, 1), uint32(1|1<<8); got != want {
+		t.Errorf("word 1: %#x, want %#x", got, want)
+	}
 }
