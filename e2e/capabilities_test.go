@@ -14,8 +14,8 @@ import (
 // TestDaemonCapabilities: a root daemon holds only the capabilities it
 // uses (cmd/realmfs daemonCaps), in every thread and in its bounding set,
 // so that no later thread or program of it can have another: none with
-// which the kernel would let it make what the guard refuses (a file
-// capability, a device node, an immutable file) or pass a quota.
+// which the kernel would let it make what the guard refuses (a device
+// node, an immutable file) or pass a quota.
 func TestDaemonCapabilities(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: a daemon that is not root holds no capability")
@@ -24,7 +24,7 @@ func TestDaemonCapabilities(t *testing.T) {
 	m := mount(t)
 	writeFile(t, m.Path("f"), "x\n") // the mount works as it is
 	never := map[string]int{
-		"CAP_SYS_RESOURCE": unix.CAP_SYS_RESOURCE, "CAP_SETFCAP": unix.CAP_SETFCAP, "CAP_MKNOD": unix.CAP_MKNOD,
+		"CAP_SYS_RESOURCE": unix.CAP_SYS_RESOURCE, "CAP_MKNOD": unix.CAP_MKNOD,
 		"CAP_LINUX_IMMUTABLE": unix.CAP_LINUX_IMMUTABLE, "CAP_SYS_MODULE": unix.CAP_SYS_MODULE,
 		"CAP_SYS_RAWIO": unix.CAP_SYS_RAWIO, "CAP_SETUID": unix.CAP_SETUID, "CAP_SETGID": unix.CAP_SETGID,
 		"CAP_SETPCAP": unix.CAP_SETPCAP, "CAP_KILL": unix.CAP_KILL, "CAP_NET_ADMIN": unix.CAP_NET_ADMIN,

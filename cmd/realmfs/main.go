@@ -269,8 +269,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // daemonCaps are the capabilities a root daemon keeps; before it mounts it
 // drops every other for good (capdrop.Limit executes it again). It makes
 // every owner's changes as root, so a capability it holds is one a bug of
-// the guard could lend an agent on the host: CAP_SETFCAP (a file
-// capability set), CAP_MKNOD (a device node), CAP_LINUX_IMMUTABLE, and
+// the guard could lend an agent on the host: CAP_MKNOD (a device node),
+// CAP_LINUX_IMMUTABLE, CAP_SYS_MODULE, CAP_SYS_RAWIO, and
 // CAP_SYS_RESOURCE, with which ext4 lets its writes pass a project's or a
 // user's hard quota (realm-csi's volume capacity) and take root's reserve
 // of blocks, are among those it has no use for. The guard refuses what
@@ -281,6 +281,7 @@ var daemonCaps = []int{
 	unix.CAP_DAC_READ_SEARCH, // open_by_handle_at (idle directories), linkat of an O_PATH fd (the journal's kept versions)
 	unix.CAP_FOWNER,          // modes, times and xattrs of files the daemon does not own
 	unix.CAP_FSETID,          // a directory's set-group-ID bit kept when its group is not root's
+	unix.CAP_SETFCAP,         // a file capability removed (the kernel's kill of privileges on a write or truncate asks the daemon)
 	unix.CAP_SYS_ADMIN,       // the mount, fanotify, passthrough's backing files, trusted.* xattrs
 	unix.CAP_SYS_PTRACE,      // /proc of callers of other users: owners, the descriptor scan, the audit's exe
 	unix.CAP_MAC_ADMIN,       // a security label copied onto a temp (Smack)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,7 +26,7 @@ import (
 // the allowlist is still held after it, Limit says so rather than loop.
 const limitedEnv = "_REALM_CAPS_LIMITED"
 
-// Limit executes the program again (/proc/self/exe, the same arguments
+// Limit executes the program again (its own binary, the same arguments
 // and environment) holding no capability outside keep, if it holds one,
 // and does not return then; it returns nil when it held none (a process
 // that is not root holds none), else why it keeps them. Call it before
@@ -61,9 +62,15 @@ func Limit(keep []int) error {
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("drop capabilities from the inheritable set: %w", err)
 	}
-	// /proc/self/exe is the running binary even if its path was replaced
-	// since (an upgrade under a running mount).
-	err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), limitedEnv+"=1"))
+	// By its path, so that the process keeps its name (comm, which ps and
+	// a check of a pid's program read, is the base name of the path
+	// executed: "exe" for /proc/self/exe), unless the file at that path
+	// is gone: then /proc/self/exe, the running binary.
+	path, err := os.Executable()
+	if err != nil || strings.HasSuffix(path, " (deleted)") {
+		path = "/proc/self/exe"
+	}
+	err = syscall.Exec(path, os.Args, append(os.Environ(), limitedEnv+"=1"))
 	return fmt.Errorf("execute the program again with its capabilities limited: %w", err)
 }
 

@@ -41,6 +41,7 @@ func TestLimit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+	t.Logf("child:\n%s", out)
 	if !strings.Contains(string(out), "limited: threads holding 0; in bounding 0; kept true; marked true") || strings.Contains(string(out), "threads read: 0") {
 		t.Fatalf("child did not limit its capabilities:\n%s", out)
 	}
