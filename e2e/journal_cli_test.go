@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,26 +137,35 @@ func TestJournalCLI(t *testing.T) {
 // TestJournalListWhileWriting: the daemon holds the ends of its last
 // changes for a moment (fusefs/journal's endsDelay) rather than write each
 // alone; `realmfs journal list MOUNTPOINT` has it write them first, so a
-// change made just before the command reads as done, not in progress.
+// change made just before the command reads as done, not in progress;
+// so does `journal list BACKING` while BACKING is mounted.
 func TestJournalListWhileWriting(t *testing.T) {
 	m := mount(t)
-	writeFile(t, m.Path("f"), "x\n")
-	if err := os.Mkdir(m.Path("d"), 0o755); err != nil {
-		t.Fatal(err)
+	for i, target := range []string{m.Dir, m.Backing} {
+		writeFile(t, m.Path(fmt.Sprintf("f%d", i)), "x\n")
+		if err := os.Mkdir(m.Path(fmt.Sprintf("d%d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		checkListedDone(t, realmfsJournal(t, "list", target), target)
 	}
-	list := realmfsJournal(t, "list", m.Dir)
+}
+
+// checkListedDone checks that journal list's output (of target) holds a
+// create and a mkdir, both done.
+func checkListedDone(t *testing.T, list, target string) {
+	t.Helper()
 	for _, op := range []string{"create", "mkdir"} {
 		found := false
 		for _, line := range strings.Split(list, "\n") {
 			if f := strings.Fields(line); len(f) >= 5 && f[3] == op { // SEQ TIME OWNER OP END KEPT PATH
 				found = true
 				if f[4] != "done" {
-					t.Errorf("journal list right after the %s: %q, want it done", op, line)
+					t.Errorf("journal list %s right after the %s: %q, want it done", target, op, line)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("journal list has no %s:\n%s", op, list)
+			t.Errorf("journal list %s has no %s:\n%s", target, op, list)
 		}
 	}
 }

@@ -116,21 +116,44 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// syncHeld has the daemon of the mount at target, if it is one, write
-// the ends of its last changes, which it holds for a moment
-// (journal.endsDelay), so that no change that has ended reads as in
-// progress. Not a mount, no daemon to ask, or none that answers within
-// two seconds: the records are read as they are.
+// syncHeld has the daemon of the mount at target, or of each realmfs
+// mount of target (a BACKING), write the ends of its last changes, which
+// it holds for a moment (journal.endsDelay), so that no change that has
+// ended reads as in progress. None mounted, no daemon to ask, or none
+// that answers within two seconds: the records are read as they are.
 func syncHeld(target string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = askDaemon(target, controlRequest{Op: "sync"})
+		for _, mnt := range daemonsOf(target) {
+			_, _ = askDaemon(mnt, controlRequest{Op: "sync"})
+		}
 	}()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
 	}
+}
+
+// daemonsOf are the mountpoints whose daemons serve target: itself, if
+// it is a realmfs mount, else the realmfs mounts whose source (BACKING)
+// it is.
+func daemonsOf(target string) []string {
+	if _, ok, _ := realmfsMount(target); ok {
+		return []string{target}
+	}
+	real, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return nil
+	}
+	mounts, _ := realmfsMounts()
+	var mnts []string
+	for _, m := range mounts {
+		if filepath.IsAbs(m.Source) && filepath.Clean(m.Source) == real {
+			mnts = append(mnts, m.Mountpoint)
+		}
+	}
+	return mnts
 }
 
 // parseJournalArgs parses the command line of a journal command; false
