@@ -142,14 +142,11 @@ func daemonsOf(target string) []string {
 	if _, ok, _ := realmfsMount(target); ok {
 		return []string{target}
 	}
-	real, err := filepath.EvalSymlinks(target)
-	if err != nil {
-		return nil
-	}
+	real, _ := filepath.EvalSymlinks(target)
 	mounts, _ := realmfsMounts()
 	var mnts []string
 	for _, m := range mounts {
-		if filepath.IsAbs(m.Source) && filepath.Clean(m.Source) == real {
+		if real != "" && filepath.Clean(m.Source) == real {
 			mnts = append(mnts, m.Mountpoint)
 		}
 	}

@@ -266,15 +266,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return serve(cfg, stderr)
 }
 
-// daemonCaps are the capabilities a root daemon keeps; before it mounts it
-// drops every other for good (capdrop.Limit executes it again). It makes
-// every owner's changes as root, so a capability it holds is one a bug of
-// the guard could lend an agent on the host: CAP_MKNOD (a device node),
-// CAP_LINUX_IMMUTABLE, CAP_SYS_MODULE, CAP_SYS_RAWIO, and
-// CAP_SYS_RESOURCE, with which ext4 lets its writes pass a project's or a
-// user's hard quota (realm-csi's volume capacity) and take root's reserve
-// of blocks, are among those it has no use for. The guard refuses what
-// they would allow anyway; without them the kernel refuses it too.
+// daemonCaps are the capabilities a root daemon keeps; it drops every
+// other for good before it mounts (capdrop.Limit). It makes every owner's
+// changes as root, so a capability it holds is one a bug of the guard
+// could lend an agent on the host: CAP_MKNOD, CAP_LINUX_IMMUTABLE,
+// CAP_SYS_MODULE, CAP_SYS_RESOURCE (ext4's quotas and root's reserve
+// pass it) are among those it has no use for (docs/threat-model.md, (H)).
 var daemonCaps = []int{
 	unix.CAP_CHOWN,           // a temp gets its file's owner; an object made is handed to its caller
 	unix.CAP_DAC_OVERRIDE,    // every owner's files, as the kernel's own checks (default_permissions) allowed the caller
