@@ -59,8 +59,9 @@ func New(statfs func(*unix.Statfs_t) error) *Gauge {
 
 // Take takes n bytes from the room: 0 if they fit, else ENOSPC, with
 // first true on the first refusal since the last write that fit (one
-// audit line per burst of refusals). A statfs that fails lets the write
-// through: the kernel still answers it.
+// audit line per burst of refusals). A statfs that fails, or reports no
+// blocks at all (a network or synthetic file system that does not know
+// its size), lets the write through: the kernel still answers it.
 func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 	if n <= 0 {
 		return 0, false
@@ -71,8 +72,8 @@ func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 	// Writers that meet here together each ask: statfs is cheap, and
 	// the last answer stored is as good as any.
 	var st unix.Statfs_t
-	if err := g.statfs(&st); err != nil {
-		return 0, false
+	if err := g.statfs(&st); err != nil || st.Blocks == 0 {
+		return 0, false // no answer, or a file system that reports no size
 	}
 	left := int64(st.Bavail) * st.Bsize
 	if left < n {

@@ -22,7 +22,7 @@ func (f *fakeFS) statfs(st *unix.Statfs_t) error {
 	if f.err != nil {
 		return f.err
 	}
-	*st = unix.Statfs_t{Bsize: 4096, Bavail: uint64(f.avail / 4096)}
+	*st = unix.Statfs_t{Bsize: 4096, Blocks: 1 << 20, Bavail: uint64(f.avail / 4096)}
 	return nil
 }
 
@@ -86,10 +86,15 @@ func TestTake(t *testing.T) {
 	}
 }
 
-// TestTakeStatfsFails lets the write through: the kernel still answers it.
-func TestTakeStatfsFails(t *testing.T) {
-	fs := &fakeFS{err: errors.New("EIO")}
-	if errno, _ := New(fs.statfs).Take(4096); errno != 0 {
+// TestTakeUnknown lets the write through where statfs fails or reports
+// no size: the kernel still answers it.
+func TestTakeUnknown(t *testing.T) {
+	fails := &fakeFS{err: errors.New("EIO")}
+	if errno, _ := New(fails.statfs).Take(4096); errno != 0 {
 		t.Fatalf("Take with statfs failing = %v, want 0", errno)
+	}
+	sizeless := New(func(st *unix.Statfs_t) error { *st = unix.Statfs_t{Bsize: 4096}; return nil })
+	if errno, _ := sizeless.Take(4096); errno != 0 {
+		t.Fatalf("Take on a file system of no blocks = %v, want 0", errno)
 	}
 }
