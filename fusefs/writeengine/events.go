@@ -141,11 +141,11 @@ func (w *Write[N]) change(ctx context.Context, h *writeproto.Handle, fn func(fd 
 // offOut (copy_file_range); the caller holds w's entry's lock, and that of
 // src's write if src is another write's content.
 func (w *Write[N]) copyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
-	if errno := w.eng.take(ctx, int64(size), w.place); errno != 0 {
-		return 0, errno
-	}
 	var copied int
 	errno := w.change(ctx, nil, func(tmp int) syscall.Errno {
+		if errno := w.eng.take(ctx, int64(size), w.place); errno != 0 {
+			return errno // as the file system's ENOSPC: the temp is failed
+		}
 		ri, ro := int64(offIn), int64(offOut)
 		c, err := unix.CopyFileRange(src, &ri, tmp, &ro, int(size), int(flags))
 		copied = c
