@@ -113,22 +113,7 @@ func TestCaseInsensitiveNTFS(t *testing.T) {
 // the image after realmfs is gone (BACKING is appended).
 func caseInsensitiveBacking(t *testing.T, fs string, mountImg func(img, dir string), unmount []string, spellings map[string]string) {
 	m := mount(t, Prepare(func(m *Mount) {
-		img := filepath.Join(t.TempDir(), fs+".img")
-		if err := os.WriteFile(img, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(img, 16<<20); err != nil {
-			t.Fatal(err)
-		}
-		mountImg(img, m.Backing)
-		// Registered before the mount's own cleanup, so it runs after it.
-		t.Cleanup(func() {
-			argv := append(unmount, m.Backing)
-			if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-				t.Errorf("%v: %v: %s", argv, err, out)
-				exec.Command("umount", "-l", m.Backing).Run()
-			}
-		})
+		imageBacking(t, m, fs, 16<<20, mountImg, unmount)
 		writeFile(t, m.BackingPath(".env"), "SECRET=1\n")
 		writeFile(t, m.BackingPath(".ssh", "id_rsa"), "PRIVATE KEY\n")
 		writeFile(t, m.BackingPath("server.pem"), "PEM\n")
@@ -138,6 +123,29 @@ func caseInsensitiveBacking(t *testing.T, fs string, mountImg func(img, dir stri
 		t.Fatalf("%s does not resolve .ENV to .env: %q", fs, got)
 	}
 	requireCaseRefused(t, m, spellings)
+}
+
+// imageBacking makes an image file of size bytes (of file system fs) in a
+// temp dir, has mountImg make a file system on it and mount it as m's
+// BACKING, and registers unmount (BACKING appended) to detach it after
+// realmfs is gone: registered before the mount's own cleanup, it runs
+// after it.
+func imageBacking(t *testing.T, m *Mount, fs string, size int64, mountImg func(img, dir string), unmount []string) {
+	img := filepath.Join(t.TempDir(), fs+".img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	mountImg(img, m.Backing)
+	t.Cleanup(func() {
+		argv := append(unmount, m.Backing)
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Errorf("%v: %v: %s", argv, err, out)
+			exec.Command("umount", "-l", m.Backing).Run()
+		}
+	})
 }
 
 // TestRenameWhiteoutRefused: renameat2(RENAME_WHITEOUT) would leave a 0:0

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -29,24 +28,12 @@ func TestRootReserveKept(t *testing.T) {
 	t.Parallel()
 	const old = "the old content\n"
 	m := mount(t, Prepare(func(m *Mount) {
-		img := filepath.Join(t.TempDir(), "reserve.img")
-		if err := os.WriteFile(img, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(img, 32<<20); err != nil {
-			t.Fatal(err)
-		}
-		run(t, "", nil, "mkfs.ext4", "-q", "-F", "-m", "50", img)
-		if out, err := exec.Command("mount", "-o", "loop", img, m.Backing).CombinedOutput(); err != nil {
-			t.Skipf("skipped: mount -o loop of an ext4 image failed: %v: %s", err, out)
-		}
-		// Registered before the mount's own cleanup, so it runs after it.
-		t.Cleanup(func() {
-			if out, err := exec.Command("umount", m.Backing).CombinedOutput(); err != nil {
-				t.Errorf("umount %s: %v: %s", m.Backing, err, out)
-				exec.Command("umount", "-l", m.Backing).Run()
+		imageBacking(t, m, "ext4", 32<<20, func(img, dir string) {
+			run(t, "", nil, "mkfs.ext4", "-q", "-F", "-m", "50", img)
+			if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+				t.Skipf("skipped: mount -o loop of an ext4 image failed: %v: %s", err, out)
 			}
-		})
+		}, []string{"umount"})
 		writeFile(t, m.BackingPath("keep"), old)
 	}))
 	var before unix.Statfs_t
