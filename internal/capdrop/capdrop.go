@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -90,16 +91,6 @@ func outside(keep []int) ([]int, error) {
 	return extra, nil
 }
 
-// Holds reports whether the calling thread has capability c in its
-// effective set.
-func Holds(c int) (bool, error) {
-	_, data, err := capget()
-	if err != nil {
-		return false, err
-	}
-	return data[c/32].Effective&(1<<(c%32)) != 0, nil
-}
-
 // capget returns the calling thread's capability sets.
 func capget() (unix.CapUserHeader, [2]unix.CapUserData, error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -126,15 +117,9 @@ func maskWord(keep []int, i int) uint32 {
 // be read.
 func lastCap() int {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
-	if err != nil {
+	n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
 		return unix.CAP_LAST_CAP
-	}
-	n := 0
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			break
-		}
-		n = n*10 + int(ch-'0')
 	}
 	return min(n, 63)
 }
