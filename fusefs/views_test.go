@@ -394,3 +394,53 @@ func TestCreatedAttributesCached(t *testing.T) {
 		h.Release(as(1))
 	}
 }
+
+// TestOwnReaderOnAnotherNodeShowsTheWrite: an owner's plain reader, opened
+// before its write had bytes, on a node other than the write's (the
+// write's node was retired since, and the name looked up again), is the
+// handle go-fuse lends to the owner's stat by path once the write has
+// bytes: the owner sees its own size there too, as through any other
+// handle. A view is the file's and the owner's, not the node's (model seed
+// 97468532003: stat by path 8 beside fstat 4).
+func TestOwnReaderOnAnotherNodeShowsTheWrite(t *testing.T) {
+	tf := newTestFS(t, nil)
+	tf.attrTimeout = time.Minute
+	tf.write(t, "f", "12345678")
+	w := tf.openWrite(t, 1, "f", syscall.O_RDWR)
+	n := w.node
+	if errno := n.retire(); errno != syscall.ESTALE {
+		t.Fatalf("retire = %v", errno)
+	}
+	m := tf.lookup(t, "f")
+	if m == n {
+		t.Fatal("the lookup after the retirement found the retired node")
+	}
+	r, _, errno := m.Open(as(1), syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatalf("the owner's read open on the new node: %v", errno)
+	}
+	if _, ok := fileOf(r).(*readHandle); !ok {
+		t.Fatalf("the owner's read open with nothing written is a %T, want a plain reader", fileOf(r))
+	}
+	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: 4}}
+	var out fuse.AttrOut
+	if errno := n.Setattr(as(1), w, in, &out); errno != 0 || out.Size != 4 {
+		t.Fatalf("ftruncate 4 through the write handle: size %d, %v", out.Size, errno)
+	}
+	for _, tc := range []struct {
+		what string
+		pid  uint32
+		want uint64
+	}{
+		{"the writer's stat, its own reader lent", 1, 4},
+		{"another owner's stat, the writer's reader lent", 2, 8},
+	} {
+		var out fuse.AttrOut
+		if errno := m.Getattr(as(tc.pid), r, &out); errno != 0 || out.Size != tc.want || out.Timeout() != 0 {
+			t.Errorf("%s: size %d, cached for %v, %v; want %d, not cached", tc.what, out.Size, out.Timeout(), errno, tc.want)
+		}
+	}
+	fileOf(r).Release(as(1))
+	w.Release(as(1))
+	tf.wantContent(t, "f", "1234", "after the writer's release")
+}

@@ -379,6 +379,17 @@ func (s *Set) InFlux() bool {
 	return s.shared > 0
 }
 
+// SizeFree reports whether no handle of the node reads by the size the
+// kernel keeps for its inode: none reads through the page cache or passes
+// through (direct readers ask the daemon, which answers each its own
+// version). An owner's view of the file, another size, may then be
+// answered for the node without cutting another reader's reads short.
+func (s *Set) SizeFree() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cached == 0 && (s.readers == 0 || !s.pt)
+}
+
 // AttrValid is how long the kernel may keep the node's attributes, of the
 // mount's timeout: not at all while the node is in flux, nor once it is
 // retired (its readers hold a file that appends in place may grow: tail

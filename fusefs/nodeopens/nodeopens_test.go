@@ -230,3 +230,31 @@ func TestAttrValid(t *testing.T) {
 		}
 	}
 }
+
+// TestSizeFree: a node's size is free for an owner's view while none of
+// its handles reads through the page cache or passes through.
+func TestSizeFree(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []event
+		want   bool
+	}{
+		{"idle", nil, true},
+		{"a passthrough reader", []event{rd(k1, true, 0)}, false},
+		{"a cached reader", []event{rd(k1, false, 0)}, false},
+		{"a direct reader, the file held", []event{rdHeld(k1, false, 0, at(1000))}, true},
+		{"a direct reader beside a pending write", []event{sh(true, 0), rd(k1, false, 1)}, true},
+		{"the cached reader gone", []event{rd(k1, false, 0), cGone}, true},
+		{"the passthrough reader gone", []event{rd(k1, true, 0), ptGone}, true},
+		{"an in-place handle, cached", []event{ip(k1, false)}, false},
+		{"an in-place handle passing through", []event{ip(k1, true)}, false},
+	} {
+		var s Set
+		for _, e := range tc.events {
+			e.do(&s)
+		}
+		if got := s.SizeFree(); got != tc.want {
+			t.Errorf("%s: SizeFree %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
