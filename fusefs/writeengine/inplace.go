@@ -77,10 +77,15 @@ func (g *Engine[N]) OpenInPlace(fd int, write, made bool, rel string) *InPlace {
 // Fd is the open's descriptor of the file.
 func (p *InPlace) Fd() int { return p.fd }
 
-// change runs a change of the file, restamping it if the mount made it.
-func (p *InPlace) change(fn func() error) syscall.Errno {
+// change runs a change of the file that may need room bytes more,
+// restamping the file if the mount made it. A read-only open changes
+// nothing (EBADF) and takes no room.
+func (p *InPlace) change(ctx context.Context, room int64, fn func() error) syscall.Errno {
 	if !p.write {
 		return syscall.EBADF
+	}
+	if errno := p.take(ctx, room); errno != 0 {
+		return errno
 	}
 	if p.own == nil {
 		return dirfd.Errno(fn())
@@ -92,11 +97,8 @@ func (p *InPlace) change(fn func() error) syscall.Errno {
 // gives (an O_APPEND write's is the size of the one inode every owner
 // shares).
 func (p *InPlace) Write(ctx context.Context, data []byte, off int64) (int, syscall.Errno) {
-	if errno := p.take(ctx, int64(len(data))); errno != 0 {
-		return 0, errno
-	}
 	var n int
-	errno := p.change(func() (err error) {
+	errno := p.change(ctx, int64(len(data)), func() (err error) {
 		n, err = unix.Pwrite(p.fd, data, off)
 		return err
 	})
@@ -105,25 +107,19 @@ func (p *InPlace) Write(ctx context.Context, data []byte, off int64) (int, sysca
 
 // Truncate sets the file's size.
 func (p *InPlace) Truncate(size uint64) syscall.Errno {
-	return p.change(func() error { return unix.Ftruncate(p.fd, int64(size)) })
+	return p.change(context.Background(), 0, func() error { return unix.Ftruncate(p.fd, int64(size)) })
 }
 
 // Allocate preallocates or punches a hole in the file.
 func (p *InPlace) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	if errno := p.take(ctx, allocates(mode, size)); errno != 0 {
-		return errno
-	}
-	return p.change(func() error { return unix.Fallocate(p.fd, mode, int64(off), int64(size)) })
+	return p.change(ctx, allocates(mode, size), func() error { return unix.Fallocate(p.fd, mode, int64(off), int64(size)) })
 }
 
 // CopyIn copies size bytes of src at offIn into the file at offOut
 // (copy_file_range(2)).
 func (p *InPlace) CopyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
-	if errno := p.take(ctx, int64(size)); errno != 0 {
-		return 0, errno
-	}
 	var copied int
-	errno := p.change(func() (err error) {
+	errno := p.change(ctx, int64(size), func() (err error) {
 		ri, ro := int64(offIn), int64(offOut)
 		copied, err = unix.CopyFileRange(src, &ri, p.fd, &ro, int(size), int(flags))
 		return err
