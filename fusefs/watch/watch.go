@@ -290,11 +290,21 @@ func (w *Watcher[D]) Close() {
 	unix.Close(w.stopFd)
 }
 
+// ownPause is how long the watcher lets events gather after a wake that
+// brought only the daemon's own (fanotify): a busy daemon's every create,
+// write and rename is an event of its own, and a wake for each was five
+// wakes and ten task switches a created file (docs/PERFORMANCE.md). A
+// change from another process waits at most this long during such a
+// burst, and not at all otherwise: the watcher that heard one, or
+// nothing, waits in poll.
+const ownPause = 2 // milliseconds
+
 // run reads events until close.
 func (w *Watcher[D]) run() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
 	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stopFd), Events: unix.POLLIN}}
+	stop := fds[1:]
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 			w.lost(fmt.Errorf("poll: %w", err))
@@ -303,39 +313,58 @@ func (w *Watcher[D]) run() {
 		if fds[1].Revents != 0 {
 			return
 		}
-		for {
-			n, err := unix.Read(w.fd, buf)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				break
-			}
-			if err != nil || n <= 0 {
-				w.lost(fmt.Errorf("read: %v", err))
+		others, ok := w.drain(buf)
+		if !ok {
+			return
+		}
+		if w.fan && !others {
+			// The pause is a poll of the stop fd alone: Close ends it.
+			if n, _ := unix.Poll(stop, ownPause); n > 0 {
 				return
-			}
-			if w.fan {
-				w.fanEvents(buf[:n])
-			} else {
-				w.inEvents(buf[:n])
-			}
-			if n <= len(buf)-maxEventLen {
-				// The read took every event queued: another would only
-				// say EAGAIN. Most wakes carry one or two events (most of
-				// them the daemon's own), so this is one system call in
-				// three; poll answers at once if more came meanwhile.
-				break
 			}
 		}
 	}
 }
 
-// fanEvents handles a buffer of fanotify events with DFID_NAME records.
-func (w *Watcher[D]) fanEvents(b []byte) {
+// drain reads the events queued and hands them on. others: fanotify
+// brought one of another process's; ok false: the watcher stops (an
+// error, logged).
+func (w *Watcher[D]) drain(buf []byte) (others, ok bool) {
+	for {
+		n, err := unix.Read(w.fd, buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			break
+		}
+		if err != nil || n <= 0 {
+			w.lost(fmt.Errorf("read: %v", err))
+			return others, false
+		}
+		if w.fan {
+			others = w.fanEvents(buf[:n]) || others
+		} else {
+			w.inEvents(buf[:n])
+		}
+		if n <= len(buf)-maxEventLen {
+			// The read took every event queued: another would only
+			// say EAGAIN. Most wakes carry one or two events (most of
+			// them the daemon's own), so this is one system call in
+			// three; poll answers at once if more came meanwhile.
+			break
+		}
+	}
+	return others, true
+}
+
+// fanEvents handles a buffer of fanotify events with DFID_NAME records;
+// others: one came from another process than the daemon (or the queue
+// overflowed).
+func (w *Watcher[D]) fanEvents(b []byte) (others bool) {
 	const metaLen = 24 // struct fanotify_event_metadata
 	for len(b) >= metaLen {
 		evLen := int(binary.NativeEndian.Uint32(b[0:4]))
 		if evLen < metaLen || evLen > len(b) || b[4] != unix.FANOTIFY_METADATA_VERSION {
 			w.lost(nil)
-			return
+			return true
 		}
 		ev := b[:evLen]
 		b = b[evLen:]
@@ -348,6 +377,7 @@ func (w *Watcher[D]) fanEvents(b []byte) {
 		if pid == w.self {
 			continue // the daemon's own change: the kernel made it through the mount
 		}
+		others = true
 		metaSize := int(binary.NativeEndian.Uint16(ev[6:8]))
 		for info := ev[min(metaSize, len(ev)):]; len(info) >= 4; {
 			typ := info[0]
@@ -383,6 +413,7 @@ func (w *Watcher[D]) fanEvents(b []byte) {
 			w.sink.Changed(dir, name, mask&fanNameChange != 0, mask&fanChildChange != 0)
 		}
 	}
+	return others
 }
 
 // inEvents handles a buffer of inotify events.

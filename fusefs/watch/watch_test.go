@@ -152,3 +152,43 @@ func TestAddFails(t *testing.T) {
 		t.Errorf("logged %q, want the first failure's line", logs)
 	}
 }
+
+// TestOwnBurstThenOthers (fanotify): the daemon's own changes, a burst of
+// them, are not reported and make the watcher pause (ownPause); a change
+// by another process made in the pause is still reported, and so is one
+// made long after it. Close ends a watcher in its pause.
+func TestOwnBurstThenOthers(t *testing.T) {
+	root := t.TempDir()
+	rootFd, err := dirfd.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirfd.Close(rootFd)
+	var s sink
+	w, err := start("root", rootFd, &s, t.Logf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.Kind() != "fanotify" {
+		t.Skipf("watching with %s: the pause is fanotify's", w.Kind())
+	}
+	for i := range 50 { // this process is the daemon: its own changes
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("own%d", i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"other1", "other2"} {
+		if out, err := exec.Command("touch", filepath.Join(root, name)).CombinedOutput(); err != nil {
+			t.Fatalf("touch: %v: %s", err, out)
+		}
+		s.await(t, "root/"+name+" n")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.changes {
+		if strings.HasPrefix(c, "root/own") {
+			t.Errorf("the daemon's own change reported: %q", c)
+		}
+	}
+}
