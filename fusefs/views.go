@@ -22,15 +22,11 @@ func (h *writeHandle) answersFor(ctx context.Context) bool {
 // node stands for the new one: go-fuse lends the node's first open handle
 // to a stat by path, and the kernel sends fstat(2) without one, so the old
 // reader's size would become that of every later open of the new content)
-// and to the owner of a write with uncommitted bytes of the file, to which
-// go-fuse lent it for a stat by name, where that answer cuts no reader
-// short: the node is in flux (its readers read direct), or none of its
-// handles reads by the kernel's size for it (nodeopens.Set.SizeFree). The
-// write is the file's, not the node's: its handles may be on another node
-// (one retired since, the name looked up again), so the node's own count
-// of them cannot say there is none (model seed 97468532003). Beside a
-// reader that reads by that size, another owner's handle makes the node
-// retire (Node.writtenElsewhere); the caller's own answers for itself.
+// and to the owner of a write with uncommitted bytes of the file (whose
+// handles may be on another node, one retired since) where that answer
+// cuts no reader short: the node is in flux or no handle of it reads by
+// the kernel's size (nodeopens.Set.SizeFree). Beside such a reader another
+// owner's handle retires the node (writtenElsewhere).
 func (h *readHandle) answersFor(ctx context.Context) bool {
 	f := h.node.fsys
 	if h.key != h.node.key() {
