@@ -24,9 +24,8 @@ func (h *writeHandle) answersFor(ctx context.Context) bool {
 // reader's size would become that of every later open of the new content)
 // and to the owner of a write with uncommitted bytes of the file (whose
 // handles may be on another node, one retired since) where that answer
-// cuts no reader short: the node is in flux or no handle of it reads by
-// the kernel's size (nodeopens.Set.SizeFree). Beside such a reader another
-// owner's handle retires the node (writtenElsewhere).
+// cuts no reader short (nodeopens.Set.OwnerViewFits); where it would,
+// another owner's handle retires the node (writtenElsewhere).
 func (h *readHandle) answersFor(ctx context.Context) bool {
 	f := h.node.fsys
 	if h.key != h.node.key() {
@@ -35,7 +34,7 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 	if !f.writing(h.key) {
 		return true
 	}
-	if !h.node.opens.InFlux() && !h.node.opens.SizeFree() {
+	if !h.node.opens.OwnerViewFits() {
 		return true
 	}
 	w := f.ownWrite(ctx, h.key)

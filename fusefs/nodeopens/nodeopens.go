@@ -379,15 +379,15 @@ func (s *Set) InFlux() bool {
 	return s.shared > 0
 }
 
-// SizeFree reports whether no handle of the node reads by the size the
-// kernel keeps for its inode: none reads through the page cache or passes
-// through (direct readers ask the daemon, which answers each its own
-// version). An owner's view of the file, another size, may then be
-// answered for the node without cutting another reader's reads short.
-func (s *Set) SizeFree() bool {
+// OwnerViewFits reports whether a stat answered for the node may give an
+// owner's view of the file, another size than the committed file's: the
+// node is in flux (its readers read direct), or none of its handles reads
+// by the size the kernel keeps for the inode (none through the page
+// cache, none passing through), so no reader's reads are cut short.
+func (s *Set) OwnerViewFits() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cached == 0 && (s.readers == 0 || !s.pt)
+	return s.shared > 0 || s.cached == 0 && (s.readers == 0 || !s.pt)
 }
 
 // AttrValid is how long the kernel may keep the node's attributes, of the

@@ -231,9 +231,10 @@ func TestAttrValid(t *testing.T) {
 	}
 }
 
-// TestSizeFree: a node's size is free for an owner's view while none of
-// its handles reads through the page cache or passes through.
-func TestSizeFree(t *testing.T) {
+// TestOwnerViewFits: a node's size may be an owner's view while the node
+// is in flux or none of its handles reads through the page cache or passes
+// through.
+func TestOwnerViewFits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		events []event
@@ -248,13 +249,15 @@ func TestSizeFree(t *testing.T) {
 		{"the passthrough reader gone", []event{rd(k1, true, 0), ptGone}, true},
 		{"an in-place handle, cached", []event{ip(k1, false)}, false},
 		{"an in-place handle passing through", []event{ip(k1, true)}, false},
+		{"in flux", []event{sh(true, 0)}, true},
+		{"no longer in flux, a cached reader left", []event{rd(k1, false, 0), sh(false, 1), shGone}, false},
 	} {
 		var s Set
 		for _, e := range tc.events {
 			e.do(&s)
 		}
-		if got := s.SizeFree(); got != tc.want {
-			t.Errorf("%s: SizeFree %v, want %v", tc.name, got, tc.want)
+		if got := s.OwnerViewFits(); got != tc.want {
+			t.Errorf("%s: OwnerViewFits %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
