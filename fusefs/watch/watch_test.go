@@ -60,6 +60,27 @@ func (s *sink) await(t *testing.T, want string) {
 	t.Fatalf("no %q among %q", want, s.changes)
 }
 
+// watchRoot watches root (its fd returned, closed at the test's end) for
+// s, with fanotify if fan, else inotify; the test is skipped where the
+// watcher comes up with the other. The watcher is closed at the test's end.
+func watchRoot(t *testing.T, root string, s *sink, fan bool) (*Watcher[string], int) {
+	t.Helper()
+	rootFd, err := dirfd.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dirfd.Close(rootFd) })
+	w, err := start("root", rootFd, s, t.Logf, fan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	if want := map[bool]string{true: "fanotify", false: "inotify"}[fan]; w.Kind() != want {
+		t.Skipf("watching with %s, not %s", w.Kind(), want)
+	}
+	return w, rootFd
+}
+
 // TestWatcherReportsOthersChanges: a change by another process, in the
 // root and in a directory added later, reaches the sink by the
 // directory's key and the child's name; a removed directory's changes do
@@ -75,25 +96,13 @@ func testWatcher(t *testing.T, tryFan bool) {
 	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rootFd, err := dirfd.OpenRoot(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dirfd.Close(rootFd)
+	var s sink
+	w, rootFd := watchRoot(t, root, &s, tryFan)
 	subFd, err := dirfd.OpenDir(rootFd, "sub")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dirfd.Close(subFd)
-	var s sink
-	w, err := start("root", rootFd, &s, t.Logf, tryFan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if want := map[bool]string{true: "fanotify", false: "inotify"}[tryFan]; w.Kind() != want {
-		t.Skipf("watching with %s, not %s", w.Kind(), want)
-	}
 	if !w.Add("sub", subFd, func() string { return "sub" }) {
 		t.Fatal("sub is not watched")
 	}
@@ -159,20 +168,8 @@ func TestAddFails(t *testing.T) {
 // made long after it. Close ends a watcher in its pause.
 func TestOwnBurstThenOthers(t *testing.T) {
 	root := t.TempDir()
-	rootFd, err := dirfd.OpenRoot(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dirfd.Close(rootFd)
 	var s sink
-	w, err := start("root", rootFd, &s, t.Logf, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if w.Kind() != "fanotify" {
-		t.Skipf("watching with %s: the pause is fanotify's", w.Kind())
-	}
+	watchRoot(t, root, &s, true)
 	for i := range 50 { // this process is the daemon: its own changes
 		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("own%d", i)), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
