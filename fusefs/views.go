@@ -31,10 +31,9 @@ func (h *readHandle) answersFor(ctx context.Context) bool {
 	if h.key != h.node.key() {
 		return false
 	}
-	if !f.writing(h.key) {
-		return true
-	}
-	if !h.node.opens.OwnerViewFits() {
+	// The node's own count first: a reader by the kernel's size (the
+	// common kind) answers without a look into the lock table.
+	if !h.node.opens.OwnerViewFits() || !f.writing(h.key) {
 		return true
 	}
 	w := f.ownWrite(ctx, h.key)
