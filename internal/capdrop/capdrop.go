@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,23 @@ import (
 // limitedEnv marks the exec that limited the capabilities: if one outside
 // the allowlist is still held after it, Limit says so rather than loop.
 const limitedEnv = "_REALM_CAPS_LIMITED"
+
+// nameEnv carries the process's name (comm) across an exec of
+// /proc/self/exe, which would name it "exe": a check of a pid's program
+// (realmfs audit MOUNTPOINT, ps, pkill) would not know it.
+const nameEnv = "_REALM_CAPS_NAME"
+
+// init gives the process back the name nameEnv carries. In init, since
+// the main goroutine runs on the main thread until main starts, and
+// /proc/PID/comm is the main thread's name.
+func init() {
+	if name := os.Getenv(nameEnv); name != "" {
+		os.Unsetenv(nameEnv) // not for the programs the process runs
+		if p, err := unix.BytePtrFromString(name); err == nil {
+			unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0)
+		}
+	}
+}
 
 // Limit executes the program again (its own binary, the same arguments
 // and environment) holding no capability outside keep, if it holds one,
@@ -65,14 +83,36 @@ func Limit(keep []int) error {
 	}
 	// By its path, so that the process keeps its name (comm, which ps and
 	// a check of a pid's program read, is the base name of the path
-	// executed: "exe" for /proc/self/exe), unless the file at that path
-	// is gone: then /proc/self/exe, the running binary.
-	path, err := os.Executable()
-	if err != nil || strings.HasSuffix(path, " (deleted)") {
-		path = "/proc/self/exe"
+	// executed), unless the file at that path is no longer the running
+	// binary (removed, or replaced by an upgrade): then /proc/self/exe,
+	// and the name is carried across (nameEnv, init).
+	env := append(os.Environ(), limitedEnv+"=1")
+	path := runningBinary()
+	if path == selfExe {
+		if comm, err := os.ReadFile("/proc/self/comm"); err == nil {
+			env = append(env, nameEnv+"="+strings.TrimSuffix(string(comm), "\n"))
+		}
 	}
-	err = syscall.Exec(path, os.Args, append(os.Environ(), limitedEnv+"=1"))
+	err = syscall.Exec(path, os.Args, env)
 	return fmt.Errorf("execute the program again with its capabilities limited: %w", err)
+}
+
+// selfExe is the running binary whatever became of its path.
+const selfExe = "/proc/self/exe"
+
+// runningBinary is the path of the running binary if that path still
+// leads to it, else selfExe. (os.Executable cuts the " (deleted)" the
+// kernel appends to a removed binary's path: it cannot tell.)
+func runningBinary() string {
+	path, err := os.Executable()
+	if err != nil {
+		return selfExe
+	}
+	var at, running unix.Stat_t
+	if unix.Stat(path, &at) != nil || unix.Stat(selfExe, &running) != nil || at.Dev != running.Dev || at.Ino != running.Ino {
+		return selfExe
+	}
+	return path
 }
 
 // outside lists the capabilities the calling thread has in its permitted

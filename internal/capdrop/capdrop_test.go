@@ -47,6 +47,41 @@ func TestLimit(t *testing.T) {
 	}
 }
 
+// unlinkEnv makes the child remove its own binary before it limits
+// itself, as an upgrade does under a running daemon.
+const unlinkEnv = "REALM_TEST_CAPDROP_UNLINK"
+
+// TestLimitKeepsName: a process whose binary was removed since it started
+// is executed again by /proc/self/exe, and still bears its own name
+// afterwards, not "exe" (realmfs audit MOUNTPOINT knows its daemon by it).
+func TestLimitKeepsName(t *testing.T) {
+	for _, c := range append(dropped, unix.CAP_SETPCAP) {
+		if has, err := holds(c); err != nil || !has {
+			t.Skipf("the test needs capability %d to drop (root): held %v, %v", c, has, err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "capdrop-named")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestLimit$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1", unlinkEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	t.Logf("child:\n%s", out)
+	for _, want := range []string{"executable: /proc/self/exe gone", "limited: threads holding 0;", "name: capdrop-named\n", "name carried: false"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("child's output lacks %q", want)
+		}
+	}
+}
+
 // child limits itself (the first run executes the binary again and never
 // returns here) and prints what its threads hold.
 func child() {
@@ -59,6 +94,16 @@ func child() {
 	for c := range lastCap() + 1 {
 		if data[c/32].Permitted&(1<<(c%32)) != 0 && c != dropped[0] && c != dropped[1] {
 			keep = append(keep, c)
+		}
+	}
+	if os.Getenv(unlinkEnv) == "1" && os.Getenv(limitedEnv) != "1" {
+		self, err := os.Executable()
+		if err == nil {
+			err = os.Remove(self)
+		}
+		if err != nil {
+			fmt.Println("unlink:", err)
+			os.Exit(2)
 		}
 	}
 	if err := Limit(keep); err != nil {
@@ -85,6 +130,12 @@ func child() {
 	}
 	kept, _ := holds(unix.CAP_SYS_ADMIN)
 	fmt.Printf("threads read: %d\n", read)
+	if self, err := os.Readlink("/proc/self/exe"); err == nil && strings.HasSuffix(self, " (deleted)") {
+		fmt.Println("executable: /proc/self/exe gone")
+	}
+	comm, _ := os.ReadFile("/proc/self/comm")
+	fmt.Printf("name: %s", comm)
+	fmt.Printf("name carried: %v\n", os.Getenv(nameEnv) != "")
 	fmt.Printf("limited: threads holding %d; in bounding %d; kept %v; marked %v\n", holding, inBounding, kept, os.Getenv(limitedEnv) == "1")
 }
 
