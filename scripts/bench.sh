@@ -215,6 +215,7 @@ export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@realm.invalid
 # Workloads, in order: label | kind.
 workloads=(
 	"create $FILES x 4 KiB files|create"
+	"create $FILES x 4 KiB files, 4 processes at once|create4"
 	"stat $FILES files, cold|stat"
 	"stat $FILES files, second run|stat2"
 	"read $FILES files|read"
@@ -284,7 +285,7 @@ EOF
 # transactions; 1 for the big file).
 items() {
 	case $1 in
-	create | stat | stat2 | read) echo "$FILES" ;;
+	create | create4 | stat | stat2 | read) echo "$FILES" ;;
 	atomic) echo "$SAVES" ;;
 	sqlite_wal | sqlite_rollback) echo "$SQLITE_TXNS" ;;
 	appends) echo 100 ;;
@@ -322,6 +323,7 @@ step() { # kind dir target → seconds on stdout
 			"$bt" create "$d/small" "$FILES" 4K
 		fi
 		;;
+	create4) "$bt" createpar "$d/par" "$FILES" 4K 4 ;; # parallel writers, each its own process and directory
 	stat)
 		# Cold: the kernel's dentries and inodes dropped (root), so every
 		# lstat is a lookup the daemon answers, on every target alike (the

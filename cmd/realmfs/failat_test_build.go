@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -29,10 +30,21 @@ func testFailAt() func(fusefs.Stage) bool {
 }
 
 // testProfile, in test builds, writes a CPU profile of the daemon's whole
-// life to REALMFS_CPUPROFILE (for finding where a benchmark's time goes).
-// The returned function stops it once the server has stopped.
+// life to REALMFS_CPUPROFILE, and its mutex contention to
+// REALMFS_MUTEXPROFILE (for finding where a benchmark's time goes, and
+// where the daemon serialises). The returned function stops them once
+// the server has stopped.
 func testProfile() func() {
-	path := os.Getenv("REALMFS_CPUPROFILE")
+	stopCPU := cpuProfile(os.Getenv("REALMFS_CPUPROFILE"))
+	stopMutex := mutexProfile(os.Getenv("REALMFS_MUTEXPROFILE"))
+	return func() {
+		stopCPU()
+		stopMutex()
+	}
+}
+
+// cpuProfile starts a CPU profile to path ("": none).
+func cpuProfile(path string) func() {
 	if path == "" {
 		return func() {}
 	}
@@ -47,6 +59,25 @@ func testProfile() func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}
+}
+
+// mutexProfile samples every mutex contention and blocking event, and
+// writes the mutex profile to path and the block profile beside it
+// (path.block) at the end ("": none).
+func mutexProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	runtime.SetMutexProfileFraction(1)
+	runtime.SetBlockProfileRate(1)
+	return func() {
+		for name, p := range map[string]string{"mutex": path, "block": path + ".block"} {
+			if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
+				pprof.Lookup(name).WriteTo(f, 0)
+				f.Close()
+			}
+		}
 	}
 }
 

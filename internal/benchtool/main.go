@@ -12,6 +12,8 @@
 //	benchtool atomic DIR N        N atomic saves of a 4 KiB document: temp, write, fsync, rename
 //	benchtool createsafe DIR N SIZE  create's files, each as a careful program makes it:
 //	                              temp, write, fsync, rename, fsync the directory
+//	benchtool createpar DIR N SIZE P  create's N files by P processes at once, each
+//	                              N/P of them under DIR/pI (make -j, parallel agents)
 //	benchtool run -- CMD ARGS...  run a program (stdout discarded), fail if it fails
 //	benchtool dropcaches          sync, then drop page, dentry and inode caches (root)
 //	benchtool report FILE [A/B...] medians and ratios of FILE's "workload target seconds [round]"
@@ -76,6 +78,9 @@ func main() {
 	case "createsafe":
 		need(args, 3)
 		err = createSafe(args[0], atoi(args[1]), size(args[2]))
+	case "createpar":
+		need(args, 4)
+		err = createPar(args[0], atoi(args[1]), args[2], atoi(args[3]))
 	case "cpu":
 		timed = false
 		need(args, 1)
@@ -185,6 +190,39 @@ func size(s string) int64 {
 // middle dir.
 func smallPath(dir string, i int) string {
 	return filepath.Join(dir, fmt.Sprintf("m%03d", i/1000), fmt.Sprintf("l%02d", i/100%10), fmt.Sprintf("f%05d", i))
+}
+
+// createPar runs p processes of benchtool create at once, the i-th making
+// n/p files (the first n%p one more) under dir/pI: processes, not
+// goroutines, so that each has a descriptor table of its own, as the
+// writers of a parallel build do.
+func createPar(dir string, n int, sz string, p int) error {
+	if p < 1 {
+		return fmt.Errorf("createpar: %d processes", p)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmds := make([]*exec.Cmd, p)
+	for i := range cmds {
+		k := n / p
+		if i < n%p {
+			k++
+		}
+		cmds[i] = exec.Command(self, "create", filepath.Join(dir, "p"+strconv.Itoa(i)), strconv.Itoa(k), sz)
+		cmds[i].Stderr = os.Stderr
+		if err := cmds[i].Start(); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("createpar: process %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func create(dir string, n int, sz int64) error {
