@@ -147,12 +147,13 @@ e2e: build
 # suite, and the realm-csi image. soak runs the end-to-end suite again
 # with its daemons built with the race detector too and the randomized
 # tests at full length (TestModel 10,000 steps in 25 sequences, fsx
-# 50,000 operations, the symlink adversary 60,000), and every fuzz target
+# 50,000 operations, the symlink adversary 60,000, 5,000 files a mount in
+# TestManyFilesRoundTrip), and every fuzz target
 # 200,000 executions (20,000 in test). CI runs both (.ci/run).
 test: deps lint unit unit-lockdep fuzz check-install e2e image
 
 soak: deps build
-	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 scripts/run-e2e.sh
+	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 REALM_MANY_FILES=5000 scripts/run-e2e.sh
 	scripts/fuzz.sh 200000x
 
 bench: deps build
