@@ -7,8 +7,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/internal/profiling"
 	"github.com/realm-dev/realm/internal/sysfail"
 )
 
@@ -29,56 +28,12 @@ func testFailAt() func(fusefs.Stage) bool {
 	return func(s fusefs.Stage) bool { return s == stage }
 }
 
-// testProfile, in test builds, writes a CPU profile of the daemon's whole
-// life to REALMFS_CPUPROFILE, and its mutex contention to
-// REALMFS_MUTEXPROFILE (for finding where a benchmark's time goes, and
-// where the daemon serialises). The returned function stops them once
-// the server has stopped.
+// testProfile, in test builds, profiles the daemon for the benchmarks:
+// its CPU into REALMFS_CPUPROFILE, its mutex and blocking events into
+// REALMFS_MUTEXPROFILE and that name.block. The returned function writes
+// them out once the server has stopped.
 func testProfile() func() {
-	stopCPU := cpuProfile(os.Getenv("REALMFS_CPUPROFILE"))
-	stopMutex := mutexProfile(os.Getenv("REALMFS_MUTEXPROFILE"))
-	return func() {
-		stopCPU()
-		stopMutex()
-	}
-}
-
-// cpuProfile starts a CPU profile to path ("": none).
-func cpuProfile(path string) func() {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // the daemon runs with umask 0
-	if err != nil {
-		return func() {}
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
-}
-
-// mutexProfile samples every mutex contention and blocking event, and
-// writes the mutex profile to path and the block profile beside it
-// (path.block) at the end ("": none).
-func mutexProfile(path string) func() {
-	if path == "" {
-		return func() {}
-	}
-	runtime.SetMutexProfileFraction(1)
-	runtime.SetBlockProfileRate(1)
-	return func() {
-		for name, p := range map[string]string{"mutex": path, "block": path + ".block"} {
-			if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err == nil {
-				pprof.Lookup(name).WriteTo(f, 0)
-				f.Close()
-			}
-		}
-	}
+	return profiling.Start(os.Getenv("REALMFS_CPUPROFILE"), os.Getenv("REALMFS_MUTEXPROFILE"))
 }
 
 // testSysfail, in test builds, makes the backing filesystem look like one
