@@ -205,16 +205,18 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 		return fail(errno)
 	}
 	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
-	f.journal.End(c, err, journaling.FdID(fd))
 	if err != nil {
+		f.journal.End(c, err, nil)
 		return fail(dirfd.Errno(err))
 	}
 	if errno := f.gate.Claim(ctx, pfd, fd); errno != 0 {
+		f.journal.End(c, errno, nil) // removed again: no change
 		dirfd.Close(fd)
 		dirfd.Unlink(pfd, name, 0)
 		return fail(errno)
 	}
-	gen, errno = statNew(fd, st)
+	gen, errno = statNew(fd, st) // the journal's identity of the file, and its attributes
+	f.journal.End(c, nil, journaling.StatID(st, errno == 0))
 	if errno != 0 {
 		dirfd.Close(fd)
 		return fail(errno)

@@ -205,6 +205,15 @@ func IDAt(dir int, name string) *journal.ID {
 	return nil
 }
 
+// StatID is the identity of the object st is the stat of; nil unless ok
+// (the stat was taken).
+func StatID(st *unix.Stat_t, ok bool) *journal.ID {
+	if !ok {
+		return nil
+	}
+	return &journal.ID{Dev: st.Dev, Ino: st.Ino}
+}
+
 // FdID is the identity of the object fd holds (nil if fd is -1 or cannot
 // be read).
 func FdID(fd int) *journal.ID {

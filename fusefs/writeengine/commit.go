@@ -306,7 +306,7 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	// rename (outside LockCommit: it may wait for an fdatasync). The link
 	// moves the old file's ctime and nlink: after the verdict, which
 	// compares them.
-	end, errno := w.journal(ctx, verdict == writeproto.CommitInPlace, &now)
+	end, ts, errno := w.journal(ctx, verdict == writeproto.CommitInPlace, &now)
 	if errno != 0 {
 		unlock()
 		if w.temp >= 0 { // not dropped by a failure already: the journal refused
@@ -320,7 +320,7 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		endChange(end, committed)
 		return errno, committed
 	}
-	st, err := w.replace()
+	st, err := w.replace(&ts)
 	unlock()
 	endChange(end, err == nil)
 	if err != nil {
@@ -336,16 +336,29 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	return w.settle(ctx, syncDir, &st), true
 }
 
-// journal appends the intent of w's commit (Host.JournalChange): a
-// rewrite, the temp renamed over the file (now, its stat) with the old
-// file kept by a link of w.base, or, inPlace (several links), a rewrite in
-// place, kept by nothing: such a commit cannot be undone yet. An empty
-// file replaced is kept by nothing either: its record says it all. end is
-// nil without a journal.
-func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) (end func(error), errno syscall.Errno) {
+// tempStat is the temp's stat and generation, taken once a commit, sealed
+// and before the rename: the journal's intent and replace both read it.
+type tempStat struct {
+	st  unix.Stat_t
+	gen uint64
+}
+
+// journal takes the temp's stat (ts; none inPlace) and appends the intent
+// of w's commit (Host.JournalChange): a rewrite, the temp renamed over the
+// file (now, its stat) with the old file kept by a link of w.base, or,
+// inPlace (several links), a rewrite in place, kept by nothing: such a
+// commit cannot be undone yet. An empty file replaced is kept by nothing
+// either: its record says it all. end is nil without a journal.
+func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) (end func(error), ts tempStat, errno syscall.Errno) {
 	g := w.eng
+	if !inPlace {
+		var err error
+		if ts.gen, err = dirfd.Statx(w.temp, "", &ts.st); err != nil {
+			return nil, ts, w.fail(ctx, StageBeforeRename, err)
+		}
+	}
 	if !g.host.Journaling() {
-		return nil, 0
+		return nil, ts, 0
 	}
 	keep, after := w.base, (*journal.ID)(nil)
 	if inPlace || now.Size == 0 {
@@ -354,13 +367,10 @@ func (w *Write[N]) journal(ctx context.Context, inPlace bool, now *unix.Stat_t) 
 		keep = journal.NoKeep
 	}
 	if !inPlace {
-		var st unix.Stat_t
-		if err := dirfd.Fstat(w.temp, &st); err != nil {
-			return nil, w.fail(ctx, StageBeforeRename, err)
-		}
-		after = &journal.ID{Dev: st.Dev, Ino: st.Ino}
+		after = &journal.ID{Dev: ts.st.Dev, Ino: ts.st.Ino}
 	}
-	return g.host.JournalChange(ctx, journal.OpRewrite, w.entry.Owner(), w.place(), now, after, keep)
+	end, errno = g.host.JournalChange(ctx, journal.OpRewrite, w.entry.Owner(), w.place(), now, after, keep)
+	return end, ts, errno
 }
 
 // endChange ends a journaled change (end nil: none) as done, or aborted.
@@ -405,15 +415,11 @@ func (w *Write[N]) seal(durable bool) (Stage, error) {
 // the old lock, or the new with the new; another owner never finds the
 // new file unlocked. The node the kernel knows under the name is looked up
 // (a go-fuse lock, Host.Child) before the commit lock is taken: no realm
-// lock is held while waiting for one of go-fuse's. It returns the new
-// file's stat.
-func (w *Write[N]) replace() (unix.Stat_t, error) {
+// lock is held while waiting for one of go-fuse's. ts is the temp's stat
+// (journal). It returns the new file's stat, taken after the rename.
+func (w *Write[N]) replace(ts *tempStat) (unix.Stat_t, error) {
 	g := w.eng
-	var st unix.Stat_t
-	gen, err := dirfd.Statx(w.temp, "", &st)
-	if err != nil {
-		return st, err
-	}
+	st, gen := ts.st, ts.gen
 	var old unix.Stat_t
 	oldGen, err := dirfd.Statx(w.base, "", &old)
 	if err != nil {
@@ -481,6 +487,10 @@ func (c fdCloser) Close() error { return dirfd.Close(int(c)) }
 // settle finishes a commit whose rename is done, which nothing here can
 // undo: it syncs the directory (durable) and makes the new file the base
 // the owner's next write copies (the lock moved with the rename: replace).
+// st is the new file's stat, taken by replace after the rename (which
+// moved its ctime): what the write observes from here on. Taken later, it
+// would hide a change made behind the mount meanwhile from the next
+// commit's comparison.
 // Its errno tells the caller that durability was not reached; the failure
 // is reported (syncFailed) for a commit no caller hears.
 func (w *Write[N]) settle(ctx context.Context, durable bool, st *unix.Stat_t) syscall.Errno {
@@ -496,11 +506,6 @@ func (w *Write[N]) settle(ctx context.Context, durable bool, st *unix.Stat_t) sy
 			g.syncFailed(ctx, StageSyncDir, w.place(), err)
 		}
 		g.synced("dir")
-	}
-	// Again: the rename changed its ctime. Should this fail, the next
-	// commit sees a changed file and keeps its bytes as a conflict copy.
-	if err := dirfd.Fstat(w.temp, st); err != nil {
-		g.host.Logf("%s: committed; cannot stat the new file: %v", w.place(), err)
 	}
 	// The appends in place went into the old file before the temp was
 	// seeded from it: they are in the new file, synced with it where the
