@@ -213,6 +213,10 @@ func createPar(dir string, n int, sz string, p int) error {
 		cmds[i] = exec.Command(self, "create", filepath.Join(dir, "p"+strconv.Itoa(i)), strconv.Itoa(k), sz)
 		cmds[i].Stderr = os.Stderr
 		if err := cmds[i].Start(); err != nil {
+			for _, c := range cmds[:i] { // none left running behind the error
+				c.Process.Kill()
+				c.Wait()
+			}
 			return err
 		}
 	}
