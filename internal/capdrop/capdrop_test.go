@@ -30,11 +30,7 @@ func TestLimit(t *testing.T) {
 		child()
 		return
 	}
-	for _, c := range append(dropped, unix.CAP_SETPCAP) {
-		if has, err := holds(c); err != nil || !has {
-			t.Skipf("the test needs capability %d to drop (root): held %v, %v", c, has, err)
-		}
-	}
+	needCaps(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLimit$", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	out, err := cmd.CombinedOutput()
@@ -55,11 +51,7 @@ const unlinkEnv = "REALM_TEST_CAPDROP_UNLINK"
 // is executed again by /proc/self/exe, and still bears its own name
 // afterwards, not "exe" (realmfs audit MOUNTPOINT knows its daemon by it).
 func TestLimitKeepsName(t *testing.T) {
-	for _, c := range append(dropped, unix.CAP_SETPCAP) {
-		if has, err := holds(c); err != nil || !has {
-			t.Skipf("the test needs capability %d to drop (root): held %v, %v", c, has, err)
-		}
-	}
+	needCaps(t)
 	bin := filepath.Join(t.TempDir(), "capdrop-named")
 	data, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -137,6 +129,16 @@ func child() {
 	fmt.Printf("name: %s", comm)
 	fmt.Printf("name carried: %v\n", os.Getenv(nameEnv) != "")
 	fmt.Printf("limited: threads holding %d; in bounding %d; kept %v; marked %v\n", holding, inBounding, kept, os.Getenv(limitedEnv) == "1")
+}
+
+// needCaps skips a test that cannot drop what it drops (not root).
+func needCaps(t *testing.T) {
+	t.Helper()
+	for _, c := range append(dropped, unix.CAP_SETPCAP) {
+		if has, err := holds(c); err != nil || !has {
+			t.Skipf("the test needs capability %d to drop (root): held %v, %v", c, has, err)
+		}
+	}
 }
 
 // holds reports whether the calling thread has capability c in its
