@@ -189,24 +189,25 @@ func (n *Node) parentFd(ctx context.Context) (pfd int, name string, pn *Node, do
 }
 
 // stillInside checks that directory n, whose open fd is fd, is still the
-// root or beneath it (dirfd.Root.Holds: one readlink). The host may have
-// moved it out of BACKING since its fd was opened: it is then gone for the
-// mount, ESTALE as NFS answers for a directory gone on the server, audited
+// root or beneath it (dirfd.Root.Where: one readlink), and returns where
+// (rel, known: as dirfd.Root.Where says). The host may have moved it out
+// of BACKING since its fd was opened: it is then gone for the mount,
+// ESTALE as NFS answers for a directory gone on the server, audited
 // PATH_ESCAPE. Not ENOENT: go-fuse turns that answer to a lookup into a
 // negative entry the kernel keeps (negative_timeout), which would hide the
 // name after the directory is moved back, when it is the mount's again.
-func (n *Node) stillInside(ctx context.Context, fd int) syscall.Errno {
+func (n *Node) stillInside(ctx context.Context, fd int) (rel string, known bool, errno syscall.Errno) {
 	if n == n.fsys.root {
-		return 0
+		return "", true, 0
 	}
-	inside, err := n.fsys.boundary.Holds(fd)
+	rel, known, inside, err := n.fsys.boundary.Where(fd)
 	if err != nil {
-		return dirfd.Errno(err)
+		return "", false, dirfd.Errno(err)
 	}
 	if !inside {
-		return n.fsys.gate.RefuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, admit.RuleEscapeMovedOut)
+		return "", false, n.fsys.gate.RefuseAs(ctx, "opendir", n, "", errcode.PathEscape, syscall.ESTALE, admit.RuleEscapeMovedOut)
 	}
-	return 0
+	return rel, known, 0
 }
 
 // verify checks that st is the object n stands for. A mismatch means the

@@ -47,22 +47,30 @@ func noUnpin() {}
 // one moved out of BACKING is gone for the mount (ESTALE), even to a
 // process whose working directory it is.
 func (n *Node) dirFd(ctx context.Context) (fd int, done func(), errno syscall.Errno) {
+	fd, _, _, done, errno = n.dirFdWhere(ctx)
+	return fd, done, errno
+}
+
+// dirFdWhere is dirFd that also returns the directory's workspace path
+// where its check read it (known; stillInside), so that an op judging a
+// name in it under nsMu reads it once.
+func (n *Node) dirFdWhere(ctx context.Context) (fd int, rel string, known bool, done func(), errno syscall.Errno) {
 	f := n.fsys
 	if n == f.root {
-		return f.rootFd, noUnpin, 0
+		return f.rootFd, "", true, noUnpin, 0
 	}
 	fd, done, first, errno := f.dirs.Use(&n.dcache, n.ident,
 		func() (int, syscall.Errno) { return n.openDirByName(ctx) },
-		func(fd int) syscall.Errno { return n.stillInside(ctx, fd) })
+		func(fd int) (errno syscall.Errno) { rel, known, errno = n.stillInside(ctx, fd); return errno })
 	if errno != 0 {
-		return -1, noUnpin, errno
+		return -1, "", false, noUnpin, errno
 	}
 	// A directory that cannot be watched is logged (the first) and keeps
 	// the short cache timeouts (see Node.Lookup).
 	if w := f.watch; w != nil && first && w.Add(n, fd, func() string { return n.Rel("") }) {
 		n.watched.Store(true)
 	}
-	return fd, done, 0
+	return fd, rel, known, done, 0
 }
 
 // openDirByName opens n's directory by its name in its parent's fd, and

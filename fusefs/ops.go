@@ -54,16 +54,21 @@ var (
 // calls done (dircache.go; a no-op on error): the op makes its one dirfd
 // call on (fd, name), which acts on that one name beneath a verified
 // directory without following it. The path returned is n's workspace path
-// as the kernel has it now (admit.Gate.DirRel; "" for guard.Removes, which
-// judges no path): an op that makes a name holds nsMu shared from prepare
+// as the kernel has it now (the readlink of the fd's check, stillInside,
+// else admit.Gate.DirRel; "" for guard.Removes, which judges no path): an op that makes a name holds nsMu shared from prepare
 // through its system call, so that no directory rename moves the name's place
 // between the two.
 func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
-	pfd, done, errno := n.prepareDir(ctx, op, name, use)
+	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
+		return -1, "", noUnpin, errno
+	}
+	pfd, dir, known, done, errno := n.dirFdWhere(ctx)
 	if errno != 0 || use == guard.Removes {
 		return pfd, "", done, errno
 	}
-	dir = n.fsys.gate.DirRel(n, pfd)
+	if !known { // the fd was opened by name now, or the kernel gave no path
+		dir = n.fsys.gate.DirRel(n, pfd)
+	}
 	if errno := n.fsys.gate.JudgeName(ctx, op, pfd, admit.Join(dir, name), name, use); errno != 0 {
 		done()
 		return -1, "", noUnpin, errno

@@ -711,60 +711,58 @@ func NewRoot(fd int) (*Root, error) {
 func (r *Root) Close() error { return unix.Close(r.procFd) }
 
 // Holds reports whether the directory held by fd is the root or beneath
-// it now. The kernel says where the directory is (the path of
+// it now (Where).
+func (r *Root) Holds(fd int) (bool, error) {
+	_, _, inside, err := r.Where(fd)
+	return inside, err
+}
+
+// Where reports whether the directory held by fd is the root or beneath
+// it now, and where: its path relative to the root ("" for the root
+// itself) as the kernel has it now, whatever a caller's tree of names
+// says yet. The kernel says where the directory is (the path of
 // /proc/self/fd/N: one readlink, the path is only compared, never
 // resolved); the root's own path is read again only when the directory's
 // does not start with it, so a root renamed by the host costs one more
 // readlink once. Where the path is longer than the kernel gives
-// (ENAMETOOLONG), Holds walks ".." from fd up, comparing identities.
-func (r *Root) Holds(fd int) (bool, error) {
+// (ENAMETOOLONG), Where walks ".." from fd up, comparing identities, and
+// the path is not known.
+func (r *Root) Where(fd int) (rel string, known, inside bool, err error) {
 	p, err := r.fdPath(fd)
+	if err == nil {
+		if rp := r.path.Load(); rp != nil {
+			if rel, ok := relTo(*rp, p); ok {
+				return rel, true, true, nil
+			}
+		}
+		var rp string
+		if rp, err = r.fdPath(r.fd); err == nil {
+			r.path.Store(&rp)
+			rel, ok := relTo(rp, p)
+			return rel, ok, ok, nil
+		}
+	}
 	if err == unix.ENAMETOOLONG {
-		return r.walkUp(fd)
+		inside, err = r.walkUp(fd)
+		return "", false, inside, err
 	}
-	if err != nil {
-		return false, err
-	}
-	if rp := r.path.Load(); rp != nil && within(*rp, p) {
-		return true, nil
-	}
-	rp, err := r.fdPath(r.fd)
-	if err == unix.ENAMETOOLONG {
-		return r.walkUp(fd)
-	}
-	if err != nil {
-		return false, err
-	}
-	r.path.Store(&rp)
-	return within(rp, p), nil
+	return "", false, false, err
 }
 
 // Rel returns the path of the directory held by fd relative to the root
-// ("" for the root itself) as the kernel has it now (the path of
-// /proc/self/fd/N, one readlink; the root's own path read again only when
-// the directory's does not start with it): where a rename just put the
-// directory, whatever a caller's tree of names says yet. A directory not
-// beneath the root is ErrEscape; a path longer than the kernel gives is
-// ENAMETOOLONG.
+// (Where). A directory not beneath the root is ErrEscape; a path longer
+// than the kernel gives is ENAMETOOLONG.
 func (r *Root) Rel(fd int) (string, error) {
-	p, err := r.fdPath(fd)
-	if err != nil {
+	rel, known, inside, err := r.Where(fd)
+	switch {
+	case err != nil:
 		return "", err
+	case !inside:
+		return "", ErrEscape
+	case !known:
+		return "", unix.ENAMETOOLONG
 	}
-	if rp := r.path.Load(); rp != nil {
-		if rel, ok := relTo(*rp, p); ok {
-			return rel, nil
-		}
-	}
-	rp, err := r.fdPath(r.fd)
-	if err != nil {
-		return "", err
-	}
-	r.path.Store(&rp)
-	if rel, ok := relTo(rp, p); ok {
-		return rel, nil
-	}
-	return "", ErrEscape
+	return rel, nil
 }
 
 // relTo returns p relative to root, if p is root or beneath it.
@@ -778,11 +776,6 @@ func relTo(root, p string) (string, bool) {
 		return p[len(root)+1:], true
 	}
 	return "", false
-}
-
-// within reports whether path p is root or beneath it.
-func within(root, p string) bool {
-	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
 }
 
 // fdPath is the kernel's path of the object held by fd.

@@ -99,33 +99,37 @@ func TestRootHolds(t *testing.T) {
 	b, err := OpenDir(a, "b")
 	must(t, err)
 	defer Close(b)
-	check := func(what string, fd int, want bool) {
+	// Where says the same, and where: rel for a directory beneath.
+	check := func(what string, fd int, want bool, wantRel string) {
 		t.Helper()
 		if got, err := r.Holds(fd); err != nil || got != want {
 			t.Errorf("%s: Holds = %v, %v; want %v", what, got, err, want)
+		}
+		if rel, known, got, err := r.Where(fd); err != nil || got != want || known != want || rel != wantRel {
+			t.Errorf("%s: Where = %q, %v, %v, %v; want %q, %v, %v", what, rel, known, got, err, wantRel, want, want)
 		}
 		if got, err := r.walkUp(fd); err != nil || got != want {
 			t.Errorf("%s: walkUp = %v, %v; want %v", what, got, err, want)
 		}
 	}
-	check("the root", rfd, true)
-	check("a/b", b, true)
+	check("the root", rfd, true, "")
+	check("a/b", b, true, "a/b")
 	// Renamed inside: still beneath.
 	must(t, os.Rename(filepath.Join(root, "a"), filepath.Join(root, "a2")))
-	check("a/b renamed to a2/b", b, true)
+	check("a/b renamed to a2/b", b, true, "a2/b")
 	// Moved out: no longer.
 	must(t, os.Rename(filepath.Join(root, "a2"), filepath.Join(outside, "a")))
-	check("a moved out of the root", a, false)
-	check("a/b moved out with a", b, false)
+	check("a moved out of the root", a, false, "")
+	check("a/b moved out with a", b, false, "")
 	// A sibling whose name starts with the root's is not beneath it.
 	sib := root + "-sibling"
 	must(t, os.Rename(filepath.Join(outside, "a"), sib))
-	check("a moved to root-sibling", a, false)
+	check("a moved to root-sibling", a, false, "")
 	must(t, os.Rename(sib, filepath.Join(root, "a")))
-	check("a moved back", a, true)
+	check("a moved back", a, true, "a")
 	// The root itself renamed: its path is read again.
 	must(t, os.Rename(root, root+"-moved"))
-	check("a/b after the root was renamed", b, true)
+	check("a/b after the root was renamed", b, true, "a/b")
 	must(t, os.Rename(root+"-moved", root))
 }
 
@@ -159,6 +163,9 @@ func TestRootHoldsDeep(t *testing.T) {
 	}
 	if ok, err := r.Holds(dir); err != nil || !ok {
 		t.Errorf("Holds deep inside: %v, %v; want true", ok, err)
+	}
+	if rel, known, ok, err := r.Where(dir); err != nil || !ok || known || rel != "" {
+		t.Errorf("Where deep inside = %q, %v, %v, %v; want inside, the path not known", rel, known, ok, err)
 	}
 	must(t, unix.Renameat(rfd, name, unix.AT_FDCWD, filepath.Join(outside, "deep")))
 	if ok, err := r.Holds(dir); err != nil || ok {
