@@ -10,10 +10,15 @@ import (
 // The journal of changes (Options.Journal): each op appends its record
 // through FS.journal (fusefs/journaling), built here from what it judged.
 
-// journalRecord is a record of op on path (a workspace path) by the
-// caller of ctx, its owner written as the audit log writes it.
-func (f *FS) journalRecord(ctx context.Context, op journal.Op, path string) journal.Record {
-	return journal.Record{Owner: string(f.owner(ctx)), Op: op, Path: path}
+// journalRecord is a record of op on path (a workspace path) by owner,
+// written as the audit log writes it: the caller of ctx's, resolved here
+// where the caller has not ("") and only for a mount that keeps a journal
+// (each resolution polls the caller's pidfd).
+func (f *FS) journalRecord(ctx context.Context, owner locks.Owner, op journal.Op, path string) journal.Record {
+	if owner == "" && f.journal.On() {
+		owner = f.owner(ctx)
+	}
+	return journal.Record{Owner: string(owner), Op: op, Path: path}
 }
 
 // WriteHolder names the owner that holds the file (dev, ino) open for

@@ -457,7 +457,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		op := journaling.SetattrOp(in.Valid&fuse.FATTR_MODE != 0, in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0)
-		c, errno := f.journal.Setattr(ctx, f.journalRecord(ctx, op, n.Rel("")), fd)
+		c, errno := f.journal.Setattr(ctx, f.journalRecord(ctx, "", op, n.Rel("")), fd)
 		if errno != 0 {
 			return errno
 		}

@@ -184,10 +184,11 @@ func (n *Node) newReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandl
 
 // createFile is Create's step under nsMu (shared): the name prepared, the
 // file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
-// a credential path; st is its stat. It returns the directory's fd, the
+// a credential path, the journal's record naming owner (the caller's);
+// st is its stat. It returns the directory's fd, the
 // file's, its generation, and the release of the directory's fd
 // (pinned: done); EEXIST when the name exists.
-func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
+func (n *Node) createFile(ctx context.Context, owner locks.Owner, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
 	f := n.fsys
 	defer f.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "create", name, guard.Makes)
@@ -200,7 +201,7 @@ func (n *Node) createFile(ctx context.Context, name string, mode uint32, st *uni
 	}
 	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
 	rel := admit.Join(dir, name)
-	c, errno := f.journal.Begin(ctx, "create", rel, f.journalRecord(ctx, journal.OpCreate, rel), journal.NoKeep)
+	c, errno := f.journal.Begin(ctx, "create", rel, f.journalRecord(ctx, owner, journal.OpCreate, rel), journal.NoKeep)
 	if errno != 0 {
 		return fail(errno)
 	}
@@ -238,7 +239,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	var st unix.Stat_t
-	pfd, fd, gen, done, errno := n.createFile(ctx, name, mode, &st)
+	pfd, fd, gen, done, errno := n.createFile(ctx, owner, name, mode, &st)
 	defer done()
 	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		return n.openExisting(ctx, name, flags, out)
@@ -368,7 +369,7 @@ func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Sta
 	if write && f.journal.J != nil {
 		// One record for the open: the writes go in place (through the
 		// kernel, where it passes through), none of them kept.
-		rec := f.journalRecord(ctx, journal.OpInPlace, rel)
+		rec := f.journalRecord(ctx, "", journal.OpInPlace, rel)
 		rec.Before = journal.ObjectOf(st)
 		c, errno := f.journal.Begin(ctx, "open", rec.Path, rec, journal.NoKeep)
 		if errno != 0 {

@@ -103,7 +103,7 @@ func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name st
 		mode = typ | n.fsys.gate.NewMode(ctx, op, n, pfd, name, typ, mode)
 	}
 	handOver := n.fsys.gate.HandsOver(ctx)
-	c, errno := n.fsys.journal.Begin(ctx, op, rel, n.fsys.journalRecord(ctx, journaling.NamedOps[op], rel), journal.NoKeep)
+	c, errno := n.fsys.journal.Begin(ctx, op, rel, n.fsys.journalRecord(ctx, "", journaling.NamedOps[op], rel), journal.NoKeep)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -275,7 +275,7 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 			return nil, nil, errno
 		}
 	}
-	rec := n.fsys.journalRecord(ctx, journal.OpLink, tn.Rel(""))
+	rec := n.fsys.journalRecord(ctx, "", journal.OpLink, tn.Rel(""))
 	rec.To, rec.Before = admit.Join(dir, name), journal.ObjectOf(&st)
 	c, errno := n.fsys.journal.Begin(ctx, "link", rec.To, rec, journal.NoKeep)
 	if errno != 0 {
@@ -337,7 +337,7 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	// Another name of a made file may stay: its ctime moves.
 	mfd := n.fsys.guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
-	rec := n.fsys.journalRecord(ctx, "", rel)
+	rec := n.fsys.journalRecord(ctx, "", "", rel)
 	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return n.fsys.journal.Remove(rec, pfd, name, flags) })
 	if errors.Is(err, syscall.ENOTEMPTY) && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
 		err = n.fsys.journal.Remove(rec, pfd, name, flags)
@@ -516,7 +516,7 @@ func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errn
 	// commitMu, after the last look at who writes it, so that no write
 	// open meets the link's change of its ctime and nlink (a write opened
 	// between the two would take it for a change from outside).
-	rec := f.journalRecord(ctx, journal.OpRename, r.oldRel)
+	rec := f.journalRecord(ctx, r.me, journal.OpRename, r.oldRel)
 	rec.To = r.newRel
 	c, errno := f.journal.Rename(ctx, rec, r.ofd, r.name, r.nfd, r.newName, r.flags&unix.RENAME_EXCHANGE != 0)
 	if errno != 0 {
