@@ -127,8 +127,11 @@ type Write[N comparable] struct {
 	tempName        string      // its name in tempDir
 	tempQuiet       bool        // the watcher ignores the temp's changes (Host.Quiet)
 	observed        unix.Stat_t // the file as this owner last saw it commit
-	seq             uint64      // when it began, among the mount's writes: orders lockPair
-	chargedTo       locks.Owner // the owner charged for its descriptors (Host.ChargeWrite), "" none
+	// justStarted: observed is base as start saw it, still under the lock
+	// hold of the open that started the write (its Open uses it).
+	justStarted bool
+	seq         uint64      // when it began, among the mount's writes: orders lockPair
+	chargedTo   locks.Owner // the owner charged for its descriptors (Host.ChargeWrite), "" none
 	// xattrsLost names the file's extended attributes the temp does not
 	// carry (dirfd.CopyXattrs, or a change through the mount it could not
 	// take): the commit that renames the temp over the file says so.

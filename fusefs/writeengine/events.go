@@ -46,9 +46,11 @@ func (w *Write[N]) Cur() int { return w.cur() }
 func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, node N, ino uint64, flags, opener uint32) (*File[N], error) {
 	o := writeproto.Open{Write: WriteFlags(flags), Append: flags&syscall.O_APPEND != 0,
 		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease}
-	// Empty as the owner sees it, before any truncation: nothing old to tear.
-	var cur unix.Stat_t
-	o.Fresh = dirfd.Fstat(w.cur(), &cur) == nil && cur.Size == 0
+	// Empty as the owner sees it, before any truncation: nothing old to
+	// tear. The open that started the write has base's stat already.
+	cur, seen := w.observed, w.justStarted
+	w.justStarted = false
+	o.Fresh = (seen || dirfd.Fstat(w.cur(), &cur) == nil) && cur.Size == 0
 	h := w.m.Open(o)
 	if h.Truncates() {
 		// Truncating is a change: the opener writes from here on.

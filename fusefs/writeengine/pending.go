@@ -92,7 +92,7 @@ func (g *Engine[N]) start(e *locks.Entry, owner locks.Owner, node N, base int, d
 		return nil, err
 	}
 	w := &Write[N]{eng: g, node: node, entry: e, fileParent: dir, fileDir: fileDir, fileName: name,
-		tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: st, seq: g.seq.Add(1)}
+		tempDir: tempDir, base: base, temp: -1, appendFd: -1, observed: st, justStarted: true, seq: g.seq.Add(1)}
 	e.Value = w
 	if g.host.ChargeWrite(owner) { // admitted with the open (fusefs/admit: Gate.AdmitOpen)
 		w.chargedTo = owner
