@@ -374,3 +374,49 @@ func TestJournalUndoHardLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalUndoStaysInBackingWhosePathMoved: a host process that owns
+// BACKING's parent renames BACKING away once it is mounted and puts a
+// symlink to another directory at its path. The mount, its journal and
+// the undo its control socket runs all work beneath the one descriptor of
+// BACKING the daemon opened at start: an agent's removal undone through
+// the mountpoint is put back in BACKING, and the other directory is not
+// written. The swap here comes once the mount is ready; the window it
+// closed (the control socket opened BACKING's path again after the mount
+// appeared) is kept shut by cmd/realmfs's TestBackingOpenedOnce.
+func TestJournalUndoStaysInBackingWhosePathMoved(t *testing.T) {
+	m := mount(t, Opts("lockowner=session", "journal=on"), Prepare(func(m *Mount) {
+		if err := os.MkdirAll(m.BackingPath("sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, m.BackingPath("sub/f"), "BACKING's file\n")
+	}))
+	moved, decoy := m.Backing+".moved", m.Backing+".decoy"
+	if err := os.MkdirAll(decoy+"/sub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.Backing, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(decoy), m.Backing); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // the harness's checks read BACKING by its path
+		os.Remove(m.Backing)
+		os.Rename(moved, m.Backing)
+	})
+	agent, out := startSession(t, m.Dir, "rm sub/f")
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("the agent: %v\n%s", err, out)
+	}
+	got, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	if code != 0 {
+		t.Errorf("journal undo: exit %d:\n%s", code, got)
+	}
+	if _, err := os.Lstat(decoy + "/sub/f"); err == nil {
+		t.Errorf("undo put sub/f in the directory BACKING's path leads to now, outside BACKING:\n%s", got)
+	}
+	if b, err := os.ReadFile(moved + "/sub/f"); err != nil || string(b) != "BACKING's file\n" {
+		t.Errorf("sub/f in BACKING after the undo: %q, %v; want it back as it was", b, err)
+	}
+}

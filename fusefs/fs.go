@@ -218,6 +218,18 @@ func New(backing string, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer dirfd.Close(fd)
+	return NewAt(fd, backing, opts)
+}
+
+// NewAt is New of the backing root root holds (the caller keeps root), so
+// that a daemon that opened BACKING once serves, journals and undoes in
+// the one directory, whatever its path leads to later.
+func NewAt(root int, backing string, opts Options) (*FS, error) {
+	fd, err := dirfd.Dup(root)
+	if err != nil {
+		return nil, err
+	}
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		dirfd.Close(fd)

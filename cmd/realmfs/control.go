@@ -65,7 +65,7 @@ type controlReply struct {
 // startControl listens on the mount's control socket (dev: the mount's
 // device number); stop closes it and removes its name. A daemon that
 // cannot listen says so in its log and serves the mount without one.
-func startControl(cfg config, dev uint64, devKnown bool, j *journal.Journal, fsys *fusefs.FS, logger *slog.Logger) (c *controller, stop func()) {
+func startControl(cfg config, root int, dev uint64, devKnown bool, j *journal.Journal, fsys *fusefs.FS, logger *slog.Logger) (c *controller, stop func()) {
 	c = &controller{cfg: cfg, j: j, fsys: fsys, logger: logger, root: -1, started: time.Now()}
 	if !devKnown {
 		return c, func() {}
@@ -78,7 +78,7 @@ func startControl(cfg config, dev uint64, devKnown bool, j *journal.Journal, fsy
 		return c, func() {}
 	}
 	if j != nil {
-		if c.root, err = dirfd.OpenRoot(cfg.backing); err != nil {
+		if c.root, err = dirfd.Dup(root); err != nil {
 			logger.Warn("control socket: journal undo", "err", err)
 		}
 	}

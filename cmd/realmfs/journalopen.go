@@ -10,8 +10,8 @@ import (
 	"github.com/realm-dev/realm/fusefs/writeengine"
 )
 
-// openJournal opens the journal of changes (on unless -o journal=off),
-// nil for none: BACKING/.realm-journal, or -o journal_dir (which
+// openJournal opens the journal of changes (on unless -o journal=off) of
+// the BACKING root holds, nil for none: BACKING/.realm-journal, or -o journal_dir (which
 // fusefs/journal refuses on another filesystem or mount), durable as the
 // mount's durability says. What its recovery found is logged. Its bounds
 // are applied before it returns, and then by the pruner it starts
@@ -21,11 +21,11 @@ import (
 // nothing to record (a read-only mount) or cannot be opened (BACKING on a
 // read-only filesystem, its LOCK held by another mount of BACKING): the
 // mount serves without one, and says so. One asked for fails the mount.
-func openJournal(cfg config, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
+func openJournal(cfg config, root int, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
 	if !cfg.mount.journal || cfg.mount.readOnly && !cfg.mount.journalAsked {
 		return nil, func() {}, nil
 	}
-	if j, err = openJournalDir(cfg, logger); err != nil {
+	if j, err = openJournalDir(cfg, root, logger); err != nil {
 		if cfg.mount.journalAsked {
 			return nil, nil, err
 		}
@@ -36,13 +36,10 @@ func openJournal(cfg config, logger *slog.Logger) (j *journal.Journal, stopPrune
 	return j, startPruner(j, cfg.mount, logger), nil
 }
 
-// openJournalDir opens the journal's directory, as openJournal says.
-func openJournalDir(cfg config, logger *slog.Logger) (*journal.Journal, error) {
-	root, err := dirfd.OpenRoot(cfg.backing)
-	if err != nil {
-		return nil, fmt.Errorf("journal: backing directory: %w", err)
-	}
-	defer dirfd.Close(root)
+// openJournalDir opens the journal's directory, as openJournal says, of
+// the BACKING root holds.
+func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal, error) {
+	var err error
 	dir := journal.DefaultDir
 	if cfg.mount.journalDir != "" {
 		if dir, err = dirfd.OpenRoot(cfg.mount.journalDir); err != nil {

@@ -51,7 +51,12 @@ func TestOpenJournalDefault(t *testing.T) {
 				defer other.Close()
 			}
 			var log bytes.Buffer
-			j, stop, err := openJournal(config{backing: backing, mount: mo}, slog.New(slog.NewTextHandler(&log, nil)))
+			root, err := dirfd.OpenRoot(backing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dirfd.Close(root)
+			j, stop, err := openJournal(config{backing: backing, mount: mo}, root, slog.New(slog.NewTextHandler(&log, nil)))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("openJournal: %v, want an error: %v", err, tc.wantErr)
 			}

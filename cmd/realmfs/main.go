@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/capdrop"
@@ -346,6 +347,19 @@ func checkDirs(backing, mountpoint string) error {
 	return nil
 }
 
+// ownerResolver names the owners of callers as -o lockowner says, for the
+// lock table and the audit log's lines.
+func ownerResolver(cfg config, auditor *audit.Auditor) *procinfo.Resolver {
+	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
+	if auditor != nil {
+		auditor.Owner = func(pid uint32) string {
+			o, _ := owners.Owner(pid)
+			return string(o)
+		}
+	}
+	return owners
+}
+
 // serve mounts and runs the filesystem until it is unmounted or signalled.
 func serve(cfg config, stderr io.Writer) int {
 	// Signals are caught from the start: one that arrives once the mount
@@ -381,20 +395,22 @@ func serve(cfg config, stderr io.Writer) int {
 	if err := checkKernel(); err != nil {
 		return fail("%v", err)
 	}
-	owners := procinfo.NewResolver(cfg.mount.lockOwner, "/proc")
+	owners := ownerResolver(cfg, auditor)
 	defer owners.Close()
-	if auditor != nil {
-		auditor.Owner = func(pid uint32) string {
-			o, _ := owners.Owner(pid)
-			return string(o)
-		}
+	// BACKING is opened once: the mount, its journal and the undo the
+	// control socket runs are all beneath this descriptor, whatever a host
+	// process puts at BACKING's path from here on.
+	root, err := dirfd.OpenRoot(cfg.backing)
+	if err != nil {
+		return fail("%v", err)
 	}
-	jnl, stopPruner, err := openJournal(cfg, logger)
+	defer dirfd.Close(root)
+	jnl, stopPruner, err := openJournal(cfg, root, logger)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer closeJournal(jnl, stopPruner, logger)
-	fsys, err := fusefs.New(cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
+	fsys, err := fusefs.NewAt(root, cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -415,7 +431,7 @@ func serve(cfg config, stderr io.Writer) int {
 	if cfg.mount.autoUnmount {
 		startUnmountWatcher(realMountpoint, logger)
 	}
-	control, stopControl := startControl(cfg, dev, devKnown, jnl, fsys, logger)
+	control, stopControl := startControl(cfg, root, dev, devKnown, jnl, fsys, logger)
 	defer stopControl()
 	go handleSignals(sigs, server, cfg.mountpoint, func() { reopenLogs(reopen, auditor, logger) }, logger, stderr)
 	fsys.ScanInBackground(func(res fusefs.ScanResult) {

@@ -210,9 +210,12 @@ func (j *Journal) open(rootFd, dir int) error {
 		return err
 	}
 	if dir == DefaultDir {
-		if err := narrow(j.dir); err != nil {
-			return err
-		}
+		err = narrow(j.dir)
+	} else {
+		err = bindRoot(j.dir, j.root, true)
+	}
+	if err != nil {
+		return err
 	}
 	if err := writeGitignore(j.dir); err != nil {
 		return err

@@ -167,7 +167,7 @@ func TestGivenDir(t *testing.T) {
 	j, err := Open(b.root, fd, Options{})
 	must(t, err)
 	defer j.Close()
-	for _, name := range []string{logName, keptName, lockName, gitignoreName} {
+	for _, name := range []string{logName, keptName, lockName, gitignoreName, rootName} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -178,6 +178,41 @@ func TestGivenDir(t *testing.T) {
 	if got := mode(t, dir); got != os.ModeDir|0o750 {
 		t.Errorf("a given directory's mode changed to %v", got)
 	}
+}
+
+// TestGivenDirBoundToItsBacking: a journal directory given by fd records
+// one BACKING, the one it was first opened for: opened for another
+// directory (BACKING's path leading elsewhere now), to write or to read,
+// it is refused and left as it was; for its own, taken again.
+func TestGivenDirBoundToItsBacking(t *testing.T) {
+	b := newBacking(t)
+	must(t, os.Mkdir(filepath.Join(b.path, "elsewhere"), 0o700))
+	must(t, os.Mkdir(filepath.Join(b.path, "other"), 0o700))
+	fd := b.dirFd(t, "elsewhere")
+	j, err := Open(b.root, fd, Options{})
+	must(t, err)
+	must(t, j.Close())
+	bound, err := os.ReadFile(filepath.Join(b.path, "elsewhere", rootName))
+	must(t, err)
+	other, err := dirfd.OpenRoot(filepath.Join(b.path, "other"))
+	must(t, err)
+	defer dirfd.Close(other)
+	if j, err := Open(other, fd, Options{}); err == nil {
+		j.Close()
+		t.Fatal("a journal bound to one BACKING was opened for another")
+	} else if !strings.Contains(err.Error(), "another BACKING") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	if r, err := OpenReader(other, fd); err == nil {
+		r.Close()
+		t.Error("a journal bound to one BACKING was read for another")
+	}
+	if now, _ := os.ReadFile(filepath.Join(b.path, "elsewhere", rootName)); string(now) != string(bound) {
+		t.Errorf("the refused open rebound the journal: %q, was %q", now, bound)
+	}
+	j, err = Open(b.root, fd, Options{})
+	must(t, err)
+	must(t, j.Close())
 }
 
 // TestSecondOpenRefused: one writer at a time, and the refusal names it.

@@ -34,8 +34,11 @@ func OpenReader(rootFd, dir int) (*Reader, error) {
 	var err error
 	if dir == DefaultDir {
 		r.dir, err = dirfd.OpenDir(rootFd, DirName)
-	} else {
-		r.dir, err = dirfd.Dup(dir)
+	} else if r.dir, err = dirfd.Dup(dir); err == nil {
+		if err := bindRoot(r.dir, rootFd, false); err != nil {
+			r.Close()
+			return nil, err
+		}
 	}
 	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("journal: %w (%s: %w)", ErrNoJournal, DirName, err)

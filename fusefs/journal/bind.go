@@ -1,0 +1,88 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// rootName is the file of a journal kept outside BACKING (-o journal_dir)
+// that names the BACKING it records: the inode number and birth time of
+// BACKING's root directory (dirfd.Statx's generation), written at its
+// first open. A journal opened for another directory is refused: a host
+// process that renamed BACKING and put another directory at its path
+// would otherwise have the journal's changes undone in a tree they do not
+// describe. The default journal, beneath BACKING's root, is bound to it
+// by where it is.
+const rootName = "ROOT"
+
+// rootIdentity is the line rootName holds for the directory root holds.
+func rootIdentity(root int) (string, error) {
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(root, "", &st)
+	if err != nil {
+		return "", fmt.Errorf("journal: BACKING: %w", err)
+	}
+	return fmt.Sprintf("ino %d gen %d\n", st.Ino, gen), nil
+}
+
+// bindRoot checks that the journal in dir records the BACKING root holds,
+// and binds it to that one where it names none yet (write: a journal
+// opened to record; a reader only checks).
+func bindRoot(dir, root int, write bool) error {
+	want, err := rootIdentity(root)
+	if err != nil {
+		return err
+	}
+	got, err := readSmall(dir, rootName)
+	switch {
+	case err == nil && got != "":
+		if got != want {
+			return fmt.Errorf("journal: its directory records another BACKING (%s names %q; this BACKING is %q): the path given leads to another directory than the journal's",
+				rootName, strings.TrimSpace(got), strings.TrimSpace(want))
+		}
+		return nil
+	case err != nil && !errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("journal: reading %s: %w", rootName, err)
+	case !write:
+		return nil
+	}
+	// Absent, or empty (a crash before its write was durable): named now.
+	fd, err := dirfd.Open(dir, rootName, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: making %s: %w", rootName, err)
+	}
+	f := os.NewFile(uintptr(fd), rootName)
+	_, err = f.WriteString(want)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: writing %s: %w", rootName, err)
+	}
+	return nil
+}
+
+// readSmall reads the small regular file name in dir.
+func readSmall(dir int, name string) (string, error) {
+	fd, err := dirfd.Open(dir, name, unix.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if err := regular(fd, name); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 256))
+	return string(b), err
+}
