@@ -420,3 +420,37 @@ func TestJournalUndoStaysInBackingWhosePathMoved(t *testing.T) {
 		t.Errorf("sub/f in BACKING after the undo: %q, %v; want it back as it was", b, err)
 	}
 }
+
+// TestJournalUndoMetadataOnlyOnTheObjectLeft: an agent drops the set-uid
+// bit of root's program through the mount; the host then writes new bytes
+// into it. Undo does not give those bytes the set-uid bit back: the
+// file's ctime is not the one the agent's chmod left (the journal's end
+// of a metadata change carries it), a conflict, exit 1, the file as the
+// host left it.
+func TestJournalUndoMetadataOnlyOnTheObjectLeft(t *testing.T) {
+	m := mount(t, Opts("lockowner=session", "journal=on"), Prepare(func(m *Mount) {
+		writeFile(t, m.BackingPath("tool"), "real tool\n")
+		if err := os.Chmod(m.BackingPath("tool"), 0o4755); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	agent, out := startSession(t, m.Dir, "chmod 0755 tool")
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("the agent: %v\n%s", err, out)
+	}
+	f, err := os.OpenFile(m.BackingPath("tool"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("the host's bytes\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, code := journalUndo(t, m.Dir, "--owner", "session:"+strconv.Itoa(agent.Process.Pid))
+	if code != 1 || !strings.Contains(got, "changed since") {
+		t.Errorf("journal undo: exit %d, want 1 and tool's conflict, changed since:\n%s", code, got)
+	}
+	if fi, err := os.Stat(m.BackingPath("tool")); err != nil || fi.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("tool after the undo: %v, %v; want no set-uid bit", fi.Mode(), err)
+	}
+}

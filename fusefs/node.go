@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"syscall"
@@ -462,17 +463,18 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) })
-		f.journal.End(c, err, nil)
-		if err != nil {
+		var st unix.Stat_t
+		var serr error
+		if err == nil {
+			serr = dirfd.Fstat(fd, &st)
+		}
+		f.journal.EndMeta(c, err, &st, serr == nil)
+		if err = cmp.Or(err, serr); err != nil {
 			return dirfd.Errno(err)
 		}
 		// When the caller's owner is writing the file, its temp becomes the
 		// file at the next commit: it must carry the change too, and the
 		// change is the owner's own, not a conflicting one from outside.
-		var st unix.Stat_t
-		if err := dirfd.Fstat(fd, &st); err != nil {
-			return dirfd.Errno(err)
-		}
 		// Without a handle, the answer is the object just changed, as
 		// Getattr would find it again by name (verified, and as the
 		// caller's owner sees it: its temp if it is writing the file),

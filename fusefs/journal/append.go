@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -63,7 +64,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 	if rec.Kept {
 		if err := dirfd.Link(keep, j.kept, keptEntry(c.seq)); err != nil {
 			err = fmt.Errorf("journal: keeping what change %d replaces: %w", c.seq, err)
-			return nil, errors.Join(err, c.end(Aborted, nil))
+			return nil, errors.Join(err, c.end(Aborted, nil, time.Time{}))
 		}
 		c.kept = true
 		gen = j.linked()
@@ -82,7 +83,11 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 // Done appends the change's end, done. after is the identity the change
 // left at its name where the intent could not say it (a directory, a
 // symlink or a node made): nil otherwise.
-func (c *Change) Done(after *ID) error { return c.end(Done, after) }
+func (c *Change) Done(after *ID) error { return c.end(Done, after, time.Time{}) }
+
+// DoneCtime is Done of a change of an object's metadata, with the object's
+// ctime right after it (Record.AfterCtime).
+func (c *Change) DoneCtime(ctime time.Time) error { return c.end(Done, nil, ctime) }
 
 // Abort appends the change's end, aborted, and removes the link Begin
 // kept: the change was not made.
@@ -96,11 +101,11 @@ func (c *Change) Abort() error {
 			c.j.forgetKept(c.seq)
 		}
 	}
-	return errors.Join(err, c.end(Aborted, nil))
+	return errors.Join(err, c.end(Aborted, nil, time.Time{}))
 }
 
 // end appends the change's end, once.
-func (c *Change) end(e End, after *ID) error {
+func (c *Change) end(e End, after *ID, ctime time.Time) error {
 	if !c.ended.CompareAndSwap(false, true) {
 		return fmt.Errorf("journal: change %d ended twice", c.seq)
 	}
@@ -108,7 +113,7 @@ func (c *Change) end(e End, after *ID) error {
 		if e == Done {
 			c.j.freshDone(c, after)
 		}
-		return line{Seq: c.seq, End: e, After: after}
+		return line{Seq: c.seq, End: e, After: after, Ctime: ctime}
 	})
 	return err
 }

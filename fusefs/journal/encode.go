@@ -39,6 +39,9 @@ func appendLineJSON(b []byte, l *line) []byte {
 		b = strconv.AppendUint(b, l.After.Ino, 10)
 		b = append(b, '}')
 	}
+	if !l.Ctime.IsZero() {
+		b = appendTime(append(b, `,"ctime":`...), l.Ctime)
+	}
 	b = appendStringField(b, "end", string(l.End))
 	return append(b, "}\n"...)
 }
@@ -78,6 +81,9 @@ func appendObject(b []byte, o *Object) []byte {
 	b = strconv.AppendInt(append(b, `,"size":`...), o.Size, 10)
 	b = appendTime(append(b, `,"mtime":`...), o.Mtime)
 	b = appendTime(append(b, `,"atime":`...), o.Atime)
+	if o.Gen != 0 {
+		b = strconv.AppendUint(append(b, `,"gen":`...), o.Gen, 10)
+	}
 	return append(b, '}')
 }
 

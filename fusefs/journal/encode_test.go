@@ -24,6 +24,9 @@ func TestEncodeMatchesJSON(t *testing.T) {
 		{"path not UTF-8", line{Seq: 2, Time: at, Owner: "pid:1", Op: OpUnlink, Path: "bad\xff\xfe", To: "ok"}},
 		{"owner not UTF-8", line{Seq: 3, Time: at, Owner: "cgroup:/\xff", Op: OpMkdir, Path: "d"}},
 		{"zero times", line{Seq: 4, Time: at, Owner: "o", Op: OpChmod, Path: "f", Before: &Object{Type: "file"}}},
+		{"generation, and a ctime never written", line{Seq: 5, Time: at, Owner: "o", Op: OpChown, Path: "f",
+			Before: &Object{Type: "file", Ino: 7, Gen: 1<<40 | 99, Ctime: at}}},
+		{"end with the ctime left", line{Seq: 5, End: Done, Ctime: at}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var want bytes.Buffer
@@ -37,7 +40,8 @@ func TestEncodeMatchesJSON(t *testing.T) {
 			}
 			back, err := decodeLine(bytes.TrimSuffix(got, []byte("\n")))
 			must(t, err)
-			if back.Path != tc.l.Path || back.Seq != tc.l.Seq || back.Op != tc.l.Op {
+			if back.Path != tc.l.Path || back.Seq != tc.l.Seq || back.Op != tc.l.Op || !back.Ctime.Equal(tc.l.Ctime) ||
+				tc.l.Before != nil && back.Before.Gen != tc.l.Before.Gen {
 				t.Errorf("decoded back as %+v", back)
 			}
 		})

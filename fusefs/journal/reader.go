@@ -127,6 +127,7 @@ func (m *merger) add(lines []line, f *Filter) {
 			if m.out[i].After == nil {
 				m.out[i].After = l.After
 			}
+			m.out[i].AfterCtime = l.Ctime
 		}
 	}
 }
@@ -222,6 +223,7 @@ func (j *Journal) Records(f Filter) ([]Record, error) {
 				if out[i].After == nil {
 					out[i].After = l.After
 				}
+				out[i].AfterCtime = l.Ctime
 			}
 		}
 	}

@@ -74,6 +74,12 @@ type Object struct {
 	Size  int64     `json:"size"`
 	Mtime time.Time `json:"mtime"`
 	Atime time.Time `json:"atime"`
+	// Gen tells the object from a later one its inode number was freed
+	// to: dirfd.Statx's generation, of its birth time (0: not known).
+	// Undo of a change made in place checks it where the record has it.
+	Gen uint64 `json:"gen,omitempty"`
+	// Ctime is the stat's, for undo's checks: never written.
+	Ctime time.Time `json:"-"`
 }
 
 // ID is the object's identity.
@@ -86,6 +92,7 @@ func ObjectOf(st *unix.Stat_t) *Object {
 		Uid: st.Uid, Gid: st.Gid, Size: st.Size,
 		Mtime: time.Unix(st.Mtim.Unix()).UTC(),
 		Atime: time.Unix(st.Atim.Unix()).UTC(),
+		Ctime: time.Unix(st.Ctim.Unix()).UTC(),
 	}
 }
 
@@ -130,7 +137,12 @@ type Record struct {
 	// holds Before), where known before it is made (a commit's temp), or
 	// where the end said it.
 	After *ID
-	End   End
+	// AfterCtime is the object's ctime right after a change of its
+	// metadata (chmod, chown, utimens), where the end said it: undo puts
+	// the metadata back only on the object unchanged since (ctime is the
+	// kernel's, set at every change of an inode and at its making).
+	AfterCtime time.Time
+	End        End
 }
 
 // line is a record as one line of a segment: an intent (Op set) or an end
@@ -148,6 +160,7 @@ type line struct {
 	Before   *Object   `json:"before,omitempty"`
 	Replaced *Object   `json:"replaced,omitempty"`
 	After    *ID       `json:"after,omitempty"`
+	Ctime    time.Time `json:"ctime,omitzero"`
 	End      End       `json:"end,omitempty"`
 }
 

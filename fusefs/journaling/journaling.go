@@ -14,6 +14,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -93,6 +94,22 @@ func (p *Producer) End(c *journal.Change, err error, after *journal.ID) {
 	}
 }
 
+// EndMeta ends c (nil: no journal), a change of an object's metadata
+// (Setattr), as End does, with st, the object's stat right after it where
+// known (stat): its ctime, which undo compares (journal.Record.AfterCtime).
+func (p *Producer) EndMeta(c *journal.Change, err error, st *unix.Stat_t, stat bool) {
+	if c == nil {
+		return
+	}
+	if err != nil || !stat {
+		p.End(c, err, nil)
+		return
+	}
+	if eerr := c.DoneCtime(time.Unix(st.Ctim.Unix()).UTC()); eerr != nil && p.Logf != nil {
+		p.Logf("journal: ending change %d: %v", c.Seq(), eerr)
+	}
+}
+
 // Remove removes name from the directory held by pfd as an unlink, or an
 // rmdir (AT_REMOVEDIR in flags), does: through the journal where there is
 // one (journal.Journal.Remove: the name renamed into kept/, rec's Op set
@@ -167,10 +184,14 @@ func (p *Producer) Setattr(ctx context.Context, rec journal.Record, fd int) (*jo
 		return nil, 0
 	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
+	gen, err := dirfd.Statx(fd, "", &st)
+	if err != nil {
 		return nil, dirfd.Errno(err)
 	}
+	// Its generation too: undo gives this owner and mode back only to
+	// this object, not to one its inode number was freed to since.
 	rec.Before = journal.ObjectOf(&st)
+	rec.Before.Gen = gen
 	return p.Begin(ctx, "setattr", rec.Path, rec, journal.NoKeep)
 }
 

@@ -77,7 +77,21 @@ func (u *undoer) unremove(r *journal.Record) (string, error) {
 // current opens the object at name in dir as an O_PATH fd, checked to be
 // obj (the caller's to close).
 func current(dir int, name string, obj *journal.Object) (int, error) {
-	fd, err := dirfd.OpenPath(dir, name)
+	return openChecked(dir, name, obj, unix.O_PATH)
+}
+
+// openChecked opens the object at name in dir (O_PATH, or a file with
+// flags), checked through the fd to be obj: what undo changes is what it
+// checked, whatever a host process renamed over the name between its
+// check and the open (a hard link in BACKING to a file outside it, say).
+func openChecked(dir int, name string, obj *journal.Object, flags int) (int, error) {
+	var fd int
+	var err error
+	if flags == unix.O_PATH {
+		fd, err = dirfd.OpenPath(dir, name)
+	} else {
+		fd, err = dirfd.Open(dir, name, flags, 0)
+	}
 	if err != nil {
 		return -1, err
 	}
@@ -178,7 +192,7 @@ func (u *undoer) unappend(r *journal.Record) (string, error) {
 	if obj.Size < r.Before.Size {
 		return "", fmt.Errorf("%s is shorter (%d bytes) than before the change (%d): cut since, the bytes not kept", r.Path, obj.Size, r.Before.Size)
 	}
-	fd, err := dirfd.Open(dir, name, unix.O_WRONLY, 0)
+	fd, err := openChecked(dir, name, obj, unix.O_WRONLY)
 	if err != nil {
 		return "", err
 	}
@@ -203,7 +217,13 @@ func (u *undoer) atBefore(r *journal.Record, what string) (dir int, name string,
 	if dir, name, obj, err = u.at(r.Path); err != nil {
 		return -1, "", nil, err
 	}
-	if err := u.holds(r.Path, obj, r.Before.ID()); err != nil {
+	err = u.holds(r.Path, obj, r.Before.ID())
+	if b := r.Before; err == nil && b.Gen != 0 && u.want(b.ID()) == b.ID() && obj.Gen != b.Gen {
+		// The number the record names, but another object: the one
+		// changed was removed since, and a new one got its number.
+		err = fmt.Errorf("%s is another object than the change left there (made since under the same inode number): changed from outside the mount", r.Path)
+	}
+	if err != nil {
 		dirfd.Close(dir)
 		return -1, "", nil, err
 	}
@@ -218,6 +238,9 @@ func (u *undoer) unsetattr(r *journal.Record) (string, error) {
 		return "", err
 	}
 	defer dirfd.Close(dir)
+	if err := u.unchangedSince(r, obj); err != nil {
+		return "", err
+	}
 	fd, err := current(dir, name, obj)
 	if err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package undo
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,14 @@ func (u *undoer) unrename(r *journal.Record) (string, error) {
 	if err := dirfd.Rename(tdir, tname, pdir, pname, unix.RENAME_NOREPLACE); err != nil {
 		return "", errors.Join(err, journaled(c.Abort()))
 	}
+	if err := movedBack(pdir, pname, tobj); err != nil {
+		// A host process swapped another object in after the check: it
+		// goes back where it was, and the rename counts as not made.
+		if rerr := dirfd.Rename(pdir, pname, tdir, tname, unix.RENAME_NOREPLACE); rerr != nil {
+			return "", errors.Join(err, rerr, journaled(c.Done(nil)))
+		}
+		return "", errors.Join(err, journaled(c.Abort()))
+	}
 	if err := c.Done(nil); err != nil {
 		return "", journaled(err)
 	}
@@ -66,7 +75,27 @@ func (u *undoer) exchange(r *journal.Record, tdir int, tname string, tobj *journ
 	if err := dirfd.Rename(tdir, tname, pdir, pname, unix.RENAME_EXCHANGE); err != nil {
 		return "", errors.Join(err, journaled(c.Abort()))
 	}
+	if err := errors.Join(movedBack(pdir, pname, tobj), movedBack(tdir, tname, pobj)); err != nil {
+		if rerr := dirfd.Rename(tdir, tname, pdir, pname, unix.RENAME_EXCHANGE); rerr != nil {
+			return "", errors.Join(err, rerr, journaled(c.Done(nil)))
+		}
+		return "", errors.Join(err, journaled(c.Abort()))
+	}
 	return "exchanged back", journaled(c.Done(nil))
+}
+
+// movedBack checks that the object a rename of undo's just put at name in
+// dir is obj, the one it checked before: an object swapped in between
+// is not left where undo would have put what it checked.
+func movedBack(dir int, name string, obj *journal.Object) error {
+	var st unix.Stat_t
+	if err := dirfd.Lstat(dir, name, &st); err != nil {
+		return err
+	}
+	if (journal.ID{Dev: st.Dev, Ino: st.Ino}) != obj.ID() {
+		return errors.New("changed while undone: another object was moved")
+	}
+	return nil
 }
 
 // unreplace puts back at the rename's new name (tname in tdir, free now)
@@ -84,18 +113,22 @@ func (u *undoer) unreplace(r *journal.Record, tdir int, tname string) (string, e
 		if err != nil {
 			return "", journaled(err)
 		}
-		if err := dirfd.Mkdir(tdir, tname, rp.Mode&0o7777); err != nil {
+		// Made with no permission bits, so that what the name holds next
+		// is known for the directory made here before it is given its
+		// owner and mode (madeHere).
+		if err := dirfd.Mkdir(tdir, tname, 0); err != nil {
 			return "", errors.Join(err, journaled(c.Abort()))
 		}
-		fd, err := dirfd.OpenPath(tdir, tname)
+		if testHookAfterMkdir != nil {
+			testHookAfterMkdir()
+		}
+		fd, made, err := madeHere(tdir, tname)
 		if err != nil {
-			return "", errors.Join(err, journaled(c.Done(nil)))
+			return "", errors.Join(fmt.Errorf("moved back, but %s is not the directory made there: %w", r.To, err), journaled(c.Done(nil)))
 		}
 		defer dirfd.Close(fd)
-		var st unix.Stat_t
 		err = errors.Join(dirfd.Chown(fd, int(rp.Uid), int(rp.Gid)), dirfd.Chmod(fd, rp.Mode&0o7777),
-			dirfd.Utimens(fd, timespecs(rp)), dirfd.Fstat(fd, &st))
-		made := journal.ID{Dev: st.Dev, Ino: st.Ino}
+			dirfd.Utimens(fd, timespecs(rp)))
 		u.standIn[rp.ID()] = made
 		if err != nil {
 			return "", errors.Join(err, journaled(c.Done(&made)))
@@ -103,4 +136,30 @@ func (u *undoer) unreplace(r *journal.Record, tdir int, tname string) (string, e
 		return "moved back; the empty directory it replaced made anew", journaled(c.Done(&made))
 	}
 	return "", fmt.Errorf("moved back, but what it replaced at %s was not kept", r.To)
+}
+
+// testHookAfterMkdir, set by a test, runs between unreplace's mkdir and
+// its open of the directory made.
+var testHookAfterMkdir func()
+
+// madeHere opens the directory at name in dir that undo just made with
+// no permission bits, checked to be that one: a directory of undo's user
+// with none (the set-group-ID bit a parent's passes on aside), which no
+// other user can make. What a host process swapped in is refused, and
+// left as it is.
+func madeHere(dir int, name string) (int, journal.ID, error) {
+	fd, err := dirfd.OpenPath(dir, name)
+	if err != nil {
+		return -1, journal.ID{}, err
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return -1, journal.ID{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o777 != 0 || st.Uid != uint32(os.Geteuid()) {
+		dirfd.Close(fd)
+		return -1, journal.ID{}, errors.New("changed while undone: another object is at its name")
+	}
+	return fd, journal.ID{Dev: st.Dev, Ino: st.Ino}, nil
 }

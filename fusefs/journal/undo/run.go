@@ -3,6 +3,7 @@ package undo
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -65,7 +66,8 @@ func Run(root int, s Store, opts Options) (Result, error) {
 	}
 	p := planOf(recs, opts.Window)
 	res := Result{Conflicts: p.conflicts}
-	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]journal.ID{}, skipped: map[string]bool{}}
+	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]journal.ID{}, skipped: map[string]bool{},
+		touched: map[journal.ID]time.Time{}}
 	for _, c := range p.conflicts {
 		u.skipped[c.Path] = true
 	}
@@ -82,7 +84,11 @@ func Run(root int, s Store, opts Options) (Result, error) {
 		var did string
 		var why error
 		run := func() error {
-			did, why, err = u.undo(r)
+			pinned := u.pin(r)
+			defer closeAll(pinned)
+			if did, why, err = u.undo(r); err == nil && why == nil {
+				u.touch(r, pinned)
+			}
 			return err
 		}
 		if opts.Lock != nil {
@@ -125,6 +131,8 @@ type undoer struct {
 	// new one for the old.
 	standIn map[journal.ID]journal.ID
 	skipped map[string]bool
+	// touched: the ctime each object undo changed was left with (since.go).
+	touched map[journal.ID]time.Time
 }
 
 // errJournal marks an error of the journal's, which ends the undo; any
@@ -188,14 +196,17 @@ func (u *undoer) at(path string) (int, string, *journal.Object, error) {
 		return -1, "", nil, fmt.Errorf("its directory: %w", err)
 	}
 	var st unix.Stat_t
-	if err := dirfd.Lstat(dir, name, &st); err != nil {
+	gen, err := dirfd.Statx(dir, name, &st)
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return dir, name, nil, nil
 		}
 		dirfd.Close(dir)
 		return -1, "", nil, err
 	}
-	return dir, name, journal.ObjectOf(&st), nil
+	obj := journal.ObjectOf(&st)
+	obj.Gen = gen
+	return dir, name, obj, nil
 }
 
 // holds checks that obj (at path) is the object id stands for.

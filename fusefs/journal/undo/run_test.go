@@ -46,10 +46,14 @@ func (w *world) must(err error) {
 
 func (w *world) p(name string) string { return filepath.Join(w.dir, name) }
 
+// obj is name's object as the mount records it: its stat and generation.
 func (w *world) obj(name string) *journal.Object {
 	var st unix.Stat_t
-	w.must(unix.Lstat(w.p(name), &st))
-	return journal.ObjectOf(&st)
+	gen, err := dirfd.Statx(w.root, name, &st)
+	w.must(err)
+	o := journal.ObjectOf(&st)
+	o.Gen = gen
+	return o
 }
 
 func (w *world) pathFd(name string) int {
@@ -108,11 +112,13 @@ func (w *world) mkdir(owner, name string) {
 	w.must(c.Done(&id))
 }
 
+// chmod records and makes a chmod as the mount does (its end carrying
+// the ctime the change left: fusefs/journaling's EndMeta).
 func (w *world) chmod(owner, name string, mode os.FileMode) {
 	c, err := w.j.Begin(journal.Record{Owner: owner, Op: journal.OpChmod, Path: name, Before: w.obj(name)}, journal.NoKeep)
 	w.must(err)
 	w.must(os.Chmod(w.p(name), mode))
-	w.must(c.Done(nil))
+	w.must(c.DoneCtime(w.obj(name).Ctime))
 }
 
 // tree is the names, modes and contents beneath the world's BACKING.
