@@ -44,8 +44,8 @@ func bindRoot(dir, root int, write bool) error {
 	switch {
 	case err == nil && got != "":
 		if got != want {
-			return fmt.Errorf("journal: its directory records another BACKING (%s names %q; this BACKING is %q): the path given leads to another directory than the journal's",
-				rootName, strings.TrimSpace(got), strings.TrimSpace(want))
+			return fmt.Errorf("journal: its directory records another BACKING (%s names %q; this BACKING is %q): the path given leads to another directory than the journal's (if this directory is that BACKING, restored or copied, remove %s to bind the journal to it)",
+				rootName, strings.TrimSpace(got), strings.TrimSpace(want), rootName)
 		}
 		return nil
 	case err != nil && !errors.Is(err, unix.ENOENT):
