@@ -123,6 +123,21 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 		return 0, errno
 	}
 	defer dirfd.Close(fd)
-	sz, err := dirfd.Listxattr(fd, dest)
-	return uint32(max(sz, 0)), dirfd.Errno(err)
+	names, err := dirfd.XattrNames(fd)
+	if err != nil {
+		return 0, dirfd.Errno(err)
+	}
+	var list []byte
+	for _, name := range names {
+		if guard.ListedXattr(name) {
+			list = append(append(list, name...), 0)
+		}
+	}
+	switch {
+	case len(dest) == 0:
+		return uint32(len(list)), 0
+	case len(dest) < len(list):
+		return 0, syscall.ERANGE
+	}
+	return uint32(copy(dest, list)), 0
 }

@@ -404,31 +404,58 @@ func Listxattr(fd int, dest []byte) (int, error) {
 	return ignoringEINTR2(func() (int, error) { return unix.Listxattr(procPath(fd), dest) })
 }
 
+// XattrNames lists the names of the attributes of the object held by fd
+// (none where the filesystem has none: ENOTSUP).
+func XattrNames(fd int) ([]string, error) {
+	for {
+		size, err := Listxattr(fd, nil)
+		if err != nil || size == 0 {
+			if errors.Is(err, unix.ENOTSUP) {
+				err = nil
+			}
+			return nil, err
+		}
+		buf := make([]byte, size)
+		if size, err = Listxattr(fd, buf); errors.Is(err, unix.ERANGE) {
+			continue // grown since it was measured
+		} else if err != nil {
+			return nil, err
+		}
+		return strings.Split(strings.TrimSuffix(string(buf[:size]), "\x00"), "\x00"), nil
+	}
+}
+
 // CopyXattrs gives the object held by dst the extended attributes of the
 // object held by src, but the names in skip. An attribute that cannot be
 // copied (a security label a daemon that is not root may not set) is left
 // out and named in the error returned, so that the caller can say which
 // ones a file lost; the others are copied all the same.
+//
+// dst, just made, may hold an access ACL src has not: the one a default
+// ACL of its directory gave it. It is removed, so that dst grants no
+// named user or group what src did not (a file rewritten through a temp
+// would otherwise take its directory's default ACL).
 func CopyXattrs(dst, src int, skip ...string) error {
-	size, err := Listxattr(src, nil)
-	if err == nil && size > 0 {
-		buf := make([]byte, size)
-		size, err = Listxattr(src, buf)
-		if err == nil {
-			var errs []error
-			for _, name := range strings.Split(string(buf[:size]), "\x00") {
-				if name != "" && !slices.Contains(skip, name) {
-					errs = append(errs, copyXattr(dst, src, name))
-				}
-			}
-			return errors.Join(errs...)
-		}
-	}
-	if err != nil && !errors.Is(err, unix.ENOTSUP) {
+	names, err := XattrNames(src)
+	if err != nil {
 		return fmt.Errorf("listing them: %w", err)
 	}
-	return nil
+	var errs []error
+	for _, name := range names {
+		if name != "" && !slices.Contains(skip, name) {
+			errs = append(errs, copyXattr(dst, src, name))
+		}
+	}
+	if !slices.Contains(names, aclAccess) {
+		if err := Removexattr(dst, aclAccess); err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP) {
+			errs = append(errs, fmt.Errorf("%s inherited: %w", aclAccess, err))
+		}
+	}
+	return errors.Join(errs...)
 }
+
+// aclAccess is the attribute of a file's POSIX access ACL.
+const aclAccess = "system.posix_acl_access"
 
 // copyXattr copies the attribute name of src to dst; one removed
 // meanwhile is no loss.

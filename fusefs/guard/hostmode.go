@@ -75,6 +75,12 @@ func RemovableXattr(attr string) bool {
 	return attr == "security.capability" || AllowedXattr(attr)
 }
 
+// ListedXattr reports whether the mount lists attr: every name but
+// trusted.*, which the host's kernel lists only to a caller with
+// CAP_SYS_ADMIN, and the daemon lists as root (a FUSE filesystem's list
+// reaches every caller as it is).
+func ListedXattr(attr string) bool { return !strings.HasPrefix(attr, "trusted.") }
+
 // MetadataXattr reports whether attr is metadata like the mode bits, read
 // of any file without the credential check: security.* and system.*
 // (capabilities, SELinux labels, ACLs), which ls asks for on every entry.
