@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/fusefs/templive"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -1442,8 +1443,10 @@ func (m *Mount) backingLinks(tb testing.TB, path string) uint64 {
 		return st.Nlink
 	}
 	n := st.Nlink
-	if fi, err := os.Lstat(filepath.Join(path, ".realm-journal")); err == nil && fi.IsDir() && filepath.Clean(path) == filepath.Clean(m.Backing) {
-		n-- // the journal's directory in it, which the mount does not show
+	for _, hidden := range []string{".realm-journal", templive.Dir} {
+		if fi, err := os.Lstat(filepath.Join(path, hidden)); err == nil && fi.IsDir() && filepath.Clean(path) == filepath.Clean(m.Backing) {
+			n-- // the journal's directory, the daemons' marks: the mount does not show them
+		}
 	}
 	for _, e := range ents {
 		var kst unix.Stat_t
@@ -1493,17 +1496,21 @@ func backingNames(tb testing.TB, root string) []string {
 	return names
 }
 
-// tempResidue lists the .realm-tmp-* names beneath root.
+// tempResidue lists the .realm-tmp-* names beneath root, but the live
+// daemons' marks (fusefs/templive: .realm-tmp-live/ in the root).
 func tempResidue(tb testing.TB, root string) []string {
 	tb.Helper()
 	var out []string
 	for _, n := range backingNames(tb, root) {
-		if strings.HasPrefix(filepath.Base(n), ".realm-tmp-") {
+		if strings.HasPrefix(filepath.Base(n), ".realm-tmp-") && !liveMark.MatchString(n) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
+
+// liveMark matches the live daemons' marks of their temps' instances.
+var liveMark = regexp.MustCompile(`^\.realm-tmp-live(/|$)`)
 
 // assertNoTemp fails if a .realm-tmp-* name is left beneath root.
 func assertNoTemp(tb testing.TB, root, when string) {

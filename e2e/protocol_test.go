@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/templive"
 )
 
 // conflictCopies lists the conflict and recovery copies in dir (not the
@@ -45,7 +46,7 @@ func conflictCopies(t *testing.T, dir string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return filepath.Base(n) == journal.DirName })
+	return slices.DeleteFunc(names, func(n string) bool { return filepath.Base(n) == journal.DirName || filepath.Base(n) == templive.Dir })
 }
 
 // TestCloseToOpenBesideReader: `echo new > g` while the same shell holds g

@@ -46,6 +46,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
+	"github.com/realm-dev/realm/fusefs/templive"
 	"github.com/realm-dev/realm/fusefs/watch"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -205,6 +206,7 @@ type FS struct {
 	// descriptor table (see writeengine.File.Flush).
 	mountDev atomic.Uint64
 	journal  journaling.Producer // the journal of changes' records (Options.Journal)
+	mark     *templive.Mark      // the instance its temps are named for; nil: none (read-only)
 }
 
 // SetMountDevice tells the mount its own device number, once mounted (stat
@@ -244,6 +246,13 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 	fsys.guard.Policy = opts.Credentials
 	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
+	if !opts.ReadOnly {
+		// Its temps named for it, so that another daemon of BACKING leaves
+		// them be while it lives (fusefs/templive).
+		if fsys.mark, err = templive.Claim(fd); err != nil {
+			fsys.logf("temps named for no daemon (another mount of BACKING would take them for a crash's): %v", err)
+		}
+	}
 	fsys.engine = fsys.newEngine()
 	fsys.gate = admit.Gate{
 		Guard: &fsys.guard, Audit: opts.Audit, ReadOnly: opts.ReadOnly, ChownToCaller: opts.ChownToCaller,
@@ -406,7 +415,11 @@ func (f *FS) Close() error {
 			saved = fmt.Errorf("files made through the mount are not remembered: %w", saved)
 		}
 	}
-	return errors.Join(saved, f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
+	var released error
+	if f.mark != nil {
+		released = f.mark.Release(f.rootFd)
+	}
+	return errors.Join(saved, released, f.processes.Close(), f.boundary.Close(), dirfd.Close(f.rootFd))
 }
 
 // ScanResult is what the mount-time scan found.
@@ -490,6 +503,7 @@ func (f *FS) newEngine() *writeengine.Engine[*Node] {
 		FailAt:        f.opts.FailAt,
 		OnSync:        &f.opts.onSync,
 		AfterReplace:  &f.opts.afterReplace,
+		TempPrefix:    f.mark.TempPrefix(),
 	})
 }
 
@@ -539,7 +553,7 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 
 // fillAttr fills a FUSE attribute from a backing stat: the mount's inode
 // number (inodes.Number), and its links less the journal's (kept links,
-// the root's journal directory), so st_nlink reads as with no journal.
+// the root's hidden directories), so st_nlink reads as with no journal.
 func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
@@ -551,12 +565,26 @@ func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Nlink = uint32(s.Nlink)
 	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
 		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
-	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 && journaling.DirIn(f.rootFd) {
-		a.Nlink-- // the journal's directory, which the mount does not show
+	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 {
+		a.Nlink -= min(f.hiddenDirs(), a.Nlink-2)
 	}
 	a.Uid, a.Gid = s.Uid, s.Gid
 	a.Rdev = uint32(s.Rdev)
 	a.Blksize = uint32(s.Blksize)
+}
+
+// hiddenDirs counts the directories in the root the mount does not show
+// (the journal's, the daemons' marks: templive.Dir), whose ".." count in
+// the root's st_nlink.
+func (f *FS) hiddenDirs() uint32 {
+	n := uint32(0)
+	for _, name := range []string{journal.DirName, templive.Dir} {
+		var st unix.Stat_t
+		if dirfd.Lstat(f.rootFd, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {

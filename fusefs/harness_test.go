@@ -19,6 +19,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/templive"
 	"github.com/realm-dev/realm/fusefs/writeproto"
 	"github.com/realm-dev/realm/policy"
 )
@@ -179,7 +180,7 @@ func (tf *testFS) temps(t testing.TB) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if hiddenName(e.Name()) {
+		if hiddenName(e.Name()) && e.Name() != templive.Dir { // the marks of live daemons: not temps
 			out = append(out, e.Name())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/templive"
 )
 
 // Scan walks the backing tree once at mount (guard.Guard.Scan): it records
@@ -21,10 +22,13 @@ func (g *Gate) Scan() guard.ScanResult {
 }
 
 // removeCrashTemp removes the temp name in the directory held by dir if a
-// crash left it: a regular file, not one this mount is using.
+// crash left it: a regular file, not one this mount is using nor one of
+// another daemon of BACKING that lives (templive.Orphaned: another mount
+// of it, on this host or a node sharing it). A read-only mount removes
+// nothing: it writes nothing in BACKING.
 func (g *Gate) removeCrashTemp(dir int, name string) bool {
 	var st unix.Stat_t
-	return !g.IsOwnTemp(name) && dirfd.Lstat(dir, name, &st) == nil &&
+	return !g.ReadOnly && !g.IsOwnTemp(name) && templive.Orphaned(g.RootFd, name) && dirfd.Lstat(dir, name, &st) == nil &&
 		st.Mode&syscall.S_IFMT == syscall.S_IFREG && dirfd.Unlink(dir, name, 0) == nil
 }
 

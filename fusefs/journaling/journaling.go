@@ -248,11 +248,3 @@ func FdID(fd int) *journal.ID {
 // NamedOps are the journal's ops of the objects made by name: mkdir,
 // mknod, symlink.
 var NamedOps = map[string]journal.Op{"mkdir": journal.OpMkdir, "mknod": journal.OpMknod, "symlink": journal.OpSymlink}
-
-// DirIn reports whether the directory dir holds a journal's directory
-// (journal.DirName, which the mount never shows), whose ".." counts in
-// dir's st_nlink.
-func DirIn(dir int) bool {
-	var st unix.Stat_t
-	return dirfd.Lstat(dir, journal.DirName, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
-}

@@ -177,6 +177,10 @@ type Config struct {
 	// from (diskroom: root's reserve stays the host's); nil where the
 	// daemon is not root and the kernel itself holds its writes to that.
 	Room *diskroom.Gauge
+	// TempPrefix starts the names of the temps this engine makes (a
+	// templive.Mark's, which other daemons of BACKING leave alone while
+	// this one lives); "" is TempPrefix alone.
+	TempPrefix string
 }
 
 // Engine is a mount's write engine: the writes in progress hang on the

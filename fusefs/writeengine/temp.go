@@ -1,6 +1,7 @@
 package writeengine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,7 +34,7 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 	w.catchUp() // copy the file there now, not one another owner's commit replaced
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := TempPrefix + hex.EncodeToString(rnd[:])
+	name := cmp.Or(w.eng.cfg.TempPrefix, TempPrefix) + hex.EncodeToString(rnd[:])
 	g := w.eng
 	g.TempMade(name, true)
 	fd, err := dirfd.Open(w.tempDir, name, unix.O_RDWR|unix.O_CREAT, 0o600)

@@ -47,6 +47,7 @@ var layers = map[string]int{
 	"fusefs/guard": 4, "fusefs/audit": 4, "fusefs/fdbudget": 4, "fusefs/requestnotes": 4,
 	"fusefs/diskroom": 4, // the room a write may take: root's reserve stays the host's
 	"fusefs/journal":  4,
+	"fusefs/templive": 4, // which daemon's temps are alive: the sweep asks, the engine names its temps by it
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
 	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
 	// The lock table (procinfo names its owners).
