@@ -67,6 +67,9 @@ func (d nodeServer) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReq
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMountFlags(req.GetVolumeCapability().GetMount().GetMountFlags()); err != nil {
+		return nil, err
+	}
 	return &publishRequest{
 		id: req.GetVolumeId(), target: target, dir: d.volumeDir(req.GetVolumeId()), params: params,
 		readOnly:   req.GetReadonly() || readOnlyMode(req.GetVolumeCapability()),

@@ -1,9 +1,11 @@
 package csidriver
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 )
@@ -17,7 +19,16 @@ const (
 	auditFile   = "audit.log"
 	logFile     = "realmfs.log"
 	publishFile = "publish.json"
+	goneFile    = "gone" // an ephemeral volume's, once dropped: when
+	// realmStateDir holds an ephemeral volume's realmfs --state-dir (its
+	// made store), which goes with the volume's state.
+	realmStateDir = "realmfs"
 )
+
+// keptGone is how many dropped ephemeral volumes' logs (audit.log,
+// realmfs.log) a node keeps, the newest: a tenant churning pods with
+// inline volumes must not fill the node's state file system.
+const keptGone = 32
 
 // publishState is publish.json: what NodeUnpublishVolume, which is told
 // only the id and the target, needs to know of the publish.
@@ -91,6 +102,9 @@ func (d *Driver) realmfsArgs(p *publishRequest) ([]string, error) {
 		"--log", filepath.Join(st, logFile),
 		"--state-dir", filepath.Join(d.cfg.StateDir, "realmfs"),
 	}
+	if p.ephemeral { // its made store goes with its state (dropEphemeral)
+		args[len(args)-1] = filepath.Join(st, realmStateDir)
+	}
 	switch {
 	case p.params.policyName != "":
 		args = append(args, "--policy", d.policyPath(p.params.policyName))
@@ -115,11 +129,38 @@ func (d *Driver) dropEphemeral(id string) error {
 	if err := os.RemoveAll(d.volumeDir(id)); err != nil {
 		return errf(codes.Internal, "remove the ephemeral workspace %s: %v", d.volumeDir(id), err)
 	}
-	// The audit log and the daemon's log stay for people to read.
-	for _, f := range []string{publishFile, policyFile} {
-		if err := os.Remove(filepath.Join(d.stateDir(id), f)); err != nil && !isNotExist(err) {
+	// The audit log and the daemon's log stay for people to read, those
+	// of the newest keptGone volumes dropped.
+	st := d.stateDir(id)
+	for _, f := range []string{publishFile, policyFile, realmStateDir} {
+		if err := os.RemoveAll(filepath.Join(st, f)); err != nil {
 			return errf(codes.Internal, "%v", err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(st, goneFile), nil, 0o600); err != nil {
+		return errf(codes.Internal, "%v", err)
+	}
+	d.pruneGone()
 	return nil
+}
+
+// pruneGone removes the state of the dropped ephemeral volumes but the
+// newest keptGone (by when they were dropped).
+func (d *Driver) pruneGone() {
+	dirs, _ := filepath.Glob(filepath.Join(d.cfg.StateDir, "volumes", "*", goneFile))
+	if len(dirs) <= keptGone {
+		return
+	}
+	when := map[string]int64{}
+	for _, g := range dirs {
+		if st, err := os.Stat(g); err == nil {
+			when[g] = st.ModTime().UnixNano()
+		}
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return cmp.Compare(when[b], when[a]) })
+	for _, g := range dirs[keptGone:] {
+		if err := os.RemoveAll(filepath.Dir(g)); err != nil {
+			d.cfg.Log.Warn("removing a dropped ephemeral volume's logs", "dir", filepath.Dir(g), "err", err)
+		}
+	}
 }

@@ -206,5 +206,33 @@ func (p volumeParams) options(readOnly bool, mountFlags []string) string {
 	return strings.Join(append(o, mountFlags...), ",")
 }
 
+// mountFlagNames are the realmfs -o options a volume's mount flags (a PV's
+// or a StorageClass's mountOptions) may give: how the mount behaves. The
+// others name files or directories the root daemon reads or writes
+// (policy, journal_dir, log, audit_log, state_dir), what the driver relies
+// on (fsname: it finds a volume's mounts by their source; ro, allow_other,
+// nonempty, auto_unmount: its own), or keep realmfs in the foreground
+// (debug): refused, so that none passes silently.
+var mountFlagNames = map[string]bool{
+	"durability": true, "lockowner": true, "passthrough": true, "watch": true,
+	"journal": true, "journal_max": true, "journal_keep": true,
+	"max_fds_per_owner": true, "default_permissions": true,
+}
+
+// checkMountFlags refuses a mount flag not in mountFlagNames, naming it
+// and the ones taken (InvalidArgument).
+func checkMountFlags(flags []string) error {
+	for _, f := range flags {
+		for o := range strings.SplitSeq(f, ",") {
+			name, _, _ := strings.Cut(o, "=")
+			if !mountFlagNames[name] {
+				names := slices.Sorted(maps.Keys(mountFlagNames))
+				return errf(codes.InvalidArgument, "mount flag %q: not one realm-csi passes to realmfs (it takes %s)", o, strings.Join(names, ", "))
+			}
+		}
+	}
+	return nil
+}
+
 // isNotExist is errors.Is(err, fs.ErrNotExist).
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
