@@ -311,7 +311,7 @@ func dumpHang(t *testing.T, m *Mount) {
 // waits for a line on stdin, then for the write, and prints how much it
 // wrote.
 const closeDuringWrite = `
-import os, sys, threading
+import os, stat, sys, threading
 path, mib, backing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
 data = b"x" * (mib << 20)
@@ -327,7 +327,8 @@ def started():
     for name in os.listdir(backing):
         if name.startswith(".realm-tmp-"):
             try:
-                if os.stat(os.path.join(backing, name)).st_size > 0:
+                st = os.stat(os.path.join(backing, name))
+                if stat.S_ISREG(st.st_mode) and st.st_size > 0:  # a temp, not the daemons' marks
                     return True
             except FileNotFoundError:
                 pass
