@@ -153,7 +153,11 @@ func (u *undoer) emptyFile(r *journal.Record, dir int, name string, obj *journal
 	}
 	var st unix.Stat_t
 	err = errors.Join(dirfd.Chown(fd, int(b.Uid), int(b.Gid)), dirfd.Chmod(fd, b.Mode&0o7777),
-		dirfd.Utimens(fd, timespecs(b)), dirfd.Fstat(fd, &st))
+		dirfd.Utimens(fd, timespecs(b)))
+	var gen uint64
+	if err == nil {
+		gen, err = dirfd.Statx(fd, "", &st)
+	}
 	dirfd.Close(fd)
 	if err != nil {
 		dirfd.Unlink(dir, tmp, 0)
@@ -171,7 +175,7 @@ func (u *undoer) emptyFile(r *journal.Record, dir int, name string, obj *journal
 		dirfd.Unlink(dir, tmp, 0)
 		return "", errors.Join(err, journaled(c.Abort()))
 	}
-	u.standIn[b.ID()] = made
+	u.standIn[b.ID()] = standIn{made, gen}
 	return "restored it empty", journaled(c.Done(nil))
 }
 
@@ -218,7 +222,7 @@ func (u *undoer) atBefore(r *journal.Record, what string) (dir int, name string,
 		return -1, "", nil, err
 	}
 	err = u.holds(r.Path, obj, r.Before.ID())
-	if b := r.Before; err == nil && b.Gen != 0 && u.want(b.ID()) == b.ID() && obj.Gen != b.Gen {
+	if gen := u.wantGen(r.Before); err == nil && gen != 0 && obj.Gen != gen {
 		// The number the record names, but another object: the one
 		// changed was removed since, and a new one got its number.
 		err = fmt.Errorf("%s is another object than the change left there (made since under the same inode number): changed from outside the mount", r.Path)

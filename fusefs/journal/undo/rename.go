@@ -131,9 +131,9 @@ func (u *undoer) unreplace(r *journal.Record, tdir int, tname string) (string, e
 			dirfd.Utimens(fd, timespecs(rp)))
 		u.standIn[rp.ID()] = made
 		if err != nil {
-			return "", errors.Join(err, journaled(c.Done(&made)))
+			return "", errors.Join(err, journaled(c.Done(&made.id)))
 		}
-		return "moved back; the empty directory it replaced made anew", journaled(c.Done(&made))
+		return "moved back; the empty directory it replaced made anew", journaled(c.Done(&made.id))
 	}
 	return "", fmt.Errorf("moved back, but what it replaced at %s was not kept", r.To)
 }
@@ -147,19 +147,20 @@ var testHookAfterMkdir func()
 // with none (the set-group-ID bit a parent's passes on aside), which no
 // other user can make. What a host process swapped in is refused, and
 // left as it is.
-func madeHere(dir int, name string) (int, journal.ID, error) {
+func madeHere(dir int, name string) (int, standIn, error) {
 	fd, err := dirfd.OpenPath(dir, name)
 	if err != nil {
-		return -1, journal.ID{}, err
+		return -1, standIn{}, err
 	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
+	gen, err := dirfd.Statx(fd, "", &st)
+	if err != nil {
 		dirfd.Close(fd)
-		return -1, journal.ID{}, err
+		return -1, standIn{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o777 != 0 || st.Uid != uint32(os.Geteuid()) {
 		dirfd.Close(fd)
-		return -1, journal.ID{}, errors.New("changed while undone: another object is at its name")
+		return -1, standIn{}, errors.New("changed while undone: another object is at its name")
 	}
-	return fd, journal.ID{Dev: st.Dev, Ino: st.Ino}, nil
+	return fd, standIn{journal.ID{Dev: st.Dev, Ino: st.Ino}, gen}, nil
 }

@@ -66,7 +66,7 @@ func Run(root int, s Store, opts Options) (Result, error) {
 	}
 	p := planOf(recs, opts.Window)
 	res := Result{Conflicts: p.conflicts}
-	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]journal.ID{}, skipped: map[string]bool{},
+	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]standIn{}, skipped: map[string]bool{},
 		touched: map[journal.ID]time.Time{}}
 	for _, c := range p.conflicts {
 		u.skipped[c.Path] = true
@@ -128,8 +128,9 @@ type undoer struct {
 	held func(journal.ID) (string, bool)
 	// standIn: an object undo made anew for one the journal names (an
 	// empty file or directory it could not keep): later checks take the
-	// new one for the old.
-	standIn map[journal.ID]journal.ID
+	// new one for the old, by its identity and its generation (the
+	// filesystem may give it the old one's inode number).
+	standIn map[journal.ID]standIn
 	skipped map[string]bool
 	// touched: the ctime each object undo changed was left with (since.go).
 	touched map[journal.ID]time.Time
@@ -179,13 +180,31 @@ func (u *undoer) undo(r *journal.Record) (did string, why error, err error) {
 	return did, why, nil
 }
 
+// standIn is an object undo made: its identity and generation (0: the
+// filesystem keeps no birth time).
+type standIn struct {
+	id  journal.ID
+	gen uint64
+}
+
 // want is the identity a check expects for id: its stand-in, if undo made
 // one.
 func (u *undoer) want(id journal.ID) journal.ID {
 	if s, ok := u.standIn[id]; ok {
-		return s
+		return s.id
 	}
 	return id
+}
+
+// wantGen is the generation a check expects of the object b names (0: none
+// to check): its stand-in's, if undo made one. A stand-in may have b's
+// inode number (ext4 hands a freed number out again), so b's own
+// generation would take undo's own object for another.
+func (u *undoer) wantGen(b *journal.Object) uint64 {
+	if s, ok := u.standIn[b.ID()]; ok {
+		return s.gen
+	}
+	return b.Gen
 }
 
 // at opens the parent of path beneath the root: its fd (the caller's to
