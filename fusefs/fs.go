@@ -265,7 +265,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 	fsys.dirs.SetBound(fdbudget.DirFdBound(opts.FdLimit))
 	fsys.dirs.OpenMountFd(fd)
 	if opts.MadeStore != "" {
-		if err := fsys.guard.Made.Load(opts.MadeStore); err != nil {
+		if err := fsys.guard.LoadStore(opts.MadeStore); err != nil {
 			fsys.logf("files made through earlier mounts are host-placed: %v", err)
 		}
 	}
@@ -411,7 +411,7 @@ func (f *FS) Close() error {
 	f.dirs.CloseMountFd()
 	var saved error
 	if f.opts.MadeStore != "" {
-		if saved = f.guard.Made.Save(f.opts.MadeStore, f.backing); saved != nil {
+		if saved = f.guard.SaveStore(f.opts.MadeStore, f.backing); saved != nil {
 			saved = fmt.Errorf("files made through the mount are not remembered: %w", saved)
 		}
 	}

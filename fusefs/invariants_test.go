@@ -84,11 +84,11 @@ var nameCallsAllowed = map[string]string{
 	// The made store (Options.MadeStore): a file in the daemon's state
 	// directory, which cmd/realmfs refuses beneath BACKING, replaced by
 	// write-temp-then-rename.
-	"guard/madestore.go (*MadeSet).Load os.ReadFile":   "reads the made store",
-	"guard/madestore.go (*MadeSet).Save os.MkdirAll":   "makes the made store's directory",
-	"guard/madestore.go (*MadeSet).Save os.CreateTemp": "writes the made store's temp",
-	"guard/madestore.go (*MadeSet).Save os.Remove":     "removes the temp where the rename did not happen",
-	"guard/madestore.go (*MadeSet).Save os.Rename":     "puts the made store in place",
+	"guard/madestore.go (*Guard).LoadStore os.ReadFile":   "reads the made store",
+	"guard/madestore.go (*Guard).SaveStore os.MkdirAll":   "makes the made store's directory",
+	"guard/madestore.go (*Guard).SaveStore os.CreateTemp": "writes the made store's temp",
+	"guard/madestore.go (*Guard).SaveStore os.Remove":     "removes the temp where the rename did not happen",
+	"guard/madestore.go (*Guard).SaveStore os.Rename":     "puts the made store in place",
 	// /sys: whether the ext4 filesystem under BACKING has a journal.
 	"writeengine/ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
 	"writeengine/ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",

@@ -38,3 +38,11 @@ func (f *FS) Exclusively(fn func() error) error {
 	defer unlock()
 	return fn()
 }
+
+// Credential reports whether the file at workspace path rel, of identity
+// (dev, ino), is a credential as the mount judges one: by its path under
+// the policy, or by its identity (a hard link to a credential under
+// another name). realmfs journal diff withholds such a file's content.
+func (f *FS) Credential(rel string, dev, ino uint64) bool {
+	return f.guard.On() && (f.guard.Denied(rel) || f.guard.Creds.HasKey(locks.Key{Dev: dev, Ino: ino}))
+}

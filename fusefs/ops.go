@@ -334,6 +334,12 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 		unlock = n.fsys.nsLock(false)
 		rel = admit.Join(n.fsys.gate.DirRel(n, pfd), name)
 	}
+	if flags == 0 {
+		if errno := n.keepCredential(pfd, name, rel); errno != 0 {
+			unlock()
+			return errno
+		}
+	}
 	// Another name of a made file may stay: its ctime moves.
 	mfd := n.fsys.guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
@@ -348,6 +354,37 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	}
 	if l.Held {
 		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
+	}
+	return 0
+}
+
+// keepCredential saves the identity of a credential whose name (name in
+// pfd; rel its workspace path, "" if not known yet) is about to be
+// removed while another link to it stays: the scan of the next mount
+// finds a credential by its name, and would not know the other link for
+// one (guard.Guard.SaveStore). Written before the removal; a store that
+// cannot be written refuses it (EIO): losing the identity would give the
+// key out at the next mount.
+func (n *Node) keepCredential(pfd int, name, rel string) syscall.Errno {
+	f := n.fsys
+	if !f.guard.On() || f.opts.MadeStore == "" {
+		return 0
+	}
+	if rel == "" {
+		rel = admit.Join(f.gate.DirRel(n, pfd), name)
+	}
+	if !f.guard.Denied(rel) {
+		return 0
+	}
+	var st unix.Stat_t
+	gen, err := dirfd.Statx(pfd, name, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
+		return 0
+	}
+	f.guard.Creds.Add(guard.ID{Key: locks.KeyOf(&st), Gen: gen})
+	if err := f.guard.SaveStore(f.opts.MadeStore, f.backing); err != nil {
+		f.logf("the identity of credential %s cannot be saved, so its removal is refused: %v", rel, err)
+		return syscall.EIO
 	}
 	return 0
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/diff"
 	"github.com/realm-dev/realm/fusefs/journal/undo"
 )
 
@@ -49,17 +50,21 @@ func controlPath(dir string, dev uint64) string {
 
 // controlRequest is what a command asks the daemon.
 type controlRequest struct {
-	Op     string    `json:"op"` // status, undo, sync (write the journal's held ends)
+	Op     string    `json:"op"` // status, undo, sync (write the journal's held ends), credentials
 	Owner  string    `json:"owner,omitempty"`
 	Since  time.Time `json:"since,omitzero"`
 	DryRun bool      `json:"dry_run,omitempty"`
+	// Files: credentials asks, for each, whether it is one (journal diff).
+	Files []diff.Item `json:"files,omitempty"`
 }
 
 // controlReply is the daemon's answer.
 type controlReply struct {
 	Status *daemonStatus `json:"status,omitempty"`
 	Result *undo.Result  `json:"result,omitempty"`
-	Error  string        `json:"error,omitempty"`
+	// Credential: the answer to credentials, one per file asked.
+	Credential []bool `json:"credential,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // startControl listens on the mount's control socket (dev: the mount's
@@ -196,8 +201,14 @@ func (c *controller) answer(conn *net.UnixConn) controlReply {
 			}
 		}
 		return controlReply{}
+	case "credentials":
+		cred := make([]bool, len(req.Files))
+		for i, f := range req.Files {
+			cred[i] = c.fsys.Credential(f.Path, f.ID.Dev, f.ID.Ino)
+		}
+		return controlReply{Credential: cred}
 	}
-	return controlReply{Error: fmt.Sprintf("a bad request: op %q (want status, undo or sync)", req.Op)}
+	return controlReply{Error: fmt.Sprintf("a bad request: op %q (want status, undo, sync or credentials)", req.Op)}
 }
 
 // undo runs journal undo for req.Owner.

@@ -19,10 +19,11 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journal/diff"
+	"github.com/realm-dev/realm/policy"
 )
 
 const journalUsageText = `Usage: realmfs journal list TARGET [--owner OWNER] [--since TIME] [-o json] [--journal-dir DIR]
-       realmfs journal diff TARGET [--owner OWNER] [--since TIME] [--journal-dir DIR]
+       realmfs journal diff TARGET [--owner OWNER] [--since TIME] [--journal-dir DIR] [--policy FILE]
        realmfs journal undo TARGET --owner OWNER [--since TIME] [--dry-run] [--journal-dir DIR]
 
 Read the journal of the changes made through a realmfs mount (docs/JOURNAL.md).
@@ -40,7 +41,10 @@ written. The journal is its daemon's user's (mode 0700): run as that user.
         change in it (the kept version, or the record's metadata) against
         BACKING now: a unified diff of text files, "binary, SIZE → SIZE"
         otherwise; files, directories and symlinks created and deleted,
-        renames as renames, mode and owner changes
+        renames as renames, mode and owner changes. A credential's content
+        is never shown (its sizes are): one under the policy's paths
+        (--policy FILE, else the built-in policy), or one the mount's
+        daemon knows (by path or identity: a hard link to a key)
   undo  puts every path OWNER changed in the window back as it was before
         OWNER's first change in it, newest change first: a rewritten file's
         old version, a removed file or directory, a renamed one at its old
@@ -78,6 +82,7 @@ type journalCmd struct {
 	json       bool
 	journalDir string
 	dryRun     bool
+	policyFile string
 }
 
 // runJournal runs `realmfs journal list|diff` (args after "journal").
@@ -103,7 +108,10 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		if jc.name == "list" {
 			err = writeList(stdout, recs, jc.json)
 		} else {
-			err = diff.Write(stdout, root, r, recs)
+			var judge diff.Withheld
+			if judge, err = credentialJudge(jc, stderr); err == nil {
+				err = diff.Write(stdout, root, r, recs, judge)
+			}
 		}
 	}
 	if err == nil {
@@ -114,6 +122,43 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		return errcode.ExitFailure
 	}
 	return 0
+}
+
+// credentialJudge is how journal diff tells a credential, whose content it
+// withholds: by the policy's paths (--policy, else the built-in policy),
+// and, where a daemon serves the target, by the daemon's answer too,
+// which also knows credentials by identity (a hard link under another
+// name). A daemon that does not answer leaves the policy's paths alone,
+// and says so.
+func credentialJudge(jc journalCmd, stderr io.Writer) (diff.Withheld, error) {
+	p := policy.Default()
+	if jc.policyFile != "" {
+		var err error
+		if p, err = policy.Load(jc.policyFile); err != nil {
+			return nil, err
+		}
+	}
+	m := p.Matcher()
+	mnts := daemonsOf(jc.target)
+	return func(items []diff.Item) ([]bool, error) {
+		cred := make([]bool, len(items))
+		for i, it := range items {
+			cred[i] = m.Denied(it.Path)
+		}
+		for _, mnt := range mnts {
+			reply, err := askDaemon(mnt, controlRequest{Op: "credentials", Files: items})
+			if err == nil && reply.Error == "" && len(reply.Credential) == len(items) {
+				for i, c := range reply.Credential {
+					cred[i] = cred[i] || c
+				}
+				return cred, nil
+			}
+		}
+		if len(mnts) > 0 {
+			fmt.Fprintf(stderr, "realmfs journal diff: the daemon of %s did not say which files are credentials: withheld by the policy's paths alone\n", jc.target)
+		}
+		return cred, nil
+	}, nil
 }
 
 // syncHeld has the daemon of the mount at target, or of each realmfs
@@ -168,6 +213,7 @@ func parseJournalArgs(args []string, stdout, stderr io.Writer, now time.Time) (j
 	flags.StringVarP(&output, "output", "o", "", "list: `json` for one JSON object per change")
 	flags.BoolVar(&jc.dryRun, "dry-run", false, "undo: list what would be undone, change nothing")
 	flags.StringVar(&jc.journalDir, "journal-dir", "", "the journal is in `DIR` (a mount's -o journal_dir), not BACKING/.realm-journal")
+	flags.StringVar(&jc.policyFile, "policy", "", "diff: the mount's policy `FILE`, whose credentials' content is withheld (default: the built-in policy)")
 	if help, err := parseSubFlags(flags, journalUsageText, args, stdout); help || err != nil {
 		if help {
 			return jc, 0, false

@@ -70,12 +70,16 @@ _realmfs_journal() {
 	-o | --output)
 		COMPREPLY=($(compgen -W "json" -- "$cur"))
 		return ;;
+	--policy)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return ;;
 	--owner | --since)
 		return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		local flags="--journal-dir --owner --since -h --help"
 		[[ ${words[2]} == list ]] && flags+=" -o --output"
+		[[ ${words[2]} == diff ]] && flags+=" --policy"
 		[[ ${words[2]} == undo ]] && flags+=" --dry-run"
 		COMPREPLY=($(compgen -W "$flags" -- "$cur"))
 		return

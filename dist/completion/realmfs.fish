@@ -24,6 +24,7 @@ complete -c realmfs -n '__fish_seen_subcommand_from journal; and __fish_seen_sub
 complete -c realmfs -n '__fish_seen_subcommand_from journal' -l journal-dir -x -a '(__fish_complete_directories)' -d 'the journal is in DIR'
 complete -c realmfs -n '__fish_seen_subcommand_from journal; and __fish_seen_subcommand_from list' -s o -l output -x -a 'json' -d 'json for one JSON object per change'
 complete -c realmfs -n '__fish_seen_subcommand_from journal' -l owner -x -d 'only the changes of OWNER'
+complete -c realmfs -n '__fish_seen_subcommand_from journal; and __fish_seen_subcommand_from diff' -l policy -r -F -d 'the mount\'s policy FILE, whose credentials\' content is'
 complete -c realmfs -n '__fish_seen_subcommand_from journal' -l since -x -d 'only the changes made at or after TIME'
 complete -c realmfs -n '__fish_seen_subcommand_from journal' -s h -l help -d 'print this help to standard output and exit'
 complete -c realmfs -n '__fish_use_subcommand' -a explain -d 'what the policy does with a workspace path, and by which rule'

@@ -44,6 +44,7 @@ if (( CURRENT > 2 )); then
 			'(-h --help)'{-h,--help}'[print this help to standard output and exit]'
 		)
 		[[ $words[3] == list ]] && flags+=('(-o --output)'{-o,--output}'[json for one JSON object per change]:json:(json)')
+		[[ $words[3] == diff ]] && flags+=('--policy[the mount'\''s policy FILE, whose credentials'\'' content is]:FILE:_files')
 		[[ $words[3] == undo ]] && flags+=('--dry-run[list what would be undone, change nothing]')
 		_arguments -s $flags '*:argument:_directories'
 		return ;;

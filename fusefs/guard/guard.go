@@ -32,6 +32,8 @@ type Guard struct {
 	// madeOpMu serializes the mount's own changes of files it made at
 	// credential paths (OwnChange): each one's stat before and after.
 	madeOpMu lockorder.Mutex[lockorder.MadeOpMu]
+	// saving serializes SaveStore.
+	saving lockorder.Mutex[lockorder.StoreMu]
 
 	// scanEntries counts the entries the mount-time scan has walked so far
 	// (realmfs status, while a large tree is scanned).

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"sync/atomic"
+
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -26,6 +28,11 @@ type IDs struct {
 	mu      lockorder.RWMutex[lockorder.CredInodesMu]
 	set     map[ID]struct{}
 	scanned chan struct{} // closed when the mount-time scan has finished; nil: none to wait for
+	// stored: the identities a store gave (AddStored) that the mount-time
+	// scan has not met yet, by inode number; nStored counts them, so that
+	// the scan's Meet costs no lock once there are none.
+	stored  map[uint64][]ID
+	nStored atomic.Int64
 }
 
 // Add records id.
@@ -67,4 +74,75 @@ func AwaitScan(scanned <-chan struct{}) {
 		lockorder.AssertNoneHeld("a wait for the mount-time scan")
 		<-scanned
 	}
+}
+
+// HasKey is Has by (dev, ino) alone, whatever the generation: for a caller
+// that knows no birth time (a journal's record), which takes a recycled
+// number for the credential's (closed, not open).
+func (c *IDs) HasKey(k locks.Key) bool {
+	if c.scanned != nil {
+		AwaitScan(c.scanned)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id := range c.set {
+		if id.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+// AddStored records id, read from the store of an earlier mount: it is
+// dropped again (DropUnmet) if the mount-time scan meets no file of its
+// inode number in BACKING.
+func (c *IDs) AddStored(id ID) {
+	c.Add(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stored == nil {
+		c.stored = make(map[uint64][]ID)
+	}
+	c.stored[id.Key.Ino] = append(c.stored[id.Key.Ino], id)
+	c.nStored.Add(1)
+}
+
+// Meet notes that the scan met a file of inode number ino: a stored
+// identity of that number stays.
+func (c *IDs) Meet(ino uint64) {
+	if c.nStored.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ids, ok := c.stored[ino]; ok {
+		delete(c.stored, ino)
+		c.nStored.Add(-int64(len(ids)))
+	}
+}
+
+// DropUnmet forgets the stored identities the scan, walking all of
+// BACKING, did not meet: their files are gone, and where the filesystem
+// has no birth time a later file given the number must not be refused.
+func (c *IDs) DropUnmet() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ids := range c.stored {
+		for _, id := range ids {
+			delete(c.set, id)
+		}
+	}
+	c.stored = nil
+	c.nStored.Store(0)
+}
+
+// All is every identity recorded.
+func (c *IDs) All() []ID {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	all := make([]ID, 0, len(c.set))
+	for id := range c.set {
+		all = append(all, id)
+	}
+	return all
 }

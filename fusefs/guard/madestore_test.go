@@ -20,7 +20,8 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 	store := filepath.Join(dir, "state", "made.json")
 	ids := map[string]ID{}
 	stats := map[string]*unix.Stat_t{}
-	var s MadeSet
+	var g Guard
+	s := &g.Made
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 		ids[name], stats[name] = ID{Key: locks.KeyOf(&st), Gen: gen}, &st
 		s.Add(ids[name], &st)
 	}
-	if err := s.Save(store, dir); err != nil {
+	if err := g.SaveStore(store, dir); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(store); err != nil || fi.Mode().Perm() != 0o600 {
@@ -54,10 +55,11 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 	unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "touched"), ts, 0)
 	os.Chmod(filepath.Join(dir, "chmodded"), 0o644)
 
-	var loaded MadeSet
-	if err := loaded.Load(store); err != nil {
+	var lg Guard
+	if err := lg.LoadStore(store); err != nil {
 		t.Fatal(err)
 	}
+	loaded := &lg.Made
 	for name, want := range map[string]MadeState{"kept": MadeFresh, "appended": MadeChanged, "touched": MadeChanged, "chmodded": MadeChanged} {
 		var st unix.Stat_t
 		if err := unix.Stat(filepath.Join(dir, name), &st); err != nil {
@@ -67,12 +69,47 @@ func TestMadeStoreRoundTrip(t *testing.T) {
 			t.Errorf("%s after a remount: %v, want %v", name, got, want)
 		}
 	}
-	var empty MadeSet
-	if err := empty.Load(filepath.Join(dir, "none.json")); err != nil || empty.Len() != 0 {
-		t.Errorf("a missing store: %v, %d entries; want none, no error", err, empty.Len())
+	var empty Guard
+	if err := empty.LoadStore(filepath.Join(dir, "none.json")); err != nil || empty.Made.Len() != 0 {
+		t.Errorf("a missing store: %v, %d entries; want none, no error", err, empty.Made.Len())
 	}
 	os.WriteFile(store, []byte("{not json"), 0o600)
-	if err := empty.Load(store); err == nil {
+	if err := empty.LoadStore(store); err == nil {
 		t.Error("a corrupt store loaded without an error")
+	}
+}
+
+// TestCredsStoredAcrossMounts: a credential's identity saved by one mount
+// is refused by the next (a hard link to a key whose own name the first
+// removed), until that mount's scan, having walked all of BACKING, met no
+// file of its inode number: then it is forgotten, so that a later file
+// given the number (a filesystem with no birth time) is not refused.
+func TestCredsStoredAcrossMounts(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "state", "made.json")
+	kept := ID{Key: locks.Key{Dev: 7, Ino: 100}, Gen: 1}
+	gone := ID{Key: locks.Key{Dev: 7, Ino: 200}, Gen: 2}
+	var g Guard
+	g.Creds.Add(kept)
+	g.Creds.Add(gone)
+	if err := g.SaveStore(store, dir); err != nil {
+		t.Fatal(err)
+	}
+	var next Guard
+	if err := next.LoadStore(store); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []ID{kept, gone} {
+		if !next.Creds.Knows(id) {
+			t.Errorf("%v: not a credential at the next mount", id)
+		}
+	}
+	next.Creds.Meet(100) // the scan meets the link that stayed
+	next.Creds.DropUnmet()
+	if !next.Creds.Knows(kept) {
+		t.Error("the identity of a link the scan met was dropped")
+	}
+	if next.Creds.Knows(gone) {
+		t.Error("the identity of a file the scan did not meet is still refused")
 	}
 }

@@ -121,11 +121,17 @@ func (g *Guard) Scan(root int, hidden func(name string) bool, sweep func(dir int
 			}
 			return true
 		}
-		if d.Type != unix.DT_DIR && g.scanEntry(parent, d.Name, rel) {
-			res.Credentials++
+		if d.Type != unix.DT_DIR {
+			g.Creds.Meet(d.Ino)
+			if g.scanEntry(parent, d.Name, rel) {
+				res.Credentials++
+			}
 		}
 		return true
 	}, hidden)
+	if res.Err == nil {
+		g.Creds.DropUnmet()
+	}
 	return res
 }
 

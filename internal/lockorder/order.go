@@ -19,29 +19,30 @@
 //	locks.Entry
 //	└─ FS.nsMu
 //	   └─ FS.commitMu
-//	      └─ guard.Guard.madeOpMu
-//	         ├─ Node.mu
-//	         │  ├─ inodes.Table.mu
-//	         │  ├─ nodeopens.Set.mu
-//	         │  └─ reclock.Heirs.mu
-//	         ├─ handle.mu
-//	         ├─ reclock.Set.mu
-//	         ├─ Engine.tempsMu
-//	         ├─ guard.IDs.mu
-//	         ├─ guard.MadeSet.mu
-//	         ├─ watch.Watcher.mu
-//	         ├─ kernelnotify.Notifier.mu
-//	         ├─ Auditor.mu
-//	         ├─ fdbudget.Counts.mu
-//	         ├─ dircache.Cache.mu
-//	         ├─ requestnotes.Notes.mu
-//	         ├─ Engine.movesMu
-//	         ├─ readhold.Holds.mu
-//	         ├─ locks.Table.mu
-//	         ├─ procinfo.Resolver.fdMu
-//	         ├─ procinfo.Resolver.mu
-//	         ├─ procinfo.Resolver.tablesMu
-//	         └─ journal.Journal.mu
+//	      └─ guard.Guard.storeMu
+//	         └─ guard.Guard.madeOpMu
+//	            ├─ Node.mu
+//	            │  ├─ inodes.Table.mu
+//	            │  ├─ nodeopens.Set.mu
+//	            │  └─ reclock.Heirs.mu
+//	            ├─ handle.mu
+//	            ├─ reclock.Set.mu
+//	            ├─ Engine.tempsMu
+//	            ├─ guard.IDs.mu
+//	            ├─ guard.MadeSet.mu
+//	            ├─ watch.Watcher.mu
+//	            ├─ kernelnotify.Notifier.mu
+//	            ├─ Auditor.mu
+//	            ├─ fdbudget.Counts.mu
+//	            ├─ dircache.Cache.mu
+//	            ├─ requestnotes.Notes.mu
+//	            ├─ Engine.movesMu
+//	            ├─ readhold.Holds.mu
+//	            ├─ locks.Table.mu
+//	            ├─ procinfo.Resolver.fdMu
+//	            ├─ procinfo.Resolver.mu
+//	            ├─ procinfo.Resolver.tablesMu
+//	            └─ journal.Journal.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
@@ -99,7 +100,10 @@ var (
 	// Held by guard.Guard.OwnChange around the mount's own change of a file it
 	// made at a credential path: its stat before, the system call, its
 	// stat after.
-	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &commitMu}
+	madeOpMu = class{name: "guard.Guard.madeOpMu", under: &storeMu}
+	// Held by guard.Guard.SaveStore across its write of the store: the
+	// made set and the credentials' identities read under it.
+	storeMu = class{name: "guard.Guard.storeMu", under: &commitMu}
 
 	// The rest are held for a map, a counter or a field or two.
 	// Node.mu: a node's identity.
@@ -156,6 +160,7 @@ type (
 	NsMu           struct{}
 	CommitMu       struct{}
 	MadeOpMu       struct{}
+	StoreMu        struct{}
 	NodeMu         struct{}
 	HandleMu       struct{}
 	LockFdsMu      struct{}
@@ -184,6 +189,7 @@ func (Entry) class() *class          { return &entry }
 func (NsMu) class() *class           { return &nsMu }
 func (CommitMu) class() *class       { return &commitMu }
 func (MadeOpMu) class() *class       { return &madeOpMu }
+func (StoreMu) class() *class        { return &storeMu }
 func (NodeMu) class() *class         { return &nodeMu }
 func (HandleMu) class() *class       { return &handleMu }
 func (LockFdsMu) class() *class      { return &lockFdsMu }

@@ -345,10 +345,28 @@ type Kept interface {
 	OpenKept(seq uint64) (int, error)
 }
 
+// Item is a file whose content the diff would show: the path it shows it
+// at, and its identity.
+type Item struct {
+	Path string     `json:"path"`
+	ID   journal.ID `json:"id"`
+}
+
+// Withheld reports, for each item, whether its content is withheld: a
+// credential under the mount's policy, by its path or by its identity (a
+// hard link to one under another name). Nil withholds nothing.
+type Withheld func(items []Item) ([]bool, error)
+
+// withheldNote is what the diff says of a credential's content.
+const withheldNote = "withheld (a credential)"
+
 // Write writes the diff of the window's changes recs (oldest first): each
 // path's state before its first change in the window against BACKING now
-// (root: its root directory's fd).
-func Write(w io.Writer, root int, r Kept, recs []journal.Record) error {
+// (root: its root directory's fd). The content of a file withheld judges a
+// credential is not read, on either side of its entry: the journal keeps
+// what an agent removed, and BACKING has what the host wrote since, and
+// neither may reach the diff's reader when the mount refuses it to them.
+func Write(w io.Writer, root int, r Kept, recs []journal.Record, withheld Withheld) error {
 	m := newChangeModel()
 	for i := range recs {
 		m.apply(&recs[i])
@@ -375,11 +393,53 @@ func Write(w io.Writer, root int, r Kept, recs []journal.Record) error {
 		}
 	}
 	slices.SortStableFunc(entries, func(a, b diffEntry) int { return cmpSeq(a.seq, b.seq) })
+	if err := withhold(entries, withheld); err != nil {
+		return err
+	}
 	b := bufio.NewWriter(w)
 	for _, e := range entries {
 		writeEntry(b, d.loaded(e.before), d.loaded(e.now), e.bn, e.nn)
 	}
 	return b.Flush()
+}
+
+// withhold marks the content of both sides of each entry that has a
+// credential on either side as not to be read: a diff of the two would
+// show it.
+func withhold(entries []diffEntry, withheld Withheld) error {
+	if withheld == nil {
+		return nil
+	}
+	var items []Item
+	var of []int // the entry of each item
+	for i, e := range entries {
+		for _, side := range []struct {
+			name string
+			s    *objState
+		}{{e.bn, e.before}, {e.nn, e.now}} {
+			if side.s.exists && side.s.typ == "file" {
+				items = append(items, Item{Path: side.name, ID: side.s.id})
+				of = append(of, i)
+			}
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	credential, err := withheld(items)
+	if err != nil {
+		return fmt.Errorf("asking which files are credentials: %w", err)
+	}
+	if len(credential) != len(items) {
+		return fmt.Errorf("asking which files are credentials: %d answers for %d files", len(credential), len(items))
+	}
+	for k, c := range credential {
+		if c {
+			e := &entries[of[k]]
+			e.before.unknown, e.now.unknown = withheldNote, withheldNote
+		}
+	}
+	return nil
 }
 
 func cmpSeq(a, b uint64) int {
@@ -422,6 +482,10 @@ func writeCreated(b *bufio.Writer, name string, s *objState) {
 	case "symlink":
 		fmt.Fprintf(b, "created symlink %s → %s\n", p, ShowPath(s.target))
 	case "file":
+		if s.unknown != "" && s.unknown != "large" {
+			fmt.Fprintf(b, "created file %s: %d bytes, its content %s\n", p, s.size, s.unknown)
+			return
+		}
 		if !isText(s) {
 			fmt.Fprintf(b, "created file %s: binary, %d bytes\n", p, s.size)
 			return
@@ -481,6 +545,10 @@ func writeContentChange(b *bufio.Writer, bn, nn string, bs, ns *objState, headed
 	case bs.unknown == "large" && ns.unknown == "large":
 		if bs.id != ns.id || bs.size != ns.size {
 			fmt.Fprintf(b, "modified %s: binary, %d → %d bytes\n", p, bs.size, ns.size)
+		}
+	case bs.unknown == withheldNote:
+		if bs.id != ns.id || bs.size != ns.size {
+			fmt.Fprintf(b, "modified %s: %d → %d bytes, its content %s\n", p, bs.size, ns.size, withheldNote)
 		}
 	case bs.unknown != "" && bs.unknown != "large":
 		fmt.Fprintf(b, "modified %s: %d → %d bytes, the content before %s\n", p, bs.size, ns.size, bs.unknown)
