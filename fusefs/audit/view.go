@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/realm-dev/realm/errcode"
@@ -147,7 +149,7 @@ func ParseLine(raw []byte) (Event, bool) {
 func (p *Printer) row(cells []string) {
 	var b strings.Builder
 	for i, c := range auditColumns {
-		cell := cells[i]
+		cell := Printable(cells[i])
 		if c.width == 0 {
 			b.WriteString(cell)
 			break
@@ -158,6 +160,22 @@ func (p *Printer) row(cells []string) {
 	}
 	b.WriteByte('\n')
 	io.WriteString(p.w, b.String())
+}
+
+// Printable is s as a table's cell shows it: as it is, or Go-quoted where
+// it holds a control character or invalid UTF-8. A path and a program's
+// name are the caller's to choose: a newline would forge a row of the
+// table, an escape sequence would drive the reader's terminal.
+func Printable(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // Fit shortens s to width runes with "…", keeping its head, or its tail

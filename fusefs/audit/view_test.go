@@ -1,0 +1,41 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestPrinterEscapesCallersBytes: a path and a program name are the
+// caller's to choose (a file name, prctl(PR_SET_NAME)); printed raw, a
+// newline forged a row of realmfs audit's table and an escape sequence
+// reached the reader's terminal. They are Go-quoted.
+func TestPrinterEscapesCallersBytes(t *testing.T) {
+	ev := Event{Op: "open", Path: ".env.x\n2026-12-04T00:00:00Z  open  forged", Comm: "x\x1b]0;pwned\x07"}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	NewPrinter(&out, false).Print(raw, Filter{})
+	got := out.String()
+	if n := strings.Count(got, "\n"); n != 1 {
+		t.Errorf("one event printed as %d lines:\n%s", n, got)
+	}
+	if strings.ContainsAny(got, "\x1b\x07") {
+		t.Errorf("control bytes reach the terminal: %q", got)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"src/main.go", "src/main.go"},
+		{"a b", "a b"},
+		{"naïve.txt", "naïve.txt"},
+		{"a\nb", `"a\nb"`},
+		{"\x1b[31m", `"\x1b[31m"`},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+	} {
+		if got := Printable(tc.in); got != tc.want {
+			t.Errorf("Printable(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
