@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/realm-dev/realm/errcode"
@@ -24,125 +25,122 @@ import (
 // timeout leaves the command running. So the command runs under a small
 // POSIX sh wrapper (it works with busybox sh and dash) that
 //
-//  1. exits at once if the exec was already cancelled (a cancel file, see
-//     below), so a command that reaches the sandbox late never starts;
-//  2. starts the command as `setsid ARGV... &`: a background child of a
-//     non-interactive shell is not a process group leader, so setsid(1)
-//     calls setsid(2) in place and execs the command, whose pid ($!) is
-//     therefore the id of a new session and process group holding the
-//     command and everything it starts;
-//  3. writes that id to <RemoteTmp>/realm-exec-<nonce>.pgid and waits for
-//     the command (the wait's stderr goes to /dev/null: shells report a
-//     signalled job there, "Killed", which is not the command's output);
-//  4. kills what is left of the group (background children of the command:
-//     an exec's process tree ends with it), removes the pgid file, and
-//     prints the marker "realm-exec-<nonce>:<status>" as the last line of
-//     stderr.
+//  1. exits at once if the exec was already cancelled (a cancel file in
+//     <RemoteTmp>, see below), so a command that reaches the sandbox late
+//     never starts;
+//  2. forks a subshell that exports REALM_EXEC=<nonce> (the tree's mark,
+//     inherited by everything the command starts), prints the start line
+//     "realm-exec-<nonce>:start W P S" to stderr, where W is the wrapper's
+//     pid, P its own and S the session the wrapper runs in, and execs
+//     `setsid ARGV...`: a background child of a non-interactive shell is not
+//     a process group leader, so setsid(1) calls setsid(2) in place and
+//     execs the command, whose pid P is the id of a new session holding the
+//     command and what it starts. The start line is written before the
+//     command exists, so it is the first line of the wrapper's stderr and
+//     the command can neither forge an earlier one nor change it: realm
+//     takes the ids from its own copy of the stream (startWriter), never
+//     from a file in the sandbox;
+//  3. waits for the command (the wait's stderr goes to /dev/null: shells
+//     report a signalled job there, "Killed", which is not the command's
+//     output);
+//  4. kills what is left of the tree with tree_kill (treeSweepFuncs: the
+//     session P, every process marked REALM_EXEC=<nonce>, their ppid
+//     descendants and sessions), and prints the marker
+//     "realm-exec-<nonce>:<status>" as the last line of stderr, followed by
+//     " alive" when members survived SIGKILL.
 //
-// realm strips the marker from the captured stderr; its status is the
-// command's exit status. No marker means the CLI failed: REALM_NOT_ACTIVE.
+// realm strips both lines from the captured stderr; the marker's status is
+// the command's exit status. No marker means the CLI failed:
+// REALM_NOT_ACTIVE.
 //
-// At the deadline a second exec (execKillScript) creates the cancel file,
-// reads the pgid file and sends SIGKILL to the group; then the local CLI is
-// killed; then a third exec (execCheckScript) looks for any live,
-// non-zombie process of the group in /proc (killing again while it waits),
-// and only when there is none is the result TOOL_TIMEOUT.
+// At the deadline a second exec (execKillScript) creates the cancel file and
+// runs tree_kill with the ids realm has read so far (the wrapper W as a root
+// whose ppid descendants are members, once its cmdline shows the nonce; the
+// session P; the mark); then the local CLI is killed, which flushes what the
+// CLI had of the stream; then a third exec runs the same script with the ids
+// as they are now, and only its "gone" is a confirmed kill. Without a start
+// line realm still kills by the mark but reports that the kill could not be
+// verified.
 //
-// Commands that leave their process group on purpose (setsid, a daemon's
-// double fork into a new session) are out of reach, as they are for any
-// process-group kill. `kill -KILL -PGID` is written without "--" because
-// busybox's kill refuses "--" and dash's mis-reads it.
+// What the sweep cannot reach is said at treeSweepFuncs: a process that left
+// the session, cleared REALM_EXEC and was orphaned before the sweep. A
+// command's own PID namespace (unshare --pid) would close that gap, but it
+// needs CAP_SYS_ADMIN or an unprivileged user namespace, which OpenShell's
+// seccomp policy does not grant the sandbox user, and --map-root-user would
+// change the uid the command runs as. `kill -KILL -PGID` is written without
+// "--" because busybox's kill refuses "--" and dash's mis-reads it.
 const execWrapperScript = `d=$1 n=$2
 shift 2
 f=$d/realm-exec-$n
 m=realm-exec-$n
 [ -e "$f.cancel" ] && exit 0
-if ! command -v setsid >/dev/null 2>&1; then
-	printf '%s:nosetsid\n' "$m" >&2
+for c in setsid grep; do
+	if ! command -v "$c" >/dev/null 2>&1; then
+		printf '%s:no%s\n' "$m" "$c" >&2
+		exit 127
+	fi
+done
+` + treeSweepFuncs + `
+me=$$
+if ! pstat /proc/$$; then
+	printf '%s:noproc\n' "$m" >&2
 	exit 127
 fi
-setsid "$@" &
+ws=$sd
+(
+	export ` + execTokenVar + `=$n
+	pstat /proc/self || exit 127
+	[ -e "$f.cancel" ] && exit 0
+	printf '%s:start %s %s %s\n' "$m" "$me" "$id" "$ws" >&2
+	exec setsid "$@"
+) &
 pg=$!
-if ! echo "$pg" >"$f.pgid"; then
-	kill -KILL -"$pg" "$pg" 2>/dev/null
-	printf '%s:nopgid\n' "$m" >&2
-	exit 127
-fi
 [ -e "$f.cancel" ] && kill -KILL -"$pg" "$pg" 2>/dev/null
 wait "$pg" 2>/dev/null
 rc=$?
-kill -KILL -"$pg" 2>/dev/null
-rm -f "$f.pgid"
-printf '%s:%d\n' "$m" "$rc" >&2
+tok=$n sid=$pg root= xs=" 0 1 $ws "
+if tree_kill; then
+	printf '%s:%d\n' "$m" "$rc" >&2
+else
+	printf '%s:%d alive\n' "$m" "$rc" >&2
+fi
 exit "$rc"
 `
 
-// execKillScript is the second exec of a timed-out command: it marks the
-// exec cancelled (so a wrapper that has not started yet never starts the
-// command, and one between starting it and writing the pgid kills it
-// itself), then kills the group named in the pgid file and prints it.
-const execKillScript = `f=$1/realm-exec-$2
-: >"$f.cancel" 2>/dev/null
-pg=$(cat "$f.pgid" 2>/dev/null)
-case $pg in
-''|*[!0-9]*) echo realm-kill:none; exit 0 ;;
-esac
-kill -KILL -"$pg" "$pg" 2>/dev/null
-echo "realm-kill:$pg"
-`
-
-// execCheckScript is the third exec: it confirms that no process of the
-// killed group (and of a group the wrapper may have registered since) is
-// alive, killing again and retrying for about five seconds. Zombies do not
-// count: they are dead and wait only for their parent (or the sandbox's
-// init) to reap them. Without /proc it falls back to kill -0, which counts
-// zombies too.
-const execCheckScript = `f=$1/realm-exec-$2
-pgs="$3 $(cat "$f.pgid" 2>/dev/null)"
-survivors() {
-	g=$1 out=
-	if [ -r /proc/self/stat ]; then
-		for s in /proc/[0-9]*/stat; do
-			{ read -r l <"$s"; } 2>/dev/null || continue
-			r=${l##*) }
-			set -- $r
-			[ "$3" = "$g" ] && [ "$1" != Z ] && out="$out $g"
-		done
-	elif kill -0 -"$g" 2>/dev/null; then
-		out=" $g"
-	fi
-	echo "$out"
-}
-i=0
-while :; do
-	left=
-	for g in $pgs; do
-		case $g in ''|*[!0-9]*) continue ;; esac
-		if [ -n "$(survivors "$g")" ]; then
-			left="$left $g"
-			kill -KILL -"$g" 2>/dev/null
-		fi
-	done
-	if [ -z "$left" ]; then
-		rm -f "$f.pgid"
-		echo realm-check:gone
-		exit 0
-	fi
-	i=$((i + 1))
-	if [ "$i" -ge 50 ]; then
-		echo "realm-check:alive$left"
-		exit 0
-	fi
-	sleep 0.1 2>/dev/null || sleep 1
-done
+// execKillScript is the second and third exec of a timed-out command: it
+// marks the exec cancelled (so a wrapper that has not started the command
+// yet never starts it, and one that just did kills it itself), then runs
+// tree_kill on the tree: the mark, the wrapper $3 (only while its cmdline
+// still names the nonce: a pid may be reused), the command's session $4,
+// never the wrapper's session $5 or its own. It prints realm-kill:gone,
+// realm-kill:alive (members survived), or realm-kill:noproc.
+const execKillScript = `d=$1 n=$2 root=$3 sid=$4 ws=$5
+: >"$d/realm-exec-$n.cancel" 2>/dev/null
+` + treeSweepFuncs + `
+me=$$ tok=$n
+if ! pstat /proc/$$; then
+	echo realm-kill:noproc
+	exit 0
+fi
+case $root in ''|*[!0-9]*) root= ;; esac
+case $sid in ''|*[!0-9]*) sid= ;; esac
+case $ws in ''|*[!0-9]*) ws= ;; esac
+[ -n "$root" ] && ! grep -qs "$n" "/proc/$root/cmdline" && root=
+xs=" 0 1 $sd ${ws:+$ws }"
+if tree_kill; then
+	echo realm-kill:gone
+else
+	echo realm-kill:alive
+fi
 `
 
 // Exec runs req.Argv in the sandbox name under the wrapper described above,
 // captures stdout and stderr up to CaptureLimit bytes each, and returns the
 // command's exit status as a successful result. At req.Timeout (or ctx's
-// deadline) it kills the command's process group inside the sandbox and
-// reports TOOL_TIMEOUT once no process of it is alive. A CLI that cannot run
-// or fails on its own is REALM_NOT_ACTIVE; its stderr is never the message.
+// deadline) it kills the command's process tree inside the sandbox and
+// reports TOOL_TIMEOUT, saying whether the kill was confirmed. A CLI that
+// cannot run or fails on its own is REALM_NOT_ACTIVE; its stderr is never
+// the message.
 func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (ExecResult, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return ExecResult{}, errcode.New(errcode.SchemaInvalid, "openshell: exec needs a command")
@@ -151,12 +149,11 @@ func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (Exe
 	if err != nil {
 		return ExecResult{}, err
 	}
-	tmp := o.remoteTmp()
 	argv, err := buildOpenShellArgv(o.Bin, openShellCall{
 		verb:    "exec",
 		name:    name,
 		workdir: cmp.Or(req.Workdir, OpenShellWorkspace), // as Podman's exec: the workspace, not the sandbox user's home
-		command: append([]string{"/bin/sh", "-c", execWrapperScript, "realm-exec", tmp, nonce}, req.Argv...),
+		command: append([]string{"/bin/sh", "-c", execWrapperScript, "realm-exec", o.remoteTmp(), nonce}, req.Argv...),
 	})
 	if err != nil {
 		return ExecResult{}, err
@@ -171,7 +168,8 @@ func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (Exe
 	stdout := NewBoundedBuffer(CaptureLimit)
 	stderr := NewBoundedBuffer(CaptureLimit)
 	mw := &markerWriter{dst: stderr, prefix: []byte("realm-exec-" + nonce + ":")}
-	p, err := startCLI(argv, stdout, mw)
+	sw := newStartWriter(mw, nonce)
+	p, err := startCLI(argv, stdout, sw)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -182,15 +180,19 @@ func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (Exe
 		if err != nil {
 			return ExecResult{}, err
 		}
+		sw.flush()
 		status, ok := mw.finish()
 		if !ok {
 			return ExecResult{}, errcode.New(errcode.RealmNotActive,
 				"openshell: sandbox exec in %s failed (CLI exit status %d) before the command reported its status", name, code)
 		}
-		rc, err := strconv.Atoi(status)
+		rc, alive, err := parseExecStatus(status)
 		if err != nil {
 			return ExecResult{}, errcode.New(errcode.RealmNotActive,
-				"openshell: sandbox %s cannot run commands under realm's exec wrapper (%s; it needs setsid and a writable %s)", name, status, tmp)
+				"openshell: sandbox %s cannot run commands under realm's exec wrapper (%s; it needs setsid, grep and /proc)", name, status)
+		}
+		if alive {
+			return ExecResult{}, fmt.Errorf("openshell: the command in %s exited with status %d, but processes of its tree survived SIGKILL", name, rc)
 		}
 		return ExecResult{
 			ExitCode:        rc,
@@ -200,43 +202,65 @@ func (o *OpenShell) Exec(ctx context.Context, name string, req ExecRequest) (Exe
 			StderrTruncated: stderr.Truncated(),
 		}, nil
 	case <-runCtx.Done():
-		return ExecResult{}, o.stopExec(ctx, p, name, nonce, runCtx.Err(), req.Timeout)
+		return ExecResult{}, o.stopExec(ctx, p, sw, name, nonce, runCtx.Err(), req.Timeout)
 	}
 }
 
-// stopExec ends a command that ran past its deadline (or whose ctx was
-// cancelled): kill its group in the sandbox, kill the local CLI, confirm that
-// nothing of the group survived. The kill and the check run on a context
-// that ctx's cancellation does not reach, each bounded by CallTimeout.
-func (o *OpenShell) stopExec(ctx context.Context, p *cliProc, name, nonce string, cause error, timeout time.Duration) error {
-	bg := context.WithoutCancel(ctx)
-	tmp := o.remoteTmp()
+// parseExecStatus reads the wrapper's marker status: "RC", or "RC alive"
+// when members of the tree survived the wrapper's final kill.
+func parseExecStatus(status string) (rc int, alive bool, err error) {
+	s, alive := strings.CutSuffix(status, " alive")
+	rc, err = strconv.Atoi(s)
+	return rc, alive, err
+}
 
-	killOut, kerr := o.helperExec(bg, name, []string{"/bin/sh", "-c", execKillScript, "realm-kill", tmp, nonce}, "realm-kill:")
+// stopExec ends a command that ran past its deadline (or whose ctx was
+// cancelled): kill its tree in the sandbox, kill the local CLI (which ends
+// the stream, so every id the wrapper printed has been read), kill again and
+// confirm that nothing of the tree survived. The kill and the check run on
+// a context that ctx's cancellation does not reach, each bounded by
+// CallTimeout. Only a check that ran with the wrapper's ids and found no
+// member is reported as a kill.
+func (o *OpenShell) stopExec(ctx context.Context, p *cliProc, sw *startWriter, name, nonce string, cause error, timeout time.Duration) error {
+	bg := context.WithoutCancel(ctx)
+	_, kerr := o.killTree(bg, name, nonce, sw.get())
 	p.kill()
 	<-p.done
 	if kerr != nil {
 		return errcode.Wrap(errcode.RealmNotActive, kerr, "openshell: the command in %s ran past its deadline and could not be killed", name)
 	}
-	pg := killOut
-	if pg == "none" {
-		pg = ""
-	}
-	left, cerr := o.helperExec(bg, name, []string{"/bin/sh", "-c", execCheckScript, "realm-check", tmp, nonce, pg}, "realm-check:")
+	ids := sw.get()
+	left, cerr := o.killTree(bg, name, nonce, ids)
 	if cerr != nil {
 		return errcode.Wrap(errcode.RealmNotActive, cerr, "openshell: the command in %s ran past its deadline; whether its processes are gone could not be checked", name)
 	}
-	if left != "gone" {
-		return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s ran past its deadline; process group %s survived SIGKILL",
-			name, strings.TrimPrefix(left, "alive "))
+	what := "ran past its deadline"
+	if timeout > 0 {
+		what = fmt.Sprintf("ran past its deadline of %s", timeout)
 	}
 	if errors.Is(cause, context.Canceled) {
-		return fmt.Errorf("openshell: the command in %s was cancelled and its process group killed: %w", name, cause)
+		what = "was cancelled"
 	}
-	if timeout > 0 {
-		return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s ran past its deadline of %s; its process group was killed", name, timeout)
+	switch {
+	case left == "alive":
+		return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s %s; processes of its tree survived SIGKILL", name, what)
+	case left != "gone":
+		return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s %s; the kill could not be verified (the sandbox has no /proc)", name, what)
+	case !ids.ok:
+		return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s %s; every process carrying its %s mark was killed, "+
+			"but the kill could not be verified: the sandbox never reported the command's process ids", name, what, execTokenVar)
 	}
-	return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s ran past its deadline; its process group was killed", name)
+	if errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("openshell: the command in %s was cancelled and %s: %w", name, treeKilled, cause)
+	}
+	return errcode.Wrap(errcode.ToolTimeout, cause, "openshell: the command in %s %s; %s", name, what, treeKilled)
+}
+
+// killTree runs execKillScript in the sandbox with what realm knows of the
+// tree and returns its verdict: gone, alive or noproc.
+func (o *OpenShell) killTree(ctx context.Context, name, nonce string, ids execIDs) (string, error) {
+	return o.helperExec(ctx, name, []string{"/bin/sh", "-c", execKillScript, "realm-kill", o.remoteTmp(), nonce,
+		ids.wrapper, ids.command, ids.session}, "realm-kill:")
 }
 
 // helperExec runs one of realm's own scripts in the sandbox and returns what
@@ -277,6 +301,104 @@ func newExecNonce() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// execIDs are the ids the wrapper's start line reports: the wrapper's pid,
+// the command's (its session's id) and the session the wrapper runs in.
+type execIDs struct {
+	wrapper, command, session string
+	ok                        bool
+}
+
+// startLineMax bounds a line startWriter holds while it looks for the start
+// line; a longer one ends the search (the ids stay unknown).
+const startLineMax = 4096
+
+// startWriter passes the wrapper's stderr to dst but takes out the first
+// line "realm-exec-<nonce>:start W P S" and keeps its ids. The wrapper
+// prints that line before the command exists, so no line of the command's
+// can come before it; lines before it (the CLI's own) pass through. It is
+// safe for the CLI's stream copier and stopExec at once.
+type startWriter struct {
+	dst       io.Writer
+	prefix    []byte
+	mu        sync.Mutex
+	searching bool
+	line      []byte
+	ids       execIDs
+}
+
+func newStartWriter(dst io.Writer, nonce string) *startWriter {
+	return &startWriter{dst: dst, prefix: []byte("realm-exec-" + nonce + ":start "), searching: true}
+}
+
+func (w *startWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	for w.searching && len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.line = append(w.line, p...)
+			if len(w.line) <= startLineMax {
+				return n, nil
+			}
+			w.searching = false
+			p, w.line = w.line, nil
+			break
+		}
+		line := append(w.line, p[:i+1]...)
+		w.line, p = nil, p[i+1:]
+		if ids, ok := parseStartLine(line, w.prefix); ok {
+			w.ids, w.searching = ids, false
+			continue
+		}
+		w.searching = len(line) <= startLineMax
+		if _, err := w.dst.Write(line); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) > 0 {
+		if _, err := w.dst.Write(p); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// flush passes on a partial line held while searching; the stream ended.
+func (w *startWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.line) > 0 {
+		_, _ = w.dst.Write(w.line)
+		w.line = nil
+	}
+	w.searching = false
+}
+
+func (w *startWriter) get() execIDs {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ids
+}
+
+// parseStartLine reads "PREFIX W P S\n": three decimal ids.
+func parseStartLine(line, prefix []byte) (execIDs, bool) {
+	rest, ok := bytes.CutPrefix(line, prefix)
+	if !ok {
+		return execIDs{}, false
+	}
+	f := strings.Fields(string(rest))
+	if len(f) != 3 || !bytes.HasSuffix(rest, []byte("\n")) {
+		return execIDs{}, false
+	}
+	for _, s := range f {
+		if _, err := strconv.ParseUint(s, 10, 31); err != nil {
+			return execIDs{}, false
+		}
+	}
+	return execIDs{wrapper: f[0], command: f[1], session: f[2], ok: true}, true
 }
 
 // markerHold is how many trailing bytes markerWriter keeps back: more than

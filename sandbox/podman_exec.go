@@ -30,52 +30,35 @@ const killGrace = 15 * time.Second
 
 // killerScript runs inside the container, as the exec's own user (so it may
 // read the tree's /proc/PID/environ and signal it without CAP_SYS_PTRACE or
-// CAP_KILL), and SIGKILLs the whole process tree of one exec: every process
-// whose environment carries the token, and every process in the session of
-// any of them. Each exec is its own session (runc makes its process a
-// session leader), so `sleep 1000 &` stays in the tree even after its parent
-// is gone. It repeats until a pass finds no live member (zombies are dead
-// and skipped) and exits 0, or exits 1 if members survive 50 passes.
+// CAP_KILL), and SIGKILLs the process tree of one exec with tree_kill (see
+// treeSweepFuncs): every process carrying the token, every ppid descendant
+// of one, and every process in the session of one. Each exec is its own
+// session (runc makes its process a session leader), so `sleep 1000 &`
+// stays in the tree after its parent is gone, and `env -u REALM_EXEC
+// setsid cmd &` stays in it as a child of a marked process. It exits 0 when
+// a pass finds no live member, 1 when members survive 50 passes.
 //
-// It needs only a POSIX sh and /proc: no ps, pkill or setsid in the image.
-const killerScript = `
-tok=$1; me=$$; sids=" "
-round=0
-while [ $round -lt 50 ]; do
-	round=$((round + 1))
-	for d in /proc/[0-9]*; do
-		p=${d#/proc/}
-		[ "$p" = 1 ] || [ "$p" = "$me" ] && continue
-		grep -q "` + execTokenVar + `=$tok" "$d/environ" 2>/dev/null || continue
-		read -r st < "$d/stat" 2>/dev/null || continue
-		set -- ${st##*) }
-		case "$sids" in *" $4 "*) ;; *) [ "$4" != 1 ] && [ "$4" != "$me" ] && sids="$sids$4 " ;; esac
-	done
-	live=0
-	for d in /proc/[0-9]*; do
-		p=${d#/proc/}
-		[ "$p" = 1 ] || [ "$p" = "$me" ] && continue
-		read -r st < "$d/stat" 2>/dev/null || continue
-		set -- ${st##*) }
-		[ "$1" = Z ] && continue
-		member=0
-		case "$sids" in *" $4 "*) member=1 ;; esac
-		[ $member = 0 ] && grep -q "` + execTokenVar + `=$tok" "$d/environ" 2>/dev/null && member=1
-		[ $member = 1 ] || continue
-		live=$((live + 1))
-		kill -9 "$p" 2>/dev/null
-	done
-	[ $live = 0 ] && exit 0
-	sleep 0.1 2>/dev/null || sleep 1
-done
-exit 1
+// The container's cgroup cannot do better: every exec of a container runs
+// in the container's one cgroup, beside its init and the other execs, so
+// the cgroup tells which processes are the container's, not which are this
+// exec's. What escapes is a process that cleared REALM_EXEC, left the
+// exec's sessions and was orphaned (reparented to the container's init)
+// before the killer ran; destroying the session (the container) ends it.
+//
+// It needs only a POSIX sh, grep and /proc: no ps, pkill or setsid in the
+// image.
+const killerScript = treeSweepFuncs + `
+tok=$1 me=$$ sid= root=
+pstat /proc/$$ || exit 1
+xs=" 0 1 $sd "
+tree_kill
 `
 
 // Exec implements Runtime. Output is captured into BoundedBuffers, so memory
 // stays at CaptureLimit per stream however much the command prints. A
 // non-zero exit is a result, not an error. At the deadline (or when ctx ends)
-// the command's whole process tree is killed and the call reports
-// TOOL_TIMEOUT.
+// the command's process tree (as killerScript finds it) is killed and the
+// call reports TOOL_TIMEOUT.
 func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if len(req.Argv) == 0 {
 		return ExecResult{}, errcode.New(errcode.SchemaInvalid, "exec needs a command")
@@ -129,10 +112,10 @@ func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 		}
 	case <-deadline:
 		return ExecResult{}, p.killTree(id, tok, done, errcode.New(errcode.ToolTimeout,
-			"the command ran past its %s deadline; its whole process tree was killed", req.Timeout))
+			"the command ran past its %s deadline; "+treeKilled, req.Timeout))
 	case <-ctx.Done():
 		return ExecResult{}, p.killTree(id, tok, done, errcode.Wrap(errcode.ToolTimeout, ctx.Err(),
-			"the command was cancelled; its whole process tree was killed"))
+			"the command was cancelled; "+treeKilled))
 	}
 
 	info, err := containers.ExecInspect(p.conn, sid, nil)
@@ -147,6 +130,10 @@ func (p *Podman) Exec(ctx context.Context, id string, req ExecRequest) (ExecResu
 		StderrTruncated: stderr.Truncated(),
 	}, nil
 }
+
+// treeKilled is what a timeout reports once the killer found no live
+// member of the tree: it says what the tree is, not more.
+const treeKilled = "its process tree (every process marked " + execTokenVar + ", descended from one or in its session) was killed"
 
 // execEnv is the exec's environment: the caller's K=V pairs, then the
 // token, last so that no --env can replace it (the killer finds the tree by

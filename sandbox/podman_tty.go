@@ -79,10 +79,10 @@ func (p *Podman) ExecTerminal(ctx context.Context, id string, req ExecRequest) (
 		}
 	case <-deadline:
 		return 0, p.killTree(id, tok, done, errcode.New(errcode.ToolTimeout,
-			"the command ran past its %s deadline; its whole process tree was killed", req.Timeout))
+			"the command ran past its %s deadline; "+treeKilled, req.Timeout))
 	case <-ctx.Done():
 		return 0, p.killTree(id, tok, done, errcode.Wrap(errcode.ToolTimeout, ctx.Err(),
-			"the command was cancelled; its whole process tree was killed"))
+			"the command was cancelled; "+treeKilled))
 	}
 	info, err := containers.ExecInspect(p.conn, sid, nil)
 	if err != nil {

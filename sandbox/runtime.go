@@ -1,7 +1,7 @@
 // Package sandbox runs agent sessions: the session records in the state dir,
 // the runtimes that create sandboxes (Podman through its API, NVIDIA
 // OpenShell through its CLI), and exec with bounded capture and timeouts that
-// kill the whole process tree.
+// kill the command's process tree (exec_tree.go says what that is).
 //
 // sandbox never imports fusefs: the guarded mount reaches it as a host path.
 package sandbox
@@ -55,8 +55,8 @@ type ExecResult struct {
 
 // Runtime creates, runs commands in and removes sandboxes. Errors carry
 // errcode codes: REALM_NOT_ACTIVE when the sandbox cannot be reached,
-// TOOL_TIMEOUT when a command ran past its deadline (its whole process tree
-// has been killed by then). No child's message text becomes an error message.
+// TOOL_TIMEOUT when a command ran past its deadline (its process tree has
+// been killed by then, or the message says it could not be verified). No child's message text becomes an error message.
 type Runtime interface {
 	// Name is the runtime's name as given to --runtime.
 	Name() string
