@@ -19,7 +19,8 @@ type Libpod struct {
 
 // List implements Containers: every container, in all states, labelled
 // io.realm.managed=true, or labelled openshell.managed=true with a sandbox
-// name starting "realm-". The service filters by label; the labels are
+// name starting "realm-", with its io.realm.state label (the reap decides
+// which are its state dir's). The service filters by label; the labels are
 // checked again here so that a filter the service reads differently can
 // never widen the sweep.
 func (l Libpod) List(ctx context.Context) ([]Container, error) {
@@ -44,7 +45,7 @@ func (l Libpod) List(ctx context.Context) ([]Container, error) {
 				if len(c.Names) > 0 {
 					name = c.Names[0]
 				}
-				out = append(out, Container{ID: c.ID, Name: name, Session: s})
+				out = append(out, Container{ID: c.ID, Name: name, Session: s, State: c.Labels[label.State]})
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The helper process holds the state dir's lock until its stdin closes.
@@ -90,3 +92,144 @@ func openHere(path string) bool {
 	}
 	return false
 }
+
+// TestStateLockRefusesPlantedSymlink: a state dir another user owns (one who
+// made /tmp/realm first) is refused before anything in it is opened, so a
+// lock symlink planted there cannot make root's realmctl truncate the file
+// it points to.
+func TestStateLockRefusesPlantedSymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the state dir to another user")
+	}
+	state := filepath.Join(t.TempDir(), "realm")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(victim, []byte("root's data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(state, "lock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(state, "lock"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(state, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockStateDir(state, time.Second)
+	if err == nil {
+		l.Unlock()
+	}
+	if data, rerr := os.ReadFile(victim); rerr != nil || string(data) != "root's data\n" {
+		t.Fatalf("LockStateDir followed the planted lock symlink: %s holds %q (%v)", victim, data, rerr)
+	}
+	if !errors.Is(err, ErrUnsafeStateDir) || !strings.Contains(err.Error(), state) || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("err = %v, want the unsafe state dir %s named with its owner", err, state)
+	}
+}
+
+// TestStateLockRefusesUnsafeDirs: each way a state dir can be unsafe is
+// refused with a message naming the path and what is wrong, and nothing
+// the lock would name is truncated.
+func TestStateLockRefusesUnsafeDirs(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(victim, []byte("data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, state string) string // the path the error names
+		want  string
+	}{
+		{"group-writable dir", func(t *testing.T, state string) string {
+			must(t, os.Chmod(state, 0o770))
+			return state
+		}, "writable by its group or others (mode 0770)"},
+		{"world-writable sessions", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "sessions")
+			must(t, os.Mkdir(p, 0o700))
+			must(t, os.Chmod(p, 0o777))
+			return p
+		}, "writable by its group or others"},
+		{"mounts is a symlink", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "mounts")
+			must(t, os.Symlink(t.TempDir(), p))
+			return p
+		}, "is not a directory"},
+		{"lock is a symlink in our own dir", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "lock")
+			must(t, os.Symlink(victim, p))
+			return p
+		}, "it is a symlink"},
+		{"lock is a hard link", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "lock")
+			must(t, os.Link(victim, p))
+			return p
+		}, "2 hard links"},
+		{"lock is a fifo", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "lock")
+			must(t, syscallMkfifo(p))
+			return p
+		}, "not a regular file"},
+		{"state dir is a file", func(t *testing.T, state string) string {
+			p := filepath.Join(state, "f")
+			must(t, os.WriteFile(p, nil, 0o600))
+			return p
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := filepath.Join(t.TempDir(), "state")
+			must(t, os.Mkdir(state, 0o700))
+			named := tt.setup(t, state)
+			dir := state
+			if tt.want == "" {
+				dir = named
+			}
+			l, err := LockStateDir(dir, 100*time.Millisecond)
+			if err == nil {
+				l.Unlock()
+				t.Fatal("an unsafe state dir was locked")
+			}
+			if !strings.Contains(err.Error(), named) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v; want %s named and %q", err, named, tt.want)
+			}
+			if data, _ := os.ReadFile(victim); string(data) != "data\n" {
+				t.Fatalf("victim truncated: %q", data)
+			}
+		})
+	}
+}
+
+// TestStateLockSafeDirs: the state dir made here, a 0755 one, and one
+// reached through the user's own symlink are all used.
+func TestStateLockSafeDirs(t *testing.T) {
+	made := filepath.Join(t.TempDir(), "a", "b")
+	open := t.TempDir()
+	must(t, os.Chmod(open, 0o755))
+	must(t, os.Mkdir(filepath.Join(open, "sessions"), 0o700))
+	must(t, os.Mkdir(filepath.Join(open, "mounts"), 0o755))
+	link := filepath.Join(t.TempDir(), "link")
+	must(t, os.Symlink(open, link))
+	for _, dir := range []string{made, open, link} {
+		l, err := LockStateDir(dir, time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		l.Unlock()
+	}
+	if st, err := os.Stat(made); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("made state dir: %v, %v", st, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func syscallMkfifo(path string) error { return unix.Mkfifo(path, 0o600) }

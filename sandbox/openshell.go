@@ -47,6 +47,10 @@ type OpenShell struct {
 	// its bookkeeping files (the process group id, the cancel mark). The
 	// policy realm writes makes /tmp writable for exactly this reason.
 	RemoteTmp string
+	// StateLabel is the label.State value of the sandboxes it creates: the
+	// identity of the state dir, so that another state dir's reap leaves
+	// them alone. "" sets no label.
+	StateLabel string
 }
 
 // Defaults of the OpenShell runtime's bounds.
@@ -95,15 +99,22 @@ func init() { RegisterRuntime("openshell", openShellFactory("")) }
 func UseOpenShellBinary(bin string) { RegisterRuntime("openshell", openShellFactory(bin)) }
 
 func openShellFactory(bin string) RuntimeFactory {
-	return func(ctx context.Context, _ RuntimeOptions) (Runtime, error) {
-		if bin == "" {
+	return func(ctx context.Context, opts RuntimeOptions) (Runtime, error) {
+		path := bin
+		if path == "" {
 			p, err := exec.LookPath("openshell")
 			if err != nil {
 				return nil, errcode.Wrap(errcode.RealmNotActive, err, "openshell CLI not found on PATH (install it or pass --openshell PATH)")
 			}
-			bin = p
+			path = p
 		}
-		return NewOpenShell(bin), nil
+		state, err := stateLabel(opts.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		o := NewOpenShell(path)
+		o.StateLabel = state
+		return o, nil
 	}
 }
 
@@ -139,6 +150,7 @@ func (o *OpenShell) Create(ctx context.Context, spec Spec) (string, error) {
 		verb:    "create",
 		name:    name,
 		session: spec.SessionID,
+		state:   o.StateLabel,
 		policy:  policyPath,
 		image:   spec.Image,
 		command: spec.Workload,
@@ -175,9 +187,10 @@ func (o *OpenShell) Create(ctx context.Context, spec Spec) (string, error) {
 // openShellSandbox is what realm reads of the CLI's JSON for one sandbox
 // (`sandbox get -o json`, each element of `sandbox list -o json`).
 type openShellSandbox struct {
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Phase string `json:"phase"`
+	ID     string            `json:"id"`
+	Name   string            `json:"name"`
+	Phase  string            `json:"phase"`
+	Labels map[string]string `json:"labels"`
 }
 
 // get returns the sandbox called name. A failing CLI is REALM_NOT_ACTIVE:
@@ -325,9 +338,18 @@ func (o *OpenShell) listRealm(ctx context.Context) ([]openShellSandbox, error) {
 	}
 }
 
-// ListSandboxes is ListRealmSandboxes under the name SandboxSweeper uses.
-func (o *OpenShell) ListSandboxes(ctx context.Context) ([]string, error) {
-	return o.ListRealmSandboxes(ctx)
+// ListSandboxes implements SandboxSweeper: the realm sandboxes of
+// ListRealmSandboxes, each with its label.State ("" when it has none).
+func (o *OpenShell) ListSandboxes(ctx context.Context) ([]label.Sandbox, error) {
+	sbs, err := o.listRealm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]label.Sandbox, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, label.Sandbox{Name: sb.Name, State: sb.Labels[label.State]})
+	}
+	return out, nil
 }
 
 // cliProc is one running openshell CLI. It is its own process group, so

@@ -34,6 +34,7 @@ type openShellCall struct {
 	verb    string   // create, get, exec, delete, list
 	name    string   // sandbox name (create, get, exec, delete)
 	session string   // realm's session id, labelled on the sandbox (create)
+	state   string   // the state dir's label.StateID, labelled on the sandbox (create); "" none
 	policy  string   // policy document path (create)
 	image   string   // --from (create); empty: the gateway's default image
 	workdir string   // --workdir (exec); empty: the sandbox's default
@@ -44,7 +45,7 @@ type openShellCall struct {
 
 // buildOpenShellArgv returns the argv of c, bin first:
 //
-//	bin sandbox create --name NAME --policy FILE --label io.realm.managed=true --label io.realm.session=ID [--from IMAGE] --detach --no-auto-providers -- WORKLOAD...
+//	bin sandbox create --name NAME --policy FILE --label io.realm.managed=true --label io.realm.session=ID [--label io.realm.state=STATE] [--from IMAGE] --detach --no-auto-providers -- WORKLOAD...
 //	bin sandbox get NAME -o json
 //	bin sandbox exec -n NAME --no-tty [--workdir DIR] -- COMMAND...
 //	bin sandbox delete NAME
@@ -86,6 +87,12 @@ func buildOpenShellArgv(bin string, c openShellCall) ([]string, error) {
 		}
 		argv = append(argv, "--name", c.name, "--policy", c.policy,
 			"--label", label.Managed+"=true", "--label", label.Session+"="+c.session)
+		if c.state != "" {
+			if !label.ValidStateID(c.state) {
+				return nil, errcode.New(errcode.SchemaInvalid, "openshell: %q is not a state dir id", c.state)
+			}
+			argv = append(argv, "--label", label.State+"="+c.state)
+		}
 		if c.image != "" {
 			argv = append(argv, "--from", c.image)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/policy"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // fakeOpenShell is the fake CLI built for one test, with its log and state.
@@ -160,6 +161,11 @@ func TestOpenShellArgv(t *testing.T) {
 			name: "create without image",
 			call: openShellCall{verb: "create", name: "realm-0123456789ab", session: "0123456789ab", policy: "/s/p.yaml", command: []string{"/bin/sleep", "1"}},
 			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/p.yaml", "--label", "io.realm.managed=true", "--label", "io.realm.session=0123456789ab", "--detach", "--no-auto-providers", "--", "/bin/sleep", "1"},
+		},
+		{
+			name: "create with the state dir's label",
+			call: openShellCall{verb: "create", name: "realm-0123456789ab", session: "0123456789ab", state: "0123456789abcdef", policy: "/s/p.yaml", command: []string{"/bin/sleep", "1"}},
+			want: []string{"OS", "sandbox", "create", "--name", "realm-0123456789ab", "--policy", "/s/p.yaml", "--label", "io.realm.managed=true", "--label", "io.realm.session=0123456789ab", "--label", "io.realm.state=0123456789abcdef", "--detach", "--no-auto-providers", "--", "/bin/sleep", "1"},
 		},
 		{
 			name: "get",
@@ -726,8 +732,14 @@ func TestOpenShellListRealmSandboxes(t *testing.T) {
 		t.Fatalf("names = %q, want %q", names, want)
 	}
 	var s SandboxSweeper = o
-	if swept, err := s.ListSandboxes(ctx); err != nil || !reflect.DeepEqual(swept, names) {
-		t.Fatalf("ListSandboxes = %q, %v", swept, err)
+	swept, err := s.ListSandboxes(ctx)
+	if err != nil || len(swept) != len(names) {
+		t.Fatalf("ListSandboxes = %v, %v", swept, err)
+	}
+	for i, sb := range swept {
+		if sb.Name != names[i] || sb.State != "" {
+			t.Errorf("ListSandboxes[%d] = %+v, want %s with no state label", i, sb, names[i])
+		}
 	}
 }
 
@@ -835,4 +847,35 @@ func liveInGroup(pg int) []int {
 		}
 	}
 	return live
+}
+
+// TestOpenShellStateLabel: a runtime made for a state dir labels its
+// sandboxes with the dir's identity, and the sweep's list reads it back;
+// a state label that is not an id is refused before the CLI runs.
+func TestOpenShellStateLabel(t *testing.T) {
+	f := newFakeOpenShell(t)
+	rt, err := openShellFactory(f.bin)(context.Background(), RuntimeOptions{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rt.(*OpenShell)
+	o.RemoteTmp = t.TempDir()
+	if !label.ValidStateID(o.StateLabel) {
+		t.Fatalf("StateLabel = %q", o.StateLabel)
+	}
+	f.createSandbox(t, "realm-bbbbbbbbbbbb") // an older realmctl's: no label
+	if _, err := o.Create(context.Background(), testSpec(t, nil)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.ListSandboxes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []label.Sandbox{{Name: "realm-0123456789ab", State: o.StateLabel}, {Name: "realm-bbbbbbbbbbbb"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListSandboxes = %+v, want %+v", got, want)
+	}
+	if _, err := buildOpenShellArgv("OS", openShellCall{verb: "create", name: "realm-0123456789ab", session: "0123456789ab", state: "../x", policy: "/p", command: []string{"/x"}}); err == nil {
+		t.Fatal("a state label that is no id was passed")
+	}
 }

@@ -27,14 +27,18 @@ import (
 //     with an egress allowlist is refused (Validate; Create refuses it too)
 //     rather than given a network that reaches every host: OpenShell is the
 //     runtime that enforces one;
-//   - the labels io.realm.managed=true and io.realm.session=<id> the reaper
-//     sweeps by;
+//   - the labels io.realm.managed=true, io.realm.session=<id> and
+//     io.realm.state=<state dir id> the reaper sweeps by;
 //   - an init (catatonit) as PID 1 that reaps orphans, so a killed process
 //     tree leaves no zombie;
 //   - podman's default capabilities and no more, and no_new_privileges.
 type Podman struct {
 	conn context.Context // a bindings connection; carries the client
 	uri  string
+	// StateLabel is the label.State value of the containers it creates: the
+	// identity of the state dir, so that another state dir's reap leaves
+	// them alone. "" sets no label.
+	StateLabel string
 }
 
 // ConnectPodman connects to the libpod API at uri (unix:///run/podman/podman.sock
@@ -86,6 +90,9 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	g := specgen.NewSpecGenerator(image, false)
 	g.Name = ContainerName(s.SessionID)
 	g.Labels = map[string]string{label.Managed: "true", label.Session: s.SessionID}
+	if p.StateLabel != "" {
+		g.Labels[label.State] = p.StateLabel
+	}
 	g.Command = s.Workload
 	g.User = s.User
 	g.WorkDir = "/workspace"

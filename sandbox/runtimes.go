@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
 	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // RuntimeOptions is what the command line gives every runtime.
@@ -20,12 +22,13 @@ type RuntimeFactory func(ctx context.Context, opts RuntimeOptions) (Runtime, err
 
 // SandboxSweeper is implemented by runtimes that keep sandboxes of their own
 // beside the containers (OpenShell's gateway restarts what it knows). The
-// reaper deletes every one named "realm-<id>" that belongs to no live
-// session, before it sweeps the containers.
+// reaper deletes every one named "realm-<id>" that its own state dir made
+// (label.State) and that belongs to no live session, before it sweeps the
+// containers.
 type SandboxSweeper interface {
-	// ListSandboxes returns the names of the runtime's sandboxes whose
-	// names start with "realm-".
-	ListSandboxes(ctx context.Context) ([]string, error)
+	// ListSandboxes returns the runtime's sandboxes whose names start
+	// with "realm-", with their State labels.
+	ListSandboxes(ctx context.Context) ([]label.Sandbox, error)
 	// DeleteSandbox deletes one; one already gone counts as deleted.
 	DeleteSandbox(ctx context.Context, name string) error
 }
@@ -40,10 +43,32 @@ var (
 	runtimesMu sync.Mutex
 	runtimes   = map[string]RuntimeFactory{
 		"podman": func(ctx context.Context, o RuntimeOptions) (Runtime, error) {
-			return ConnectPodman(ctx, o.PodmanSocket)
+			state, err := stateLabel(o.StateDir)
+			if err != nil {
+				return nil, err
+			}
+			p, err := ConnectPodman(ctx, o.PodmanSocket)
+			if err != nil {
+				return nil, err
+			}
+			p.StateLabel = state
+			return p, nil
 		},
 	}
 )
+
+// stateLabel is the label.State value of the sandboxes made for stateDir,
+// "" when there is no state dir (a runtime made outside realmctl).
+func stateLabel(stateDir string) (string, error) {
+	if stateDir == "" {
+		return "", nil
+	}
+	id, err := label.StateID(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("identity of state dir %s: %w", stateDir, err)
+	}
+	return id, nil
+}
 
 // egressEnforced names the runtimes that enforce an egress allowlist
 // themselves (OpenShell's network policy). Podman cannot: a container with

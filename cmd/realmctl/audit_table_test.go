@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,5 +153,63 @@ func TestAuditYAML(t *testing.T) {
 	}
 	if want := []string{".env **/.env", "a/../../x escape:resolve"}; !slices.Equal(got, want) {
 		t.Errorf("audit -o yaml documents %q, want %q", got, want)
+	}
+}
+
+// TestAuditTableEscapesControlBytes: the PATH and PROGRAM cells of `realmctl
+// audit` come from the agent (a file name it tried to open, its comm, which
+// prctl(PR_SET_NAME) sets). The table shows them Go-quoted when they hold a
+// control byte or invalid UTF-8, so a refused open of
+// "/workspace/.env.<LF><forged row>" cannot add a forged row to the
+// operator's table, and ESC sequences in comm or the path never reach the
+// operator's terminal.
+func TestAuditTableEscapesControlBytes(t *testing.T) {
+	state := t.TempDir()
+	logDir := filepath.Join(state, "mounts")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	forged := "2026-01-01T00:00:00Z  open       -                        -          1        0          sshd             -                         -             -                       all clear"
+	line, err := json.Marshal(map[string]any{
+		"time": "2026-01-01T00:00:01Z", "op": "open", "path": ".env.x\n" + forged,
+		"code": "CREDENTIAL_PATH_DENIED", "errno": "EACCES", "pid": 10, "comm": "\x1b]0;pwned\x07cat", "uid": 1000, "rule": "**/.env.*",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "0011223344556677.audit.log"), append(line, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--state-dir", state, "audit"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	rows := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(rows) != 2 || strings.ContainsAny(out.String(), "\x1b\x07") {
+		t.Fatalf("one refusal printed as %d rows (want header + 1), control bytes raw: %v\n%q", len(rows), strings.ContainsAny(out.String(), "\x1b\x07"), out.String())
+	}
+	if !strings.Contains(rows[1], `".env.x\n2026-01-01T00:00:00Z`) {
+		t.Errorf("PATH not Go-quoted: %q", rows[1])
+	}
+}
+
+func TestEscapeCell(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/workspace/src/main.go", "/workspace/src/main.go"},
+		{"caf\u00e9 \u65e5\u672c \"q\" a\\b", "caf\u00e9 \u65e5\u672c \"q\" a\\b"}, // printable: as is
+		{"a\nb", `"a\nb"`},
+		{"\x1b[2Jx", `"\x1b[2Jx"`},
+		{"bell\a", `"bell\a"`},
+		{"tab\there", `"tab\there"`},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+		{"rlo\u202egnp.exe", `"rlo\u202egnp.exe"`},
+		{"del\x7f", `"del\x7f"`},
+		{"c1\u009b", `"c1\u009b"`},
+		{"\ufffd", "\ufffd"}, // the replacement rune itself, valid UTF-8
+		{"", ""},
+	} {
+		if got := escapeCell(tt.in); got != tt.want {
+			t.Errorf("escapeCell(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

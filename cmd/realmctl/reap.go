@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -17,7 +18,13 @@ func reapCmd(c *cli) *cobra.Command {
 gone by listing again), then dead realmfs mounts, then records. Live
 sessions (active, mount answering, sandbox running) are kept; --all removes
 every session. Only the runtimes that are installed or that a record names
-are asked.`,
+are asked.
+
+Only this state dir's sandboxes and containers are removed: those labelled
+io.realm.state with its identity (a hash of its resolved path), or with no
+label but a record here. Another state dir's are never touched. Ones with
+no label and no record (made by an older realmctl) are left and listed;
+--all removes them too.`,
 		Example: `  realmctl reap
   realmctl reap --all`,
 		Args: cobra.ArbitraryArgs,
@@ -25,7 +32,7 @@ are asked.`,
 			return 0, reap(ctx, c.g, c.out, args, all)
 		}),
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "remove every session, live ones too")
+	cmd.Flags().BoolVar(&all, "all", false, "remove every session, live ones too, and unlabelled sandboxes and containers")
 	return cmd
 }
 
@@ -48,6 +55,10 @@ func reap(ctx context.Context, g *globals, out *output, args []string, all bool)
 			fmt.Fprintf(w, ", deleted %d sandboxes", r.SandboxesDeleted)
 		}
 		fmt.Fprintln(w)
+		if len(r.Unlabelled) > 0 {
+			fmt.Fprintf(w, "left %d without a state label (made by an older realmctl; `realmctl reap --all` removes them): %s\n",
+				len(r.Unlabelled), strings.Join(r.Unlabelled, ", "))
+		}
 	})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/realm-dev/realm/reaper"
 	"github.com/realm-dev/realm/sandbox"
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // app wires the packages for one command.
@@ -82,7 +83,9 @@ func lockedApp(g *globals) (a *app, unlock func(), err error) {
 }
 
 // reap runs the reaper; the caller holds the lock. Unless all, the live
-// sessions (and their mounts) are kept.
+// sessions (and their mounts) are kept. Only this state dir's sandboxes and
+// containers are removed (label.State; see package reaper); all also
+// removes those with no state label that no record names.
 //
 // Each runtime is asked only if it is there (the Podman service answers,
 // the OpenShell CLI is found) or if a session record names it; a runtime a
@@ -95,9 +98,15 @@ func (a *app) reap(ctx context.Context, all bool) (reaper.Report, error) {
 	if err != nil {
 		return reaper.Report{}, err
 	}
+	state, err := label.StateID(a.g.stateDir)
+	if err != nil {
+		return reaper.Report{}, fmt.Errorf("identity of state dir %s: %w", a.g.stateDir, err)
+	}
 	cfg := reaper.Config{
 		Store:  a.mgr.Store,
 		Mounts: reaper.StateMounts{Dir: a.g.stateDir},
+		State:  state,
+		All:    all,
 	}
 	for _, name := range sandbox.RuntimeNames() {
 		rt, err := a.runtime(ctx, name)
