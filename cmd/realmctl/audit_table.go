@@ -170,7 +170,7 @@ func (p *auditPrinter) yamlDoc(raw []byte) {
 func (p *auditPrinter) row(cells []string) {
 	var b strings.Builder
 	for i, c := range p.cols {
-		cell := escapeCell(cells[i])
+		cell := audit.Printable(cells[i])
 		if c.width == 0 {
 			b.WriteString(cell)
 			break
@@ -186,25 +186,6 @@ func (p *auditPrinter) row(cells []string) {
 	}
 	b.WriteByte('\n')
 	io.WriteString(p.w, b.String())
-}
-
-// escapeCell returns s as it is when every rune of it is valid UTF-8 and
-// printable (strconv.IsPrint: letters, marks, numbers, punctuation,
-// symbols and the ASCII space), else Go-quoted (strconv.Quote). Paths and
-// program names come from the agent, and a newline, ESC or BEL printed raw
-// would forge rows or drive the operator's terminal.
-func escapeCell(s string) string {
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				return strconv.Quote(s)
-			}
-		}
-		if !strconv.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }
 
 // flush ends a batch: the next unknown container may reload the sessions.

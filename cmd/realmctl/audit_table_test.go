@@ -192,24 +192,3 @@ func TestAuditTableEscapesControlBytes(t *testing.T) {
 		t.Errorf("PATH not Go-quoted: %q", rows[1])
 	}
 }
-
-func TestEscapeCell(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"/workspace/src/main.go", "/workspace/src/main.go"},
-		{"caf\u00e9 \u65e5\u672c \"q\" a\\b", "caf\u00e9 \u65e5\u672c \"q\" a\\b"}, // printable: as is
-		{"a\nb", `"a\nb"`},
-		{"\x1b[2Jx", `"\x1b[2Jx"`},
-		{"bell\a", `"bell\a"`},
-		{"tab\there", `"tab\there"`},
-		{"bad\xffutf8", `"bad\xffutf8"`},
-		{"rlo\u202egnp.exe", `"rlo\u202egnp.exe"`},
-		{"del\x7f", `"del\x7f"`},
-		{"c1\u009b", `"c1\u009b"`},
-		{"\ufffd", "\ufffd"}, // the replacement rune itself, valid UTF-8
-		{"", ""},
-	} {
-		if got := escapeCell(tt.in); got != tt.want {
-			t.Errorf("escapeCell(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/realm-dev/realm/errcode"
@@ -162,16 +161,18 @@ func (p *Printer) row(cells []string) {
 	io.WriteString(p.w, b.String())
 }
 
-// Printable is s as a table's cell shows it: as it is, or Go-quoted where
-// it holds a control character or invalid UTF-8. A path and a program's
-// name are the caller's to choose: a newline would forge a row of the
-// table, an escape sequence would drive the reader's terminal.
+// Printable is s as a table's cell shows it (realmfs audit's, realmctl
+// audit's): as it is when it is valid UTF-8 and every rune printable
+// (strconv.IsPrint: letters, marks, numbers, punctuation, symbols and the
+// ASCII space), else Go-quoted. A path and a program's name are the
+// caller's to choose: a newline would forge a row of the table, an escape
+// sequence or a bidi override would drive or fool the reader's terminal.
 func Printable(s string) string {
 	if !utf8.ValidString(s) {
 		return strconv.Quote(s)
 	}
 	for _, r := range s {
-		if !unicode.IsPrint(r) && r != ' ' {
+		if !strconv.IsPrint(r) {
 			return strconv.Quote(s)
 		}
 	}

@@ -27,12 +27,18 @@ func TestPrinterEscapesCallersBytes(t *testing.T) {
 		t.Errorf("control bytes reach the terminal: %q", got)
 	}
 	for _, tc := range []struct{ in, want string }{
-		{"src/main.go", "src/main.go"},
-		{"a b", "a b"},
-		{"naïve.txt", "naïve.txt"},
+		{"/workspace/src/main.go", "/workspace/src/main.go"},
+		{"caf\u00e9 \u65e5\u672c \"q\" a\\b", "caf\u00e9 \u65e5\u672c \"q\" a\\b"}, // printable: as is
 		{"a\nb", `"a\nb"`},
-		{"\x1b[31m", `"\x1b[31m"`},
+		{"\x1b[2Jx", `"\x1b[2Jx"`},
+		{"bell\a", `"bell\a"`},
+		{"tab\there", `"tab\there"`},
 		{"bad\xffutf8", `"bad\xffutf8"`},
+		{"rlo\u202egnp.exe", `"rlo\u202egnp.exe"`},
+		{"del\x7f", `"del\x7f"`},
+		{"c1\u009b", `"c1\u009b"`},
+		{"\ufffd", "\ufffd"}, // the replacement rune itself, valid UTF-8
+		{"", ""},
 	} {
 		if got := Printable(tc.in); got != tc.want {
 			t.Errorf("Printable(%q) = %s, want %s", tc.in, got, tc.want)
