@@ -94,6 +94,7 @@ func startControl(cfg config, root int, dev uint64, devKnown bool, j *journal.Jo
 	}()
 	return c, func() {
 		l.Close()
+		c.closeConns() // frees the slots serve may wait for
 		<-done
 		c.wg.Wait()
 		if c.root >= 0 {
@@ -148,7 +149,11 @@ type controller struct {
 	started time.Time
 	mu      sync.Mutex // one undo at a time
 	wg      sync.WaitGroup
-	sweep   struct {
+	// conns: the connections served now, closed at stop (closeConns).
+	connsMu  sync.Mutex
+	conns    map[*net.UnixConn]struct{}
+	stopping bool
+	sweep    struct {
 		sync.Mutex
 		res *fusefs.ScanResult
 	}
@@ -161,21 +166,82 @@ func (c *controller) swept(res fusefs.ScanResult) {
 	c.sweep.Unlock()
 }
 
+// The control socket's bounds: a client has requestPatience to send its
+// request, and at most maxControlConns are served at once (the rest wait
+// in the listen backlog, holding none of the daemon's descriptors). A
+// client that connects and sends nothing so holds a slot for a moment,
+// not for ever, and never the daemon's exit.
+const (
+	requestPatience = 5 * time.Second
+	maxControlConns = 32
+)
+
+// serve accepts and answers the control socket's connections until l is
+// closed. An accept that fails for a moment (no descriptor left) is
+// retried after a pause that grows to a second.
 func (c *controller) serve(l *net.UnixListener) {
+	slots := make(chan struct{}, maxControlConns)
+	var pause time.Duration
 	for {
+		slots <- struct{}{}
 		conn, err := l.AcceptUnix()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				c.logger.Warn("control socket", "err", err)
+			<-slots
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
+			pause = min(max(2*pause, 10*time.Millisecond), time.Second)
+			c.logger.Warn("control socket: accept", "err", err, "retry_in", pause)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		if !c.track(conn) { // stopping
+			conn.Close()
+			<-slots
 			return
 		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			defer conn.Close()
+			defer func() { <-slots }()
+			defer c.untrack(conn)
 			_ = json.NewEncoder(conn).Encode(c.answer(conn))
 		}()
+	}
+}
+
+// track notes conn as served, for closeConns; false once stopping.
+func (c *controller) track(conn *net.UnixConn) bool {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	if c.stopping {
+		return false
+	}
+	if c.conns == nil {
+		c.conns = make(map[*net.UnixConn]struct{})
+	}
+	c.conns[conn] = struct{}{}
+	return true
+}
+
+// untrack closes conn, served.
+func (c *controller) untrack(conn *net.UnixConn) {
+	c.connsMu.Lock()
+	delete(c.conns, conn)
+	c.connsMu.Unlock()
+	conn.Close()
+}
+
+// closeConns closes every connection served, at stop: a client reading
+// its answer, or one that never sent its request, gets EOF now, and the
+// daemon's exit waits for no one.
+func (c *controller) closeConns() {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	c.stopping = true
+	for conn := range c.conns {
+		conn.Close()
 	}
 }
 
@@ -185,6 +251,7 @@ func (c *controller) answer(conn *net.UnixConn) controlReply {
 		return controlReply{Error: fmt.Sprintf("refused: only root and the daemon's user (uid %d) may ask", os.Geteuid())}
 	}
 	var req controlRequest
+	conn.SetReadDeadline(time.Now().Add(requestPatience))
 	if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&req); err != nil {
 		return controlReply{Error: "a bad request: " + err.Error()}
 	}
