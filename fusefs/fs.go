@@ -50,6 +50,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/watch"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
+	"github.com/realm-dev/realm/internal/ratelog"
 	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
@@ -144,6 +145,7 @@ type FS struct {
 	fds        fdbudget.Counts    // descriptors charged per owner (admit: fds.go)
 	dirs       dircache.Cache     // directory nodes' fds, idle ones bounded (dircache.go)
 	guard      guard.Guard        // credentials, protected paths and made files
+	logLimit   *ratelog.Limiter   // the daemon log's lines, by kind (logf)
 	gate       admit.Gate         // the audited admission over guard (fusefs/admit)
 	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
 	processes  *procinfo.Resolver // pid mode: names a thread's process
@@ -242,7 +244,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 		dirfd.Close(fd)
 		return nil, err
 	}
-	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0}
+	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0, logLimit: ratelog.New(logBurst, logWindow)}
 	fsys.guard.Policy = opts.Credentials
 	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
@@ -441,12 +443,33 @@ func (f *FS) ScanInBackground(report func(ScanResult)) {
 	}()
 }
 
-// logf writes one line to the daemon's log.
+// logf writes one line to the daemon's log: at most logBurst of one kind
+// (its format) every logWindow, the next one written saying how many were
+// left out (internal/ratelog).
 func (f *FS) logf(format string, args ...any) {
-	if f.opts.Logf != nil {
-		f.opts.Logf(format, args...)
+	if f.opts.Logf == nil {
+		return
 	}
+	if f.logLimit == nil { // an FS made by a test
+		f.opts.Logf(format, args...)
+		return
+	}
+	ok, leftOut := f.logLimit.Allow(format, time.Now())
+	if !ok {
+		return
+	}
+	if leftOut > 0 {
+		format += " (and %d more like it since, not logged)"
+		args = append(args, leftOut)
+	}
+	f.opts.Logf(format, args...)
 }
+
+// The daemon log's bound: lines of one kind a window.
+const (
+	logBurst  = 20
+	logWindow = time.Minute
+)
 
 // debugf reports through Options.Debugf.
 func (f *FS) debugf(format string, args ...any) {
