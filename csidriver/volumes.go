@@ -215,7 +215,7 @@ func (p volumeParams) options(readOnly bool, mountFlags []string) string {
 // (debug): refused, so that none passes silently.
 var mountFlagNames = map[string]bool{
 	"durability": true, "lockowner": true, "passthrough": true, "watch": true,
-	"journal": true, "journal_max": true, "journal_keep": true,
+	"journal": true, "journal_max": true, "journal_max_files": true, "journal_keep": true,
 	"max_fds_per_owner": true, "default_permissions": true,
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dircache"
@@ -146,6 +147,7 @@ type FS struct {
 	dirs       dircache.Cache     // directory nodes' fds, idle ones bounded (dircache.go)
 	guard      guard.Guard        // credentials, protected paths and made files
 	logLimit   *ratelog.Limiter   // the daemon log's lines, by kind (logf)
+	room       *diskroom.Gauge    // BACKING's room for owners: the engine's writes, the mount's new objects (takeInode)
 	gate       admit.Gate         // the audited admission over guard (fusefs/admit)
 	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
 	processes  *procinfo.Resolver // pid mode: names a thread's process
@@ -245,6 +247,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0, logLimit: ratelog.New(logBurst, logWindow)}
+	fsys.room = diskroom.ForRoot(fd, fsys.asRoot)
 	fsys.guard.Policy = opts.Credentials
 	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
@@ -465,6 +468,26 @@ func (f *FS) logf(format string, args ...any) {
 	f.opts.Logf(format, args...)
 }
 
+// errNoInodes is the cause a new object refused for want of inodes is
+// audited with.
+var errNoInodes = errors.New("the file system has no inodes left for an owner (the rest is the host's reserve, diskroom.InodeReserve)")
+
+// takeInode takes an inode for an object an owner makes at rel (op:
+// create, mkdir, mknod, symlink): ENOSPC once BACKING's free inodes are
+// down to the host's reserve, audited RESOURCE_LIMIT once per burst of
+// refusals. An agent making empty files would otherwise take the last of
+// them, and every other owner's write (a temp is an inode) would fail.
+func (f *FS) takeInode(ctx context.Context, op, rel string) syscall.Errno {
+	if f.room == nil {
+		return 0
+	}
+	errno, first := f.room.TakeFile()
+	if first && f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoInodes)
+	}
+	return errno
+}
+
 // The daemon log's bound: lines of one kind a window.
 const (
 	logBurst  = 20
@@ -519,7 +542,7 @@ func (f *FS) newEngine() *writeengine.Engine[*Node] {
 	return writeengine.New[*Node](engineHost{f}, f.writeLocks, writeengine.Config{
 		Durability:    f.opts.Durability,
 		AsRoot:        f.asRoot,
-		Room:          diskroom.ForRoot(f.rootFd, f.asRoot),
+		Room:          f.room,
 		OrdersRenames: func() bool { return f.ordersRenames },
 		Procs:         f.processes,
 		MountDev:      f.mountDev.Load,

@@ -201,6 +201,9 @@ func (n *Node) createFile(ctx context.Context, owner locks.Owner, name string, m
 	}
 	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
 	rel := admit.Join(dir, name)
+	if errno := f.takeInode(ctx, "create", rel); errno != 0 {
+		return fail(errno)
+	}
 	c, errno := f.journal.Begin(ctx, "create", rel, f.journalRecord(ctx, owner, journal.OpCreate, rel), journal.NoKeep)
 	if errno != 0 {
 		return fail(errno)

@@ -97,6 +97,9 @@ func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (
 //
 // rel is the new name's workspace path (prepare).
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if errno := n.fsys.takeInode(ctx, op, rel); errno != 0 {
+		return nil, errno
+	}
 	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
 	if !isLink {
 		typ := mode & syscall.S_IFMT

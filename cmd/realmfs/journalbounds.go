@@ -10,17 +10,31 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/realm-dev/realm/fusefs/journal"
 )
 
-// The journal's bounds (-o journal_max, journal_keep; docs/JOURNAL.md,
-// Bounds): applied at mount, before the mount is ready, and then by a
-// goroutine of the daemon whenever the journal has grown (journal.Grown:
-// a segment rotated, or many records appended) and once an hour for the
-// age bound, apart from every request.
+// The journal's bounds (-o journal_max, journal_max_files, journal_keep;
+// docs/JOURNAL.md, Bounds): applied at mount, before the mount is ready,
+// and then by a goroutine of the daemon whenever the journal has grown
+// (journal.Grown: what it holds passed a bound, a segment rotated, or
+// many records appended) and once an hour for the age bound, apart from
+// every request.
 const (
 	defaultJournalMax  = 1 << 30
 	defaultJournalKeep = 7 * 24 * time.Hour
+	// The files bound's default (journal_max_files unset): a tenth of
+	// BACKING's inodes, at most maxDefaultJournalFiles and at least
+	// minDefaultJournalFiles. Empty kept files weigh no blocks, so
+	// journal_max alone lets the journal take every inode; a tenth leaves
+	// the owners nine, and fusefs/diskroom's reserve (a twentieth) the
+	// host. 100000 files is a few days of an agent's changes, and on an
+	// ext4 of 16 KiB an inode (mkfs's default) the tenth reaches it at
+	// 16 GiB, where the 1 GiB journal_max is as large a share of blocks.
+	// A filesystem that reports no inode count (btrfs) gets the most.
+	maxDefaultJournalFiles = 100000
+	minDefaultJournalFiles = 16
 	// pruneInterval: how often the age bound is applied to a journal
 	// that does not grow.
 	pruneInterval = time.Hour
@@ -86,16 +100,58 @@ func parseKeep(key, val string) (time.Duration, error) {
 	return d, nil
 }
 
+// parseFiles reads -o key=N: a whole number of files, at least 1.
+func parseFiles(key, val string) (int64, error) {
+	const want = "; want a number of files, at least 1"
+	n, err := strconv.ParseInt(val, 10, 64)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange):
+		return 0, badValue(key, val, "too large"+want)
+	case err != nil:
+		return 0, badValue(key, val, fmt.Sprintf("%q is not a whole number", val)+want)
+	case n <= 0:
+		return 0, badValue(key, val, "a journal of 0 files keeps nothing"+want)
+	}
+	return n, nil
+}
+
+// defaultJournalFiles is the files bound for a filesystem of inodes
+// inodes (0: it does not say).
+func defaultJournalFiles(inodes uint64) int64 {
+	if inodes == 0 {
+		return maxDefaultJournalFiles
+	}
+	return max(minDefaultJournalFiles, min(maxDefaultJournalFiles, int64(inodes/10)))
+}
+
+// journalBounds are the bounds mo asks of j: journal_max_files unset, a
+// share of the inodes of j's filesystem (defaultJournalFiles).
+func journalBounds(j *journal.Journal, mo mountOptions) journal.Bounds {
+	b := journal.Bounds{MaxBytes: mo.journalMax, MaxFiles: mo.journalMaxFiles, Keep: mo.journalKeep}
+	if b.MaxFiles == 0 {
+		var st unix.Statfs_t
+		if j.Statfs(&st) == nil {
+			b.MaxFiles = defaultJournalFiles(st.Files)
+		} else {
+			b.MaxFiles = maxDefaultJournalFiles
+		}
+	}
+	return b
+}
+
 // pruneJournal applies the bounds once, logging what they dropped.
 func pruneJournal(j *journal.Journal, mo mountOptions, logger *slog.Logger) {
-	st, err := j.Prune(mo.journalMax, mo.journalKeep)
+	b := journalBounds(j, mo)
+	st, err := j.Prune(b)
 	if err != nil {
 		logger.Error("journal prune", "err", err)
 		return
 	}
 	if st.Segments > 0 {
+		bytes, files := j.Held()
 		logger.Info("journal pruned", "segments", st.Segments, "records", st.Records, "kept", st.Kept,
-			"bytes", st.Bytes, "pruned_to", j.Pruned(), "journal_max", mo.journalMax, "journal_keep", mo.journalKeep)
+			"bytes", st.Bytes, "pruned_to", j.Pruned(), "held_bytes", bytes, "held_files", files,
+			"journal_max", b.MaxBytes, "journal_max_files", b.MaxFiles, "journal_keep", b.Keep)
 	}
 }
 

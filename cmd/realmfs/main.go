@@ -104,6 +104,8 @@ Mount options (-o, comma-separated):
                        filesystem and mount, outside BACKING
   journal_max=SIZE     bound the journal's blocks (default 1G; suffixes K M G T):
                        past it the oldest records go, with what they kept
+  journal_max_files=N  bound the files it holds, segments and kept versions
+                       (default a tenth of BACKING's inodes, at most 100000)
   journal_keep=DURATION  bound its records' age (default 7d; 36h, 90m, 1.5d)
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify

@@ -35,10 +35,12 @@ type mountOptions struct {
 	// that cannot be opened fails the mount instead of being left off.
 	journalAsked bool
 	journalDir   string // the journal's directory; "": BACKING/.realm-journal
-	// The journal's bounds: its segments' and kept versions' blocks, and
-	// their age (journal_max, journal_keep; journalbounds.go).
-	journalMax  int64
-	journalKeep time.Duration
+	// The journal's bounds: its segments' and kept versions' blocks, the
+	// files they are (0: a share of BACKING's inodes), and their age
+	// (journal_max, journal_max_files, journal_keep; journalbounds.go).
+	journalMax      int64
+	journalMaxFiles int64
+	journalKeep     time.Duration
 
 	// sshfs habits: -o debug is -d; auto_unmount unmounts when the
 	// daemon dies (autounmount.go).
@@ -176,8 +178,8 @@ func parseMountOptions(values []string) (mountOptions, error) {
 	return mo, nil
 }
 
-// setJournal sets a journal option: journal, journal_dir, journal_max or
-// journal_keep.
+// setJournal sets a journal option: journal, journal_dir, journal_max,
+// journal_max_files or journal_keep.
 func (mo *mountOptions) setJournal(key, val string, hasVal bool) error {
 	var err error
 	switch {
@@ -188,6 +190,8 @@ func (mo *mountOptions) setJournal(key, val string, hasVal bool) error {
 		mo.journalDir, mo.journalAsked = val, true
 	case key == "journal_max" && hasVal:
 		mo.journalMax, err = parseSize(key, val)
+	case key == "journal_max_files" && hasVal:
+		mo.journalMaxFiles, err = parseFiles(key, val)
 	case key == "journal_keep" && hasVal:
 		mo.journalKeep, err = parseKeep(key, val)
 	default:

@@ -42,8 +42,8 @@ func TestParseMountOptions(t *testing.T) {
 		{"journal on by default; asked for, elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
 		{"journal asked for by its directory", []string{"journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
 		{"journal off", []string{"journal=off"}, func(m *mountOptions) { m.journal = false }},
-		{"journal bounds", []string{"journal_max=512M,journal_keep=36h"}, func(m *mountOptions) {
-			m.journalMax, m.journalKeep = 512<<20, 36*time.Hour
+		{"journal bounds", []string{"journal_max=512M,journal_max_files=5000,journal_keep=36h"}, func(m *mountOptions) {
+			m.journalMax, m.journalMaxFiles, m.journalKeep = 512<<20, 5000, 36*time.Hour
 		}},
 	}
 	for _, tt := range tests {
@@ -185,6 +185,10 @@ func TestMountOptionValueErrors(t *testing.T) {
 		"journal_max": {
 			{"journal_max=12Q", `-o journal_max=12Q: "Q" is not a suffix; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M`},
 			{"journal_max=0", "-o journal_max=0: a journal of 0 bytes keeps nothing; want a size in bytes with an optional suffix K, M, G or T (1024-based), e.g. 512M"},
+		},
+		"journal_max_files": {
+			{"journal_max_files=0", "-o journal_max_files=0: a journal of 0 files keeps nothing; want a number of files, at least 1"},
+			{"journal_max_files=1M", `-o journal_max_files=1M: "1M" is not a whole number; want a number of files, at least 1`},
 		},
 		"journal_keep": {
 			{"journal_keep=soon", `-o journal_keep=soon: invalid duration "soon"; want a duration such as 7d, 36h or 90m`},

@@ -23,6 +23,7 @@ _realmfs_options() {
 		'journal[record every change made through the mount, and keep what it]:value:(on off)' \
 		'journal_dir[the journal'\''s directory instead]:DIR:_directories' \
 		'journal_max[bound the journal'\''s blocks]:SIZE:' \
+		'journal_max_files[bound the files it holds, segments and kept versions]:N:' \
 		'journal_keep[bound its records'\'' age]:DURATION:' \
 		'watch[watch BACKING for changes made behind the mount and tell the]:value:(on off)' \
 		'entry_timeout[how long the kernel trusts a name]:SECS:' \

@@ -18,9 +18,22 @@
 // atomic add; near full, one fstatfs. It counts every byte written as a
 // new block, which overcounts a rewrite of allocated blocks: near full,
 // such a write is refused where the kernel would have taken it.
+//
+// Inodes: ext4 keeps none for root, so an owner making files through the
+// mount could take the file system's last inode, and every service of
+// the host that makes a file would fail. The gauge keeps a reserve of its
+// own (InodeReserve: 1 % of the inodes, at least 1000, at most 5 %): a
+// file made for an owner (TakeFile) is ENOSPC once statfs's f_ffree is at
+// the reserve, and so is a write (Take) once f_ffree is below it, as the
+// write engine's every write goes to a temp of its own, a new inode (the
+// write refused, its temp goes). The inodes are estimated as the bytes
+// are (asked again below a margin, after a second, after a refusal). A
+// file system that reports no inode count (btrfs: f_files 0) makes them
+// as it has room, and is not gauged by inode.
 package diskroom
 
 import (
+	"math"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -38,7 +51,34 @@ const (
 	// maxAge: an estimate older than this is asked again, so that what
 	// the host wrote or freed meanwhile counts.
 	maxAge = time.Second
+	// fileMargin: below it, every file made asks the file system.
+	fileMargin = 1024
+	// The inode reserve (InodeReserve): minReserve inodes, 1/reserveShare
+	// of them; never more than 1/maxReserveShare (a small file system).
+	minReserve      = 1000
+	reserveShare    = 100
+	maxReserveShare = 20
 )
+
+// InodeReserve is how many of a file system's inodes (f_files) the gauge
+// keeps from the owners: 1 %, at least 1000 (what the host's services
+// need to log and work, as root's blocks are for), but never more than
+// 5 % (ext4's default share of blocks for root), which on a small file
+// system is less than 1000.
+func InodeReserve(files uint64) int64 {
+	f := int64(min(files, math.MaxInt64/2))
+	return max(f/reserveShare, min(minReserve, f/maxReserveShare))
+}
+
+// inodesLeft is how many inodes st leaves an owner above the reserve
+// (negative: within it); a file system that reports no inodes leaves as
+// many as anyone asks.
+func inodesLeft(st *unix.Statfs_t) int64 {
+	if st.Files == 0 {
+		return math.MaxInt64 / 2
+	}
+	return int64(min(st.Ffree, math.MaxInt64/2)) - InodeReserve(st.Files)
+}
 
 // Gauge is the room an unprivileged writer has on one file system.
 type Gauge struct {
@@ -46,6 +86,7 @@ type Gauge struct {
 	now    func() time.Time
 
 	room    atomic.Int64 // bytes the estimate leaves
+	inodes  atomic.Int64 // inodes it leaves above the reserve
 	checked atomic.Int64 // when statfs last answered, UnixNano; 0: never
 
 	refused atomic.Bool // the last answer was a refusal: the next is no new burst
@@ -59,14 +100,27 @@ func New(statfs func(*unix.Statfs_t) error) *Gauge {
 
 // Take takes n bytes from the room: 0 if they fit, else ENOSPC, with
 // first true on the first refusal since the last write that fit (one
-// audit line per burst of refusals). A statfs that fails, or reports no
-// blocks at all (a network or synthetic file system that does not know
-// its size), lets the write through: the kernel still answers it.
+// audit line per burst of refusals). A write is ENOSPC too while the free
+// inodes are below the reserve (its temp took one of them). A statfs that
+// fails, or reports no blocks at all (a network or synthetic file system
+// that does not know its size), lets the write through: the kernel still
+// answers it.
 func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 	if n <= 0 {
 		return 0, false
 	}
-	if g.room.Add(-n) >= margin && g.now().UnixNano()-g.checked.Load() < int64(maxAge) {
+	return g.take(n, 0)
+}
+
+// TakeFile takes an inode for a file (or directory, node, symlink) an
+// owner makes: 0 while the free inodes are above the reserve, else
+// ENOSPC, first as Take says.
+func (g *Gauge) TakeFile() (errno syscall.Errno, first bool) { return g.take(0, 1) }
+
+// take takes n bytes and files inodes.
+func (g *Gauge) take(n, files int64) (errno syscall.Errno, first bool) {
+	room, inodes := g.room.Add(-n), g.inodes.Add(-files)
+	if room >= margin && inodes >= fileMargin && g.now().UnixNano()-g.checked.Load() < int64(maxAge) {
 		return 0, false
 	}
 	// Writers that meet here together each ask: statfs is cheap, and
@@ -75,9 +129,10 @@ func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 	if err := g.statfs(&st); err != nil || st.Blocks == 0 {
 		return 0, false // no answer, or a file system that reports no size
 	}
-	left := int64(st.Bavail) * st.Bsize
-	if left < n {
+	left, ileft := int64(st.Bavail)*st.Bsize, inodesLeft(&st)
+	if left < n || ileft < files {
 		g.room.Store(left)
+		g.inodes.Store(ileft)
 		g.checked.Store(g.now().UnixNano())
 		return syscall.ENOSPC, !g.refused.Swap(true)
 	}
@@ -85,6 +140,7 @@ func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 	// old estimate; the fresh one counts them in statfs's answer or not
 	// at all, so it starts from what statfs says less this write.
 	g.room.Store(left - n)
+	g.inodes.Store(ileft - files)
 	g.checked.Store(g.now().UnixNano())
 	g.refused.Store(false)
 	return 0, false

@@ -98,3 +98,86 @@ func TestTakeUnknown(t *testing.T) {
 		t.Fatalf("Take on a file system of no blocks = %v, want 0", errno)
 	}
 }
+
+// inodeFS answers statfs with room enough for bytes and ffree of files
+// inodes free.
+type inodeFS struct {
+	files, ffree uint64
+	calls        int
+}
+
+func (f *inodeFS) statfs(st *unix.Statfs_t) error {
+	f.calls++
+	*st = unix.Statfs_t{Bsize: 4096, Blocks: 1 << 20, Bavail: 1 << 19, Files: f.files, Ffree: f.ffree}
+	return nil
+}
+
+func TestInodeReserve(t *testing.T) {
+	for _, tt := range []struct {
+		files uint64
+		want  int64
+	}{
+		{0, 0},
+		{2048, 102},              // a small file system: 5 %, less than 1000
+		{65536, 1000},            // 1000, more than 1 %
+		{6553600, 65536},         // 1 %
+		{1 << 62, 1 << 62 / 100}, // XFS's answers: no overflow
+	} {
+		if got := InodeReserve(tt.files); got != tt.want {
+			t.Errorf("InodeReserve(%d) = %d, want %d", tt.files, got, tt.want)
+		}
+	}
+}
+
+// TestTakeFile: the files an owner makes take inodes down to the reserve,
+// not into it; a write is refused while the free inodes are below it;
+// what the host frees is found again.
+func TestTakeFile(t *testing.T) {
+	fs := &inodeFS{files: 2048, ffree: 102 + 3}
+	clock := time.Unix(1000, 0)
+	g := New(fs.statfs)
+	g.now = func() time.Time { return clock }
+	for i := 0; i < 3; i++ {
+		if errno, _ := g.TakeFile(); errno != 0 {
+			t.Fatalf("file %d, above the reserve: %v", i, errno)
+		}
+		fs.ffree--
+	}
+	errno, first := g.TakeFile()
+	if errno != syscall.ENOSPC || !first {
+		t.Fatalf("a file into the reserve: %v, first %v; want ENOSPC, first", errno, first)
+	}
+	if errno, _ := g.Take(4096); errno != 0 {
+		t.Fatalf("a write with the free inodes at the reserve: %v", errno)
+	}
+	fs.ffree-- // made by root, into the reserve
+	if errno, _ := g.Take(4096); errno != syscall.ENOSPC {
+		t.Fatalf("a write with the free inodes below the reserve: %v, want ENOSPC", errno)
+	}
+	fs.ffree += 1000 // the host freed some
+	if errno, _ := g.TakeFile(); errno != 0 {
+		t.Fatalf("a file after the host freed inodes: %v", errno)
+	}
+	calls := fs.calls
+	if errno, _ := g.TakeFile(); errno != 0 || fs.calls != calls+1 {
+		t.Errorf("below the margin a file asks statfs again: %v, %d calls, want %d", errno, fs.calls, calls+1)
+	}
+	fs.ffree = 1 << 20
+	clock = clock.Add(2 * time.Second)
+	g.TakeFile()
+	calls = fs.calls
+	if errno, _ := g.TakeFile(); errno != 0 || fs.calls != calls {
+		t.Errorf("far from the reserve a file is arithmetic: %v, %d calls, want %d", errno, fs.calls, calls)
+	}
+}
+
+// TestTakeFileNoInodeCount: a file system that reports no inode count
+// (btrfs) is not gauged by inode.
+func TestTakeFileNoInodeCount(t *testing.T) {
+	g := New((&inodeFS{}).statfs)
+	for i := 0; i < 3000; i++ {
+		if errno, _ := g.TakeFile(); errno != 0 {
+			t.Fatalf("file %d: %v", i, errno)
+		}
+	}
+}

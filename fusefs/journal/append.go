@@ -28,6 +28,7 @@ type Change struct {
 	op            Op
 	before, after *ID
 	lazy          bool
+	keptBytes     int64 // what the kept link added to Held's bytes
 }
 
 // Seq is the change's seq.
@@ -68,9 +69,14 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		}
 		c.kept = true
 		gen = j.linked()
-		if id, ok := fdID(keep); ok {
-			j.noteKept(id, c.seq)
+		var st unix.Stat_t
+		if dirfd.Fstat(keep, &st) == nil {
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				j.noteKept(ID{st.Dev, st.Ino}, c.seq)
+			}
+			c.keptBytes = keptWeight(&st)
 		}
+		j.addHeld(c.keptBytes, 1)
 	}
 	if j.opts.Durable && !lazy {
 		if err := j.settle(rec.Op, pos, gen); err != nil {
@@ -99,6 +105,7 @@ func (c *Change) Abort() error {
 		}
 		if err == nil {
 			c.j.forgetKept(c.seq)
+			c.j.addHeld(-c.keptBytes, -1)
 		}
 	}
 	return errors.Join(err, c.end(Aborted, nil, time.Time{}))
@@ -227,6 +234,13 @@ func (j *Journal) rotateLocked() error {
 	if err != nil {
 		return err
 	}
+	// Counted, not signalled: a rotation because a segment filled
+	// signals Grown (appendLine), one of Prune's is its own.
+	var st unix.Stat_t
+	if dirfd.Fstat(int(seg.f.Fd()), &st) == nil {
+		j.heldBytes.Add(st.Blocks * 512)
+	}
+	j.heldFiles.Add(1)
 	j.lastNum = seg.num
 	j.segs = append(j.segs, seg)
 	j.cur = seg

@@ -49,7 +49,7 @@ func TestConcurrentBeginEnd(t *testing.T) {
 						}
 					}
 					if tc.prune > 0 {
-						if _, err := j.Prune(tc.prune, 0); err != nil {
+						if _, err := j.Prune(Bounds{MaxBytes: tc.prune}); err != nil {
 							t.Error(err)
 							return
 						}

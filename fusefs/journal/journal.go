@@ -129,6 +129,10 @@ type Journal struct {
 	// grown is signalled (never blocking) when the journal has grown
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}
+	// heldBytes, heldFiles: what the journal holds, counted as it keeps
+	// (bounds.go); bounds, those the last Prune applied (nil: none yet).
+	heldBytes, heldFiles atomic.Int64
+	bounds               atomic.Pointer[Bounds]
 }
 
 // growEvery is how many intents make the journal grown, between
@@ -189,6 +193,12 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		j.closeFds()
 		return nil, err
 	}
+	segs, _, err := j.weigh() // what it holds, counted from here on
+	if err != nil {
+		j.closeFds()
+		return nil, err
+	}
+	j.measure(segs)
 	return j, nil
 }
 
@@ -404,10 +414,11 @@ func (j *Journal) Recovery() Recovery { return j.recovery }
 // Pruned is the last seq the bounds dropped (0: none).
 func (j *Journal) Pruned() uint64 { return j.pruned.Load() }
 
-// Grown is signalled when the journal has grown (a segment rotated, or
-// many records appended since the last signal): the daemon applies the
-// bounds then (Prune), apart from the changes that made it grow. A signal
-// no one took is not repeated until taken.
+// Grown is signalled when the journal has grown: as soon as what it holds
+// (Held) passes the Bounds the last Prune applied, at a segment rotated,
+// and every growEvery records appended. The daemon applies the bounds
+// then (Prune), apart from the changes that made it grow. A signal no one
+// took is not repeated until taken.
 func (j *Journal) Grown() <-chan struct{} { return j.grown }
 
 // signalGrown signals Grown without waiting.

@@ -68,7 +68,8 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	if err := moveNoReplace(dir, name, j.kept, keptEntry(seq)); err != nil {
 		return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 	}
-	if verr := j.verifyRemoved(seq, &rec); verr != nil {
+	var moved unix.Stat_t
+	if verr := j.verifyRemoved(seq, &rec, &moved); verr != nil {
 		end := Aborted
 		if err := moveNoReplace(j.kept, keptEntry(seq), dir, name); err != nil {
 			end = Done
@@ -78,9 +79,11 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 			if id, ok := keptID(j.kept, keptEntry(seq)); ok {
 				j.noteKept(id, seq)
 			}
+			j.addHeld(keptWeight(&moved), 1)
 		}
 		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
 	}
+	j.addHeld(keptWeight(&moved), 1)
 	if rec.Before.Type != "dir" {
 		j.noteKept(rec.Before.ID(), seq)
 	}
@@ -124,11 +127,11 @@ func removable(op Op, isDir bool) error {
 	return nil
 }
 
-// verifyRemoved checks what Remove moved into kept/<seq>: rec's Before, of
-// the type its op removes, and a directory empty.
-func (j *Journal) verifyRemoved(seq uint64, rec *Record) error {
-	var st unix.Stat_t
-	if err := dirfd.Lstat(j.kept, keptEntry(seq), &st); err != nil {
+// verifyRemoved checks what Remove moved into kept/<seq>, whose stat it
+// leaves in st: rec's Before, of the type its op removes, and a directory
+// empty.
+func (j *Journal) verifyRemoved(seq uint64, rec *Record, st *unix.Stat_t) error {
+	if err := dirfd.Lstat(j.kept, keptEntry(seq), st); err != nil {
 		return err
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
@@ -196,6 +199,7 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 		return c.seq, errors.Join(err, c.Abort())
 	}
 	j.forgetKept(seq)
+	j.addHeld(-keptWeight(&st), -1) // out of kept/
 	return c.seq, c.Done(nil)
 }
 
@@ -259,15 +263,6 @@ func (j *Journal) forgetKept(seq uint64) {
 func keptID(kept int, name string) (ID, bool) {
 	var st unix.Stat_t
 	if dirfd.Lstat(kept, name, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return ID{}, false
-	}
-	return ID{st.Dev, st.Ino}, true
-}
-
-// fdID is the identity of the object fd holds.
-func fdID(fd int) (ID, bool) {
-	var st unix.Stat_t
-	if dirfd.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return ID{}, false
 	}
 	return ID{st.Dev, st.Ino}, true

@@ -55,7 +55,7 @@ func TestKeptLinks(t *testing.T) {
 	must(t, os.Rename(b.jpath(keptName, keptEntry(recs[len(recs)-1].Seq)), b.path+"/c"))
 	count("kept/<seq> moved back to c", 1)
 
-	st, err := j.Prune(1, 0)
+	st, err := j.Prune(Bounds{MaxBytes: 1})
 	must(t, err)
 	if st.Kept == 0 {
 		t.Fatalf("prune removed no kept object: %+v", st)

@@ -28,48 +28,67 @@ type pruneSeg struct {
 	newest  time.Time
 	kept    []uint64
 	bytes   int64
+	files   int64 // the segment and its kept objects in kept/
 }
 
-// Prune applies the bounds: whole segments are dropped, oldest first,
+// Prune applies the bounds b: whole segments are dropped, oldest first,
 // with the kept objects of their records, while the segments' and the
-// kept objects' blocks exceed maxBytes (≤ 0: no bound) or a segment's
-// newest record is older than keep (≤ 0: no bound). Before anything is
-// removed, pruned is made to name the last seq dropped (Pruned), so that
-// a crash in between leaves nothing Open does not finish removing. The
-// segment appended to, if dropped, is rotated first. A Prune while
-// another runs returns at once, having done nothing.
-func (j *Journal) Prune(maxBytes int64, keep time.Duration) (PruneStats, error) {
+// kept objects' blocks exceed b.MaxBytes, or the files they are (the
+// segments and kept/'s entries) b.MaxFiles, or a segment's newest record
+// is older than b.Keep. Before anything is removed, pruned is made to
+// name the last seq dropped (Pruned), so that a crash in between leaves
+// nothing Open does not finish removing. The segment appended to, if
+// dropped, is rotated first. What the journal holds (Held) is set from
+// what it weighed, less what it drops, and b become the bounds Grown
+// signals past. A Prune while another runs returns at once, having done
+// nothing.
+func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	var stats PruneStats
 	if !j.pruning.CompareAndSwap(false, true) {
 		return stats, nil
 	}
 	defer j.pruning.Store(false)
+	j.bounds.Store(&b)
+	heldBytes, heldFiles := j.Held()
 	segs, cur, err := j.weigh()
 	if err != nil {
 		return stats, err
 	}
-	var total int64
+	var total, files int64
 	for _, s := range segs {
 		total += s.bytes
+		files += s.files
 	}
-	cutoff := j.opts.Now().Add(-keep)
+	cutoff := j.opts.Now().Add(-b.Keep)
 	n := 0
 	for ; n < len(segs); n++ {
 		s := segs[n]
 		if s.num == cur && s.last == 0 {
 			break // nothing to drop: dropping it would only rotate
 		}
-		over := maxBytes > 0 && total > maxBytes
-		old := keep > 0 && s.newest.Before(cutoff)
-		if !over && !old {
+		old := b.Keep > 0 && s.newest.Before(cutoff)
+		if !b.over(total, files) && !old {
 			break
 		}
 		total -= s.bytes
+		files -= s.files
 	}
+	// What was kept meanwhile is counted on top of what is left: this
+	// weighing replaces the count it started from, not what came since.
+	j.heldBytes.Add(total - heldBytes)
+	j.heldFiles.Add(files - heldFiles)
 	if n == 0 {
 		return stats, nil
 	}
-	drop := segs[:n]
+	return j.dropSegs(segs[:n], cur)
+}
+
+// dropSegs drops the segments of drop, oldest first, the last of which may be
+// cur, the one appended to: pruned written first, then their files and
+// kept objects removed.
+func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
+	var stats PruneStats
+	n := len(drop)
 	if drop[n-1].num == cur {
 		if err := j.rotateFrom(cur); err != nil {
 			return stats, err
@@ -118,7 +137,7 @@ func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 	}
 	segs := make([]pruneSeg, 0, len(j.segs))
 	for _, s := range j.segs {
-		ps := pruneSeg{num: s.num, last: s.last, intents: s.intents, newest: s.newest, bytes: s.weight}
+		ps := pruneSeg{num: s.num, last: s.last, intents: s.intents, newest: s.newest, bytes: s.weight, files: s.files}
 		if all || s.weight == 0 {
 			ps.kept = append([]uint64(nil), s.kept...)
 			ps.bytes = -1
@@ -136,41 +155,46 @@ func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 		if segs[i].bytes >= 0 {
 			continue
 		}
-		w, err := j.weighOne(segs[i])
+		w, files, err := j.weighOne(segs[i])
 		if err != nil {
 			return nil, 0, err
 		}
-		segs[i].bytes = w
+		segs[i].bytes, segs[i].files = w, files
 		if segs[i].num != cur {
-			j.setWeight(segs[i].num, w)
+			j.setWeight(segs[i].num, w, files)
 		}
 	}
 	return segs, cur, nil
 }
 
 // weighOne is the blocks of segment s and of its kept objects whose only
-// link the journal holds.
-func (j *Journal) weighOne(s pruneSeg) (int64, error) {
+// link the journal holds, and the files it is: the segment and its kept
+// objects still in kept/ (each an entry, whatever its links).
+func (j *Journal) weighOne(s pruneSeg) (bytes, files int64, err error) {
 	var st unix.Stat_t
 	if err := dirfd.Lstat(j.log, segmentName(s.num), &st); err != nil {
-		return 0, fmt.Errorf("journal: log/%s: %w", segmentName(s.num), err)
+		return 0, 0, fmt.Errorf("journal: log/%s: %w", segmentName(s.num), err)
 	}
-	w := st.Blocks * 512
+	w, files := st.Blocks*512, int64(1)
 	for _, seq := range s.kept {
-		if dirfd.Lstat(j.kept, keptEntry(seq), &st) == nil && (st.Nlink == 1 || st.Mode&unix.S_IFMT == unix.S_IFDIR) {
-			w += st.Blocks * 512
+		if dirfd.Lstat(j.kept, keptEntry(seq), &st) != nil {
+			continue
+		}
+		files++
+		if st.Nlink == 1 || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			w += keptWeight(&st)
 		}
 	}
-	return max(w, 1), nil // 1: weighed, if empty
+	return max(w, 1), files, nil // 1: weighed, if empty
 }
 
-// setWeight keeps w as sealed segment num's weight.
-func (j *Journal) setWeight(num uint64, w int64) {
+// setWeight keeps w and files as sealed segment num's weight.
+func (j *Journal) setWeight(num uint64, w, files int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, s := range j.segs {
 		if s.num == num {
-			s.weight = w
+			s.weight, s.files = w, files
 			return
 		}
 	}

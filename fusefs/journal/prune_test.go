@@ -78,11 +78,11 @@ func TestPruneBySize(t *testing.T) {
 	j := b.open(t, opts)
 	rewrites(t, b, j, 40)
 	total := usage(t, b)
-	if st, err := j.Prune(total*10, 0); err != nil || st.Segments != 0 || j.Pruned() != 0 {
+	if st, err := j.Prune(Bounds{MaxBytes: total * 10}); err != nil || st.Segments != 0 || j.Pruned() != 0 {
 		t.Fatalf("a prune within the bound: %+v, %v, pruned %d", st, err, j.Pruned())
 	}
 	segs := len(j.segs)
-	st, err := j.Prune(total/2, 0)
+	st, err := j.Prune(Bounds{MaxBytes: total / 2})
 	must(t, err)
 	t.Logf("%d bytes in %d segments, pruned to half: %+v", total, segs, st)
 	if st.Segments == 0 || st.Segments >= segs || st.Kept != st.Records || st.Records != int(j.Pruned()) {
@@ -150,7 +150,7 @@ func TestPruneByAge(t *testing.T) {
 	rewrites(t, b, j, 20)
 	clk.advance(8 * 24 * time.Hour)
 	rewrites(t, b, j, 20)
-	st, err := j.Prune(0, 7*24*time.Hour)
+	st, err := j.Prune(Bounds{Keep: 7 * 24 * time.Hour})
 	must(t, err)
 	seq := j.Pruned()
 	if st.Segments == 0 || seq > 20 || seq < 10 {
@@ -159,7 +159,7 @@ func TestPruneByAge(t *testing.T) {
 	checkPruned(t, b, j, seq, 40)
 
 	clk.advance(8 * 24 * time.Hour)
-	if _, err := j.Prune(0, 7*24*time.Hour); err != nil {
+	if _, err := j.Prune(Bounds{Keep: 7 * 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	checkPruned(t, b, j, 40, 40)
@@ -185,12 +185,12 @@ func TestPruneLeavesEmptyCurrent(t *testing.T) {
 	b := newBacking(t)
 	j := b.open(t, Options{})
 	rewrites(t, b, j, 3)
-	st, err := j.Prune(1, 0)
+	st, err := j.Prune(Bounds{MaxBytes: 1})
 	must(t, err)
 	if st.Segments != 1 || st.Records != 3 {
 		t.Errorf("first prune dropped %+v, want the 1 segment and its 3 records", st)
 	}
-	st, err = j.Prune(1, 0)
+	st, err = j.Prune(Bounds{MaxBytes: 1})
 	must(t, err)
 	if st.Segments != 0 {
 		t.Errorf("second prune dropped %+v, want nothing (the segment appended to holds no record)", st)

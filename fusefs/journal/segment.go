@@ -29,8 +29,9 @@ type segment struct {
 	newest    time.Time
 	kept      []uint64
 	// weight: its blocks and its kept objects' as Prune last weighed them
-	// once it was no longer appended to (0: not yet); see weigh.
-	weight int64
+	// once it was no longer appended to (0: not yet), and files, the
+	// segment and its kept objects then in kept/; see weigh.
+	weight, files int64
 	// Of the segment appended to: its file, where the next record goes,
 	// and its size.
 	f        *os.File
