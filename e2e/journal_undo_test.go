@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -452,5 +453,119 @@ func TestJournalUndoMetadataOnlyOnTheObjectLeft(t *testing.T) {
 	}
 	if fi, err := os.Stat(m.BackingPath("tool")); err != nil || fi.Mode()&os.ModeSetuid != 0 {
 		t.Errorf("tool after the undo: %v, %v; want no set-uid bit", fi.Mode(), err)
+	}
+}
+
+// TestJournalUndoOneIncarnationOfAnOwner: under lockowner=session an
+// owner is named by its session id, the pid of its leader. Once an agent's
+// session is over, its id is given to a person's new session (forced with
+// ns_last_pid). The journal records each change's incarnation (the
+// leader's start), and undo never mixes the two: the bare owner is
+// refused, listing both, and nothing is undone; the agent's incarnation,
+// named, is undone alone (the person's file stays), its file the person
+// appended to after it a conflict as another owner's change is; then the
+// person's, named, alone.
+func TestJournalUndoOneIncarnationOfAnOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: ns_last_pid needs root")
+	}
+	m := mount(t, Opts("journal=on", "lockowner=session"))
+
+	agent, out := startSession(t, m.Dir, `echo agent > agent.txt && echo agent > shared.txt`)
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	sid := agent.Process.Pid
+	owner := fmt.Sprintf("session:%d", sid)
+	person := reuseSession(t, m, sid, `echo "the person's work" > person.txt && echo person >> shared.txt`)
+	if person == nil {
+		t.Skip("skipped: could not get the agent's pid again")
+	}
+
+	starts := incarnationsOf(t, m.Dir, owner)
+	agentAt, personAt := starts["agent.txt"], starts["person.txt"]
+	if agentAt == "" || personAt == "" || agentAt == personAt {
+		t.Fatalf("the incarnations of %s recorded: %v; want two, the agent's and the person's", owner, starts)
+	}
+
+	// The bare owner: refused, naming both, nothing undone.
+	got, code := journalUndo(t, m.Dir, "--owner", owner)
+	t.Logf("undo --owner %s (exit %d):\n%s", owner, code, got)
+	if code != 1 || !strings.Contains(got, owner+"@"+agentAt) || !strings.Contains(got, owner+"@"+personAt) || !strings.Contains(got, "Nothing was undone") {
+		t.Errorf("undo --owner %s (exit %d), want a refusal (exit 1) naming %s@%s and %s@%s:\n%s", owner, code, owner, agentAt, owner, personAt, got)
+	}
+	wantFiles(t, m, map[string]string{"agent.txt": "agent\n", "person.txt": "the person's work\n", "shared.txt": "agent\nperson\n"})
+
+	// The agent's: its own file removed, the person's left, the file the
+	// person appended to after it a conflict.
+	got, code = journalUndo(t, m.Dir, "--owner", owner+"@"+agentAt)
+	t.Logf("undo --owner %s@%s (exit %d):\n%s", owner, agentAt, code, got)
+	if code != 1 || !strings.Contains(got, "conflict shared.txt: changed by "+owner+"@"+personAt) {
+		t.Errorf("undo --owner %s@%s (exit %d), want shared.txt a conflict with the person's incarnation (exit 1):\n%s", owner, agentAt, code, got)
+	}
+	wantFiles(t, m, map[string]string{"agent.txt": "", "person.txt": "the person's work\n", "shared.txt": "agent\nperson\n"})
+
+	// The person's: its own alone (the agent's undo is another owner's,
+	// before it).
+	got, code = journalUndo(t, m.Dir, "--owner", owner+"@"+personAt)
+	if code != 0 {
+		t.Errorf("undo --owner %s@%s (exit %d), want 0:\n%s", owner, personAt, code, got)
+	}
+	wantFiles(t, m, map[string]string{"agent.txt": "", "person.txt": "", "shared.txt": "agent\n"})
+}
+
+// reuseSession starts script in a new session whose leader gets pid sid,
+// the id of a session that is over, and waits for it; nil if the pid
+// cannot be had again. An attempt that gets another pid runs nothing.
+func reuseSession(t *testing.T, m *Mount, sid int, script string) *exec.Cmd {
+	for try := 0; try < 50; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(sid-1)), 0); err != nil {
+			t.Skipf("skipped: ns_last_pid: %v", err)
+		}
+		c, out := startSession(t, m.Dir, fmt.Sprintf(`[ $$ -eq %d ] || exit 0; %s`, sid, script))
+		err := c.Wait()
+		if c.Process.Pid != sid {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("session %d: %v\n%s", sid, err, out)
+		}
+		return c
+	}
+	return nil
+}
+
+// incarnationsOf maps each path owner created (journal list -o json) to
+// the incarnation its record holds.
+func incarnationsOf(t *testing.T, mnt, owner string) map[string]string {
+	t.Helper()
+	starts := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(realmfsJournal(t, "list", mnt, "--owner", owner, "-o", "json")), "\n") {
+		var r struct {
+			Op    string `json:"op"`
+			Path  string `json:"path"`
+			Start string `json:"owner_start"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("journal list: %q: %v", line, err)
+		}
+		if r.Op == "create" {
+			starts[r.Path] = r.Start
+		}
+	}
+	return starts
+}
+
+// wantFiles checks the content of each file in the mount ("": absent).
+func wantFiles(t *testing.T, m *Mount, want map[string]string) {
+	t.Helper()
+	for name, content := range want {
+		b, err := os.ReadFile(m.Path(name))
+		switch {
+		case content == "" && !os.IsNotExist(err):
+			t.Errorf("%s: %q, %v; want it absent", name, b, err)
+		case content != "" && (err != nil || string(b) != content):
+			t.Errorf("%s: %q, %v; want %q", name, b, err, content)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -112,6 +113,10 @@ type Resolver struct {
 	tablesMu     lockorder.Mutex[lockorder.ResolverTabMu]
 	tables       []*fdTable // guarded by tablesMu
 	tablesClosed bool       // guarded by tablesMu
+
+	// bootID is the head of procRoot's boot id (Incarnation), read once.
+	bootOnce sync.Once
+	bootID   string
 }
 
 // procID identifies a process across pid reuse.

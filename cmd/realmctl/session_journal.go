@@ -120,7 +120,8 @@ func sessionJournal(ctx context.Context, g *globals, out *output, args []string,
 }
 
 // sessionOwners lists the owners of the journal at target (a mountpoint
-// or BACKING) that are the container cid, from realmfs journal list.
+// or BACKING) that are the container cid, from realmfs journal list, each
+// with its incarnation where the records hold one (OWNER@START).
 func sessionOwners(ctx context.Context, realmfs, target, cid string) ([]string, error) {
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, realmfs, "journal", "list", target, "-o", "json")
@@ -134,12 +135,19 @@ func sessionOwners(ctx context.Context, realmfs, target, cid string) ([]string, 
 	for sc.Scan() {
 		var r struct {
 			Owner string `json:"owner"`
+			Start string `json:"owner_start"` // its incarnation, if any
 		}
-		if json.Unmarshal(sc.Bytes(), &r) != nil {
+		if json.Unmarshal(sc.Bytes(), &r) != nil || audit.ContainerOf(r.Owner) != cid {
 			continue
 		}
-		if audit.ContainerOf(r.Owner) == cid && !slices.Contains(owners, r.Owner) {
-			owners = append(owners, r.Owner)
+		// One incarnation at a time, as undo wants it (a container's
+		// owner, a cgroup, has none: its id is not given again).
+		owner := r.Owner
+		if r.Start != "" {
+			owner += "@" + r.Start
+		}
+		if !slices.Contains(owners, owner) {
+			owners = append(owners, owner)
 		}
 	}
 	return owners, sc.Err()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,6 +60,12 @@ written. The journal is its daemon's user's (mode 0700): run as that user.
 --owner keeps the changes of one owner, as the audit log writes it
 (cgroup:…, session:N, pid:N); --since those made at or after TIME, an
 RFC3339 time (2026-12-03T17:00:00Z) or a duration before now (10m, 2h).
+A session or pid id is given again once its owner is gone, so the journal
+records each change's incarnation too (its leader's or process's start;
+list shows session:N@START): --owner session:N@START keeps one (@- those
+recorded with none). undo refuses a bare session:N or pid:N whose window
+holds the changes of more than one, listing them, and undoes nothing; a
+later change of another incarnation is a conflict as another owner's is.
 
 Exit status: 0 done, 1 error (no journal at TARGET, unreadable) or, for
 undo, a path left alone (a conflict), 2 usage.
@@ -69,6 +76,7 @@ Examples:
   realmfs journal diff /srv/workspace --since 2026-12-03T17:00:00Z
   realmfs journal diff /srv/workspace --journal-dir /srv/.journals/workspace
   realmfs journal undo /mnt/work --owner session:7 --since 1h --dry-run
+  realmfs journal undo /mnt/work --owner session:7@4242-196df20c
 
 Flags:
 `
@@ -102,8 +110,12 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	}
 	defer dirfd.Close(root)
 	defer r.Close()
-	f := journal.Filter{Owner: jc.owner, Since: jc.since}
+	owner, start, pinned := journal.SplitOwner(jc.owner)
+	f := journal.Filter{Owner: owner, Since: jc.since}
 	recs, err := r.Records(f)
+	if pinned {
+		recs = ofIncarnation(recs, start)
+	}
 	if err == nil {
 		if jc.name == "list" {
 			err = writeList(stdout, recs, jc.json)
@@ -122,6 +134,12 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 		return errcode.ExitFailure
 	}
 	return 0
+}
+
+// ofIncarnation keeps, of recs, the changes of the owner's incarnation
+// start (--owner OWNER@START).
+func ofIncarnation(recs []journal.Record, start string) []journal.Record {
+	return slices.DeleteFunc(recs, func(r journal.Record) bool { return r.OwnerStart != start })
 }
 
 // credentialJudge is how journal diff tells a credential, whose content it
@@ -384,9 +402,19 @@ func writeList(w io.Writer, recs []journal.Record, asJSON bool) error {
 			path += " → " + diff.ShowPath(r.To)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
-			orDash(r.Owner), r.Op, endText(r.End), kept, path)
+			ownerText(&r), r.Op, endText(r.End), kept, path)
 	}
 	return tw.Flush()
+}
+
+// ownerText is a change's owner in list's table: with its incarnation
+// where the record holds one (session:7@4242-196df20c), as --owner takes
+// it.
+func ownerText(r *journal.Record) string {
+	if r.OwnerStart == "" {
+		return orDash(r.Owner)
+	}
+	return journal.JoinOwner(r.Owner, r.OwnerStart)
 }
 
 func orDash(s string) string {
@@ -401,6 +429,7 @@ type listEntry struct {
 	Seq      uint64          `json:"seq"`
 	Time     time.Time       `json:"time"`
 	Owner    string          `json:"owner"`
+	Start    string          `json:"owner_start,omitempty"` // the owner's incarnation
 	Session  string          `json:"session,omitempty"`
 	Op       journal.Op      `json:"op"`
 	Path     jsonPath        `json:"path"`
@@ -414,7 +443,7 @@ type listEntry struct {
 
 func listEntryOf(r *journal.Record) listEntry {
 	return listEntry{
-		Seq: r.Seq, Time: r.Time.UTC(), Owner: r.Owner, Session: r.Session, Op: r.Op,
+		Seq: r.Seq, Time: r.Time.UTC(), Owner: r.Owner, Start: r.OwnerStart, Session: r.Session, Op: r.Op,
 		Path: jsonPath(r.Path), To: jsonPath(r.To), End: endText(r.End), Kept: r.Kept,
 		Before: r.Before, Replaced: r.Replaced, After: r.After,
 	}

@@ -19,6 +19,7 @@ func appendLineJSON(b []byte, l *line) []byte {
 		b = appendTime(append(b, `,"time":`...), l.Time)
 	}
 	b = appendStringField(b, "owner", l.Owner)
+	b = appendStringField(b, "owner_start", l.OwnerAt)
 	b = appendStringField(b, "session", l.Session)
 	b = appendStringField(b, "op", string(l.Op))
 	b = appendPathField(b, "path", l.Path)

@@ -27,6 +27,7 @@ func TestEncodeMatchesJSON(t *testing.T) {
 		{"generation, and a ctime never written", line{Seq: 5, Time: at, Owner: "o", Op: OpChown, Path: "f",
 			Before: &Object{Type: "file", Ino: 7, Gen: 1<<40 | 99, Ctime: at}}},
 		{"end with the ctime left", line{Seq: 5, End: Done, Ctime: at}},
+		{"an owner's incarnation", line{Seq: 6, Time: at, Owner: "session:7", OwnerAt: "4242-196df20c", Op: OpCreate, Path: "f"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var want bytes.Buffer
@@ -40,11 +41,68 @@ func TestEncodeMatchesJSON(t *testing.T) {
 			}
 			back, err := decodeLine(bytes.TrimSuffix(got, []byte("\n")))
 			must(t, err)
-			if back.Path != tc.l.Path || back.Seq != tc.l.Seq || back.Op != tc.l.Op || !back.Ctime.Equal(tc.l.Ctime) ||
+			if back.Path != tc.l.Path || back.Seq != tc.l.Seq || back.Op != tc.l.Op || !back.Ctime.Equal(tc.l.Ctime) || back.OwnerAt != tc.l.OwnerAt ||
 				tc.l.Before != nil && back.Before.Gen != tc.l.Before.Gen {
 				t.Errorf("decoded back as %+v", back)
 			}
 		})
+	}
+}
+
+// TestOwnerStartRoundTrip: a record's incarnation (OwnerStart) goes to
+// its line as owner_start and comes back; a record without one (a cgroup
+// owner's, or one written before incarnations were) has no such field,
+// and reads back as "".
+func TestOwnerStartRoundTrip(t *testing.T) {
+	at := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
+	for _, rec := range []Record{
+		{Seq: 1, Time: at, Owner: "session:7", OwnerStart: "4242-196df20c", Op: OpCreate, Path: "a"},
+		{Seq: 2, Time: at, Owner: "pid:9", OwnerStart: "17", Op: OpRewrite, Path: "b"},
+		{Seq: 3, Time: at, Owner: "cgroup:/user.slice/user@1000.service/app.slice", Op: OpMkdir, Path: "d"},
+	} {
+		l := intentLine(&rec)
+		b, err := l.encode()
+		must(t, err)
+		if has := bytes.Contains(b, []byte(`"owner_start":`)); has != (rec.OwnerStart != "") {
+			t.Errorf("%s: owner_start written: %v, want %v", b, has, rec.OwnerStart != "")
+		}
+		back, err := decodeLine(bytes.TrimSuffix(b, []byte("\n")))
+		must(t, err)
+		if got := back.record(); got.Owner != rec.Owner || got.OwnerStart != rec.OwnerStart {
+			t.Errorf("%s read back as owner %q start %q", b, got.Owner, got.OwnerStart)
+		}
+	}
+	old, err := decodeLine([]byte(`{"seq":4,"time":"2026-12-03T17:00:00Z","owner":"session:7","op":"create","path":"c"}`))
+	must(t, err)
+	if r := old.record(); r.OwnerStart != "" {
+		t.Errorf("a record from before incarnations: start %q", r.OwnerStart)
+	}
+}
+
+func TestSplitOwner(t *testing.T) {
+	for _, tc := range []struct {
+		in, owner, start string
+		pinned           bool
+	}{
+		{"session:7", "session:7", "", false},
+		{"session:7@4242-196df20c", "session:7", "4242-196df20c", true},
+		{"pid:42@17", "pid:42", "17", true},
+		{"session:7@-", "session:7", "", true},
+		{"undo:session:7@4242-196df20c", "undo:session:7", "4242-196df20c", true},
+		{"undo:undo:pid:3@5", "undo:undo:pid:3", "5", true},
+		{"cgroup:/user.slice/user@1000.service/app.slice", "cgroup:/user.slice/user@1000.service/app.slice", "", false},
+		{"session:x@5", "session:x@5", "", false},
+		{"session:@5", "session:@5", "", false},
+	} {
+		owner, start, pinned := SplitOwner(tc.in)
+		if owner != tc.owner || start != tc.start || pinned != tc.pinned {
+			t.Errorf("SplitOwner(%q) = %q, %q, %v; want %q, %q, %v", tc.in, owner, start, pinned, tc.owner, tc.start, tc.pinned)
+		}
+		if pinned {
+			if back := JoinOwner(owner, start); back != tc.in {
+				t.Errorf("JoinOwner(%q, %q) = %q; want %q", owner, start, back, tc.in)
+			}
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -121,13 +122,18 @@ func typeOf(mode uint32) string {
 // Seq, Time and Kept; the producer the rest. Records returns intents with
 // their End (and After, where the end carried it) filled in.
 type Record struct {
-	Seq     uint64
-	Time    time.Time
-	Owner   string // as the audit log writes it: cgroup:…, session:N, pid:N
-	Session string // the realmctl session, where there is one
-	Op      Op
-	Path    string // workspace-relative
-	To      string // a rename's or a link's new name
+	Seq   uint64
+	Time  time.Time
+	Owner string // as the audit log writes it: cgroup:…, session:N, pid:N
+	// OwnerStart is the owner's incarnation (procinfo.Incarnation: of
+	// session:N and pid:N the start of the leader or process, "TICKS-BOOT"),
+	// which tells apart the owners one pid named over time; "" where not
+	// known (a cgroup owner, a leader gone, a record older than it).
+	OwnerStart string
+	Session    string // the realmctl session, where there is one
+	Op         Op
+	Path       string // workspace-relative
+	To         string // a rename's or a link's new name
 	// Kept: kept/<Seq> holds the version the change replaced or removed.
 	Kept bool
 	// Before is the object the change changes, moves or removes (nil: the
@@ -152,6 +158,7 @@ type line struct {
 	Seq      uint64    `json:"seq"`
 	Time     time.Time `json:"time,omitzero"`
 	Owner    string    `json:"owner,omitempty"`
+	OwnerAt  string    `json:"owner_start,omitempty"`
 	Session  string    `json:"session,omitempty"`
 	Op       Op        `json:"op,omitempty"`
 	Path     pathJSON  `json:"path,omitempty"`
@@ -167,7 +174,7 @@ type line struct {
 // intentLine is rec's intent as a line.
 func intentLine(rec *Record) line {
 	return line{
-		Seq: rec.Seq, Time: rec.Time, Owner: rec.Owner, Session: rec.Session,
+		Seq: rec.Seq, Time: rec.Time, Owner: rec.Owner, OwnerAt: rec.OwnerStart, Session: rec.Session,
 		Op: rec.Op, Path: pathJSON(rec.Path), To: pathJSON(rec.To), Kept: rec.Kept,
 		Before: rec.Before, Replaced: rec.Replaced, After: rec.After,
 	}
@@ -176,7 +183,7 @@ func intentLine(rec *Record) line {
 // record is the intent l holds.
 func (l *line) record() Record {
 	return Record{
-		Seq: l.Seq, Time: l.Time, Owner: l.Owner, Session: l.Session,
+		Seq: l.Seq, Time: l.Time, Owner: l.Owner, OwnerStart: l.OwnerAt, Session: l.Session,
 		Op: l.Op, Path: string(l.Path), To: string(l.To), Kept: l.Kept,
 		Before: l.Before, Replaced: l.Replaced, After: l.After,
 	}
@@ -245,4 +252,55 @@ func (p *pathJSON) UnmarshalJSON(b []byte) error {
 	}
 	*p = pathJSON(s)
 	return nil
+}
+
+// NoIncarnation is how --owner OWNER@NoIncarnation names the changes of
+// OWNER whose records hold no incarnation (OwnerStart "").
+const NoIncarnation = "-"
+
+// SplitOwner splits an owner as --owner takes it: "OWNER@INCARNATION"
+// (pinned) where OWNER is session:N or pid:N (or undo: of one), else s
+// alone, unpinned ('@' is in cgroup paths: user@1000.service). An
+// incarnation NoIncarnation is "".
+func SplitOwner(s string) (owner, start string, pinned bool) {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 || !incarnated(s[:at]) {
+		return s, "", false
+	}
+	owner, start = s[:at], s[at+1:]
+	if start == NoIncarnation {
+		start = ""
+	}
+	return owner, start, true
+}
+
+// JoinOwner is SplitOwner's inverse: owner@start (start "":
+// NoIncarnation).
+func JoinOwner(owner, start string) string {
+	if start == "" {
+		start = NoIncarnation
+	}
+	return owner + "@" + start
+}
+
+// incarnated reports whether owner is one whose name a pid is, and so has
+// incarnations: session:N, pid:N, or undo: of one.
+func incarnated(owner string) bool {
+	for {
+		rest, ok := strings.CutPrefix(owner, "undo:")
+		if !ok {
+			break
+		}
+		owner = rest
+	}
+	_, n, ok := strings.Cut(owner, ":")
+	if !ok || !(strings.HasPrefix(owner, "session:") || strings.HasPrefix(owner, "pid:")) || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

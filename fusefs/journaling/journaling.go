@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // RuleFailed is the audit rule id of a change refused because the journal
@@ -33,6 +34,9 @@ type Producer struct {
 	J     *journal.Journal // nil: the mount keeps no journal
 	Audit *audit.Auditor   // nil: no audit lines
 	Logf  func(format string, args ...any)
+	// Incarnation names an owner's incarnation for its records'
+	// OwnerStart (journal.Record): nil is procinfo.IncarnationOf, /proc's.
+	Incarnation func(owner string) string
 
 	logged atomic.Bool // a failure was logged (the first only is)
 }
@@ -57,11 +61,27 @@ func (p *Producer) Begin(ctx context.Context, op, rel string, rec journal.Record
 	if p.J == nil {
 		return nil, 0
 	}
+	p.stamp(&rec)
 	c, err := p.J.Begin(rec, keep)
 	if err != nil {
 		return nil, p.Failed(ctx, op, rel, err)
 	}
 	return c, 0
+}
+
+// stamp sets rec's OwnerStart, where the producer did not, to its
+// owner's incarnation now: the owner is making the change (its request),
+// so the leader or process the incarnation is read from is the owner's.
+// A cgroup owner's is "" at no cost.
+func (p *Producer) stamp(rec *journal.Record) {
+	if rec.OwnerStart != "" {
+		return
+	}
+	if p.Incarnation != nil {
+		rec.OwnerStart = p.Incarnation(rec.Owner)
+		return
+	}
+	rec.OwnerStart = string(procinfo.IncarnationOf(procinfo.Owner(rec.Owner)))
 }
 
 // Failed refuses op's change of rel for the journal's failure err: EIO,
@@ -122,6 +142,7 @@ func (p *Producer) Remove(rec journal.Record, pfd int, name string, flags int) e
 	if flags&unix.AT_REMOVEDIR != 0 {
 		rec.Op = journal.OpRmdir
 	}
+	p.stamp(&rec)
 	_, err := p.J.Remove(rec, pfd, name)
 	return err
 }

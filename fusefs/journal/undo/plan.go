@@ -24,6 +24,11 @@ import (
 
 // Window selects the changes to undo: those of Owner, made at or after
 // Since (zero: all the journal holds).
+//
+// Owner is as the records write it, or OWNER@INCARNATION
+// (journal.SplitOwner) for one incarnation of a session:N or pid:N owner:
+// one pid names several owners over time, and Plan never undoes two of
+// them together (Incarnations).
 type Window struct {
 	Owner string
 	Since time.Time
@@ -41,6 +46,7 @@ func (c Conflict) String() string { return fmt.Sprintf("%s: %s (change %d)", c.P
 // plan is what Plan decided: the owner's changes to undo, newest first,
 // and the conflicts.
 type plan struct {
+	me        self // the owner undone, and its incarnation
 	undo      []journal.Record
 	conflicts []Conflict
 }
@@ -51,27 +57,53 @@ type plan struct {
 // same path, or a directory above it, moved or removed), and every other
 // change of the owner's to such a path. A change still in progress (no
 // end) conflicts too; an aborted one changed nothing.
-func Plan(recs []journal.Record, w Window) ([]journal.Record, []Conflict) {
-	p := planOf(recs, w)
-	return p.undo, p.conflicts
+//
+// Another incarnation of the owner (Window) is another owner: its later
+// changes conflict as anyone's. A window holding the changes of more than
+// one incarnation of w.Owner, none named, is refused (*Incarnations):
+// nothing is undone.
+func Plan(recs []journal.Record, w Window) ([]journal.Record, []Conflict, error) {
+	p, err := planOf(recs, w)
+	return p.undo, p.conflicts, err
 }
 
-func planOf(recs []journal.Record, w Window) plan {
+// self is the owner a plan undoes: an owner string and one incarnation of
+// it.
+type self struct{ owner, start string }
+
+func (s self) is(r *journal.Record) bool { return r.Owner == s.owner && r.OwnerStart == s.start }
+
+// whose picks, of the window's changes (not aborted) of w's owner, those
+// of one incarnation: the one w names, else the only one there is.
+func whose(recs []journal.Record, w Window) (self, []journal.Record, error) {
+	owner, start, pinned := journal.SplitOwner(w.Owner)
 	var mine []journal.Record
-	first := uint64(0)
+	var seen *Incarnations
 	for _, r := range recs {
-		if r.Owner == w.Owner && !r.Time.Before(w.Since) && r.End != journal.Aborted {
-			if first == 0 {
-				first = r.Seq
-			}
+		if r.Owner != owner || r.Time.Before(w.Since) || r.End == journal.Aborted {
+			continue
+		}
+		if !pinned {
+			seen = seen.add(owner, &r)
+			start = r.OwnerStart
+		}
+		if r.OwnerStart == start {
 			mine = append(mine, r)
 		}
 	}
-	var p plan
-	if first == 0 {
-		return p
+	if seen != nil && len(seen.Starts) > 1 {
+		return self{}, nil, seen
 	}
-	later := othersOf(recs, w.Owner)
+	return self{owner, start}, mine, nil
+}
+
+func planOf(recs []journal.Record, w Window) (plan, error) {
+	me, mine, err := whose(recs, w)
+	p := plan{me: me}
+	if err != nil || len(mine) == 0 {
+		return p, err
+	}
+	later := othersOf(recs, me)
 	blocked := map[string]Conflict{} // a path left alone → the first reason found
 	block := func(r *journal.Record, why string) {
 		for _, n := range namesOf(r) {
@@ -94,7 +126,7 @@ func planOf(recs []journal.Record, w Window) plan {
 			continue
 		}
 		if o := later.laterThan(r); o != nil {
-			block(r, fmt.Sprintf("changed by %s after it (change %d, %s %s)", o.Owner, o.Seq, o.Op, o.Path))
+			block(r, fmt.Sprintf("changed by %s after it (change %d, %s %s)", me.name(o), o.Seq, o.Op, o.Path))
 		}
 	}
 	// A path left alone keeps every change of the owner's to it: undoing
@@ -130,7 +162,68 @@ func planOf(recs []journal.Record, w Window) plan {
 		p.conflicts = append(p.conflicts, c)
 	}
 	slices.SortFunc(p.conflicts, func(a, b Conflict) int { return strings.Compare(a.Path, b.Path) })
-	return p
+	return p, nil
+}
+
+// name is how a conflict names the owner of o: as the records write it,
+// with its incarnation where it is another of the undone owner's.
+func (s self) name(o *journal.Record) string {
+	if o.Owner != s.owner {
+		return o.Owner
+	}
+	return journal.JoinOwner(o.Owner, o.OwnerStart) + " (another incarnation of " + o.Owner + ": its id given again)"
+}
+
+// Incarnations refuses an undo whose window holds the changes of more
+// than one incarnation of its owner (journal.Record.OwnerStart): one
+// session or process id named an agent's session, then a person's.
+// Undoing the newest would be the wrong guess in the very case this is
+// for (the owner to undo is the one that ended; the id went to whoever
+// came next), so none is undone until one is named: --owner OWNER@START.
+type Incarnations struct {
+	Owner  string
+	Starts []Incarnation // oldest first
+}
+
+// Incarnation is one incarnation's changes in the window.
+type Incarnation struct {
+	Start       string // "" where its records hold none
+	Changes     int
+	First, Last time.Time
+}
+
+// add counts r, a change of owner, in i (nil: a new one).
+func (i *Incarnations) add(owner string, r *journal.Record) *Incarnations {
+	if i == nil {
+		i = &Incarnations{Owner: owner}
+	}
+	for k := range i.Starts {
+		if s := &i.Starts[k]; s.Start == r.OwnerStart {
+			s.Changes++
+			s.Last = r.Time
+			return i
+		}
+	}
+	i.Starts = append(i.Starts, Incarnation{Start: r.OwnerStart, Changes: 1, First: r.Time, Last: r.Time})
+	return i
+}
+
+func (i *Incarnations) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s names %d owners in the window, one after another (its id was given again to a new session or process): ", i.Owner, len(i.Starts))
+	for k, s := range i.Starts {
+		if k > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s, %d changes from %s to %s", journal.JoinOwner(i.Owner, s.Start), s.Changes,
+			s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
+		if s.Start == "" {
+			b.WriteString(" (no incarnation recorded)")
+		}
+	}
+	last := i.Starts[len(i.Starts)-1]
+	fmt.Fprintf(&b, ". Nothing was undone: name one, as --owner %s (realmfs journal list shows each change's)", journal.JoinOwner(i.Owner, last.Start))
+	return b.String()
 }
 
 // namesOf is the workspace paths a change names.
@@ -150,15 +243,16 @@ func anyBlocked(blocked map[string]Conflict, names []string) bool {
 	return false
 }
 
-// others indexes the changes of owners other than one: for each path they
-// name, their last change to it.
+// others indexes the changes of owners other than one (another
+// incarnation of its owner string is another): for each path they name,
+// their last change to it.
 type others map[string]*journal.Record
 
-func othersOf(recs []journal.Record, owner string) others {
+func othersOf(recs []journal.Record, me self) others {
 	o := others{}
 	for i := range recs {
 		r := &recs[i]
-		if r.Owner == owner || r.End == journal.Aborted {
+		if me.is(r) || r.End == journal.Aborted {
 			continue
 		}
 		for _, n := range namesOf(r) {

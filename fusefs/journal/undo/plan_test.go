@@ -1,6 +1,7 @@
 package undo
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,14 +11,17 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal"
 )
 
-// rec is a record for Plan's tests: "A create f", "B rename d e", seq in
-// order, done unless end says.
+// recs are records for Plan's tests: "A create f", "B rename d e", seq in
+// order, done unless end says; an owner "session:7@S" is session:7's
+// incarnation S (journal.SplitOwner).
 func recs(lines ...string) []journal.Record {
 	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	var out []journal.Record
 	for i, l := range lines {
 		f := strings.Fields(l)
-		r := journal.Record{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Minute), Owner: f[0], Op: journal.Op(f[1]), Path: f[2], End: journal.Done}
+		owner, start, _ := journal.SplitOwner(f[0])
+		r := journal.Record{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Minute), Owner: owner, OwnerStart: start,
+			Op: journal.Op(f[1]), Path: f[2], End: journal.Done}
 		for _, x := range f[3:] {
 			switch x {
 			case "aborted":
@@ -93,7 +97,119 @@ func TestPlan(t *testing.T) {
 			if tc.since > 0 {
 				w.Since = rs[0].Time.Add(time.Duration(tc.since) * time.Minute)
 			}
-			undo, conflicts := Plan(rs, w)
+			undo, conflicts, err := Plan(rs, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []uint64
+			for _, r := range undo {
+				got = append(got, r.Seq)
+			}
+			if !slices.Equal(got, tc.undo) {
+				t.Errorf("undo %v, want %v", got, tc.undo)
+			}
+			var gotC []string
+			for _, c := range conflicts {
+				gotC = append(gotC, fmt.Sprintf("%s@%d", c.Path, c.Seq))
+			}
+			if !slices.Equal(gotC, tc.conflicts) {
+				t.Errorf("conflicts %v, want %v (%v)", gotC, tc.conflicts, conflicts)
+			}
+		})
+	}
+}
+
+// TestPlanIncarnations: session:7 named an agent's session (incarnation
+// 100-b), then, its id given again, a person's (900-b). Plan never undoes
+// the two together: the bare owner is refused while the window holds
+// both, one named is undone alone, and the other's later change to one of
+// its paths is a conflict as another owner's is.
+func TestPlanIncarnations(t *testing.T) {
+	agent := []string{
+		"session:7@100-b create agent.txt",
+		"session:7@100-b rewrite shared.txt",
+		"session:7@100-b mkdir d",
+		"session:7@900-b create person.txt",
+		"session:7@900-b rewrite shared.txt",
+		"session:7@900-b create d/p",
+	}
+	for _, tc := range []struct {
+		name      string
+		recs      []string
+		owner     string
+		since     int
+		undo      []uint64
+		conflicts []string
+		refused   []string // the incarnations a refusal lists
+	}{{
+		name:    "the bare owner over two incarnations is refused",
+		recs:    agent,
+		owner:   "session:7",
+		refused: []string{"100-b", "900-b"},
+	}, {
+		name:      "the older named: its own only, the newer's later change a conflict",
+		recs:      agent,
+		owner:     "session:7@100-b",
+		undo:      []uint64{3, 1},
+		conflicts: []string{"shared.txt@2"},
+	}, {
+		name:  "the newer named: its own only, the older's earlier change none",
+		recs:  agent,
+		owner: "session:7@900-b",
+		undo:  []uint64{6, 5, 4},
+	}, {
+		name:  "a window holding one incarnation needs no name",
+		recs:  agent,
+		owner: "session:7",
+		since: 3,
+		undo:  []uint64{6, 5, 4},
+	}, {
+		name:    "records with no incarnation (older ones) are one more",
+		recs:    []string{"session:7 create old.txt", "session:7@900-b create new.txt"},
+		owner:   "session:7",
+		refused: []string{"", "900-b"},
+	}, {
+		name:      "named by @-: those with none",
+		recs:      []string{"session:7 create old.txt", "session:7@900-b rewrite old.txt", "session:7@900-b create new.txt"},
+		owner:     "session:7@-",
+		conflicts: []string{"old.txt@1"},
+	}, {
+		name:  "a pid owner as a session",
+		recs:  []string{"pid:42@5 create a", "pid:42@77 create b"},
+		owner: "pid:42@77",
+		undo:  []uint64{2},
+	}, {
+		name:  "the undo of one incarnation, undone",
+		recs:  []string{"session:7@100-b create a", "undo:session:7@100-b unlink a", "undo:session:7@900-b unlink b"},
+		owner: "undo:session:7@100-b",
+		undo:  []uint64{2},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := recs(tc.recs...)
+			w := Window{Owner: tc.owner}
+			if tc.since > 0 {
+				w.Since = rs[0].Time.Add(time.Duration(tc.since) * time.Minute)
+			}
+			undo, conflicts, err := Plan(rs, w)
+			var inc *Incarnations
+			if errors.As(err, &inc) {
+				var starts []string
+				for _, s := range inc.Starts {
+					starts = append(starts, s.Start)
+				}
+				if !slices.Equal(starts, tc.refused) || len(undo) > 0 {
+					t.Errorf("refused listing %v, undoing %d; want %v, none", starts, len(undo), tc.refused)
+				}
+				for _, s := range tc.refused {
+					if want := journal.JoinOwner(inc.Owner, s); !strings.Contains(err.Error(), want) {
+						t.Errorf("the refusal does not name %s: %v", want, err)
+					}
+				}
+				return
+			}
+			if err != nil || tc.refused != nil {
+				t.Fatalf("err %v, want a refusal listing %v", err, tc.refused)
+			}
 			var got []uint64
 			for _, r := range undo {
 				got = append(got, r.Seq)

@@ -24,7 +24,8 @@ type Store interface {
 type Options struct {
 	Window
 	// By is the owner undo's own changes are recorded as (an undo can be
-	// undone with --owner By); "" is "undo:" and the window's owner.
+	// undone with --owner By); "" is "undo:" and the window's owner, its
+	// records holding the incarnation undone (journal.Record.OwnerStart).
 	By string
 	// DryRun: plan and report, change nothing.
 	DryRun bool
@@ -57,16 +58,20 @@ type Result struct {
 // fd), journaled in s. An error is the journal's (unreadable, or failing
 // to record): what was undone before it is in the result.
 func Run(root int, s Store, opts Options) (Result, error) {
-	if opts.By == "" {
-		opts.By = "undo:" + opts.Owner
-	}
 	recs, err := s.Records(journal.Filter{})
 	if err != nil {
 		return Result{}, err
 	}
-	p := planOf(recs, opts.Window)
+	p, err := planOf(recs, opts.Window)
+	if err != nil {
+		return Result{}, err
+	}
 	res := Result{Conflicts: p.conflicts}
-	u := &undoer{root: root, s: s, by: opts.By, held: opts.Held, standIn: map[journal.ID]standIn{}, skipped: map[string]bool{},
+	byStart := ""
+	if opts.By == "" {
+		opts.By, byStart = "undo:"+p.me.owner, p.me.start
+	}
+	u := &undoer{root: root, s: s, by: opts.By, byStart: byStart, held: opts.Held, standIn: map[journal.ID]standIn{}, skipped: map[string]bool{},
 		touched: map[journal.ID]time.Time{}}
 	for _, c := range p.conflicts {
 		u.skipped[c.Path] = true
@@ -125,7 +130,10 @@ type undoer struct {
 	root int
 	s    Store
 	by   string
-	held func(journal.ID) (string, bool)
+	// byStart: the incarnation undone, which undo's records carry, so
+	// that undoing the undo of one incarnation undoes no other's.
+	byStart string
+	held    func(journal.ID) (string, bool)
 	// standIn: an object undo made anew for one the journal names (an
 	// empty file or directory it could not keep): later checks take the
 	// new one for the old, by its identity and its generation (the
@@ -252,7 +260,7 @@ func (u *undoer) free(path string, obj *journal.Object) error {
 
 // record is the record of undo's change op to path.
 func (u *undoer) record(op journal.Op, path string, before *journal.Object) journal.Record {
-	return journal.Record{Owner: u.by, Op: op, Path: path, Before: before}
+	return journal.Record{Owner: u.by, OwnerStart: u.byStart, Op: op, Path: path, Before: before}
 }
 
 // journaled marks err, a failure of the journal's, as one.
