@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/sandbox/label"
 )
 
 // TestRealmctlSession drives one session from create to destroy: files land
@@ -259,25 +261,41 @@ func TestRealmctlValidateFirst(t *testing.T) {
 	}
 }
 
-// TestRealmctlReap: the sweep removes realm's containers in every state and
-// only them, deletes every record (null container id, with container id,
-// corrupt) and leaves other files alone; a second reap removes nothing.
+// TestRealmctlReap: the sweep removes the containers of its own state dir
+// (labelled io.realm.state with the dir's id) in every state and only
+// them, and an unlabelled one an older realmctl made where a record of
+// this state dir names it; it leaves another state dir's containers (a
+// reap of one state dir once deleted another's live sessions) and reports
+// unlabelled ones no record names. It deletes every record (null container
+// id, with container id, corrupt) and leaves other files alone; a second
+// reap removes nothing.
 func TestRealmctlReap(t *testing.T) {
 	c := newCtl(t)
 	img := "localhost/realm-base:latest"
-	label := func(session string) []string {
-		return []string{"--label", "io.realm.managed=true", "--label", "io.realm.session=" + session}
+	stateID, err := label.StateID(c.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := func(session, state string) []string {
+		l := []string{"--label", "io.realm.managed=true", "--label", "io.realm.session=" + session}
+		if state != "" {
+			l = append(l, "--label", label.State+"="+state)
+		}
+		return l
 	}
 	run := func(args ...string) string {
 		return c.podman(append([]string{"run", "-d", "--network", "none"}, args...)...)
 	}
-	running := run(append(label("aaaaaaaaaaa1"), img, "/bin/sleep", "1000")...)
-	exited := run(append(label("aaaaaaaaaaa2"), img, "/bin/true")...)
-	created := c.podman(append(append([]string{"create", "--network", "none"}, label("aaaaaaaaaaa3")...), img, "/bin/sleep", "1000")...)
+	running := run(append(labels("aaaaaaaaaaa1", ""), img, "/bin/sleep", "1000")...) // unlabelled, named by a record
+	exited := run(append(labels("aaaaaaaaaaa2", stateID), img, "/bin/true")...)
+	created := c.podman(append(append([]string{"create", "--network", "none"}, labels("aaaaaaaaaaa3", stateID)...), img, "/bin/sleep", "1000")...)
+	unlabelled := run(append(labels("aaaaaaaaaaa4", ""), img, "/bin/sleep", "1000")...)
 	foreign := []string{
 		run(img, "/bin/sleep", "1000"),
 		run("--label", "io.realm.managed=false", img, "/bin/sleep", "1000"),
 		run("--name", "other-x", "--label", "openshell.managed=true", "--label", "openshell.ai/sandbox-name=other-x", img, "/bin/sleep", "1000"),
+		run(append(labels("aaaaaaaaaaa5", "0123456789abcdef"), img, "/bin/sleep", "1000")...), // another state dir's
+		unlabelled,
 	}
 	t.Cleanup(func() { c.podman(append([]string{"rm", "-f", "-t", "0"}, foreign...)...) })
 	c.podman("wait", exited)
@@ -296,12 +314,16 @@ func TestRealmctlReap(t *testing.T) {
 	os.WriteFile(filepath.Join(c.stateDir, "README"), []byte("mine"), 0o600)
 
 	out := c.ok("-o", "json", "reap")
-	var r map[string]int
+	var r struct {
+		ContainersRemoved, RecordsDeleted, MountsCleaned int
+		UnlabelledLeft                                   []string
+	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("reap output %q: %v", out, err)
 	}
-	if r["containersRemoved"] != 3 || r["recordsDeleted"] != 3 || r["mountsCleaned"] != 0 {
-		t.Errorf("reap = %s, want 3 containers and 3 records", out)
+	if r.ContainersRemoved != 3 || r.RecordsDeleted != 3 || r.MountsCleaned != 0 ||
+		len(r.UnlabelledLeft) != 1 || !strings.HasPrefix(r.UnlabelledLeft[0], "container ") {
+		t.Errorf("reap = %s, want 3 containers and 3 records removed, one unlabelled container left", out)
 	}
 	for _, id := range []string{running, exited, created} {
 		if len(c.containers("id="+id)) != 0 {
@@ -322,8 +344,9 @@ func TestRealmctlReap(t *testing.T) {
 		}
 	}
 	out = c.ok("-o", "json", "reap")
-	if strings.TrimSpace(out) != `{"containersRemoved":0,"recordsDeleted":0,"mountsCleaned":0}` {
-		t.Errorf("second reap = %s, want all zero", out)
+	r.ContainersRemoved, r.RecordsDeleted = -1, -1
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.ContainersRemoved != 0 || r.RecordsDeleted != 0 || r.MountsCleaned != 0 {
+		t.Errorf("second reap = %s, want nothing removed", out)
 	}
 }
 
