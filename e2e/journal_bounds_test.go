@@ -112,6 +112,7 @@ func keptUsage(t *testing.T, backing string) (entries int, bytes int64) {
 // inodes, here about 100). Another owner's rewrite of its own file (which
 // needs a temp) then works, and BACKING keeps free inodes.
 func TestJournalBoundsFreeInodes(t *testing.T) {
+	t.Parallel()
 	const inodes = 1024
 	m := mount(t, Opts("journal=on", "lockowner=session"), Prepare(func(m *Mount) {
 		// 64 MiB, 1024 inodes; 5 % of blocks for root, as by default.
@@ -160,6 +161,7 @@ func TestJournalBoundsFreeInodes(t *testing.T) {
 // the version a prune may not have reached yet, and another owner's
 // 1 MiB write works.
 func TestJournalBoundsBetweenPrunes(t *testing.T) {
+	t.Parallel()
 	const fileSize, journalMax = 24 << 20, 16 << 20
 	m := mount(t, Opts("journal=on", "lockowner=session", "journal_max=16M"), Prepare(func(m *Mount) {
 		ext4Backing(t, m, 256<<20)
@@ -196,6 +198,7 @@ func TestJournalBoundsBetweenPrunes(t *testing.T) {
 // writer is for want of blocks: the host (root, in BACKING) can still
 // make files.
 func TestNewObjectsLeaveInodeReserve(t *testing.T) {
+	t.Parallel()
 	const inodes = 1024
 	m := mount(t, Opts("journal=off", "lockowner=session"), Prepare(func(m *Mount) {
 		ext4Backing(t, m, 64<<20, "-N", fmt.Sprint(inodes))
