@@ -56,7 +56,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Change{j: j, seq: rec.Seq, owner: rec.Owner, op: rec.Op, after: rec.After, lazy: lazy}
+	c := &Change{j: j, seq: rec.Seq, owner: freshOwner(rec.Owner, rec.OwnerStart), op: rec.Op, after: rec.After, lazy: lazy}
 	if rec.Before != nil {
 		id := rec.Before.ID()
 		c.before = &id

@@ -14,7 +14,8 @@ package journal
 // still removes the object, or finds an identity it did not leave at the
 // name and reports a conflict, never touching what it does not know.
 //
-// Only the owner that made an object sees it fresh: another owner's record
+// Only the owner that made an object sees it fresh, in the incarnation that
+// made it (a session id given again is another owner: freshOwner); another owner's record
 // of it ends that (its change is undone apart, so it must be durable
 // before it is made), as do a rename and a link (a name the making's undo
 // would not find).
@@ -51,7 +52,7 @@ func (t *tail) freshFor(rec *Record) bool {
 	if !ok {
 		return false
 	}
-	if owner != rec.Owner || !lazyOps[rec.Op] {
+	if owner != freshOwner(rec.Owner, rec.OwnerStart) || !lazyOps[rec.Op] {
 		delete(t.fresh, id)
 		return false
 	}
@@ -82,3 +83,8 @@ func (t *tail) freshDone(c *Change, after *ID) {
 	}
 	t.fresh[*after] = c.owner
 }
+
+// freshOwner is who an object is fresh for: the owner and its incarnation
+// (Record.OwnerStart), so that a later session given the same id does not
+// inherit an ended one's objects unsynced.
+func freshOwner(owner, start string) string { return owner + "@" + start }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"testing"
 )
 
@@ -15,6 +16,7 @@ func TestFreshUnsynced(t *testing.T) {
 		// changes, then the one checked, by owner, of op.
 		before    func(t *testing.T, j *Journal, f *Object)
 		owner     string
+		start     string // the owner's incarnation (the maker's is "1")
 		op        Op
 		wantSync  bool
 		preexists bool // f was not made through the journal
@@ -23,6 +25,8 @@ func TestFreshUnsynced(t *testing.T) {
 		{name: "utimens by its maker", owner: "session:1", op: OpUtimens},
 		{name: "rewrite by its maker", owner: "session:1", op: OpRewrite},
 		{name: "chmod by another owner", owner: "session:2", op: OpChmod, wantSync: true},
+		// A later session given the maker's id is another owner.
+		{name: "chmod by another incarnation of its maker", owner: "session:1", start: "2", op: OpChmod, wantSync: true},
 		{name: "rename by its maker", owner: "session:1", op: OpRename, wantSync: true},
 		{name: "chmod of a file not made here", owner: "session:1", op: OpChmod, wantSync: true, preexists: true},
 		{name: "chmod by its maker after another's", owner: "session:1", op: OpChmod, wantSync: true,
@@ -38,7 +42,7 @@ func TestFreshUnsynced(t *testing.T) {
 			if tc.preexists {
 				b.write(t, "f", "")
 			} else {
-				c, err := j.Begin(Record{Owner: "session:1", Op: OpCreate, Path: "f"}, NoKeep)
+				c, err := j.Begin(Record{Owner: "session:1", OwnerStart: "1", Op: OpCreate, Path: "f"}, NoKeep)
 				must(t, err)
 				b.write(t, "f", "")
 				id := ObjectOf(b.stat(t, "f")).ID()
@@ -48,7 +52,7 @@ func TestFreshUnsynced(t *testing.T) {
 			if tc.before != nil {
 				tc.before(t, j, f)
 			}
-			rec := Record{Owner: tc.owner, Op: tc.op, Path: "f", Before: f}
+			rec := Record{Owner: tc.owner, OwnerStart: cmp.Or(tc.start, "1"), Op: tc.op, Path: "f", Before: f}
 			if tc.op == OpRename {
 				rec.To = "g"
 			}
