@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,12 +104,15 @@ func TestExecKillsSetsidChildren(t *testing.T) {
 			t.Run("finished", func(t *testing.T) {
 				wd := t.TempDir()
 				killCwdSurvivors(t, wd)
-				// The child says when it has its own session; the command
-				// ends only then.
+				// The child says on a FIFO when it has its own session;
+				// the command ends only then.
 				ready := filepath.Join(t.TempDir(), "ready")
+				if err := syscall.Mkfifo(ready, 0o600); err != nil {
+					t.Fatal(err)
+				}
 				res, err := o.Exec(context.Background(), "realm-0123456789ab", ExecRequest{
-					Argv: []string{"sh", "-c", `setsid sh -c ': >"$1"; exec sleep 1000' sh "$1" ` + quiet + ` &
-while [ ! -e "$1" ]; do sleep 0.05; done
+					Argv: []string{"sh", "-c", `setsid sh -c 'echo >"$1"; exec sleep 1000' sh "$1" ` + quiet + ` &
+read _ <"$1"
 echo started`, "sh", ready},
 					Workdir: wd,
 					Timeout: 20 * time.Second,
