@@ -14,6 +14,7 @@ import (
 
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/internal/rundir"
 )
 
 const auditUsageText = `Usage: realmfs audit [MOUNTPOINT|FILE] [-f] [--code CODE] [--owner OWNER] [--since TIME] [-n N] [-o json]
@@ -159,7 +160,7 @@ func knownCodes() string {
 // (its daemon's record), a file, or with no arg the one realmfs mount's.
 func auditSource(arg string) (string, error) {
 	if arg == "" {
-		mounts, err := realmfsMounts()
+		mounts, err := rundir.Mounts()
 		if err != nil {
 			return "", err
 		}
@@ -186,7 +187,7 @@ func auditSource(arg string) (string, error) {
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 		mnt = filepath.Join(dir, filepath.Base(abs))
 	}
-	rec, ok, err := findMountRecord(mnt)
+	rec, ok, err := rundir.FindRecord(mnt)
 	switch {
 	case err != nil:
 		return "", err

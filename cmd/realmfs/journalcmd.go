@@ -20,6 +20,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journal/diff"
+	"github.com/realm-dev/realm/internal/rundir"
 	"github.com/realm-dev/realm/policy"
 )
 
@@ -202,11 +203,11 @@ func syncHeld(target string) {
 // it is a realmfs mount, else the realmfs mounts whose source (BACKING)
 // it is.
 func daemonsOf(target string) []string {
-	if _, ok, _ := realmfsMount(target); ok {
+	if _, ok, _ := rundir.MountAt(target); ok {
 		return []string{target}
 	}
 	real, _ := filepath.EvalSymlinks(target)
-	mounts, _ := realmfsMounts()
+	mounts, _ := rundir.Mounts()
 	var mnts []string
 	for _, m := range mounts {
 		if real != "" && filepath.Clean(m.Source) == real {
@@ -346,7 +347,7 @@ func backingOf(target string) (string, error) {
 // realmfsSource is the BACKING of the realmfs mount at mnt, the newest
 // there; ok false if the newest mount at mnt is none.
 func realmfsSource(mnt string) (string, bool, error) {
-	m, ok, err := realmfsMount(mnt)
+	m, ok, err := rundir.MountAt(mnt)
 	if err != nil || !ok {
 		return "", false, nil
 	}

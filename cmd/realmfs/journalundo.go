@@ -12,6 +12,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journal/diff"
 	"github.com/realm-dev/realm/fusefs/journal/undo"
+	"github.com/realm-dev/realm/internal/rundir"
 )
 
 // runUndo runs `realmfs journal undo`: through the daemon's control socket
@@ -27,11 +28,11 @@ func runUndo(jc journalCmd, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	mnt := abs
-	_, mounted, _ := realmfsMount(mnt)
+	_, mounted, _ := rundir.MountAt(mnt)
 	if !mounted {
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
 			mnt = real
-			_, mounted, _ = realmfsMount(mnt)
+			_, mounted, _ = rundir.MountAt(mnt)
 		}
 	}
 	var res undo.Result

@@ -19,6 +19,7 @@ import (
 	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/journal/diff"
+	"github.com/realm-dev/realm/internal/rundir"
 )
 
 const statusUsageText = `Usage: realmfs status [MOUNTPOINT...] [-o json]
@@ -156,7 +157,7 @@ func statusTargets(args []string, stderr io.Writer) ([]string, int) {
 			if real, rerr := filepath.EvalSymlinks(abs); rerr == nil {
 				abs = real
 			}
-			_, ok, merr := realmfsMount(abs)
+			_, ok, merr := rundir.MountAt(abs)
 			if merr == nil && !ok {
 				merr = errors.New("not a realmfs mount")
 			}
@@ -170,16 +171,6 @@ func statusTargets(args []string, stderr io.Writer) ([]string, int) {
 		out = append(out, abs)
 	}
 	return out, code
-}
-
-// realmfsMount is the newest mount at mnt if it is realmfs's.
-func realmfsMount(mnt string) (*mountinfo.Info, bool, error) {
-	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(mnt))
-	if err != nil || len(mounts) == 0 {
-		return nil, false, err
-	}
-	m := mounts[len(mounts)-1]
-	return m, m.FSType == "fuse.realmfs", nil
 }
 
 // writeStatus writes one mount's status as text.
