@@ -14,7 +14,8 @@ import (
 // it opens the name's directory, then JudgeName (or JudgeRename) on the
 // name's workspace path as the kernel has it now; escapes come between
 // the two (the directory's verified fd), so an escaping credential path
-// reports PATH_ESCAPE.
+// reports PATH_ESCAPE. A symlink made is judged after its name, by its
+// target (JudgeSymlink, by the rule of symlink.go).
 
 // Use says what an operation does with the name it is given, which
 // decides how its admission refuses it.
@@ -190,4 +191,51 @@ func RenameScans(r RenameNames) bool {
 func isDirAt(dir int, name string) bool {
 	var st unix.Stat_t
 	return dirfd.Lstat(dir, name, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+}
+
+// SymlinkRule is which rule refuses a symlink being made.
+type SymlinkRule int
+
+const (
+	SymlinkAllowed    SymlinkRule = iota
+	SymlinkEscapes                // PATH_ESCAPE: the target leaves the root, or names a hidden name
+	SymlinkCredential             // CREDENTIAL_PATH_DENIED: the target is a credential
+	SymlinkPlants                 // PROTECTED_PATH_DENIED: the link's path is a protected directory prefix
+)
+
+func (r SymlinkRule) String() string {
+	switch r {
+	case SymlinkEscapes:
+		return "escapes"
+	case SymlinkCredential:
+		return "credential"
+	case SymlinkPlants:
+		return "plants"
+	}
+	return "allowed"
+}
+
+// JudgeSymlink judges a symlink to target being made at rel, a name in the
+// directory dir (workspace paths as the kernel has them now), beneath the
+// root held by root, in one order: a target that breaks the rule
+// (StaysInside), names a hidden name in any component (hidden: it would
+// reach, by a path the kernel resolves in BACKING, a file the mount says
+// does not exist) or resolves out of the root as the host would follow it
+// (ResolvesInside) escapes; then a target that is a credential (matched is
+// its path, LexicalTarget); then a link whose own path is a protected
+// directory prefix plants: writes beneath it would land at its target,
+// whose path the protect check sees, while a host's program reading the
+// protected path follows the symlink to them. The name's own checks
+// (JudgeName) come before.
+func (g *Guard) JudgeSymlink(root int, dir, rel, target string, hidden func(name string) bool) (_ SymlinkRule, matched string) {
+	if !StaysInside(PathDepth(dir), target) || TargetHidden(target, hidden) || !ResolvesInside(root, dir, target) {
+		return SymlinkEscapes, ""
+	}
+	if t := LexicalTarget(dir, target); g.Denied(t) {
+		return SymlinkCredential, t
+	}
+	if g.ProtectedPrefix(rel) {
+		return SymlinkPlants, ""
+	}
+	return SymlinkAllowed, ""
 }

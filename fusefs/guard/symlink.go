@@ -26,7 +26,8 @@ import (
 // checked where a link gets a place (symlink, a hard link of a link, a
 // rename of a link or of a directory holding links to a shallower place)
 // and at every readlink on the mount, so a link the host made that breaks
-// it is not followed either.
+// it is not followed either. A symlink being made is judged by it among
+// the other steps of a name's admission (admit.go: JudgeSymlink).
 
 // StaysInside reports whether target, the target of a symlink in a
 // directory depth levels below the root, is normal and climbs no higher
@@ -221,53 +222,6 @@ func (w *resolveWalk) close() {
 	for _, fd := range w.fds {
 		dirfd.Close(fd)
 	}
-}
-
-// SymlinkRule is which rule refuses a symlink being made.
-type SymlinkRule int
-
-const (
-	SymlinkAllowed    SymlinkRule = iota
-	SymlinkEscapes                // PATH_ESCAPE: the target leaves the root, or names a hidden name
-	SymlinkCredential             // CREDENTIAL_PATH_DENIED: the target is a credential
-	SymlinkPlants                 // PROTECTED_PATH_DENIED: the link's path is a protected directory prefix
-)
-
-func (r SymlinkRule) String() string {
-	switch r {
-	case SymlinkEscapes:
-		return "escapes"
-	case SymlinkCredential:
-		return "credential"
-	case SymlinkPlants:
-		return "plants"
-	}
-	return "allowed"
-}
-
-// JudgeSymlink judges a symlink to target being made at rel, a name in the
-// directory dir (workspace paths as the kernel has them now), beneath the
-// root held by root, in one order: a target that breaks the rule
-// (StaysInside), names a hidden name in any component (hidden: it would
-// reach, by a path the kernel resolves in BACKING, a file the mount says
-// does not exist) or resolves out of the root as the host would follow it
-// (ResolvesInside) escapes; then a target that is a credential (matched is
-// its path, LexicalTarget); then a link whose own path is a protected
-// directory prefix plants: writes beneath it would land at its target,
-// whose path the protect check sees, while a host's program reading the
-// protected path follows the symlink to them. The name's own checks
-// (JudgeName) come before.
-func (g *Guard) JudgeSymlink(root int, dir, rel, target string, hidden func(name string) bool) (_ SymlinkRule, matched string) {
-	if !StaysInside(PathDepth(dir), target) || TargetHidden(target, hidden) || !ResolvesInside(root, dir, target) {
-		return SymlinkEscapes, ""
-	}
-	if t := LexicalTarget(dir, target); g.Denied(t) {
-		return SymlinkCredential, t
-	}
-	if g.ProtectedPrefix(rel) {
-		return SymlinkPlants, ""
-	}
-	return SymlinkAllowed, ""
 }
 
 // TargetHidden reports whether a symlink target names a hidden name in any

@@ -130,7 +130,7 @@ type Journal struct {
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}
 	// heldBytes, heldFiles: what the journal holds, counted as it keeps
-	// (bounds.go); bounds, those the last Prune applied (nil: none yet).
+	// (prune.go); bounds, those the last Prune applied (nil: none yet).
 	heldBytes, heldFiles atomic.Int64
 	bounds               atomic.Pointer[Bounds]
 }
