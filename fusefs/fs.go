@@ -33,7 +33,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dircache"
@@ -45,6 +44,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
+	"github.com/realm-dev/realm/fusefs/nameops"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/templive"
@@ -147,7 +147,7 @@ type FS struct {
 	dirs       dircache.Cache     // directory nodes' fds, idle ones bounded (dircache.go)
 	guard      guard.Guard        // credentials, protected paths and made files
 	logLimit   *ratelog.Limiter   // the daemon log's lines, by kind (logf)
-	room       *diskroom.Gauge    // BACKING's room for owners: the engine's writes, the mount's new objects (takeInode)
+	room       *diskroom.Gauge    // BACKING's room for owners: the engine's writes, the mount's new objects (nameops)
 	gate       admit.Gate         // the audited admission over guard (fusefs/admit)
 	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
 	processes  *procinfo.Resolver // pid mode: names a thread's process
@@ -174,6 +174,9 @@ type FS struct {
 	// engine keeps the owners' writes in progress, their temps and the
 	// files a rename is moving (writeengine, enginehost.go).
 	engine *writeengine.Engine[*Node]
+	// nameOps makes the changes of names, once a node has prepared the
+	// name's directory (fusefs/nameops; ops.go).
+	nameOps nameops.Ops[*Node]
 	// scanning counts the mount-time scans in progress (ScanInBackground),
 	// which Close waits for.
 	scanning sync.WaitGroup
@@ -249,7 +252,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0, logLimit: ratelog.New(logBurst, logWindow)}
 	fsys.room = diskroom.ForRoot(fd, fsys.asRoot)
 	fsys.guard.Policy = opts.Credentials
-	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf}
+	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf, Owner: fsys.owner}
 	fsys.ordersRenames = writeengine.OrdersRenamedData(fd)
 	if !opts.ReadOnly {
 		// Its temps named for it, so that another daemon of BACKING leaves
@@ -264,6 +267,11 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 		Names:    guard.NameLocks{Table: fsys.writeLocks, CommitMu: &fsys.commitMu},
 		Patience: patience, Fds: &fsys.fds, Owner: fsys.owner, Umasks: &fsys.umasks,
 		RootFd: fd, Boundary: boundary, Hidden: hiddenName, IsOwnTemp: fsys.engine.IsOwnTemp,
+	}
+	fsys.nameOps = nameops.Ops[*Node]{
+		Gate: &fsys.gate, Journal: &fsys.journal, Engine: fsys.engine, Room: fsys.room,
+		NsMu: &fsys.nsMu, CommitMu: &fsys.commitMu,
+		MadeStore: opts.MadeStore, Backing: backing, Logf: fsys.logf,
 	}
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
 	fsys.heirs.Charges = &fsys.fds
@@ -466,26 +474,6 @@ func (f *FS) logf(format string, args ...any) {
 		args = append(args, leftOut)
 	}
 	f.opts.Logf(format, args...)
-}
-
-// errNoInodes is the cause a new object refused for want of inodes is
-// audited with.
-var errNoInodes = errors.New("the file system has no inodes left for an owner (the rest is the host's reserve, diskroom.InodeReserve)")
-
-// takeInode takes an inode for an object an owner makes at rel (op:
-// create, mkdir, mknod, symlink): ENOSPC once BACKING's free inodes are
-// down to the host's reserve, audited RESOURCE_LIMIT once per burst of
-// refusals. An agent making empty files would otherwise take the last of
-// them, and every other owner's write (a temp is an inode) would fail.
-func (f *FS) takeInode(ctx context.Context, op, rel string) syscall.Errno {
-	if f.room == nil {
-		return 0
-	}
-	errno, first := f.room.TakeFile()
-	if first && f.opts.Audit != nil {
-		f.opts.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoInodes)
-	}
-	return errno
 }
 
 // The daemon log's bound: lines of one kind a window.

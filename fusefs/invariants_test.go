@@ -113,7 +113,7 @@ var daemonSubpackages = []string{
 	"fusefs/dirfd", "fusefs/writeproto", "fusefs/audit", "fusefs/fdbudget", "fusefs/kernelnotify",
 	"fusefs/watch", "fusefs/readhold", "fusefs/requestnotes", "fusefs/dircache", "fusefs/guard",
 	"fusefs/writeengine", "fusefs/reclock", "fusefs/inodes", "fusefs/admit", "fusefs/kernelcheck",
-	"fusefs/nodeopens", "fusefs/journal", "fusefs/diskroom",
+	"fusefs/nodeopens", "fusefs/journal", "fusefs/diskroom", "fusefs/nameops",
 }
 
 // TestInvariants checks the rules over the module's own source, and that

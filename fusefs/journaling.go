@@ -1,25 +1,11 @@
 package fusefs
 
-import (
-	"context"
-
-	"github.com/realm-dev/realm/fusefs/journal"
-	"github.com/realm-dev/realm/locks"
-)
+import "github.com/realm-dev/realm/locks"
 
 // The journal of changes (Options.Journal): each op appends its record
-// through FS.journal (fusefs/journaling), built here from what it judged.
-
-// journalRecord is a record of op on path (a workspace path) by owner,
-// written as the audit log writes it: the caller of ctx's, resolved here
-// where the caller has not ("") and only for a mount that keeps a journal
-// (each resolution polls the caller's pidfd).
-func (f *FS) journalRecord(ctx context.Context, owner locks.Owner, op journal.Op, path string) journal.Record {
-	if owner == "" && f.journal.On() {
-		owner = f.owner(ctx)
-	}
-	return journal.Record{Owner: string(owner), Op: op, Path: path}
-}
+// through FS.journal (fusefs/journaling), built from what it judged. Here
+// is what the journal's commands of realmfs ask of the mount: who writes
+// a file, a step of an undo run alone, whether a file is a credential.
 
 // WriteHolder names the owner that holds the file (dev, ino) open for
 // writing or appending (the lock table), if any.

@@ -146,13 +146,6 @@ func (n *Node) newChild(ctx context.Context, st *unix.Stat_t, gen uint64) *fs.In
 	return n.NewInode(ctx, child, attr)
 }
 
-// statNew stats an object this mount just made or found, through its fd, for
-// newChild.
-func statNew(fd int, st *unix.Stat_t) (uint64, syscall.Errno) {
-	gen, err := dirfd.Statx(fd, "", st)
-	return gen, dirfd.Errno(err)
-}
-
 // asNode returns the realm node behind a go-fuse inode.
 func asNode(in *fs.Inode) *Node {
 	if in == nil {
@@ -458,7 +451,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 		op := journaling.SetattrOp(in.Valid&fuse.FATTR_MODE != 0, in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0)
-		c, errno := f.journal.Setattr(ctx, f.journalRecord(ctx, "", op, n.Rel("")), fd)
+		c, errno := f.journal.Setattr(ctx, f.journal.Record(ctx, "", op, n.Rel("")), fd)
 		if errno != 0 {
 			return errno
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/journal"
-	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/locks"
@@ -184,48 +183,21 @@ func (n *Node) newReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandl
 
 // createFile is Create's step under nsMu (shared): the name prepared, the
 // file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
-// a credential path, the journal's record naming owner (the caller's);
-// st is its stat. It returns the directory's fd, the
-// file's, its generation, and the release of the directory's fd
-// (pinned: done); EEXIST when the name exists.
+// a credential path, the journal's record naming owner (the caller's:
+// nameops.Ops.Create); st is its stat. It returns the directory's fd, the
+// file's, its generation, and the release of the directory's fd (pinned:
+// done); EEXIST when the name exists.
 func (n *Node) createFile(ctx context.Context, owner locks.Owner, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
-	f := n.fsys
-	defer f.nsLock(false)()
+	defer n.fsys.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "create", name, guard.Makes)
 	if errno != 0 {
 		return -1, -1, 0, noUnpin, errno
 	}
-	fail := func(errno syscall.Errno) (int, int, uint64, func(), syscall.Errno) {
+	fd, gen, errno = n.fsys.nameOps.Create(ctx, owner, n, pfd, admit.Join(dir, name), name, mode, st)
+	if errno != 0 {
 		done()
 		return -1, -1, 0, noUnpin, errno
 	}
-	perm := f.gate.NewMode(ctx, "create", n, pfd, name, syscall.S_IFREG, mode)
-	rel := admit.Join(dir, name)
-	if errno := f.takeInode(ctx, "create", rel); errno != 0 {
-		return fail(errno)
-	}
-	c, errno := f.journal.Begin(ctx, "create", rel, f.journalRecord(ctx, owner, journal.OpCreate, rel), journal.NoKeep)
-	if errno != 0 {
-		return fail(errno)
-	}
-	fd, err := dirfd.Open(pfd, name, unix.O_RDWR|unix.O_CREAT, perm)
-	if err != nil {
-		f.journal.End(c, err, nil)
-		return fail(dirfd.Errno(err))
-	}
-	if errno := f.gate.Claim(ctx, pfd, fd); errno != 0 {
-		f.journal.End(c, errno, nil) // removed again: no change
-		dirfd.Close(fd)
-		dirfd.Unlink(pfd, name, 0)
-		return fail(errno)
-	}
-	gen, errno = statNew(fd, st) // the journal's identity of the file, and its attributes
-	f.journal.End(c, nil, journaling.StatID(st, errno == 0))
-	if errno != 0 {
-		dirfd.Close(fd)
-		return fail(errno)
-	}
-	f.guard.MadeNew(admit.Join(dir, name), st, gen)
 	return pfd, fd, gen, done, 0
 }
 
@@ -372,7 +344,7 @@ func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Sta
 	if write && f.journal.J != nil {
 		// One record for the open: the writes go in place (through the
 		// kernel, where it passes through), none of them kept.
-		rec := f.journalRecord(ctx, "", journal.OpInPlace, rel)
+		rec := f.journal.Record(ctx, "", journal.OpInPlace, rel)
 		rec.Before = journal.ObjectOf(st)
 		c, errno := f.journal.Begin(ctx, "open", rec.Path, rec, journal.NoKeep)
 		if errno != 0 {

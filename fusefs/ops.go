@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -13,9 +12,6 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
-	"github.com/realm-dev/realm/fusefs/journal"
-	"github.com/realm-dev/realm/fusefs/journaling"
-	"github.com/realm-dev/realm/locks"
 )
 
 var (
@@ -78,7 +74,7 @@ func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ i
 
 // prepareDir is prepare up to the name's judgement: read-only mount, hidden
 // name (guard.AdmitEntry), n's verified fd (pinned until done). Rename
-// judges its names itself, under nsMu (renameUnder).
+// judges its names itself, under nsMu (nameops.Ops.Rename).
 func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (int, func(), syscall.Errno) {
 	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
 		return -1, noUnpin, errno
@@ -87,80 +83,20 @@ func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (
 }
 
 // createNamed finishes making a directory, fifo, socket or symlink by name
-// in n, whose fd pfd prepare returned: make is called with a mode with no
-// permission bits (guard.FirstMode), so that the object can be recognised
-// as the one this call made (guard.MadeByCall) before it is given to the
-// caller and its mode is set. Without ownership to hand over, make gets
-// the final mode and no check is needed. The final mode is the caller's
-// mode as the kernel would make it natively (admit.Gate.NewMode: its umask,
-// or the directory's default ACL); a symlink's is always 0777.
-//
-// rel is the new name's workspace path (prepare).
+// in n, whose fd pfd prepare returned (rel: the new name's workspace
+// path), through nameops.Ops.Make (which says how the object is known for
+// the one this call made before it is given to the caller), and answers
+// with its node.
 func (n *Node) createNamed(ctx context.Context, op string, pfd int, rel, name string, mode uint32, make func(mode uint32) error, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if errno := n.fsys.takeInode(ctx, op, rel); errno != 0 {
-		return nil, errno
-	}
-	isLink := mode&syscall.S_IFMT == syscall.S_IFLNK
-	if !isLink {
-		typ := mode & syscall.S_IFMT
-		mode = typ | n.fsys.gate.NewMode(ctx, op, n, pfd, name, typ, mode)
-	}
-	handOver := n.fsys.gate.HandsOver(ctx)
-	c, errno := n.fsys.journal.Begin(ctx, op, rel, n.fsys.journalRecord(ctx, "", journaling.NamedOps[op], rel), journal.NoKeep)
-	if errno != 0 {
-		return nil, errno
-	}
-	err := make(guard.FirstMode(mode, handOver))
-	var made *journal.ID
-	if err == nil {
-		made = journaling.IDAt(pfd, name)
-	}
-	n.fsys.journal.End(c, err, made)
-	if err != nil {
-		return nil, dirfd.Errno(err)
-	}
-	fd, err := dirfd.OpenPath(pfd, name)
-	if err != nil {
-		return nil, dirfd.Errno(err)
-	}
-	defer dirfd.Close(fd)
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, dirfd.Errno(err)
-	}
-	inherited, ok := guard.MadeByCall(&st, mode, handOver, uint32(unix.Geteuid()))
-	if !ok {
-		// Not what this call made: something outside swapped it in.
-		return nil, n.fsys.gate.Refuse(ctx, op, n, name, errcode.PathEscape, admit.RuleEscapeSwapped)
-	}
-	if handOver {
-		if errno := n.fsys.gate.Claim(ctx, pfd, fd); errno != 0 {
-			dirfd.Unlink(pfd, name, unlinkFlags(mode))
-			return nil, errno
-		}
-		if !isLink {
-			if err := dirfd.Chmod(fd, mode&07777|inherited); err != nil {
-				dirfd.Unlink(pfd, name, unlinkFlags(mode))
-				return nil, dirfd.Errno(err)
-			}
-		}
-	}
-	gen, errno := statNew(fd, &st)
+	gen, errno := n.fsys.nameOps.Make(ctx, op, n, pfd, rel, name, mode, make, &st)
 	if errno != 0 {
 		return nil, errno
 	}
-	n.fsys.guard.MadeNew(rel, &st, gen)
 	n.fsys.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)
 	out.SetAttrTimeout(asNode(child).attrValid())
 	return child, 0
-}
-
-func unlinkFlags(mode uint32) int {
-	if mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return unix.AT_REMOVEDIR
-	}
-	return 0
 }
 
 // Mkdir makes a directory by name in n's verified fd (mkdirat), checked
@@ -246,8 +182,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return in, errno
 }
 
-// link is Link's step under nsMu: the checks and the link. linked is the
-// node linked, once the link is made.
+// link is Link's step under nsMu: the checks and the link
+// (nameops.Ops.Link). linked is the node linked, once the link is made.
 func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (in *fs.Inode, linked *Node, errno syscall.Errno) {
 	defer n.fsys.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "link", name, guard.Makes)
@@ -265,36 +201,13 @@ func (n *Node) link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	defer dirfd.Close(fd)
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, nil, dirfd.Errno(err)
+	made, errno := n.fsys.nameOps.Link(ctx, n, pfd, dir, name, tn, fd, &st)
+	if made {
+		linked = tn
 	}
-	// Another name of a protected file would be one to write it by.
-	if errno := n.fsys.gate.DenySelf(ctx, "link", tn, &st, true); errno != 0 {
-		return nil, nil, errno
-	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		// The link's target resolves from its new directory too.
-		if errno := n.fsys.gate.DenyLinkTarget(ctx, "link", n, name, fd, guard.PathDepth(dir)); errno != 0 {
-			return nil, nil, errno
-		}
-	}
-	rec := n.fsys.journalRecord(ctx, "", journal.OpLink, tn.Rel(""))
-	rec.To, rec.Before = admit.Join(dir, name), journal.ObjectOf(&st)
-	c, errno := n.fsys.journal.Begin(ctx, "link", rec.To, rec, journal.NoKeep)
 	if errno != 0 {
-		return nil, nil, errno
+		return nil, linked, errno
 	}
-	err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Link(fd, pfd, name) })
-	n.fsys.journal.End(c, err, nil)
-	if err != nil {
-		return nil, nil, dirfd.Errno(err)
-	}
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return nil, tn, dirfd.Errno(err)
-	}
-	// A file the mount may read, linked onto a credential name, holds what
-	// the caller could read already: made through the mount.
-	n.fsys.guard.MadeNew(admit.Join(dir, name), &st, tn.FileID().Gen)
 	n.fsys.fillEntry(out, &st)
 	// A hard link is another name of the same node.
 	out.Ino = tn.StableAttr().Ino
@@ -313,7 +226,8 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return n.remove(ctx, "rmdir", name, unix.AT_REMOVEDIR)
 }
 
-// remove is Unlink and Rmdir: one unlinkat on n's verified fd.
+// remove is Unlink and Rmdir: one unlinkat on n's verified fd
+// (nameops.Ops.Remove).
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
 	pfd, _, done, errno := n.prepare(ctx, op, name, guard.Removes)
@@ -321,89 +235,14 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	if errno != 0 {
 		return errno
 	}
-	// Removing a file another owner is writing would drop that owner's
-	// bytes at its commit: refused like renaming over it.
-	var l guard.FileLock
-	if flags == 0 {
-		l = n.fsys.gate.Names.LockOf(pfd, name)
-		if errno := n.fsys.gate.HeldByOther(ctx, "unlink", n, name, l); errno != 0 {
-			return errno
-		}
-	}
-	// A journal's record names the name's place now, held still by nsMu
-	// (shared) through the removal.
-	unlock, rel := func() {}, ""
-	if n.fsys.journal.On() {
-		unlock = n.fsys.nsLock(false)
-		rel = admit.Join(n.fsys.gate.DirRel(n, pfd), name)
-	}
-	if flags == 0 {
-		if errno := n.keepCredential(pfd, name, rel); errno != 0 {
-			unlock()
-			return errno
-		}
-	}
-	// Another name of a made file may stay: its ctime moves.
-	mfd := n.fsys.guard.MadeFd(pfd, name)
-	defer dirfd.Close(mfd)
-	rec := n.fsys.journalRecord(ctx, "", "", rel)
-	err := n.fsys.guard.OwnChange([]int{mfd}, func() error { return n.fsys.journal.Remove(rec, pfd, name, flags) })
-	if errors.Is(err, syscall.ENOTEMPTY) && n.fsys.gate.SweepBeforeRmdir(pfd, name) {
-		err = n.fsys.journal.Remove(rec, pfd, name, flags)
-	}
-	unlock()
-	if err != nil {
-		return n.fsys.journal.RemoveErrno(ctx, op, n.Rel(name), err)
-	}
-	if l.Held {
-		n.fsys.engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
-	}
-	return 0
-}
-
-// keepCredential saves the identity of a credential whose name (name in
-// pfd; rel its workspace path, "" if not known yet) is about to be
-// removed while another link to it stays: the scan of the next mount
-// finds a credential by its name, and would not know the other link for
-// one (guard.Guard.SaveStore). Written before the removal; a store that
-// cannot be written refuses it (EIO): losing the identity would give the
-// key out at the next mount.
-func (n *Node) keepCredential(pfd int, name, rel string) syscall.Errno {
-	f := n.fsys
-	if !f.guard.On() || f.opts.MadeStore == "" {
-		return 0
-	}
-	if rel == "" {
-		rel = admit.Join(f.gate.DirRel(n, pfd), name)
-	}
-	if !f.guard.Denied(rel) {
-		return 0
-	}
-	var st unix.Stat_t
-	gen, err := dirfd.Statx(pfd, name, &st)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
-		return 0
-	}
-	f.guard.Creds.Add(guard.ID{Key: locks.KeyOf(&st), Gen: gen})
-	if err := f.guard.SaveStore(f.opts.MadeStore, f.backing); err != nil {
-		f.logf("the identity of credential %s cannot be saved, so its removal is refused: %v", rel, err)
-		return syscall.EIO
-	}
-	return 0
+	return n.fsys.nameOps.Remove(ctx, op, n, pfd, name, flags)
 }
 
 // Rename is one renameat2 between two verified directory fds; flags
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name's directory
-// is prepared (prepareDir: the source, then the target), then
-// RENAME_WHITEOUT is refused (PATH_ESCAPE: it would leave a 0:0 character
-// device at the source name, a device node Mknod refuses), then a file
-// another owner is writing (a wait of the lock table: before nsMu), then,
-// under nsMu, the names judged once at their places now
-// (admit.Gate.JudgeRename: a credential, a protected target), a directory
-// holding a credential or whose contents would be protected at its new
-// name, a symlink that would climb out of the root from its new place (the
-// object, or a link beneath a directory moved shallower:
-// admit.Gate.DenyLinkMove), and the rename itself.
+// is prepared (prepareDir: the source, then the target); the names are
+// judged, under nsMu, and renamed by nameops.Ops.Rename, which says in
+// what order.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	defer n.enter()()
 	np, ok := newParent.(*Node)
@@ -413,7 +252,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if np != n {
 		defer np.enter()()
 	}
-	f := n.fsys
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, guard.MovesFrom)
 	defer doneOld()
@@ -425,148 +263,5 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if errno != 0 {
 		return errno
 	}
-	if flags&unix.RENAME_WHITEOUT != 0 {
-		return f.gate.Refuse(ctx, "rename", n, name, errcode.PathEscape, admit.RuleEscapeWhiteout)
-	}
-
-	names := f.gate.Names
-	src, dst := names.LockOf(ofd, name), names.LockOf(nfd, newName)
-	if errno := f.gate.HeldByOther(ctx, "rename", np, newName, dst); errno != 0 {
-		return errno
-	}
-	if exchange {
-		if errno := f.gate.HeldByOther(ctx, "rename", n, name, src); errno != 0 {
-			return errno
-		}
-	}
-	// The files moved are marked from the look that finds their writes
-	// until the writes have followed: no commit of theirs meets a name
-	// half way (guard.NameLocks.BeginMove).
-	ls, endMove := names.BeginMove(f.engine.BeginMoves, guard.Place{Dir: ofd, Name: name}, guard.Place{Dir: nfd, Name: newName})
-	defer endMove()
-	replaced := dst.Held // by the caller's owner: another's was refused
-	src, dst = ls[0], ls[1]
-	r := renaming{from: n, to: np, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags, me: f.owner(ctx)}
-	if errno := f.renameJudged(ctx, &r); errno != 0 {
-		return errno
-	}
-	f.guard.MadeRenamed(nfd, r.newRel, newName)
-	if exchange {
-		f.guard.MadeRenamed(ofd, r.oldRel, name)
-	}
-	// A write in progress follows its file to the new name, one begun
-	// since the look too (renamed finds none if there is none).
-	if src.Regular() {
-		f.engine.Renamed(src.Key, np, nfd, newName)
-	}
-	if exchange && dst.Regular() {
-		f.engine.Renamed(dst.Key, n, ofd, name)
-	}
-	if replaced && !exchange && dst.Key != src.Key {
-		// The caller's owner's own write of the file replaced (another's
-		// was refused) goes with that file, as natively.
-		f.engine.Removed(dst.Key, nfd, newName)
-	}
-	return 0
-}
-
-// renaming is one rename's names, and their workspace paths as the rename
-// found them (renameUnder).
-type renaming struct {
-	from, to       *Node
-	ofd, nfd       int
-	name, newName  string
-	flags          uint32
-	oldRel, newRel string
-	me             locks.Owner // the caller's owner
-}
-
-// renameJudged judges r's names and moves under nsMu, and renames: shared
-// for names that are no directory, exclusive when a directory's contents
-// are scanned (admit.Gate.DenyDirRename; guard.RenameScans), so that no
-// name enters it between the scan and the rename. A name found to be a
-// directory only under the shared lock (it became one since) is judged
-// again under the exclusive one.
-func (f *FS) renameJudged(ctx context.Context, r *renaming) syscall.Errno {
-	exclusive := guard.RenameScans(r.names())
-	for {
-		unlock := f.nsLock(exclusive)
-		errno, again := f.renameUnder(ctx, r, exclusive)
-		unlock()
-		if !again {
-			return errno
-		}
-		exclusive = true
-	}
-}
-
-// names is r's names as the guard judges them.
-func (r *renaming) names() guard.RenameNames {
-	return guard.RenameNames{
-		OldDir: r.ofd, NewDir: r.nfd,
-		Name: r.name, NewName: r.newName,
-		OldRel: r.oldRel, NewRel: r.newRel,
-		Exchange: r.flags&unix.RENAME_EXCHANGE != 0,
-	}
-}
-
-// renameUnder is renameJudged's step under nsMu: the names at their
-// places now (admit.Gate.DirRel), judged (guard.Guard.JudgeRename: both
-// names of an exchange against the protect rule, then each name's own
-// checks), each directory moved (admit.Gate.DenyDirRename, exclusive only:
-// again is true when one is met under the shared lock), then renameat2.
-func (f *FS) renameUnder(ctx context.Context, r *renaming, exclusive bool) (errno syscall.Errno, again bool) {
-	exchange := r.flags&unix.RENAME_EXCHANGE != 0
-	r.oldRel = admit.Join(f.gate.DirRel(r.from, r.ofd), r.name)
-	r.newRel = admit.Join(f.gate.DirRel(r.to, r.nfd), r.newName)
-	if errno := f.gate.JudgeRename(ctx, r.names()); errno != 0 {
-		return errno, false
-	}
-	if errno, again := f.gate.DenyDirRename(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
-		return errno, again
-	}
-	if exchange {
-		if errno, again := f.gate.DenyDirRename(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
-			return errno, again
-		}
-	}
-	if errno, again := f.gate.DenyLinkMove(ctx, r.from, r.ofd, r.name, r.oldRel, r.newRel, exclusive); errno != 0 || again {
-		return errno, again
-	}
-	if exchange {
-		if errno, again := f.gate.DenyLinkMove(ctx, r.to, r.nfd, r.newName, r.newRel, r.oldRel, exclusive); errno != 0 || again {
-			return errno, again
-		}
-	}
-	// The file renamed, and a file replaced or exchanged that keeps
-	// another name: the rename moves their ctimes.
-	sfd, dfd := f.guard.MadeFd(r.ofd, r.name), f.guard.MadeFd(r.nfd, r.newName)
-	defer dirfd.Close(sfd)
-	defer dirfd.Close(dfd)
-	// The last look at who writes what the rename replaces and the rename
-	// are one step against a write open's look and lock (commitMu): a file
-	// another owner opened for writing since admit.Gate.HeldByOther is not
-	// renamed over, where its commit would meet another file.
-	f.commitMu.Lock()
-	if held, other := f.gate.Names.ReplacesOthers(r.names(), r.me); other {
-		f.commitMu.Unlock()
-		return f.gate.RefuseHeld(ctx, "rename", r.to, r.newName, held.Key, held.Holder), false
-	}
-	// The journal's intent, the file replaced kept by link: under
-	// commitMu, after the last look at who writes it, so that no write
-	// open meets the link's change of its ctime and nlink (a write opened
-	// between the two would take it for a change from outside).
-	rec := f.journalRecord(ctx, r.me, journal.OpRename, r.oldRel)
-	rec.To = r.newRel
-	c, errno := f.journal.Rename(ctx, rec, r.ofd, r.name, r.nfd, r.newName, r.flags&unix.RENAME_EXCHANGE != 0)
-	if errno != 0 {
-		f.commitMu.Unlock()
-		return errno, false
-	}
-	err := f.guard.OwnChange([]int{sfd, dfd}, func() error {
-		return dirfd.Rename(r.ofd, r.name, r.nfd, r.newName, uint(r.flags))
-	})
-	f.commitMu.Unlock()
-	f.journal.End(c, err, nil)
-	return dirfd.Errno(err), false
+	return n.fsys.nameOps.Rename(ctx, n, ofd, name, np, nfd, newName, flags)
 }

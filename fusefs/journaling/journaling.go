@@ -22,6 +22,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
 
@@ -37,6 +38,9 @@ type Producer struct {
 	// Incarnation names an owner's incarnation for its records'
 	// OwnerStart (journal.Record): nil is procinfo.IncarnationOf, /proc's.
 	Incarnation func(owner string) string
+	// Owner names the lock owner of the process that made a request, for
+	// a record whose op has not (Record).
+	Owner func(ctx context.Context) locks.Owner
 
 	logged atomic.Bool // a failure was logged (the first only is)
 }
@@ -52,6 +56,17 @@ func (p *Producer) KeptLinks(dev, ino uint64) uint32 {
 		return 0
 	}
 	return p.J.KeptLinks(dev, ino)
+}
+
+// Record is a record of op on path (a workspace path) by owner, written
+// as the audit log writes it: the caller of ctx's, resolved here (Owner)
+// where the op has not ("") and only for a mount that keeps a journal
+// (each resolution polls the caller's pidfd).
+func (p *Producer) Record(ctx context.Context, owner locks.Owner, op journal.Op, path string) journal.Record {
+	if owner == "" && p.J != nil {
+		owner = p.Owner(ctx)
+	}
+	return journal.Record{Owner: string(owner), Op: op, Path: path}
 }
 
 // Begin appends rec's intent, keeping keep (journal.NoKeep: none), before

@@ -27,8 +27,14 @@ var layers = map[string]int{
 	// The CSI plugin: it checks policies and runs realmfs, never the FUSE
 	// layer itself (a mount must outlive the plugin's process).
 	"csidriver": 1,
-	// The go-fuse adapters: decode a request, call one thing, answer.
-	"fusefs": 2,
+	// The go-fuse adapters: decode a request, call one thing, answer
+	// (one layer with realmctl's services and the CSI plugin, which
+	// import none of it).
+	"fusefs": 1,
+	// A name's change once an adapter has prepared its directory: the op's
+	// own checks, its journal record, its one dirfd call, what it made or
+	// moved recorded; it calls what the adapters call.
+	"fusefs/nameops": 2,
 	// What the adapters call: the write engine, the audited admission and
 	// the mount's services.
 	"fusefs/writeengine": 3, "fusefs/admit": 3, "fusefs/dircache": 3,

@@ -1,0 +1,109 @@
+// Package nameops is the mount's operations on names, each from the point
+// where fusefs has prepared the name's directory (fusefs's Node.prepare:
+// the name admitted, its directory's fd opened beneath the root and
+// verified, a name made judged by its path): a directory, fifo, socket or
+// symlink made (Make), a regular file created (Create), a hard link (Link),
+// a name removed (Remove), a rename (Rename, which judges its names
+// itself). Each op here is the rest of it: its own checks, answered and
+// audited by fusefs/admit; the journal's intent (fusefs/journaling); its
+// one fusefs/dirfd call on (directory fd, name), with the files made
+// through the mount restamped across it (guard.Guard.OwnChange); the
+// journal's end; and what it made or moved recorded (the made set, the
+// writes in progress of the write engine following their files). fusefs's
+// adapters decode a request, make one call here, and answer with their
+// nodes.
+//
+// It is generic over the adapter's node (N), which it asks only for its
+// workspace path and the file it stands for (admit.Object) and hands to
+// the write engine. It reaches BACKING only through dirfd, on the fds it
+// is handed, and takes the mount's nsMu and commitMu where the lock order
+// (internal/lockorder) says.
+package nameops
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/errcode"
+	"github.com/realm-dev/realm/fusefs/admit"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
+	"github.com/realm-dev/realm/fusefs/journaling"
+	"github.com/realm-dev/realm/fusefs/writeengine"
+	"github.com/realm-dev/realm/internal/lockorder"
+)
+
+// Node is the adapter's node as the ops use it: a place for paths and
+// audit lines, and, as a link's source, the object it stands for.
+type Node interface {
+	comparable
+	admit.Object
+}
+
+// Ops is one mount's operations on names: what they ask, and where their
+// records and locks are. Set its fields before the mount serves; they are
+// not changed after.
+type Ops[N Node] struct {
+	// Gate answers and audits the checks; its Guard keeps the made set
+	// and the credentials' identities, its Names looks names up in the
+	// lock table, and its Owner names a request's lock owner.
+	Gate *admit.Gate
+	// Journal records each change before it is made.
+	Journal *journaling.Producer
+	// Engine keeps the owners' writes in progress, which follow a file
+	// renamed or removed through the mount.
+	Engine *writeengine.Engine[N]
+	// Room is BACKING's room for owners' new objects (nil: unbounded).
+	Room *diskroom.Gauge
+	// NsMu and CommitMu are the mount's namespace and commit locks
+	// (fusefs's FS.nsMu, FS.commitMu, which say what each orders).
+	NsMu     *lockorder.RWMutex[lockorder.NsMu]
+	CommitMu *lockorder.RWMutex[lockorder.CommitMu]
+	// MadeStore is the file that keeps the made set and the credentials'
+	// identities across mounts ("": none; fusefs.Options.MadeStore), and
+	// Backing BACKING's path as the store names it.
+	MadeStore, Backing string
+	// Logf writes a line to the daemon's log.
+	Logf func(format string, args ...any)
+}
+
+// lockNames takes nsMu, exclusively or shared, and returns its release.
+func (o *Ops[N]) lockNames(exclusive bool) (unlock func()) {
+	if exclusive {
+		o.NsMu.Lock()
+		return o.NsMu.Unlock
+	}
+	o.NsMu.RLock()
+	return o.NsMu.RUnlock
+}
+
+// errNoInodes is the cause a new object refused for want of inodes is
+// audited with.
+var errNoInodes = errors.New("the file system has no inodes left for an owner (the rest is the host's reserve, diskroom.InodeReserve)")
+
+// takeInode takes an inode for an object an owner makes at rel (op:
+// create, mkdir, mknod, symlink): ENOSPC once BACKING's free inodes are
+// down to the host's reserve, audited RESOURCE_LIMIT once per burst of
+// refusals. An agent making empty files would otherwise take the last of
+// them, and every other owner's write (a temp is an inode) would fail.
+func (o *Ops[N]) takeInode(ctx context.Context, op, rel string) syscall.Errno {
+	if o.Room == nil {
+		return 0
+	}
+	errno, first := o.Room.TakeFile()
+	if first && o.Gate.Audit != nil {
+		o.Gate.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoInodes)
+	}
+	return errno
+}
+
+// statNew stats an object an op just made, through its fd, for the
+// adapter's new node: its generation (dirfd.Statx) tells it apart from an
+// earlier file that had the same inode number.
+func statNew(fd int, st *unix.Stat_t) (uint64, syscall.Errno) {
+	gen, err := dirfd.Statx(fd, "", st)
+	return gen, dirfd.Errno(err)
+}
