@@ -108,9 +108,10 @@ run: deps build
 
 # lint: gofmt, go vet, staticcheck (pinned; installed under .cache by its
 # ordinary go install) and shellcheck (Debian package, make deps) on scripts/.
-# vet builds what it checks with -race, as unit and unit-lockdep do, so the
-# three share one build of every dependency (the podman bindings are most
-# of the suite's compile time on a fresh machine).
+# vet and staticcheck build what they check with -race, as unit and
+# unit-lockdep do, so that all four share one build of every dependency
+# (the podman bindings are most of the suite's compile time on a fresh
+# machine).
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := .cache/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
@@ -121,7 +122,7 @@ lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -race ./...
 	$(GO) vet -race -tags=$(TAGS),lockdep ./internal/lockorder/ ./locks/ ./procinfo/ ./fusefs/...
-	$(STATICCHECK) ./...
+	GOFLAGS="$(GOFLAGS) -race" $(STATICCHECK) ./...
 	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is missing (make deps installs it)"; exit 1; }
 	shellcheck scripts/*.sh
 
