@@ -146,15 +146,16 @@ e2e: build
 	REALM_E2E_RACE=$${REALM_E2E_RACE:-0} scripts/run-e2e.sh
 
 # test is the suite with bounded budgets for its randomized runs (under 8
-# minutes on a quiet 2-vCPU machine): set-up, lint, unit tests with -race
-# (and with the lock order checked), short fuzz runs, the end-to-end
-# suite, and the realm-csi image. soak runs the end-to-end suite again
-# with its daemons built with the race detector too and the randomized
-# tests at full length (TestModel 10,000 steps in 25 sequences, fsx
-# 50,000 operations, the symlink adversary 60,000, 5,000 files a mount in
-# TestManyFilesRoundTrip), and every fuzz target
-# 200,000 executions (20,000 in test). CI runs both (.ci/run).
-test: deps lint unit unit-lockdep fuzz check-install e2e image
+# minutes on a quiet 2-vCPU machine once its build cache is warm): set-up,
+# lint, unit tests with -race (and with the lock order checked; each fuzz
+# target's corpus runs as a unit test), the install checks, the
+# end-to-end suite, and the realm-csi image. soak runs the end-to-end
+# suite again with its daemons built with the race detector too and the
+# randomized tests at full length (TestModel 10,000 steps in 25
+# sequences, fsx 50,000 operations, the symlink adversary 60,000, 5,000
+# files a mount in TestManyFilesRoundTrip), and fuzzes every target for
+# 200,000 executions (make fuzz: 20,000). CI runs both (.ci/run).
+test: deps lint unit unit-lockdep check-install e2e image
 
 soak: deps build
 	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 REALM_MANY_FILES=5000 scripts/run-e2e.sh

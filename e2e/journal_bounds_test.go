@@ -124,10 +124,11 @@ func TestJournalBoundsFreeInodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The agent: make and remove empty files, stopping at the first that
-	// fails.
+	// The agent: make empty files and remove them, 32 at a time (one rm
+	// for each 32: the journal keeps every one all the same), stopping
+	// at the first that fails.
 	n := 2 * int(before.Files)
-	agent, out := startSession(t, m.Dir, fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '' > f$i || break; rm f$i || break; i=$((i+1)); done; echo made-and-removed $i`, n))
+	agent, out := startSession(t, m.Dir, fmt.Sprintf(`i=0; while [ $i -lt %[1]d ]; do k=0; while [ $k -lt 32 ] && [ $i -lt %[1]d ]; do printf '' > f$i || break 2; i=$((i+1)); k=$((k+1)); done; rm f* || break; done; echo made-and-removed $i`, n))
 	if err := agent.Wait(); err != nil {
 		t.Fatalf("agent: %v\n%s", err, out)
 	}
@@ -153,8 +154,10 @@ func TestJournalBoundsFreeInodes(t *testing.T) {
 }
 
 // TestJournalBoundsBetweenPrunes: journal_max=16M, and an agent rewrites
-// one 24 MiB file 40 times (each old version kept, each past the bound on
-// its own), removes it, then makes and removes 100 files of 1 MiB. The
+// one 24 MiB file 16 times (each old version kept, each past the bound on
+// its own; 384 MiB in all, more than BACKING holds unless the journal is
+// pruned between them), removes it, then makes and removes 100 files of
+// 1 MiB. The
 // journal is pruned as soon as a version kept takes it past its bound,
 // not when a segment fills or 4096 changes on: every rewrite fits in
 // BACKING's 256 MiB, what kept/ holds at the end is within the bound and
@@ -166,7 +169,7 @@ func TestJournalBoundsBetweenPrunes(t *testing.T) {
 	m := mount(t, Opts("journal=on", "lockowner=session", "journal_max=16M"), Prepare(func(m *Mount) {
 		ext4Backing(t, m, 256<<20)
 	}))
-	script := fmt.Sprintf(`i=0; while [ $i -lt 40 ]; do head -c %d /dev/zero | tr '\0' x > big || break; i=$((i+1)); done; rm -f big; j=0; while [ $j -lt 100 ]; do head -c 1048576 /dev/zero > s$j || break; rm s$j; j=$((j+1)); done; echo rewrote $i, then made and removed $j files of 1 MiB`, fileSize)
+	script := fmt.Sprintf(`i=0; while [ $i -lt 16 ]; do head -c %d /dev/zero | tr '\0' x > big || break; i=$((i+1)); done; rm -f big; j=0; while [ $j -lt 100 ]; do head -c 1048576 /dev/zero > s$j || break; rm s$j; j=$((j+1)); done; echo rewrote $i, then made and removed $j files of 1 MiB`, fileSize)
 	agent, out := startSession(t, m.Dir, script)
 	if err := agent.Wait(); err != nil {
 		t.Fatalf("agent: %v\n%s", err, out)
@@ -179,7 +182,7 @@ func TestJournalBoundsBetweenPrunes(t *testing.T) {
 	}
 	t.Logf("agent: %s; kept/: %d entries, %d MiB of blocks (journal_max 16 MiB); BACKING: %d MiB available to non-root",
 		got, entries, keptBytes>>20, int64(st.Bavail)*st.Bsize>>20)
-	if want := "rewrote 40, then made and removed 100 files of 1 MiB"; !strings.HasSuffix(got, want) {
+	if want := "rewrote 16, then made and removed 100 files of 1 MiB"; !strings.HasSuffix(got, want) {
 		t.Errorf("the agent stopped: %q, want %q", got, want)
 	}
 	// A prune may be under way: at most the versions kept since it
