@@ -180,6 +180,7 @@ func (s *advStats) breach(format string, args ...any) {
 // inode reported, every create that succeeds lands in the real directory,
 // and nothing outside BACKING is created or changed.
 func TestAdversarySwap(t *testing.T) {
+	t.Parallel()
 	const (
 		insideData  = "inside content, served by the mount\n"
 		sentinel    = "SENTINEL: this file is outside BACKING and must never be read through the mount\n"

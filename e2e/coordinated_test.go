@@ -56,6 +56,7 @@ db.close()
 // backing file (the kernel reads, writes and maps it), and through the
 // daemon and the kernel's page cache (passthrough=off, or not root).
 func TestSQLiteWALTwoOwners(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "python3", "sqlite3", "setsid")
 	for _, opts := range []string{"lockowner=session", "lockowner=session,passthrough=off"} {
 		t.Run(opts, func(t *testing.T) { sqliteWALTwoOwners(t, mount(t, Opts(opts))) })
@@ -153,6 +154,7 @@ print({fcntl.F_UNLCK: "unlocked", fcntl.F_RDLCK: "read", fcntl.F_WRLCK: "write"}
 // plain one that the holder has open for writing (the other owner may
 // only read it: the lock table holds the write).
 func TestRecordLocksSeenByEveryOwner(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "python3", "setsid")
 	for _, opts := range []string{"lockowner=session", "lockowner=session,passthrough=off"} {
 		t.Run(opts, func(t *testing.T) { recordLocksSeen(t, mount(t, Opts(opts))) })

@@ -1039,6 +1039,7 @@ func fuseRequests(t *testing.T, m *Mount, opcode string) int {
 // (the default as root) and off; with it on, no READ request reaches the
 // daemon (counted in its --debug log), with it off they do.
 func TestPassthrough(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	data := make([]byte, size)
 	if _, err := rand.Read(data); err != nil {

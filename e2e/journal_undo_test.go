@@ -210,6 +210,7 @@ func journalUndo(t *testing.T, args ...string) (string, int) {
 }
 
 func TestJournalUndoAgent(t *testing.T) {
+	t.Parallel()
 	for _, kill := range []bool{false, true} {
 		t.Run(map[bool]string{false: "mounted", true: "killed-daemon"}[kill], func(t *testing.T) {
 			seed := uint64(time.Now().UnixNano())

@@ -100,6 +100,7 @@ func modelKinds(t *testing.T) map[string]bool {
 }
 
 func TestModel(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	steps := envInt(t, "REALM_MODEL_STEPS", 400)
 	kinds := modelKinds(t)
@@ -965,6 +966,7 @@ func shrinkModel(t *testing.T, seed uint64, ops []mop, budget time.Time) ([]mop,
 // through runModel: the model's answer and view after every step must be
 // the mount's.
 func TestModelTraces(t *testing.T) {
+	t.Parallel()
 	requireFUSE(t)
 	for _, tc := range []struct {
 		name string

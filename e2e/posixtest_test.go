@@ -37,6 +37,7 @@ type posixOutcome struct {
 // on the mount but passes natively fails the test. The natively failing
 // cases are logged (the README names them).
 func TestPosixtest(t *testing.T) {
+	t.Parallel()
 	m := mount(t)
 	native := filepath.Join(m.Root, "native") // same filesystem as BACKING
 	if err := os.Mkdir(native, 0o755); err != nil {

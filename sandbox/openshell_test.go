@@ -38,19 +38,11 @@ type fakeOpenShell struct {
 // and points the fake's environment at files there.
 func newFakeOpenShell(t *testing.T) *fakeOpenShell {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go not on PATH: %v", err)
-	}
 	dir := t.TempDir()
 	f := &fakeOpenShell{
-		bin:   filepath.Join(dir, "openshell"),
+		bin:   fakeOpenShellBin(t),
 		log:   filepath.Join(dir, "calls.jsonl"),
 		state: filepath.Join(dir, "state"),
-	}
-	out, err := exec.Command(goBin, "build", "-o", f.bin, "github.com/realm-dev/realm/internal/fakeopenshell").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build fake openshell: %v\n%s", err, out)
 	}
 	t.Setenv("FAKE_OPENSHELL_LOG", f.log)
 	t.Setenv("FAKE_OPENSHELL_STATE", f.state)
