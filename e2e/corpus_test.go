@@ -26,6 +26,7 @@ import (
 // view must equal BACKING's, and the audit log must stay empty: nothing
 // here touches anything secret, so any refusal is a finding.
 func TestCorpus(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []corpusCase{
 		corpusGit(),
 		corpusNpm(),

@@ -1118,6 +1118,7 @@ func TestPassthrough(t *testing.T) {
 // each commit frees the empty file it replaces: a node table keyed by
 // stale inode numbers shows up here as spurious refusals).
 func TestManyFilesRoundTrip(t *testing.T) {
+	t.Parallel()
 	n := envInt(t, "REALM_MANY_FILES", 5000)
 	for _, pt := range []string{"on", "off"} {
 		t.Run("passthrough="+pt, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 // directory, and checks what they produced both through the mount and in
 // BACKING.
 func TestPrograms(t *testing.T) {
+	t.Parallel()
 	m := mount(t)
 	for _, tc := range []struct {
 		name  string
