@@ -63,7 +63,7 @@ func (p *Producer) KeptLinks(dev, ino uint64) uint32 {
 // where the op has not ("") and only for a mount that keeps a journal
 // (each resolution polls the caller's pidfd).
 func (p *Producer) Record(ctx context.Context, owner locks.Owner, op journal.Op, path string) journal.Record {
-	if owner == "" && p.J != nil {
+	if owner == "" && p.On() {
 		owner = p.Owner(ctx)
 	}
 	return journal.Record{Owner: string(owner), Op: op, Path: path}
