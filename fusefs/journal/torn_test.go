@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -44,17 +45,25 @@ var tornCases = []tornCase{
 	}},
 }
 
+var tornSeed = flag.Uint64("journal.seed", 0, "TestTornTail: replay the junk of this seed (0: from the clock)")
+
 // TestTornTail: a crash may leave the last record torn anywhere: cut at
 // every byte offset of it, followed by the preallocated zeros or by junk,
 // the journal recovers to a consistent state (every change ended, its
 // kept version there exactly when it is done, BACKING as the change left
 // it) and appends after the cut as before it.
 func TestTornTail(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, tc := range tornCases {
+	seed := *tornSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: -journal.seed %d)", seed, seed)
+	for i, tc := range tornCases {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case its own stream of the seed, so that the cases
+			// run in parallel and still replay from it.
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
 			for k := 0; tornAt(t, tc, k, nil); k++ {
 				junk := make([]byte, 1+rng.IntN(64))
 				for i := range junk {
