@@ -34,13 +34,24 @@ var ErrLocked = errors.New("state dir is locked by another realmctl")
 // could hold a planted symlink or hard link that makes realmctl truncate
 // any file. So the dir, and its sessions/ and mounts/ where they exist,
 // must be owned by the effective uid and not be writable by group or
-// others (checkStateDir); the given path, if a symlink, must be the
+// others (checkStateDir); every directory on the way to it root's or the
+// effective uid's, and writable by no one else unless sticky
+// (checkParents); the given path, if a symlink, must be the
 // effective uid's or root's; and the lock is opened relative to the
 // checked dir with O_NOFOLLOW and must be a regular file of the effective
 // uid with one link.
 func LockStateDir(dir string, wait time.Duration) (*StateLock, error) {
+	euid := uint32(os.Geteuid())
+	// Before MkdirAll, which follows the symlinks on the way; and again
+	// after it, for what it made or found made meanwhile.
+	if err := checkParents(dir, euid); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make state dir %s: %w", dir, err)
+	}
+	if err := checkParents(dir, euid); err != nil {
+		return nil, err
 	}
 	dfd, err := openStateDir(dir)
 	if err != nil {

@@ -233,3 +233,96 @@ func must(t *testing.T, err error) {
 }
 
 func syscallMkfifo(path string) error { return unix.Mkfifo(path, 0o600) }
+
+// TestStateLockRefusesUnsafeParents: a state dir beneath a directory
+// another user could change (theirs, or writable by them and not sticky),
+// or reached through their symlink, is refused before anything is made
+// or opened in it, with a message naming that directory.
+func TestStateLockRefusesUnsafeParents(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a parent to another user")
+	}
+	const other = 65534
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, top string) (state, named string)
+		want  string
+	}{
+		{"parent owned by another user", func(t *testing.T, top string) (string, string) {
+			p := filepath.Join(top, "theirs")
+			must(t, os.Mkdir(p, 0o755))
+			must(t, os.Chown(p, other, other))
+			return filepath.Join(p, "sub", "state"), p
+		}, "owned by uid 65534"},
+		{"parent world-writable, not sticky", func(t *testing.T, top string) (string, string) {
+			p := filepath.Join(top, "open")
+			must(t, os.Mkdir(p, 0o755))
+			must(t, os.Chmod(p, 0o777))
+			return filepath.Join(p, "state"), p
+		}, "without the sticky bit (mode 0777)"},
+		{"parent group-writable, not sticky", func(t *testing.T, top string) (string, string) {
+			p := filepath.Join(top, "group")
+			must(t, os.Mkdir(p, 0o755))
+			must(t, os.Chmod(p, 0o775))
+			must(t, os.Mkdir(filepath.Join(p, "state"), 0o700))
+			return filepath.Join(p, "state"), p
+		}, "without the sticky bit (mode 0775)"},
+		{"symlink on the way owned by another user", func(t *testing.T, top string) (string, string) {
+			target := filepath.Join(top, "target")
+			must(t, os.Mkdir(target, 0o755))
+			link := filepath.Join(top, "link")
+			must(t, os.Symlink(target, link))
+			must(t, os.Lchown(link, other, other))
+			return filepath.Join(link, "state"), link
+		}, "owned by uid 65534"},
+		{"root's symlink into another user's dir", func(t *testing.T, top string) (string, string) {
+			theirs := filepath.Join(top, "theirs")
+			must(t, os.Mkdir(theirs, 0o755))
+			must(t, os.Mkdir(filepath.Join(theirs, "d"), 0o755))
+			must(t, os.Chown(theirs, other, other))
+			link := filepath.Join(top, "link")
+			must(t, os.Symlink(filepath.Join(theirs, "d"), link))
+			return filepath.Join(link, "state"), theirs
+		}, "owned by uid 65534"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top := t.TempDir()
+			must(t, os.Chmod(top, 0o755))
+			state, named := tt.setup(t, top)
+			existed := exists(state)
+			l, err := LockStateDir(state, 100*time.Millisecond)
+			if err == nil {
+				l.Unlock()
+				t.Fatal("a state dir beneath an unsafe parent was locked")
+			}
+			if !errors.Is(err, ErrUnsafeStateDir) || !strings.Contains(err.Error(), named+":") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v; want %s named and %q", err, named, tt.want)
+			}
+			if !existed && exists(state) {
+				t.Errorf("%s was made beneath the unsafe parent", state)
+			}
+			if existed && exists(filepath.Join(state, "lock")) {
+				t.Errorf("a lock was made in %s", state)
+			}
+		})
+	}
+}
+
+// TestStateLockStickyParent: a state dir of one's own in a sticky
+// world-writable directory (as in /tmp) is used: nobody else may rename
+// or remove it there.
+func TestStateLockStickyParent(t *testing.T) {
+	sticky := t.TempDir()
+	must(t, os.Chmod(sticky, 0o777|os.ModeSticky))
+	l, err := LockStateDir(filepath.Join(sticky, "realm"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
