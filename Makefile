@@ -26,7 +26,7 @@ UNITDIR   ?= $(DESTDIR)$(PREFIX)/lib/systemd/system
 # logrotate reads /etc/logrotate.d whatever PREFIX is.
 LOGROTATEDIR ?= $(DESTDIR)/etc/logrotate.d
 
-.PHONY: image all build run test soak unit unit-lockdep e2e bench lint deps fuzz clean install uninstall check-install completions
+.PHONY: image all build run test soak checks unit unit-lockdep e2e bench lint deps fuzz clean install uninstall check-install completions
 
 all: build
 
@@ -141,6 +141,13 @@ unit-lockdep:
 fuzz:
 	scripts/fuzz.sh 20000x
 
+# checks runs unit, unit-lockdep and check-install at the same time, each
+# into its own log, printed whole when all three are done: each alone
+# leaves much of the machine idle while its tests wait on processes and
+# timeouts (scripts/together.sh).
+checks:
+	scripts/together.sh unit unit-lockdep check-install
+
 # e2e runs the end-to-end suite on real mounts, with a real podman service
 # started for the realmctl tests and stopped afterwards; its daemons are
 # built with the lock order checker (REALM_E2E_RACE=1 adds the race
@@ -159,7 +166,7 @@ e2e: build
 # sequences, fsx 50,000 operations, the symlink adversary 60,000, 5,000
 # files a mount in TestManyFilesRoundTrip), and fuzzes every target for
 # 200,000 executions (make fuzz: 20,000). CI runs both (.ci/run).
-test: deps lint unit unit-lockdep check-install e2e image
+test: deps lint checks e2e image
 
 soak: deps build
 	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 REALM_MANY_FILES=5000 scripts/run-e2e.sh
