@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,7 +58,45 @@ func OpenReader(rootFd, dir int) (*Reader, error) {
 		r.Close()
 		return nil, fmt.Errorf("journal: opening %s/: %w", keptName, err)
 	}
+	for _, d := range []struct {
+		fd   int
+		what string
+	}{{r.dir, "its directory"}, {r.log, logName + "/"}, {r.kept, keptName + "/"}} {
+		if d.fd < 0 {
+			continue
+		}
+		if err := ownedOnly(d.fd, d.what); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// ErrNotOwned is wrapped by OpenReader's error for a journal the caller's
+// effective uid does not own alone.
+var ErrNotOwned = errors.New("not the reader's own journal")
+
+// ownedOnly refuses a directory of the journal that the reader's user
+// does not own, or that its group or others may write: records anyone
+// else could have written, in a BACKING they may write, are not the
+// mount's history (`journal list`, `diff`), and `journal undo`, which
+// reads them first, would put back what they say (modes, set-id bits,
+// owners), as root where it runs as root. Open refuses another user's
+// journal too (owned); the reader changes nothing, so it refuses a
+// writable one rather than narrowing it.
+func ownedOnly(fd int, what string) error {
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("journal: %s: %w", what, err)
+	}
+	if euid := uint32(os.Geteuid()); st.Uid != euid {
+		return fmt.Errorf("journal: %s is owned by uid %d, not by this user (uid %d): run as the daemon's user: %w", what, st.Uid, euid, ErrNotOwned)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("journal: %s is writable by its group or others (mode %04o), so its records may not be its daemon's: %w", what, st.Mode&0o7777, ErrNotOwned)
+	}
+	return nil
 }
 
 // Close releases the Reader's descriptors.

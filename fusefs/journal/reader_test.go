@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +32,51 @@ func TestReaderNoJournal(t *testing.T) {
 	must(t, os.Mkdir(b.jpath(), 0o700))
 	if _, err := OpenReader(b.root, DefaultDir); !errors.Is(err, ErrNoJournal) {
 		t.Fatalf("OpenReader of a journal directory with no log/: %v, want ErrNoJournal", err)
+	}
+}
+
+// TestReaderRefusesJournalsNotItsOwn: records another user could have
+// written are never read (undo would act on them, as root where it runs
+// as root): a journal directory, log/ or kept/ owned by another uid, or
+// writable by group or others, is ErrNotOwned, named.
+func TestReaderRefusesJournalsNotItsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the journal to another user")
+	}
+	tests := []struct {
+		name, want string
+		spoil      func(t *testing.T, b *backing)
+	}{
+		{"directory of another uid", "its directory is owned by uid 65534", func(t *testing.T, b *backing) {
+			must(t, os.Chown(b.jpath(), 65534, 65534))
+		}},
+		{"log/ of another uid", "log/ is owned by uid 65534", func(t *testing.T, b *backing) {
+			must(t, os.Chown(b.jpath(logName), 65534, 65534))
+		}},
+		{"kept/ of another uid", "kept/ is owned by uid 65534", func(t *testing.T, b *backing) {
+			must(t, os.Chown(b.jpath(keptName), 65534, 65534))
+		}},
+		{"directory writable by others", "its directory is writable by its group or others (mode 0777)", func(t *testing.T, b *backing) {
+			must(t, os.Chmod(b.jpath(), 0o777))
+		}},
+		{"log/ writable by its group", "log/ is writable by its group or others (mode 0770)", func(t *testing.T, b *backing) {
+			must(t, os.Chmod(b.jpath(logName), 0o770))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBacking(t)
+			must(t, b.open(t, Options{}).Close())
+			tt.spoil(t, b)
+			r, err := OpenReader(b.root, DefaultDir)
+			if err == nil {
+				r.Close()
+				t.Fatal("OpenReader read a journal not its own")
+			}
+			if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v; want ErrNotOwned saying %q", err, tt.want)
+			}
+		})
 	}
 }
 
