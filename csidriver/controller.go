@@ -51,8 +51,10 @@ func (d controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeR
 	if req.GetVolumeContentSource() != nil {
 		return nil, errf(codes.InvalidArgument, "volume content sources (snapshots, clones) are not supported")
 	}
-	if _, err := d.checkParams(req.GetParameters()); err != nil {
+	if params, err := d.checkParams(req.GetParameters()); err != nil {
 		return nil, err
+	} else if params.size != 0 {
+		return nil, errf(codes.InvalidArgument, "parameter size is an inline ephemeral volume's: a PersistentVolume's size is its claim's storage request")
 	}
 	capacity, err := capacityOf(req.GetCapacityRange())
 	if err != nil {

@@ -47,8 +47,12 @@ type Config struct {
 	// into a child of (DaemonCgroup/<volume id>), outside the plugin's
 	// container's cgroup; "" starts the daemons in the plugin's cgroup.
 	DaemonCgroup string
-	Version      string // reported by GetPluginInfo
-	Log          *slog.Logger
+	// EphemeralSize bounds each inline ephemeral volume's bytes (its
+	// default size, and the most its size attribute may ask), enforced
+	// where the base dir's file system has project quotas; 0: unbounded.
+	EphemeralSize int64
+	Version       string // reported by GetPluginInfo
+	Log           *slog.Logger
 }
 
 // Driver serves the CSI Identity, Controller and Node services.

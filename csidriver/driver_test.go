@@ -99,6 +99,9 @@ func TestParseParams(t *testing.T) {
 		{"policy name", map[string]string{"policyName": "strict"}, ""},
 		{"policy name with a path", map[string]string{"policyName": "../etc/x"}, "policyName=\"../etc/x\""},
 		{"two policies", map[string]string{"policyName": "strict", "policy": "version: 1\n"}, "give one policy"},
+		{"size", map[string]string{"size": "2Gi"}, ""},
+		{"size of nothing", map[string]string{"size": "0"}, "size=\"0\""},
+		{"size in a unit unknown", map[string]string{"size": "2GB"}, "size=\"2GB\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := parseParams(tc.params)

@@ -70,10 +70,14 @@ func (d nodeServer) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReq
 	if err := checkMountFlags(req.GetVolumeCapability().GetMount().GetMountFlags()); err != nil {
 		return nil, err
 	}
+	ephemeral := req.GetVolumeContext()[ephemeralKey] == "true"
+	if err := d.checkSize(params.size, ephemeral); err != nil {
+		return nil, err
+	}
 	return &publishRequest{
 		id: req.GetVolumeId(), target: target, dir: d.volumeDir(req.GetVolumeId()), params: params,
 		readOnly:   req.GetReadonly() || readOnlyMode(req.GetVolumeCapability()),
-		ephemeral:  req.GetVolumeContext()[ephemeralKey] == "true",
+		ephemeral:  ephemeral,
 		mountFlags: req.GetVolumeCapability().GetMount().GetMountFlags(),
 		pod:        podFrom(req.GetVolumeContext()),
 	}, nil

@@ -35,6 +35,10 @@ const keptGone = 32
 type publishState struct {
 	Ephemeral bool    `json:"ephemeral"`
 	Pod       podInfo `json:"pod"` // whose publish started the daemon: its audit lines are tagged so
+	// An ephemeral volume's bytes, and the project id its workspace was
+	// given where they are enforced (ephemeralquota.go).
+	SizeBytes int64  `json:"size_bytes,omitempty"`
+	ProjectID uint32 `json:"project_id,omitempty"`
 }
 
 // readPublishState returns the publish state of id; the zero state when
@@ -81,7 +85,14 @@ func (d *Driver) prepareWorkspace(p *publishRequest) error {
 	if err := os.MkdirAll(st, 0o700); err != nil {
 		return errf(codes.Internal, "make %s: %v", st, err)
 	}
-	data, _ := json.Marshal(publishState{Ephemeral: p.ephemeral, Pod: p.pod})
+	ps := publishState{Ephemeral: p.ephemeral, Pod: p.pod}
+	if p.ephemeral {
+		var err error
+		if ps.SizeBytes, ps.ProjectID, err = d.boundEphemeral(p); err != nil {
+			return err
+		}
+	}
+	data, _ := json.Marshal(ps)
 	if err := writeFileAtomic(filepath.Join(st, publishFile), data); err != nil {
 		return errf(codes.Internal, "record the publish of %s: %v", p.id, err)
 	}
@@ -126,6 +137,9 @@ func (d *Driver) dropEphemeral(id string) error {
 	if rest, err := d.volumeMounts(id); err != nil || len(rest) > 0 {
 		return nil
 	}
+	if err := d.unboundEphemeral(id); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(d.volumeDir(id)); err != nil {
 		return errf(codes.Internal, "remove the ephemeral workspace %s: %v", d.volumeDir(id), err)
 	}
@@ -163,4 +177,92 @@ func (d *Driver) pruneGone() {
 			d.cfg.Log.Warn("removing a dropped ephemeral volume's logs", "dir", filepath.Dir(g), "err", err)
 		}
 	}
+}
+
+// An inline ephemeral volume is made at publish on the node's base dir,
+// so without a bound one pod could fill the file system every other
+// volume on the node (and whatever else shares it) writes to. Its bytes
+// are bounded as a PersistentVolume's capacity is (quota.go): a project
+// of its own with a block limit, where the file system enforces project
+// quotas. The bound is the volume's size attribute, else the plugin's
+// --ephemeral-size, which is also the most a size attribute may ask.
+//
+// Ephemeral volumes take project ids from ephemeralProjectBase up, the
+// lowest no other ephemeral volume's publish state holds, under nodeMu;
+// PersistentVolumes take theirs from projectIDBase up under ctrlMu, a
+// million below: the two ranges are apart (short of a million volumes of
+// either kind), so neither allocation needs the other's lock.
+const ephemeralProjectBase = 2 << 20
+
+// checkSize refuses a size attribute on a volume that is not an inline
+// ephemeral one, and one past the plugin's bound.
+func (d *Driver) checkSize(size int64, ephemeral bool) error {
+	switch {
+	case size == 0:
+		return nil
+	case !ephemeral:
+		return errf(codes.InvalidArgument, "parameter size is an inline ephemeral volume's: a PersistentVolume's size is its claim's storage request")
+	case d.cfg.EphemeralSize > 0 && size > d.cfg.EphemeralSize:
+		return errf(codes.InvalidArgument, "parameter size=%d bytes is more than the plugin's --ephemeral-size (%d bytes)", size, d.cfg.EphemeralSize)
+	}
+	return nil
+}
+
+// boundEphemeral gives the ephemeral workspace of p its size (the
+// attribute's, else the plugin's bound) and, where the file system
+// enforces project quotas, a project with that limit: the one its
+// earlier publish state recorded (a publish again after its daemon
+// died), else the lowest free. It returns what the publish state keeps.
+func (d *Driver) boundEphemeral(p *publishRequest) (size int64, project uint32, err error) {
+	size = p.params.size
+	if size == 0 {
+		size = d.cfg.EphemeralSize
+	}
+	if !d.quota || size == 0 {
+		return size, 0, nil
+	}
+	project = d.readPublishState(p.id).ProjectID
+	if project == 0 {
+		if project, err = d.freeEphemeralProject(); err != nil {
+			return 0, 0, errf(codes.Internal, "allocate a project id: %v", err)
+		}
+	}
+	if err := setProject(p.dir, project); err != nil {
+		return 0, 0, errf(codes.Internal, "ephemeral volume %s: %v", p.id, err)
+	}
+	if err := setProjectLimit(p.dir, project, size); err != nil {
+		return 0, 0, errf(codes.Internal, "ephemeral volume %s: %v", p.id, err)
+	}
+	return size, project, nil
+}
+
+// freeEphemeralProject is the lowest project id from
+// ephemeralProjectBase that no ephemeral volume's publish state on this
+// node holds. The caller holds nodeMu.
+func (d *Driver) freeEphemeralProject() (uint32, error) {
+	ents, err := os.ReadDir(filepath.Join(d.cfg.StateDir, "volumes"))
+	if err != nil && !isNotExist(err) {
+		return 0, err
+	}
+	var used []uint32
+	for _, e := range ents {
+		if ps := d.readPublishState(e.Name()); ps.Ephemeral && ps.ProjectID != 0 {
+			used = append(used, ps.ProjectID)
+		}
+	}
+	return lowestFreeFrom(ephemeralProjectBase, used), nil
+}
+
+// unboundEphemeral removes the limit of an ephemeral volume's project
+// before its workspace goes, so that a later volume given the id starts
+// from no limit but its own.
+func (d *Driver) unboundEphemeral(id string) error {
+	ps := d.readPublishState(id)
+	if !d.quota || ps.ProjectID == 0 {
+		return nil
+	}
+	if err := setProjectLimit(filepath.Join(d.cfg.BaseDir, volumesDir), ps.ProjectID, 0); err != nil {
+		return errf(codes.Internal, "ephemeral volume %s: %v", id, err)
+	}
+	return nil
 }

@@ -228,12 +228,15 @@ func projectUsage(dir string, id uint32) (limit, used int64, err error) {
 
 // lowestFreeProject is the lowest project id from projectIDBase that none
 // of used is.
-func lowestFreeProject(used []uint32) uint32 {
+func lowestFreeProject(used []uint32) uint32 { return lowestFreeFrom(projectIDBase, used) }
+
+// lowestFreeFrom is the lowest project id from base that none of used is.
+func lowestFreeFrom(base uint32, used []uint32) uint32 {
 	taken := make(map[uint32]bool, len(used))
 	for _, id := range used {
 		taken[id] = true
 	}
-	id := uint32(projectIDBase)
+	id := base
 	for taken[id] {
 		id++
 	}

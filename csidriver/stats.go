@@ -63,11 +63,14 @@ func (d nodeServer) bytesUsage(id string, st *unix.Statfs_t) (*csi.VolumeUsage, 
 	if !d.quota {
 		return u, nil
 	}
-	r, err := d.readRecord(id)
-	if err != nil || r.ProjectID == 0 {
+	project := d.readPublishState(id).ProjectID // an ephemeral volume's
+	if r, err := d.readRecord(id); err == nil && r.ProjectID != 0 {
+		project = r.ProjectID
+	}
+	if project == 0 {
 		return u, nil // no record (deleted meanwhile), or no project: the file system's figures
 	}
-	limit, used, err := projectUsage(d.volumeDir(id), r.ProjectID)
+	limit, used, err := projectUsage(d.volumeDir(id), project)
 	if err != nil {
 		return nil, errf(codes.Internal, "volume %s: %v", id, err)
 	}

@@ -37,6 +37,7 @@ const (
 	paramPolicyName = "policyName" // a policy file the plugin holds: PolicyDir/<name>.yaml
 	paramLockOwner  = "lockowner"  // realmfs -o lockowner=
 	paramDurability = "durability" // realmfs -o durability=
+	paramSize       = "size"       // an inline ephemeral volume's bytes (ephemeralquota.go)
 	k8sPrefix       = "csi.storage.k8s.io/"
 	ephemeralKey    = k8sPrefix + "ephemeral"
 )
@@ -120,6 +121,7 @@ type volumeParams struct {
 	policyName string // or the name of a policy file of the plugin's policy dir
 	lockOwner  string
 	durability string
+	size       int64 // bytes; 0 when not given
 }
 
 // parseParams checks a volume's parameters: unknown keys, option values
@@ -147,9 +149,15 @@ func parseParams(m map[string]string) (volumeParams, error) {
 				return p, errf(codes.InvalidArgument, "parameter durability=%q: want full or atomic", v)
 			}
 			p.durability = v
+		case k == paramSize:
+			n, err := ParseSize(v)
+			if err != nil || n == 0 {
+				return p, errf(codes.InvalidArgument, "parameter size=%q: want a positive size in bytes, or with a suffix k, M, G, T or Ki, Mi, Gi, Ti (e.g. 2Gi)", v)
+			}
+			p.size = n
 		case strings.HasPrefix(k, k8sPrefix):
 		default:
-			return p, errf(codes.InvalidArgument, "unknown parameter %q (known: policy, policyName, lockowner, durability)", k)
+			return p, errf(codes.InvalidArgument, "unknown parameter %q (known: policy, policyName, lockowner, durability, size)", k)
 		}
 	}
 	if p.policyName != "" && strings.TrimSpace(p.policy) != "" {

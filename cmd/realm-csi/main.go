@@ -47,6 +47,9 @@ func run(args []string, stderr io.Writer) error {
 		"inside the plugin's own cgroup (a daemon there dies with the container): the container\n"+
 		"needs the host's /sys/fs/cgroup mounted. Limit the daemons with DIR's files\n"+
 		"(memory.max, pids.max); they are outside the pod's limits. Default: the plugin's cgroup")
+	ephemeralSize := fl.String("ephemeral-size", "10Gi", "the most bytes an inline ephemeral volume may hold (`SIZE`: bytes, or with k, M, G, T, Ki, Mi, Gi, Ti),\n"+
+		"its size where its volumeAttributes give none (size: 2Gi asks less); enforced where the\n"+
+		"base dir's file system has project quotas, else reported only. 0: unbounded")
 	showVersion := fl.Bool("version", false, "print the version and exit")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -58,6 +61,10 @@ func run(args []string, stderr io.Writer) error {
 	if fl.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fl.Args())
 	}
+	ephemeral, err := csidriver.ParseSize(*ephemeralSize)
+	if err != nil {
+		return fmt.Errorf("--ephemeral-size: %w", err)
+	}
 	bin, err := findRealmfs(*realmfs)
 	if err != nil {
 		return err
@@ -65,7 +72,7 @@ func run(args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	d, err := csidriver.New(csidriver.Config{
 		NodeID: *nodeID, BaseDir: *baseDir, StateDir: *stateDir, PolicyDir: *policyDir,
-		Realmfs: bin, DaemonCgroup: *daemonCgroup, Version: version, Log: log,
+		Realmfs: bin, DaemonCgroup: *daemonCgroup, EphemeralSize: ephemeral, Version: version, Log: log,
 	})
 	if err != nil {
 		return err
