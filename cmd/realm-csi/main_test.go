@@ -21,6 +21,7 @@ func TestRunRefuses(t *testing.T) {
 		{"tcp endpoint", []string{"--realmfs", "/bin/true", "--nodeid", "n", "--base-dir", filepath.Join(dir, "b2"), "--state-dir", filepath.Join(dir, "s2"), "--endpoint", "tcp://127.0.0.1:9"}, "only unix://"},
 		{"unknown flag", []string{"--node-id", "n"}, "flag provided but not defined"},
 		{"daemon cgroup not in cgroup2", []string{"--realmfs", "/bin/true", "--nodeid", "n", "--base-dir", filepath.Join(dir, "b4"), "--state-dir", filepath.Join(dir, "s4"), "--daemon-cgroup", filepath.Join(dir, "cg")}, "not in a cgroup2 file system"},
+		{"ephemeral size unreadable", []string{"--realmfs", "/bin/true", "--nodeid", "n", "--ephemeral-size", "10GB"}, "--ephemeral-size: size \"10GB\""},
 		{"policy dir in the base dir", []string{"--realmfs", "/bin/true", "--nodeid", "n", "--base-dir", filepath.Join(dir, "b3"), "--state-dir", filepath.Join(dir, "s3"), "--policy-dir", filepath.Join(dir, "b3", "p")}, "inside the base dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
