@@ -36,7 +36,7 @@ type publishState struct {
 	Ephemeral bool    `json:"ephemeral"`
 	Pod       podInfo `json:"pod"` // whose publish started the daemon: its audit lines are tagged so
 	// An ephemeral volume's bytes, and the project id its workspace was
-	// given where they are enforced (ephemeralquota.go).
+	// given where they are enforced (boundEphemeral).
 	SizeBytes int64  `json:"size_bytes,omitempty"`
 	ProjectID uint32 `json:"project_id,omitempty"`
 }

@@ -37,7 +37,7 @@ const (
 	paramPolicyName = "policyName" // a policy file the plugin holds: PolicyDir/<name>.yaml
 	paramLockOwner  = "lockowner"  // realmfs -o lockowner=
 	paramDurability = "durability" // realmfs -o durability=
-	paramSize       = "size"       // an inline ephemeral volume's bytes (ephemeralquota.go)
+	paramSize       = "size"       // an inline ephemeral volume's bytes (boundEphemeral)
 	k8sPrefix       = "csi.storage.k8s.io/"
 	ephemeralKey    = k8sPrefix + "ephemeral"
 )
