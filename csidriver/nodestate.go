@@ -189,9 +189,9 @@ func (d *Driver) pruneGone() {
 //
 // Ephemeral volumes take project ids from ephemeralProjectBase up, the
 // lowest no other ephemeral volume's publish state holds, under nodeMu;
-// PersistentVolumes take theirs from projectIDBase up under ctrlMu, a
-// million below: the two ranges are apart (short of a million volumes of
-// either kind), so neither allocation needs the other's lock.
+// PersistentVolumes take theirs from projectIDBase up to it under ctrlMu
+// (allocProject refuses past it): the two ranges are apart, so neither
+// allocation needs the other's lock.
 const ephemeralProjectBase = 2 << 20
 
 // checkSize refuses a size attribute on a volume that is not an inline

@@ -257,7 +257,17 @@ func (d controllerServer) allocProject() (uint32, error) {
 			used = append(used, r.ProjectID)
 		}
 	}
-	return lowestFreeProject(used), nil
+	return persistentProject(used)
+}
+
+// persistentProject is the lowest project id from projectIDBase none of
+// used is, short of the ephemeral volumes' range.
+func persistentProject(used []uint32) (uint32, error) {
+	id := lowestFreeProject(used)
+	if id >= ephemeralProjectBase {
+		return 0, fmt.Errorf("all %d project ids of persistent volumes are taken", ephemeralProjectBase-projectIDBase)
+	}
+	return id, nil
 }
 
 // applyQuota gives the volume of r its project and r's capacity as the

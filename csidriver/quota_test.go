@@ -124,6 +124,23 @@ func TestAllocProject(t *testing.T) {
 	}
 }
 
+// TestPersistentProjectsStopShortOfEphemeral: persistent volumes never
+// take an id of the ephemeral volumes' range, whose allocation does not
+// see them.
+func TestPersistentProjectsStopShortOfEphemeral(t *testing.T) {
+	used := make([]uint32, 0, ephemeralProjectBase-projectIDBase)
+	for id := uint32(projectIDBase); id < ephemeralProjectBase-1; id++ {
+		used = append(used, id)
+	}
+	if id, err := persistentProject(used); err != nil || id != ephemeralProjectBase-1 {
+		t.Fatalf("the last id: %d, %v; want %d", id, err, ephemeralProjectBase-1)
+	}
+	used = append(used, ephemeralProjectBase-1)
+	if id, err := persistentProject(used); err == nil || !strings.Contains(err.Error(), "are taken") {
+		t.Fatalf("past the range: %d, %v; want an error", id, err)
+	}
+}
+
 // FS_IOC_FSGETXATTR answers on the temp dir's file system (ext4, XFS,
 // btrfs and tmpfs have it): the ioctl number encodes the struct's size, so
 // a wrong layout would be ENOTTY.
