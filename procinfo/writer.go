@@ -20,10 +20,16 @@ import (
 // its buffer being read in), or asleep waiting for the answer to its next
 // request; a thread asleep anywhere else has returned from its write(2).
 //
-// Only /proc/TID/stat and /proc/TID/wchan are read: both take spin locks
-// and no lock a thread inside execve holds (unlike /proc/TID/syscall, which
-// waits for exec_update_lock), so a thread waiting for the daemon cannot
-// stall the read.
+// /proc/TID/stat and /proc/TID/wchan take spin locks only. The third file
+// read, /proc/TID/syscall, tells for certain whether a thread that is not
+// on a CPU is inside a write(2): it waits for the thread's process's
+// exec_update_lock, which execve holds while it closes the close-on-exec
+// descriptors. The daemon reads it only of the thread that sent a handle's
+// last WRITE while another thread closes a descriptor of it: a process's
+// execve has ended its other threads before it takes that lock (and a
+// thread that took over the leader's id is the closer itself), so the lock
+// a read waits for is another process's execve's, which does not wait for
+// this close.
 
 // WriterState is what a thread that wrote through a handle is doing.
 type WriterState int
@@ -57,8 +63,38 @@ func (s WriterState) String() string {
 type WriterSample struct {
 	State WriterState
 	// UserTicks is the thread's utime (field 14 of /proc/TID/stat), in
-	// clock ticks (1/100 s); 0 for a thread gone or unreadable.
+	// clock ticks (1/100 s); 0 for a thread gone or unreadable. The
+	// kernel scales its tick samples to the thread's precise run time,
+	// so it may grow by a tick while the thread runs in the kernel only:
+	// a thread that has had no tick in system mode has all its run time
+	// counted as user time.
 	UserTicks uint64
+	// Syscall is where /proc/TID/syscall places it, read when its state
+	// leaves the question open (busy, on FUSE or unknown).
+	Syscall SyscallState
+}
+
+// SyscallState is what /proc/TID/syscall tells of a thread and write(2).
+type SyscallState int
+
+const (
+	// SyscallUnknown: not read, or not to be read (the daemon may not
+	// trace the thread).
+	SyscallUnknown SyscallState = iota
+	// SyscallRunning: the thread is on a CPU: it may be anywhere.
+	SyscallRunning
+	// SyscallInWrite: it is stopped inside a write(2), writev(2),
+	// pwrite64(2), pwritev(2) or pwritev2(2): between two requests of
+	// one, or waiting for the answer to one.
+	SyscallInWrite
+	// SyscallOutside: it is stopped outside any of them: in another
+	// system call, or in its own code. A write(2) it sent a WRITE of
+	// before has returned.
+	SyscallOutside
+)
+
+func (s SyscallState) String() string {
+	return [...]string{"unknown", "running", "in-write", "outside"}[s]
 }
 
 // WriterState reports what thread tid is doing (see the type).
@@ -88,7 +124,46 @@ func (r *Resolver) WriterState(tid uint32) (WriterSample, error) {
 	if err != nil {
 		return WriterSample{State: WriterUnknown}, err
 	}
-	return WriterSample{State: st, UserTicks: uint64(utime)}, nil
+	sample := WriterSample{State: st, UserTicks: uint64(utime)}
+	if st == WriterBusy || st == WriterOnFUSE || st == WriterUnknown {
+		var err error
+		if sample.Syscall, err = readSyscall(base); gone(err) {
+			return WriterSample{State: WriterGone}, nil
+		}
+	}
+	return sample, nil
+}
+
+// readSyscall reads base/syscall (SyscallUnknown on an error).
+func readSyscall(base string) (SyscallState, error) {
+	var buf [256]byte
+	b, err := readSmall(base+"/syscall", buf[:])
+	if err != nil {
+		return SyscallUnknown, err
+	}
+	return syscallState(b), nil
+}
+
+// syscallState reads a /proc/TID/syscall line: "running", or the number
+// of the system call the thread is stopped in and its arguments, or -1
+// and its stack and instruction pointers when it is in its own code.
+func syscallState(b []byte) SyscallState {
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return SyscallUnknown
+	}
+	if string(f[0]) == "running" {
+		return SyscallRunning
+	}
+	nr, err := strconv.ParseInt(string(f[0]), 10, 64)
+	if err != nil {
+		return SyscallUnknown
+	}
+	switch nr {
+	case unix.SYS_WRITE, unix.SYS_WRITEV, unix.SYS_PWRITE64, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+		return SyscallInWrite
+	}
+	return SyscallOutside
 }
 
 // gone reports whether a /proc read failed because the thread is gone.

@@ -111,3 +111,67 @@ func TestWriterUserTicks(t *testing.T) {
 		}
 	}
 }
+
+func TestSyscallStateFromProc(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want SyscallState
+	}{
+		{"running\n", SyscallRunning},
+		{"1 0x3 0x7f0000000000 0x4000000 0x0 0x0 0x0 0x7ffc0 0x7f01\n", SyscallInWrite},
+		{"20 0x3 0x7ffc 0x2 0x0 0x0 0x0 0x7ffc0 0x7f01\n", SyscallInWrite},
+		{"0 0x3 0x7ffc 0x2 0x0 0x0 0x0 0x7ffc0 0x7f01\n", SyscallOutside},
+		{"202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffc0 0x7f01\n", SyscallOutside},
+		{"-1 0x7ffc0 0x7f01\n", SyscallOutside},
+		{"", SyscallUnknown},
+		{"garbage\n", SyscallUnknown},
+	} {
+		if runtime.GOARCH != "amd64" && tc.want != SyscallRunning && tc.want != SyscallUnknown && !strings.HasPrefix(tc.line, "-1") {
+			continue // the numbers are amd64's
+		}
+		if got := syscallState([]byte(tc.line)); got != tc.want {
+			t.Errorf("syscallState(%q) = %v, want %v", tc.line, got, tc.want)
+		}
+	}
+}
+
+// TestSyscallOfRealThreads: a child stopped in write(2) on a full pipe is
+// inside a write; one stopped in read(2) is outside any.
+func TestSyscallOfRealThreads(t *testing.T) {
+	for _, tc := range []struct {
+		script, wchan string
+		want          SyscallState
+	}{
+		{"head -c 1000000 /dev/zero", "pipe_write", SyscallInWrite},
+		{"cat", "pipe_read", SyscallOutside},
+	} {
+		cmd := exec.Command("sh", "-c", "exec "+tc.script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe() // never read: a write fills it and waits
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		base := "/proc/" + strconv.Itoa(cmd.Process.Pid)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			if b, _ := os.ReadFile(base + "/wchan"); strings.Contains(string(b), tc.wchan) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never slept in %s", tc.script, tc.wchan)
+			}
+		}
+		if got, err := readSyscall(base); err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.script, got, err, tc.want)
+		}
+		in.Close()
+		out.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}

@@ -149,7 +149,7 @@ func (f *File[N]) writeGoesOn(tid uint32) bool {
 		if since := time.Since(lastAt); first || since >= writeproto.WriteGap {
 			first = false
 			s, _ := procs.WriterState(w) // an error is WriterUnknown
-			if watch.Out(since, writerState(s.State), s.UserTicks) {
+			if watch.Out(since, writerSample(s)) {
 				return false
 			}
 		}
@@ -157,15 +157,24 @@ func (f *File[N]) writeGoesOn(tid uint32) bool {
 	}
 }
 
-// writerState is what writeproto.WriteWatch asks of a writer's state.
-func writerState(s procinfo.WriterState) writeproto.WriterState {
-	switch s {
+// writerSample is what writeproto.WriteWatch asks of a writer's sample.
+func writerSample(s procinfo.WriterSample) writeproto.WriterSample {
+	ws := writeproto.WriterSample{State: writeproto.WriterElsewhere, UserTicks: s.UserTicks}
+	switch s.State {
 	case procinfo.WriterBusy:
-		return writeproto.WriterBusy
+		ws.State = writeproto.WriterBusy
 	case procinfo.WriterOnFUSE:
-		return writeproto.WriterOnFUSE
+		ws.State = writeproto.WriterOnFUSE
 	}
-	return writeproto.WriterElsewhere
+	switch s.Syscall {
+	case procinfo.SyscallRunning:
+		ws.Syscall = writeproto.SyscallRunning
+	case procinfo.SyscallInWrite:
+		ws.Syscall = writeproto.SyscallInWrite
+	case procinfo.SyscallOutside:
+		ws.Syscall = writeproto.SyscallOutside
+	}
+	return ws
 }
 
 // sameOpen says which of the closing process's descriptors of the file

@@ -96,9 +96,11 @@ type procFacts struct {
 	others   int   // its other descriptors of the file
 	err      error // the scan's failure
 	signal   int   // the signal killing it (0: not exiting)
-	// writer is what the last writer is doing, and its user time.
-	writer procinfo.WriterState
-	ticks  uint64
+	// writer is what the last writer is doing, its user time, and
+	// where its system call is.
+	writer  procinfo.WriterState
+	ticks   uint64
+	syscall procinfo.SyscallState
 }
 
 // fakeProcs is Processes over procFacts; it counts the samples taken of
@@ -140,7 +142,7 @@ func (p *fakeProcs) WriterState(tid uint32) (procinfo.WriterSample, error) {
 	case p.sampled <- struct{}{}:
 	default:
 	}
-	return procinfo.WriterSample{State: p.facts.writer, UserTicks: p.facts.ticks}, nil
+	return procinfo.WriterSample{State: p.facts.writer, UserTicks: p.facts.ticks, Syscall: p.facts.syscall}, nil
 }
 
 // set changes what the next closes find.

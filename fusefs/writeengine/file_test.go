@@ -122,23 +122,31 @@ func TestFileCloseCommitsOnlyTheLast(t *testing.T) {
 
 // TestFileWriteGoesOn: a close by one thread while the thread that sent
 // the open's last WRITE may be inside the same write(2) (writeGoesOn)
-// commits once that thread is seen out of it: it ran its own code, or it
-// is elsewhere past WriteGap, or asleep on a FUSE answer a WriteGap
-// longer; a WRITE that comes meanwhile leaves the commit to the RELEASE.
+// commits once that thread is seen out of it: stopped outside any
+// write(2), or it ran its own code for two ticks, or it is elsewhere past
+// WriteGap, or asleep on a FUSE answer a WriteGap longer; a WRITE that
+// comes meanwhile leaves the commit to the RELEASE, and so does one that
+// comes while the writer, inside a write(2), waits on FUSE longer than
+// the FUSE grace, or got one tick of user time (the kernel's scaling of
+// its time in the kernel).
 func TestFileWriteGoesOn(t *testing.T) {
 	gap := writeproto.WriteGap
 	for _, tc := range []struct {
 		name    string
 		writer  procinfo.WriterState
-		run     bool // the writer runs its own code once the close watches it
-		write   bool // it sends another WRITE then
+		syscall procinfo.SyscallState
+		run     uint64 // the user ticks the writer gains once the close watches it
+		write   bool   // it sends another WRITE then
 		commits bool
 		atLeast time.Duration // the rule's own wait: a bound no load can shorten
 		samples int           // at least
 	}{
 		{name: "elsewhere", writer: procinfo.WriterIdle, commits: true, atLeast: gap, samples: 2},
+		{name: "stopped outside any write", writer: procinfo.WriterBusy, syscall: procinfo.SyscallOutside, commits: true, samples: 1},
 		{name: "asleep on FUSE", writer: procinfo.WriterOnFUSE, commits: true, atLeast: 2 * gap, samples: 2},
-		{name: "busy, then its own code", writer: procinfo.WriterBusy, run: true, commits: true, samples: 2},
+		{name: "asleep on FUSE in a write, then its next WRITE", writer: procinfo.WriterOnFUSE, syscall: procinfo.SyscallInWrite, write: true, atLeast: 0, samples: 1},
+		{name: "busy, then its own code", writer: procinfo.WriterBusy, run: 2, commits: true, samples: 2},
+		{name: "busy, a tick, then its next WRITE", writer: procinfo.WriterBusy, syscall: procinfo.SyscallRunning, run: 1, write: true, samples: 1},
 		{name: "busy, then its next WRITE", writer: procinfo.WriterBusy, write: true, samples: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,18 +157,19 @@ func TestFileWriteGoesOn(t *testing.T) {
 			if n, errno := f.Write(context.Background(), 2, 0, false, []byte("new"), 0); errno != 0 || n != 3 {
 				t.Fatalf("write by thread 2 = %d, %v", n, errno)
 			}
-			d.procs.set(func(p *procFacts) { p.writer, p.ticks = tc.writer, 5 })
+			d.procs.set(func(p *procFacts) { p.writer, p.ticks, p.syscall = tc.writer, 5, tc.syscall })
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if !tc.run && !tc.write {
+				if tc.run == 0 && !tc.write {
 					return
 				}
 				<-d.procs.sampled // the close watches the writer: now it acts
-				switch {
-				case tc.run:
-					d.procs.set(func(p *procFacts) { p.ticks++ })
-				case tc.write:
+				d.procs.set(func(p *procFacts) { p.ticks += tc.run })
+				if tc.write {
+					if tc.run > 0 {
+						<-d.procs.sampled // the close saw the tick
+					}
 					f.Write(context.Background(), 2, 0, false, []byte("!"), 3)
 				}
 			}()

@@ -6,8 +6,8 @@ import "time"
 // of facts the caller gathers, here so that every commit decision is the
 // machine's (issue 29: they stayed in fusefs). The write engine asks each
 // in one call: its syncPlan SyncPlan, its replacesEmpty ReplacesEmpty,
-// its File.writeGoesOn a WriteWatch fed the procinfo sample's state
-// mapped to a WriterState; its seal's check of a failed temp is the case
+// its File.writeGoesOn a WriteWatch fed the procinfo sample mapped to a
+// WriterSample; its seal's check of a failed temp is the case
 // StartRefuse of Commit's answer.
 
 // SyncPlan says which fsyncs a commit makes: of the temp before the rename
@@ -62,23 +62,56 @@ const (
 	WriterBusy
 )
 
+// WriterSyscall is what a sample tells of the writer and write(2): the
+// system call it is stopped in, when it is not on a CPU.
+type WriterSyscall int
+
+const (
+	// SyscallUnknown: not known (not read, or not to be read).
+	SyscallUnknown WriterSyscall = iota
+	// SyscallRunning: it is on a CPU, anywhere.
+	SyscallRunning
+	// SyscallInWrite: it is stopped inside a write(2) or its kin.
+	SyscallInWrite
+	// SyscallOutside: it is stopped outside any: the write(2) that sent
+	// the last WRITE has returned.
+	SyscallOutside
+)
+
+// A WriterSample is one look at the writer: its state, its user time in
+// clock ticks, and where its system call is.
+type WriterSample struct {
+	State     WriterState
+	UserTicks uint64
+	Syscall   WriterSyscall
+}
+
 // A WriteWatch tells, one sample at a time, when the thread that sent an
-// open's last WRITE is out of that write(2): the timed rule of a close
-// (FlushFacts.WriteGoesOn). The daemon cannot see a write(2) end; what it
-// can see: the next WRITE of one write(2) comes within WriteGap of the
-// last one's answer unless the writer waits for a CPU or a page; between
-// two of its requests the writer is in the kernel (WriterBusy) or asleep
-// waiting for the answer to its next request (WriterOnFUSE); it never
-// runs its own code (its user time does not grow). So the writer is out:
+// open's last WRITE is out of that write(2): the rule of a close
+// (FlushFacts.WriteGoesOn). The daemon cannot see a write(2) end. What it
+// can see for certain, of a thread that is not on a CPU: whether it is
+// stopped inside a write(2) (between two of its requests, or waiting for
+// the answer to one) or outside any; outside, it is out. Otherwise it
+// falls back on time: the next WRITE of one write(2) comes within WriteGap
+// of the last one's answer unless the writer waits for a CPU, a page, or
+// the daemon to read its request; between two of its requests the writer
+// is in the kernel (WriterBusy) or asleep waiting for the answer to its
+// next request (WriterOnFUSE). So the writer is out:
 //
-//   - once its user time grew since the first sample;
-//   - past WriteGap, when it is elsewhere;
-//   - asleep on a FUSE answer, one WriteGap later (its next WRITE would
-//     have come; a writer that does something else on a mount sleeps
-//     there too, and a close must not wait on it);
-//   - busy, past WriteGap + WriteStall. A writer kept from running longer
-//     can see the part before the stall committed (the rest is committed
-//     at the RELEASE).
+//   - at once, seen stopped outside any write(2);
+//   - once its user time grew by two ticks since the first sample: it ran
+//     more than a tick's time (10 ms), which no gap between two requests
+//     of one write(2) takes on a CPU (one tick may be the kernel's scaling
+//     of time spent in the kernel, see procinfo.WriterSample);
+//   - past WriteGap, when it is asleep elsewhere;
+//   - asleep on a FUSE answer and not known to be inside a write(2), one
+//     WriteGap later (its next WRITE would have come; a writer that does
+//     something else on a mount sleeps there too, and a close must not
+//     wait on it);
+//   - busy, or asleep on a FUSE answer inside a write(2), past WriteGap +
+//     WriteStall. A writer kept from running longer (or whose request the
+//     daemon does not read for that long) can see the part before the
+//     stall committed (the rest is committed at the RELEASE).
 //
 // Its zero value has taken no sample.
 type WriteWatch struct {
@@ -87,23 +120,24 @@ type WriteWatch struct {
 	fuseUntil time.Duration // the grace for a queued WRITE, once the writer sleeps on FUSE
 }
 
-// Out takes one sample of the writer (its state and user time in ticks),
-// since after its last WRITE was answered, and reports whether the writer
-// is out of its write(2).
-func (ww *WriteWatch) Out(since time.Duration, s WriterState, userTicks uint64) bool {
+// Out takes one sample s of the writer, since after its last WRITE was
+// answered, and reports whether the writer is out of its write(2).
+func (ww *WriteWatch) Out(since time.Duration, s WriterSample) bool {
 	if !ww.sampled {
-		ww.sampled, ww.userTicks = true, userTicks
+		ww.sampled, ww.userTicks = true, s.UserTicks
 	}
 	switch {
-	case userTicks > ww.userTicks:
+	case s.Syscall == SyscallOutside:
+		return true
+	case s.UserTicks >= ww.userTicks+2:
 		return true
 	case since < WriteGap:
 		return false
 	}
-	switch s {
-	case WriterBusy:
+	switch {
+	case s.State == WriterBusy, s.State == WriterOnFUSE && s.Syscall == SyscallInWrite:
 		return since >= WriteGap+WriteStall
-	case WriterOnFUSE:
+	case s.State == WriterOnFUSE:
 		if ww.fuseUntil == 0 {
 			ww.fuseUntil = since + WriteGap
 		}
