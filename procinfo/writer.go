@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"math"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -145,8 +147,11 @@ func readSyscall(base string) (SyscallState, error) {
 }
 
 // syscallState reads a /proc/TID/syscall line: "running", or the number
-// of the system call the thread is stopped in and its arguments, or -1
-// and its stack and instruction pointers when it is in its own code.
+// of the system call the thread is stopped in, its six arguments and its
+// stack and instruction pointers, or -1 and the two pointers when it is
+// in its own code. The numbers are the 64-bit ABI's: a thread of a 32-bit
+// program (both pointers below 4 GiB) or of an x32 one (the number's
+// x32 bit) is stopped in a call this cannot name.
 func syscallState(b []byte) SyscallState {
 	f := bytes.Fields(b)
 	if len(f) == 0 {
@@ -156,7 +161,12 @@ func syscallState(b []byte) SyscallState {
 		return SyscallRunning
 	}
 	nr, err := strconv.ParseInt(string(f[0]), 10, 64)
-	if err != nil {
+	switch {
+	case err != nil:
+		return SyscallUnknown
+	case nr == -1:
+		return SyscallOutside
+	case len(f) < 3 || nr&x32Bit != 0 || below4G(f[len(f)-2]) && below4G(f[len(f)-1]):
 		return SyscallUnknown
 	}
 	switch nr {
@@ -164,6 +174,17 @@ func syscallState(b []byte) SyscallState {
 		return SyscallInWrite
 	}
 	return SyscallOutside
+}
+
+// x32Bit marks the system call numbers of the x32 ABI (amd64's
+// __X32_SYSCALL_BIT).
+const x32Bit = 0x40000000
+
+// below4G reports whether the hexadecimal pointer p ("0x7ffc…") is below
+// 4 GiB, as every pointer of a 32-bit program is.
+func below4G(p []byte) bool {
+	v, err := strconv.ParseUint(strings.TrimPrefix(string(p), "0x"), 16, 64)
+	return err == nil && v <= math.MaxUint32
 }
 
 // gone reports whether a /proc read failed because the thread is gone.
