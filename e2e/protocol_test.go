@@ -385,6 +385,94 @@ func TestCloseDuringWrite(t *testing.T) {
 	t.Errorf("f is %d bytes in BACKING; want %d", size, mib<<20)
 }
 
+// closeAfterWrite: thread 2 writes "new\n" to argv[1] (O_TRUNC) in one
+// write(2), then, per argv[2], waits on an event (idle), spins in Python
+// (spin), blocks in a write(2) to a pipe nobody reads (pipe) or ends
+// (exit); the main thread then closes the descriptor and prints "closed".
+// A forked child holds the open file until the main thread's stdin ends,
+// so that the RELEASE, which commits whatever the close left, comes only
+// after the test has read the file.
+const closeAfterWrite = `
+import os, sys, threading
+path, how = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+hold_r, hold_w = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(hold_w)
+    os.read(hold_r, 1)
+    os._exit(0)
+os.close(hold_r)
+pipe_r, pipe_w = os.pipe()
+wrote, stop = threading.Event(), threading.Event()
+tid = []
+def writer():
+    tid.append(threading.get_native_id())
+    os.write(fd, b"new\n")
+    wrote.set()
+    if how == "idle":
+        stop.wait()
+    elif how == "spin":
+        while not stop.is_set():
+            pass
+    elif how == "pipe":
+        try:
+            os.write(pipe_w, b"x" * (4 << 20))
+        except OSError:
+            pass
+t = threading.Thread(target=writer)
+t.start()
+wrote.wait()
+if how == "pipe":
+    while "pipe_write" not in open("/proc/self/task/%d/wchan" % tid[0]).read():
+        pass
+if how == "exit":
+    t.join()
+os.close(fd)
+print("closed", flush=True)
+sys.stdin.readline()
+stop.set()
+os.close(pipe_r)
+t.join()
+os.close(hold_w)
+os.waitpid(child, 0)
+`
+
+// TestCloseAfterAnotherThreadWrote: a close by one thread after another
+// thread's write(2) through the same open has returned commits at the
+// close, whatever that thread does next: another owner that opens the
+// file once close(2) has returned reads the new content (close-to-open).
+// The close rule watches the thread that sent the last WRITE until it is
+// out of its write(2) (writeproto.WriteWatch): asleep elsewhere, in its
+// own code, inside a write(2) that is not to the mount, or gone.
+func TestCloseAfterAnotherThreadWrote(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3")
+	for _, how := range []string{"idle", "spin", "pipe", "exit"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
+			cmd := exec.Command("python3", "-c", closeAfterWrite, "f", how)
+			cmd.Dir = m.Dir
+			p := startProc(t, cmd, true)
+			if l := p.line(t, time.Minute, "closed"); l != "closed" {
+				t.Fatalf("the writer printed %q, want closed", l)
+			}
+			// This test process is another owner (lockowner=pid); the
+			// child still holds the open, so no RELEASE has committed.
+			if b, err := os.ReadFile(m.Path("f")); err != nil {
+				t.Fatal(err)
+			} else if string(b) != "new\n" {
+				t.Errorf("after the close: f is %q, want %q", b, "new\n")
+			}
+			p.closeStdin()
+			if err := p.wait(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // TestAppendsInPlace: an append (`>>`) goes into the file itself at its
 // end: a descriptor opened before it reads it, `tail -f` shows each line
 // as it is appended, and the file keeps its inode in BACKING. Before, each
