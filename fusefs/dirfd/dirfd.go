@@ -478,7 +478,14 @@ func copyXattr(dst, src int, name string) error {
 
 // Close closes an fd; an error is only worth a log line. It is never
 // tried again: the fd is gone whatever close(2) answers, EINTR included.
-func Close(fd int) error { return unix.Close(fd) }
+// A negative fd is this layer's "none" (an open that was not made): it is
+// not passed to close(2), which would only answer EBADF.
+func Close(fd int) error {
+	if fd < 0 {
+		return nil
+	}
+	return unix.Close(fd)
+}
 
 // Dup returns another descriptor of the object fd holds, close-on-exec and
 // above the standard three.

@@ -60,11 +60,12 @@ func (g *Guard) OwnChange(fds []int, change func() error) error {
 }
 
 // MadeFd opens name in the directory held by dir (O_PATH) when it may be
-// a made file, for OwnChange, or returns -1 (closing it is harmless:
-// EBADF).
+// a made file, for OwnChange, or returns -1 (dirfd.Close skips it). With
+// no made file in the set it looks at nothing: a file made meanwhile by
+// another request races this look as it would race the stat.
 func (g *Guard) MadeFd(dir int, name string) int {
 	var st unix.Stat_t
-	if g.Policy == nil || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !g.Made.Holds(locks.KeyOf(&st)) {
+	if g.Policy == nil || g.Made.Len() == 0 || dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !g.Made.Holds(locks.KeyOf(&st)) {
 		return -1
 	}
 	fd, err := dirfd.OpenPath(dir, name)
