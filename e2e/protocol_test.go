@@ -306,19 +306,24 @@ func dumpHang(t *testing.T, m *Mount) {
 }
 
 // closeDuringWrite: thread 2 writes argv[2] MiB to argv[1] (O_TRUNC) in
-// one write(2); the main thread closes the descriptor as soon as the
-// write's first bytes are in a temp in BACKING (argv[3]), prints "closed",
-// waits for a line on stdin, then for the write, and prints how much it
-// wrote.
+// one system call, as argv[4] says: write(2), or sendfile(2) from argv[5],
+// a file of that size outside the mount (the kernel splices it into the
+// file through a pipe: many WRITE requests from inside the one call). The
+// main thread closes the descriptor as soon as the write's first bytes are
+// in a temp in BACKING (argv[3]), prints "closed", waits for a line on
+// stdin, then for the write, and prints how much it wrote.
 const closeDuringWrite = `
 import os, stat, sys, threading
-path, mib, backing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, mib, backing, how = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-data = b"x" * (mib << 20)
 res = []
 def write():
     try:
-        res.append(os.write(fd, data))
+        if how == "sendfile":
+            src = os.open(sys.argv[5], os.O_RDONLY)
+            res.append(os.sendfile(fd, src, 0, mib << 20))
+        else:
+            res.append(os.write(fd, b"x" * (mib << 20)))
     except OSError as e:
         res.append(e.strerror)
 t = threading.Thread(target=write)
@@ -343,46 +348,56 @@ print("wrote", res[0], flush=True)
 `
 
 // TestCloseDuringWrite: one thread's close(2) of a descriptor another
-// thread is writing through (one write(2) of 64 MiB) commits nothing half
-// written. Another owner that reads the file after the close has returned,
-// while the write may still go on, reads the old content or the whole new
-// one, never a part; once the writer's process is gone it reads all 64
-// MiB, as natively (the write goes on to its end on the open file).
+// thread is writing through (one write(2) of 64 MiB, or one sendfile(2) of
+// as much from a file outside the mount) commits nothing half written.
+// Another owner that reads the file after the close has returned, while
+// the write may still go on, reads the old content or the whole new one,
+// never a part; once the writer's process is gone it reads all 64 MiB, as
+// natively (the write goes on to its end on the open file).
 func TestCloseDuringWrite(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "python3")
-	m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
 	const mib = 64
-	cmd := exec.Command("python3", "-c", closeDuringWrite, "f", fmt.Sprint(mib), m.Backing)
-	cmd.Dir = m.Dir
-	p := startProc(t, cmd, true)
-	if l := p.line(t, time.Minute, "closed"); l != "closed" {
-		t.Fatalf("the writer printed %q, want closed", l)
-	}
-	// This test process is another owner (lockowner=pid).
-	if st, err := os.Stat(m.Path("f")); err != nil {
-		t.Fatal(err)
-	} else if st.Size() != 4 && st.Size() != mib<<20 {
-		t.Errorf("after the close, during the write: f is %d bytes, want 4 (old) or %d (new)", st.Size(), mib<<20)
-	}
-	p.closeStdin()
-	if l := p.line(t, time.Minute, "wrote"); l != fmt.Sprintf("wrote %d", mib<<20) {
-		t.Fatalf("the writer printed %q, want wrote %d", l, mib<<20)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatal(err)
-	}
-	// The RELEASE that commits comes after the writer's exit: wait for
-	// the commit to land in BACKING.
-	var size int64
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if b, err := os.Stat(m.BackingPath("f")); err == nil {
-			if size = b.Size(); size == mib<<20 {
-				return
+	for _, how := range []string{"write", "sendfile"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(t.TempDir(), "src")
+			if how == "sendfile" {
+				writeFile(t, src, strings.Repeat("x", mib<<20))
 			}
-		}
+			m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
+			cmd := exec.Command("python3", "-c", closeDuringWrite, "f", fmt.Sprint(mib), m.Backing, how, src)
+			cmd.Dir = m.Dir
+			p := startProc(t, cmd, true)
+			if l := p.line(t, time.Minute, "closed"); l != "closed" {
+				t.Fatalf("the writer printed %q, want closed", l)
+			}
+			// This test process is another owner (lockowner=pid).
+			if st, err := os.Stat(m.Path("f")); err != nil {
+				t.Fatal(err)
+			} else if st.Size() != 4 && st.Size() != mib<<20 {
+				t.Errorf("after the close, during the %s: f is %d bytes, want 4 (old) or %d (new)", how, st.Size(), mib<<20)
+			}
+			p.closeStdin()
+			if l := p.line(t, time.Minute, "wrote"); l != fmt.Sprintf("wrote %d", mib<<20) {
+				t.Fatalf("the writer printed %q, want wrote %d", l, mib<<20)
+			}
+			if err := p.wait(); err != nil {
+				t.Fatal(err)
+			}
+			// The RELEASE that commits comes after the writer's exit: wait
+			// for the commit to land in BACKING.
+			var size int64
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if b, err := os.Stat(m.BackingPath("f")); err == nil {
+					if size = b.Size(); size == mib<<20 {
+						return
+					}
+				}
+			}
+			t.Errorf("f is %d bytes in BACKING; want %d", size, mib<<20)
+		})
 	}
-	t.Errorf("f is %d bytes in BACKING; want %d", size, mib<<20)
 }
 
 // closeAfterWrite: thread 2 writes "new\n" to argv[1] (O_TRUNC) in one

@@ -24,7 +24,8 @@ import (
 //
 // /proc/TID/stat and /proc/TID/wchan take spin locks only. The third file
 // read, /proc/TID/syscall, tells for certain whether a thread that is not
-// on a CPU is inside a write(2): it waits for the thread's process's
+// on a CPU is inside a write(2) (or another call that writes a file:
+// writesFile): it waits for the thread's process's
 // exec_update_lock, which execve holds while it closes the close-on-exec
 // descriptors. The daemon reads it only of the thread that sent a handle's
 // last WRITE while another thread closes a descriptor of it: a process's
@@ -85,13 +86,13 @@ const (
 	SyscallUnknown SyscallState = iota
 	// SyscallRunning: the thread is on a CPU: it may be anywhere.
 	SyscallRunning
-	// SyscallInWrite: it is stopped inside a write(2), writev(2),
-	// pwrite64(2), pwritev(2) or pwritev2(2): between two requests of
-	// one, or waiting for the answer to one.
+	// SyscallInWrite: it is stopped inside a system call that writes a
+	// file (writesFile): between two requests of one, or waiting for the
+	// answer to one.
 	SyscallInWrite
 	// SyscallOutside: it is stopped outside any of them: in another
-	// system call, or in its own code. A write(2) it sent a WRITE of
-	// before has returned.
+	// system call, or in its own code. A write it sent a WRITE of before
+	// has returned.
 	SyscallOutside
 )
 
@@ -169,11 +170,28 @@ func syscallState(b []byte) SyscallState {
 	case len(f) < 3 || nr&x32Bit != 0 || below4G(f[len(f)-2]) && below4G(f[len(f)-1]):
 		return SyscallUnknown
 	}
-	switch nr {
-	case unix.SYS_WRITE, unix.SYS_WRITEV, unix.SYS_PWRITE64, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+	if writesFile[nr] {
 		return SyscallInWrite
 	}
 	return SyscallOutside
+}
+
+// writesFile are the system calls in which the kernel writes a file on the
+// caller's behalf, each into WRITE requests to a FUSE file: the write(2)
+// family; sendfile(2) and splice(2), which move a pipe's pages into the
+// file (do_splice_direct, iter_file_splice_write: a 64 MiB sendfile is a
+// thousand WRITEs from inside one call); copy_file_range(2), which falls
+// back on a splice where the filesystems cannot copy; io_submit(2), whose
+// writes to a FUSE file without FUSE_ASYNC_DIO run inside the call; and
+// io_uring_enter(2), which may issue a write inline. A thread stopped in
+// any other call has left its write: so this is the list of calls that
+// keep a close waiting, and a call missing from it would commit a part
+// (TestCloseDuringWrite's sendfile case did, before sendfile was in it).
+var writesFile = map[int64]bool{
+	unix.SYS_WRITE: true, unix.SYS_WRITEV: true,
+	unix.SYS_PWRITE64: true, unix.SYS_PWRITEV: true, unix.SYS_PWRITEV2: true,
+	unix.SYS_SENDFILE: true, unix.SYS_SPLICE: true, unix.SYS_COPY_FILE_RANGE: true,
+	unix.SYS_IO_SUBMIT: true, unix.SYS_IO_URING_ENTER: true,
 }
 
 // x32Bit marks the system call numbers of the x32 ABI (amd64's
