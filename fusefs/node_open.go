@@ -299,13 +299,14 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 			return errno
 		})
 	case *writeHandle:
+		tid := caller(ctx).Pid
 		switch in := in.(type) {
 		case *inPlaceHandle:
-			copied, errno = dst.file.CopyIn(ctx, in.file.Fd(), offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(ctx, tid, in.file.Fd(), offIn, offOut, size, flags)
 		case *readHandle:
-			copied, errno = dst.file.CopyIn(ctx, in.fd, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyIn(ctx, tid, in.fd, offIn, offOut, size, flags)
 		case *writeHandle:
-			copied, errno = dst.file.CopyFrom(ctx, in.file, offIn, offOut, size, flags)
+			copied, errno = dst.file.CopyFrom(ctx, tid, in.file, offIn, offOut, size, flags)
 		}
 	}
 	return uint32(copied), errno

@@ -48,8 +48,9 @@ type Processes interface {
 //     committed where that tears nothing old, and kept as a recovery copy
 //     beside the file otherwise (Write.killed);
 //   - a close while a write(2) through the same open is in flight in
-//     another thread (a WRITE request of it is being served or waits for
-//     the entry's lock): committing would publish part of it;
+//     another thread (a WRITE request of it, or a COPY_FILE_RANGE into
+//     the file, is being served or waits for the entry's lock):
+//     committing would publish part of it;
 //   - a close while another process of the owner that has written (or
 //     truncated) the file through an open of its own still holds it: both
 //     write the one temp, and the other's bytes may be half written. Its

@@ -92,12 +92,7 @@ func (f *File[N]) Read(buf []byte, off int64) (int, syscall.Errno) {
 // with nothing of the owner's uncommitted goes into the file in place
 // (Write.writeData).
 func (f *File[N]) Write(ctx context.Context, tid, flags uint32, noted bool, data []byte, off int64) (int, syscall.Errno) {
-	f.writes.Add(1)
-	defer func() {
-		f.lastWriter.Store(tid)
-		f.lastWrite.Store(time.Now().UnixNano())
-		f.writes.Add(-1)
-	}()
+	defer f.writing(tid)()
 	appends := f.appends(flags, noted)
 	var n int
 	errno := f.locked(func(w *Write[N]) (errno syscall.Errno) {
@@ -105,6 +100,20 @@ func (f *File[N]) Write(ctx context.Context, tid, flags uint32, noted bool, data
 		return errno
 	})
 	return max(n, 0), errno
+}
+
+// writing counts a change of f's temp by thread tid (a WRITE, a
+// COPY_FILE_RANGE into f) in flight until the func it returns runs, which
+// notes tid and the time as the last write's: a close's FLUSH reads them
+// (writeGoesOn). It is called before the entry's lock is waited for, so
+// that a close waiting for the lock sees the change coming.
+func (f *File[N]) writing(tid uint32) func() {
+	f.writes.Add(1)
+	return func() {
+		f.lastWriter.Store(tid)
+		f.lastWrite.Store(time.Now().UnixNano())
+		f.writes.Add(-1)
+	}
 }
 
 // appends reports whether a WRITE through f appends: O_APPEND as the
@@ -213,21 +222,25 @@ func allocates(mode uint32, size uint64) int64 {
 
 // CopyIn copies size bytes of src, a descriptor no write in progress
 // holds (a reader's, a coordinated file's), at offIn into the owner's
-// temp at offOut (copy_file_range(2)).
-func (f *File[N]) CopyIn(ctx context.Context, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+// temp at offOut (copy_file_range(2) by thread tid: a write of f, as a
+// WRITE is, for the close rule).
+func (f *File[N]) CopyIn(ctx context.Context, tid uint32, src int, offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+	defer f.writing(tid)()
 	defer lockPair(nil, f.w)()
 	return f.w.copyIn(ctx, src, offIn, offOut, size, flags)
 }
 
 // CopyFrom copies size bytes of the content src's owner sees at offIn
-// into f's owner's temp at offOut. Both writes' locks are held for the
-// copy, taken in one order so that copies between two files in both
-// directions cannot deadlock. The one write on both sides (the same
-// temp) is EXDEV: the kernel falls back to read and write.
-func (f *File[N]) CopyFrom(ctx context.Context, src *File[N], offIn, offOut, size, flags uint64) (int, syscall.Errno) {
+// into f's owner's temp at offOut (for thread tid, as CopyIn). Both
+// writes' locks are held for the copy, taken in one order so that copies
+// between two files in both directions cannot deadlock. The one write on
+// both sides (the same temp) is EXDEV: the kernel falls back to read and
+// write.
+func (f *File[N]) CopyFrom(ctx context.Context, tid uint32, src *File[N], offIn, offOut, size, flags uint64) (int, syscall.Errno) {
 	if src.w == f.w {
 		return 0, syscall.EXDEV
 	}
+	defer f.writing(tid)()
 	defer lockPair(src.w, f.w)()
 	return f.w.copyIn(ctx, src.w.cur(), offIn, offOut, size, flags)
 }

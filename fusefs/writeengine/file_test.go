@@ -137,6 +137,7 @@ func TestFileWriteGoesOn(t *testing.T) {
 		syscall procinfo.SyscallState
 		run     uint64 // the user ticks the writer gains once the close watches it
 		write   bool   // it sends another WRITE then
+		copy    bool   // its changes are copy_file_range(2)s, not WRITEs
 		commits bool
 		atLeast time.Duration // the rule's own wait: a bound no load can shorten
 		samples int           // at least
@@ -148,32 +149,59 @@ func TestFileWriteGoesOn(t *testing.T) {
 		{name: "busy, then its own code", writer: procinfo.WriterBusy, run: 2, commits: true, samples: 2},
 		{name: "busy, a tick, then its next WRITE", writer: procinfo.WriterBusy, syscall: procinfo.SyscallRunning, run: 1, write: true, samples: 1},
 		{name: "busy, then its next WRITE", writer: procinfo.WriterBusy, write: true, samples: 1},
+		{name: "asleep on FUSE in a copy, then its next copy", writer: procinfo.WriterOnFUSE, syscall: procinfo.SyscallInWrite, write: true, copy: true, samples: 1},
+		{name: "a copy, then its own code", writer: procinfo.WriterBusy, syscall: procinfo.SyscallOutside, copy: true, commits: true, samples: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newEngineDir(t, "old")
 			f := d.open(t, "a", unix.O_TRUNC)
 			d.procs.sampled = make(chan struct{}, 1)
+			// change is thread 2's WRITE of b at off, or its copy of b
+			// from a file outside the mount.
+			change := func(b string, off int64) (int, syscall.Errno) {
+				if !tc.copy {
+					return f.Write(context.Background(), 2, 0, false, []byte(b), off)
+				}
+				src := filepath.Join(t.TempDir(), "src")
+				if err := os.WriteFile(src, []byte(b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				fd, err := unix.Open(src, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(fd)
+				return f.CopyIn(context.Background(), 2, fd, 0, uint64(off), uint64(len(b)), 0)
+			}
 			start := time.Now() // before the write ends: the rule's waits count from there
-			if n, errno := f.Write(context.Background(), 2, 0, false, []byte("new"), 0); errno != 0 || n != 3 {
+			if n, errno := change("new", 0); errno != 0 || n != 3 {
 				t.Fatalf("write by thread 2 = %d, %v", n, errno)
 			}
 			d.procs.set(func(p *procFacts) { p.writer, p.ticks, p.syscall = tc.writer, 5, tc.syscall })
-			done := make(chan struct{})
+			done, flushed := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
 				if tc.run == 0 && !tc.write {
 					return
 				}
-				<-d.procs.sampled // the close watches the writer: now it acts
+				// The close watches the writer: now it acts. A close that
+				// does not watch it is over first, and fails below.
+				select {
+				case <-d.procs.sampled:
+				case <-flushed:
+					return
+				}
 				d.procs.set(func(p *procFacts) { p.ticks += tc.run })
 				if tc.write {
 					if tc.run > 0 {
 						<-d.procs.sampled // the close saw the tick
 					}
-					f.Write(context.Background(), 2, 0, false, []byte("!"), 3)
+					change("!", 3)
 				}
 			}()
-			if errno := f.Flush(context.Background(), 1); errno != 0 {
+			errno := f.Flush(context.Background(), 1)
+			close(flushed)
+			if errno != 0 {
 				t.Fatalf("flush = %v", errno)
 			}
 			if took := time.Since(start); took < tc.atLeast {
@@ -267,10 +295,10 @@ func TestFileCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.write(t, g, false, "G", 0)
-	if n, errno := f.CopyFrom(context.Background(), g, 0, 0, 2, 0); errno != 0 || n != 2 {
+	if n, errno := f.CopyFrom(context.Background(), 1, g, 0, 0, 2, 0); errno != 0 || n != 2 {
 		t.Fatalf("copy from g = %d, %v", n, errno)
 	}
-	if _, errno := f.CopyFrom(context.Background(), f, 0, 0, 1, 0); errno != syscall.EXDEV {
+	if _, errno := f.CopyFrom(context.Background(), 1, f, 0, 0, 1, 0); errno != syscall.EXDEV {
 		t.Errorf("copy within one write = %v, want EXDEV", errno)
 	}
 	src, err := dirfd.Open(d.dfd, "g", unix.O_RDONLY, 0)
@@ -278,7 +306,7 @@ func TestFileCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dirfd.Close(src)
-	if n, errno := f.CopyIn(context.Background(), src, 0, 3, 1, 0); errno != 0 || n != 1 {
+	if n, errno := f.CopyIn(context.Background(), 1, src, 0, 3, 1, 0); errno != 0 || n != 1 {
 		t.Fatalf("copy from a descriptor = %d, %v", n, errno)
 	}
 	d.want(t, "f", "ffff", "before the close")
