@@ -16,12 +16,17 @@ import (
 // cannot be found from the mount itself (the kernel keeps no option of
 // ours, and a daemon's command line may hold paths relative to a
 // directory it has left, or none: the policy's audit.path). So each daemon
-// writes one small JSON file once mounted, MAJOR:MINOR.json, in the
-// runtime directory: /run/realmfs as root (0755; the file 0644, naming
-// paths only), else $XDG_RUNTIME_DIR/realmfs (the user's own, 0700). It
-// is removed at unmount; one left by a killed daemon is recognised by its
-// pid no longer being a realmfs and by another device's mount taking its
-// place.
+// writes one small JSON file once mounted, MAJOR:MINOR-PID.json (the
+// mount's device, the daemon's pid), in the runtime directory:
+// /run/realmfs as root (0755; the file 0644, naming paths only), else
+// $XDG_RUNTIME_DIR/realmfs (the user's own, 0700). It is removed when the
+// daemon ends. The pid is in the name because a device number is given to
+// the next mount once this one is gone, and a daemon ends after its
+// unmount: under MAJOR:MINOR.json alone, a daemon that ended as another
+// mount took its number removed the newcomer's record. One left by a
+// killed daemon is recognised by its pid no longer being a realmfs or its
+// mountpoint being another's, and removed by the next daemon of its
+// device.
 type Record struct {
 	Pid        int    `json:"pid"`
 	Backing    string `json:"backing"`
@@ -49,15 +54,21 @@ func recordDirs(uid int) []string {
 	return dirs
 }
 
-// recordName is the record's file name for the mount of device dev:
-// MAJOR:MINOR.json, the device as mountinfo writes it.
-func recordName(dev uint64) string {
-	return fmt.Sprintf("%d:%d.json", unix.Major(dev), unix.Minor(dev))
+// recordName is the record's file name for the mount of device dev by
+// daemon pid: MAJOR:MINOR-PID.json, the device as mountinfo writes it.
+func recordName(dev uint64, pid int) string {
+	return fmt.Sprintf("%s-%d.json", devName(dev), pid)
+}
+
+// devName is dev as mountinfo writes it, MAJOR:MINOR.
+func devName(dev uint64) string {
+	return fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
 }
 
 // WriteRecord writes rec for the mount of device dev, and returns its
-// removal. A daemon without a runtime directory (a user without
-// XDG_RUNTIME_DIR) writes none, and says so with ErrNoRuntimeDir.
+// removal, which removes this record only. A daemon without a runtime
+// directory (a user without XDG_RUNTIME_DIR) writes none, and says so with
+// ErrNoRuntimeDir.
 func WriteRecord(dev uint64, rec Record) (remove func(), err error) {
 	uid := os.Geteuid()
 	dirs := recordDirs(uid)
@@ -76,8 +87,9 @@ func WriteRecord(dev uint64, rec Record) (remove func(), err error) {
 	if err != nil {
 		return func() {}, err
 	}
-	path := filepath.Join(dir, recordName(dev))
-	tmp := path + ".tmp" + strconv.Itoa(rec.Pid)
+	removeLeft(dir, dev, rec.Pid)
+	path := filepath.Join(dir, recordName(dev, rec.Pid))
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return func() {}, fmt.Errorf("mount record: %w", err)
 	}
@@ -86,6 +98,31 @@ func WriteRecord(dev uint64, rec Record) (remove func(), err error) {
 		return func() {}, fmt.Errorf("mount record: %w", err)
 	}
 	return func() { os.Remove(path) }, nil
+}
+
+// removeLeft removes the records of device dev in dir that no live daemon
+// but pid (the writer) keeps: killed daemons' (their pid no realmfs now),
+// and the name older daemons wrote, MAJOR:MINOR.json. A live daemon's
+// record is left, even one of a mount that is gone: it removes its own.
+func removeLeft(dir string, dev uint64, pid int) {
+	os.Remove(filepath.Join(dir, devName(dev)+".json"))
+	for _, path := range recordsOf(dir, dev) {
+		var rec Record
+		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &rec) == nil &&
+			rec.Pid != pid && path == filepath.Join(dir, recordName(dev, rec.Pid)) && isRealmfs(rec.Pid) {
+			continue
+		}
+		if path != filepath.Join(dir, recordName(dev, pid)) {
+			os.Remove(path)
+		}
+	}
+}
+
+// recordsOf are the paths of the records of device dev in dir, older
+// daemons' MAJOR:MINOR.json last.
+func recordsOf(dir string, dev uint64) []string {
+	paths, _ := filepath.Glob(filepath.Join(dir, devName(dev)+"-*.json"))
+	return append(paths, filepath.Join(dir, devName(dev)+".json"))
 }
 
 // FindRecord is the record of the realmfs mount at mnt (an absolute path,
@@ -100,26 +137,37 @@ func FindRecord(mnt string) (rec Record, ok bool, err error) {
 }
 
 // readRecord reads the record of the mount of device dev at mnt, and
-// checks it is the live daemon's.
+// checks it is the live daemon's: of the records of dev (one each for a
+// daemon that has not ended yet and the one that took its number), the one
+// of a live realmfs that names mnt.
 func readRecord(dev uint64, mnt string) (Record, error) {
-	var tried []string
+	var left error
 	for _, dir := range recordDirs(os.Geteuid()) {
-		path := filepath.Join(dir, recordName(dev))
-		b, err := os.ReadFile(path)
-		if err != nil {
-			tried = append(tried, path)
-			continue
+		for _, path := range recordsOf(dir, dev) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			var rec Record
+			if err := json.Unmarshal(b, &rec); err != nil {
+				left = fmt.Errorf("%s: %w", path, err)
+				continue
+			}
+			if rec.Mountpoint != mnt || !isRealmfs(rec.Pid) {
+				left = fmt.Errorf("%s: a record left by a daemon gone (pid %d, %s), not this mount's", path, rec.Pid, rec.Mountpoint)
+				continue
+			}
+			return rec, nil
 		}
-		var rec Record
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return rec, fmt.Errorf("%s: %w", path, err)
-		}
-		if rec.Mountpoint != mnt || !isRealmfs(rec.Pid) {
-			return rec, fmt.Errorf("%s: a record left by a daemon gone (pid %d, %s), not this mount's", path, rec.Pid, rec.Mountpoint)
-		}
-		return rec, nil
 	}
-	return Record{}, fmt.Errorf("%s: no record of its daemon (looked for %v; a daemon older than this realmfs, or of another user): give its audit log FILE", mnt, tried)
+	if left != nil {
+		return Record{}, left
+	}
+	var want []string
+	for _, dir := range recordDirs(os.Geteuid()) {
+		want = append(want, filepath.Join(dir, devName(dev)+"-PID.json"))
+	}
+	return Record{}, fmt.Errorf("%s: no record of its daemon (looked for %v; a daemon older than this realmfs, or of another user): give its audit log FILE", mnt, want)
 }
 
 // isRealmfs reports whether process pid runs a program named realmfs

@@ -38,8 +38,11 @@ type refusal struct {
 // from root and the daemon's own user only (SO_PEERCRED), whatever the
 // socket's modes.
 type Server struct {
-	l      *net.UnixListener
-	path   string
+	l    *net.UnixListener
+	path string
+	// ino is the socket file's inode as bound: Close removes the name
+	// only while it still leads there (ownedBy).
+	ino    uint64
 	logger *slog.Logger
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -56,7 +59,12 @@ func Listen(dir, path string, h Handler, logger *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{l: l, path: path, logger: logger, done: make(chan struct{})}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		l.Close()
+		return nil, err
+	}
+	s := &Server{l: l, path: path, ino: st.Ino, logger: logger, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		s.serve(h)
@@ -99,12 +107,19 @@ func listen(dir, path string) (*net.UnixListener, error) {
 // Close stops serving: the listener and every connection still served are
 // closed (a client reading its answer, or one that never sent its
 // request, gets EOF now, and the daemon's exit waits for no one), the
-// handlers running are waited for, and the socket's name is removed.
+// handlers running are waited for, and the socket's name is removed if
+// it is still this server's. A daemon closes its socket after its
+// unmount, and the next mount may have been given the same device number,
+// and so the same name, by then: its socket is left alone.
 func (s *Server) Close() error {
 	s.l.Close()
 	s.closeConns() // frees the slots serve may wait for
 	<-s.done
 	s.wg.Wait()
+	var st unix.Stat_t
+	if err := unix.Lstat(s.path, &st); err != nil || st.Ino != s.ino {
+		return nil // gone, or another daemon's now
+	}
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("control socket: %w", err)
 	}

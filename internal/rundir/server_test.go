@@ -127,6 +127,33 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	}
 }
 
+// TestCloseLeavesTheNextDaemonsSocket: a daemon that closes its control
+// socket after the next mount of its device number has listened at the
+// same name (a daemon ends after its unmount) leaves the newcomer's socket
+// in place; before, realmfs status and journal undo could not reach the
+// live mount.
+func TestCloseLeavesTheNextDaemonsSocket(t *testing.T) {
+	old, dir, path := listenT(t)
+	next, err := Listen(dir, path, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("the next daemon's Listen: %v", err)
+	}
+	defer next.Close()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var reply testReply
+	if err := Ask(path, testReq{Op: "next"}, &reply); err != nil || reply.Echo != "next" {
+		t.Fatalf("after the old daemon's Close, Ask = %+v, %v; want the next daemon's answer", reply, err)
+	}
+	if err := next.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("after its own Close the socket is still there: %v", err)
+	}
+}
+
 func TestControlDir(t *testing.T) {
 	for _, tc := range []struct {
 		uid  int
