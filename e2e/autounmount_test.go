@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -63,4 +66,69 @@ func TestAutoUnmount(t *testing.T) {
 	if got := readFile(t, m.Path("f")); got != "x\n" {
 		t.Errorf("f = %q through the mount made again", got)
 	}
+}
+
+// TestKilledDaemonsConnectionAborted: once a killed daemon's threads are
+// gone, its watcher aborts the FUSE connection, even while a descriptor of
+// the device is still open elsewhere. A daemon killed while its notifier
+// thread waits in an entry invalidation is in that state: the thread holds
+// a clone of the device until a directory's lock is let go, and the
+// lock's holder waits for a request no one will read (ci42's
+// TestKill9DuringWrites). Here the test holds the clone itself (taken from
+// the daemon with pidfd_getfd), so the state is made for certain: a
+// request sent after the daemon died must fail, not wait.
+func TestKilledDaemonsConnectionAborted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pidfd_getfd of the daemon's device needs root here")
+	}
+	m := mount(t)
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := -1
+	for _, e := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", m.Pid, e.Name())); target == "/dev/fuse" {
+			dev, _ = strconv.Atoi(e.Name())
+			break
+		}
+	}
+	if dev < 0 {
+		t.Fatalf("no /dev/fuse descriptor in the daemon's table: %v", m.FDs())
+	}
+	pidfd, err := unix.PidfdOpen(m.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	held, err := unix.PidfdGetfd(pidfd, dev, 0)
+	if err != nil {
+		t.Fatalf("pidfd_getfd: %v", err)
+	}
+	defer unix.Close(held)
+	_ = m.Signal(syscall.SIGKILL) // its exit is "killed"
+	select {
+	case <-m.done: // the test's clone keeps none of the daemon's threads alive
+	case <-time.After(stateTimeout):
+		t.Fatalf("realmfs pid %d did not exit within %v of SIGKILL: %s", m.Pid, stateTimeout, threadStates(m.Pid))
+	}
+	// The request is sent now, to a connection only the test holds open:
+	// before the watcher aborted it, it waited for an answer forever.
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(m.Path("x"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		// ECONNABORTED if the watcher aborted it while the request waited.
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			t.Errorf("stat on the killed daemon's mount: %v, want ENOTCONN or ECONNABORTED (the connection aborted)", err)
+		}
+	case <-time.After(stateTimeout):
+		unix.Close(held) // the last descriptor: the kernel aborts the connection, and the stat returns
+		t.Errorf("stat on the killed daemon's mount still waits after %v: its connection was not aborted", stateTimeout)
+	}
+	m.KillWithin(stateTimeout) // detaches the dead mount
+	m.Restart()                // for the harness's clean unmount
 }

@@ -668,7 +668,7 @@ func findDaemon(dir, arg string) (int, error) {
 			strings.TrimSuffix(exe, " (deleted)") != realmfsBin {
 			continue
 		}
-		if _, taken := claimedPids.Load(pid); taken {
+		if _, taken := claimedPids.Load(pid); taken || isWatcherProc(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -687,6 +687,14 @@ func findDaemon(dir, arg string) (int, error) {
 		return orphans[0], nil
 	}
 	return 0, fmt.Errorf("no realmfs process for %s (candidates re-parented here: %v)", dir, orphans)
+}
+
+// isWatcherProc reports whether process pid is a daemon's watcher
+// (realmfs again, whose command line names the mountpoint too: the
+// environment it was started with says so).
+func isWatcherProc(pid int) bool {
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return bytes.Contains(env, []byte("\x00_REALMFS_UNMOUNT_WATCH=1\x00")) || bytes.HasPrefix(env, []byte("_REALMFS_UNMOUNT_WATCH=1\x00"))
 }
 
 func ppid(pid int) int {

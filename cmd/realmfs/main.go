@@ -127,7 +127,7 @@ var version = ""
 
 func main() {
 	if isWatcher() {
-		os.Exit(runUnmountWatcher(os.Args[1:]))
+		os.Exit(runWatcher(os.Args[1:]))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -430,8 +430,10 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
-	if cfg.mount.autoUnmount {
-		startUnmountWatcher(realMountpoint, logger)
+	if devKnown {
+		startWatcher(realMountpoint, dev, cfg.mount.autoUnmount, logger)
+	} else if cfg.mount.autoUnmount {
+		logger.Warn("auto_unmount: no watcher: the mount's device number is unknown")
 	}
 	control, stopControl := startControl(cfg, root, dev, devKnown, jnl, fsys, logger)
 	defer stopControl()

@@ -32,7 +32,9 @@ import (
 // process holding the lock lets go; the notification, then its thread,
 // finishes, and closing the clone aborts the connection. What is left is a
 // request the kernel queued under the lock just as the daemon died, unread:
-// it waits for the clone, which waits for it.
+// it waits for the clone, which waits for it. The daemon's watcher
+// (cmd/realmfs: startWatcher) ends that: once the daemon's other threads
+// are gone it aborts the connection, which ends the unread request too.
 
 // fuseDevIocClone is FUSE_DEV_IOC_CLONE, _IOR(229, 0, uint32): it binds a
 // fresh /dev/fuse descriptor to the connection of the one it is given.
