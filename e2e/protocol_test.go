@@ -305,6 +305,21 @@ func dumpHang(t *testing.T, m *Mount) {
 	}
 }
 
+// closedByScript mounts a BACKING holding f ("old\n", lockowner=pid),
+// runs the python3 script in the mount with f and args(m) as its
+// arguments, and returns once it printed "closed".
+func closedByScript(t *testing.T, script string, args func(*Mount) []string) (*Mount, *proc) {
+	t.Helper()
+	m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
+	cmd := exec.Command("python3", append([]string{"-c", script, "f"}, args(m)...)...)
+	cmd.Dir = m.Dir
+	p := startProc(t, cmd, true)
+	if l := p.line(t, time.Minute, "closed"); l != "closed" {
+		t.Fatalf("the writer printed %q, want closed", l)
+	}
+	return m, p
+}
+
 // closeDuringWrite: thread 2 writes argv[2] MiB to argv[1] (O_TRUNC) in
 // one system call, as argv[4] says: write(2), or sendfile(2) from argv[5],
 // a file of that size outside the mount (the kernel splices it into the
@@ -365,13 +380,7 @@ func TestCloseDuringWrite(t *testing.T) {
 			if how == "sendfile" {
 				writeFile(t, src, strings.Repeat("x", mib<<20))
 			}
-			m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
-			cmd := exec.Command("python3", "-c", closeDuringWrite, "f", fmt.Sprint(mib), m.Backing, how, src)
-			cmd.Dir = m.Dir
-			p := startProc(t, cmd, true)
-			if l := p.line(t, time.Minute, "closed"); l != "closed" {
-				t.Fatalf("the writer printed %q, want closed", l)
-			}
+			m, p := closedByScript(t, closeDuringWrite, func(m *Mount) []string { return []string{fmt.Sprint(mib), m.Backing, how, src} })
 			// This test process is another owner (lockowner=pid).
 			if st, err := os.Stat(m.Path("f")); err != nil {
 				t.Fatal(err)
@@ -466,13 +475,7 @@ func TestCloseAfterAnotherThreadWrote(t *testing.T) {
 	for _, how := range []string{"idle", "spin", "pipe", "exit"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			m := mount(t, Opts("lockowner=pid"), Prepare(func(m *Mount) { writeFile(t, m.BackingPath("f"), "old\n") }))
-			cmd := exec.Command("python3", "-c", closeAfterWrite, "f", how)
-			cmd.Dir = m.Dir
-			p := startProc(t, cmd, true)
-			if l := p.line(t, time.Minute, "closed"); l != "closed" {
-				t.Fatalf("the writer printed %q, want closed", l)
-			}
+			m, p := closedByScript(t, closeAfterWrite, func(*Mount) []string { return []string{how} })
 			// This test process is another owner (lockowner=pid); the
 			// child still holds the open, so no RELEASE has committed.
 			if b, err := os.ReadFile(m.Path("f")); err != nil {
