@@ -41,7 +41,7 @@ type Server struct {
 	l    *net.UnixListener
 	path string
 	// ino is the socket file's inode as bound: Close removes the name
-	// only while it still leads there (ownedBy).
+	// only while it still leads there.
 	ino    uint64
 	logger *slog.Logger
 	done   chan struct{}
