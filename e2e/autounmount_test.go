@@ -14,23 +14,20 @@ import (
 
 // waitUnmounted waits until dir is no realmfs mount: on the kernel's
 // notice that the mount table changed (POLLPRI on /proc/self/mountinfo),
-// not on a clock; bounded by stateTimeout.
+// not on a clock; bounded by stateTimeout. The file is opened and read
+// with bare system calls: an *os.File would be in the Go runtime's epoll
+// set, and the runtime's wake-ups poll the file too, which takes the
+// notice before this poll sees it (mounts_poll reports a change once).
 func waitUnmounted(t *testing.T, dir string) {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer unix.Close(fd)
+	buf := make([]byte, 1<<16)
 	deadline := time.Now().Add(stateTimeout)
 	for {
-		// Read first: poll reports changes since the file was last read.
-		if _, err := f.Seek(0, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Read(make([]byte, 1<<16)); err != nil {
-			t.Fatal(err)
-		}
 		if fstype, ok := mountFSType(dir); !ok || fstype != "fuse.realmfs" {
 			return
 		}
@@ -38,8 +35,11 @@ func waitUnmounted(t *testing.T, dir string) {
 		if left <= 0 {
 			t.Fatalf("%s is still mounted %v after its daemon died", dir, stateTimeout)
 		}
-		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, int(left.Milliseconds())); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+		if _, err := unix.Pread(fd, buf, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,6 +57,9 @@ func TestAutoUnmount(t *testing.T) {
 	if got := readFile(t, m.Path("f")); got != "x\n" {
 		t.Fatalf("f = %q through the mount", got)
 	}
+	// A foreground mount is seen in mountinfo before its daemon starts
+	// the watcher: kill it once the watcher runs, not before.
+	m.WaitLogged("msg=watching")
 	_ = m.Signal(syscall.SIGKILL) // its exit is "killed", and the mount may not be gone yet
 	waitUnmounted(t, m.Dir)
 	if _, err := os.Stat(m.Path("f")); !os.IsNotExist(err) {
@@ -81,7 +84,9 @@ func TestKilledDaemonsConnectionAborted(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("pidfd_getfd of the daemon's device needs root here")
 	}
-	m := mount(t)
+	// Detached: the mount is ready (its parent exits 0) once the watcher
+	// runs; a foreground mount is seen in mountinfo before.
+	m := mount(t, Detached())
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.Pid))
 	if err != nil {
 		t.Fatal(err)

@@ -1277,6 +1277,22 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	}
 }
 
+// WaitLogged polls the daemon log until it holds text (the daemon writes
+// it from its own goroutines), or fails the test.
+func (m *Mount) WaitLogged(text string) {
+	m.tb.Helper()
+	deadline := time.Now().Add(stateTimeout)
+	for {
+		if b, _ := os.ReadFile(m.LogFile); strings.Contains(string(b), text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.tb.Fatalf("the daemon log has no %q after %v:\n%s", text, stateTimeout, m.logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // WaitNoWriter waits until the daemon holds no descriptor of the backing
 // file p open for writing. A writer's close returns once its commit is
 // made, but the kernel sends the handle's RELEASE after, and until the
