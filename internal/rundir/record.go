@@ -87,7 +87,7 @@ func WriteRecord(dev uint64, rec Record) (remove func(), err error) {
 	if err != nil {
 		return func() {}, err
 	}
-	removeLeft(dir, dev, rec.Pid)
+	removeLeft(dir, dev)
 	path := filepath.Join(dir, recordName(dev, rec.Pid))
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
@@ -101,18 +101,17 @@ func WriteRecord(dev uint64, rec Record) (remove func(), err error) {
 }
 
 // removeLeft removes the records of device dev in dir that no live daemon
-// but pid (the writer) keeps: killed daemons' (their pid no realmfs now),
-// and the name older daemons wrote, MAJOR:MINOR.json. A live daemon's
-// record is left, even one of a mount that is gone: it removes its own.
-func removeLeft(dir string, dev uint64, pid int) {
-	os.Remove(filepath.Join(dir, devName(dev)+".json"))
+// keeps: killed daemons' (their pid no realmfs now), and the name older
+// daemons wrote, MAJOR:MINOR.json. A live daemon's record is left, even
+// one of a mount that is gone: it removes its own (the writer's own is
+// replaced by its rename).
+func removeLeft(dir string, dev uint64) {
 	for _, path := range recordsOf(dir, dev) {
 		var rec Record
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &rec) == nil &&
-			rec.Pid != pid && path == filepath.Join(dir, recordName(dev, rec.Pid)) && isRealmfs(rec.Pid) {
-			continue
-		}
-		if path != filepath.Join(dir, recordName(dev, pid)) {
+		b, err := os.ReadFile(path)
+		live := err == nil && json.Unmarshal(b, &rec) == nil &&
+			path == filepath.Join(dir, recordName(dev, rec.Pid)) && isRealmfs(rec.Pid)
+		if !live {
 			os.Remove(path)
 		}
 	}
