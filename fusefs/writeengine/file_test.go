@@ -142,7 +142,9 @@ func TestFileWriteGoesOn(t *testing.T) {
 		atLeast time.Duration // the rule's own wait: a bound no load can shorten
 		samples int           // at least
 	}{
-		{name: "elsewhere", writer: procinfo.WriterIdle, commits: true, atLeast: gap, samples: 2},
+		// One sample when the close starts past the gap (a loaded machine
+		// is slow to flush after the write): asleep elsewhere then is out.
+		{name: "elsewhere", writer: procinfo.WriterIdle, commits: true, atLeast: gap, samples: 1},
 		{name: "stopped outside any write", writer: procinfo.WriterBusy, syscall: procinfo.SyscallOutside, commits: true, samples: 1},
 		{name: "asleep on FUSE", writer: procinfo.WriterOnFUSE, commits: true, atLeast: 2 * gap, samples: 2},
 		{name: "asleep on FUSE in a write, then its next WRITE", writer: procinfo.WriterOnFUSE, syscall: procinfo.SyscallInWrite, write: true, atLeast: 0, samples: 1},
