@@ -499,6 +499,10 @@ func (m *Mount) start() {
 	}
 	line := append(append(append([]string{}, m.cfg.env...), filepath.Base(bin)), m.args()...)
 	fmt.Fprintf(logf, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(line, " "))
+	logStart, err := logf.Seek(0, io.SeekCurrent)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	cmd := exec.Command(bin, m.args()...)
 	if m.cfg.nofile > 0 {
 		lim := strconv.Itoa(m.cfg.nofile)
@@ -592,14 +596,20 @@ func (m *Mount) start() {
 		m.exitErr = cmd.Wait()
 		close(m.done)
 	}()
+	// Ready is what the daemon says, not what mountinfo shows: the mount
+	// appears there before the daemon has started its watcher and its
+	// control socket, and a test that asks either at once must find them.
+	// (A detached daemon's parent exits 0 only after the same point.)
 	deadline := time.Now().Add(mountTimeout)
 	for {
 		if fstype, ok := mountFSType(m.Dir); ok {
 			if fstype != "fuse.realmfs" {
 				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
 			}
-			m.noteConn()
-			return
+			if loggedSince(m.LogFile, logStart, "msg=mounted ") {
+				m.noteConn()
+				return
+			}
 		}
 		select {
 		case <-m.done:
@@ -1275,6 +1285,18 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// loggedSince reports whether the log at path holds text past offset off
+// (where this start of the daemon began writing).
+func loggedSince(path string, off int64, text string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, off, 1<<30))
+	return err == nil && bytes.Contains(b, []byte(text))
 }
 
 // WaitLogged polls the daemon log until it holds text (the daemon writes
