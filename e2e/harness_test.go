@@ -499,9 +499,10 @@ func (m *Mount) start() {
 	}
 	line := append(append(append([]string{}, m.cfg.env...), filepath.Base(bin)), m.args()...)
 	fmt.Fprintf(logf, "=== %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(line, " "))
-	logStart, err := logf.Seek(0, io.SeekCurrent)
-	if err != nil {
-		tb.Fatal(err)
+	readyLog := m.daemonLog()
+	var logStart int64
+	if st, err := os.Stat(readyLog); err == nil {
+		logStart = st.Size()
 	}
 	cmd := exec.Command(bin, m.args()...)
 	if m.cfg.nofile > 0 {
@@ -606,7 +607,7 @@ func (m *Mount) start() {
 			if fstype != "fuse.realmfs" {
 				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
 			}
-			if loggedSince(m.LogFile, logStart, "msg=mounted ") {
+			if loggedSince(readyLog, logStart, "msg=mounted ") {
 				m.noteConn()
 				return
 			}
@@ -1285,6 +1286,17 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// daemonLog is where the daemon writes its log: the file of a --log flag,
+// or its stderr, LogFile.
+func (m *Mount) daemonLog() string {
+	for i, f := range m.cfg.flags {
+		if f == "--log" && i+1 < len(m.cfg.flags) {
+			return m.cfg.flags[i+1]
+		}
+	}
+	return m.LogFile
 }
 
 // loggedSince reports whether the log at path holds text past offset off
