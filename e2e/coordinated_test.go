@@ -61,6 +61,16 @@ func TestSQLiteWALTwoOwners(t *testing.T) {
 	for _, opts := range []string{"lockowner=session", "lockowner=session,passthrough=off"} {
 		t.Run(opts, func(t *testing.T) { sqliteWALTwoOwners(t, mount(t, Opts(opts))) })
 	}
+	// Passed through: where BACKING's file system keeps no blocks for
+	// root (this machine's disk may keep some, and then coordinated files
+	// go through the daemon: TestRootReserveKeptCoordinated).
+	t.Run("lockowner=session,no root reserve", func(t *testing.T) {
+		m := mount(t, Opts("lockowner=session"), Ext4Backing(t, 128<<20, 0, nil))
+		if !strings.Contains(readFile(t, m.LogFile), "passthrough=on ") {
+			t.Errorf("the daemon's mounted line does not say passthrough=on (coordinated files passed through):\n%s", m.logTail())
+		}
+		sqliteWALTwoOwners(t, m)
+	})
 }
 
 func sqliteWALTwoOwners(t *testing.T, m *Mount) {

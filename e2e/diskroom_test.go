@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -18,32 +20,9 @@ import (
 // file rewritten left byte-identical, and root's reserve still free for
 // the host, whose own root writes into it.
 func TestRootReserveKept(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: mounting an ext4 image needs root")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("skipped: no loop device (%v)", err)
-	}
-	requireTool(t, "mkfs.ext4")
 	t.Parallel()
 	const old = "the old content\n"
-	m := mount(t, Prepare(func(m *Mount) {
-		imageBacking(t, m, "ext4", 32<<20, func(img, dir string) {
-			run(t, "", nil, "mkfs.ext4", "-q", "-F", "-m", "50", img)
-			if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-				t.Skipf("skipped: mount -o loop of an ext4 image failed: %v: %s", err, out)
-			}
-		}, []string{"umount"})
-		writeFile(t, m.BackingPath("keep"), old)
-	}))
-	var before unix.Statfs_t
-	if err := unix.Statfs(m.Backing, &before); err != nil {
-		t.Fatal(err)
-	}
-	reserve := int64(before.Bfree-before.Bavail) * before.Bsize
-	if reserve < 8<<20 {
-		t.Fatalf("the image keeps %d bytes for root, want about half its 32 MiB", reserve)
-	}
+	m, reserve := reserveMount(t, func(m *Mount) { writeFile(t, m.BackingPath("keep"), old) })
 
 	// More than all there is, through the mount, over an existing file.
 	f, err := os.OpenFile(m.Path("keep"), os.O_WRONLY|os.O_TRUNC, 0)
@@ -68,8 +47,92 @@ func TestRootReserveKept(t *testing.T) {
 		t.Fatalf("keep after the refused rewrite: %d bytes, want %q", len(got), old)
 	}
 
-	// The reserve is root's still: nearly all of it free, and the host's
-	// root writes into it.
+	reserveStillRoots(t, m, reserve)
+}
+
+// TestRootReserveKeptCoordinated: a coordinated file (SQLite's, by name)
+// is written in place. Passed through, the kernel would write it straight
+// to the backing file as the daemon registered it (fsuid 0, which ext4
+// lets into root's reserve) and the gauge would never see the writes: so
+// where BACKING's file system keeps blocks for root, coordinated files go
+// through the daemon, and their writes stop where the others' do.
+func TestRootReserveKeptCoordinated(t *testing.T) {
+	t.Parallel()
+	m, reserve := reserveMount(t, nil)
+	if !strings.Contains(readFile(t, m.LogFile), "passthrough=reads ") {
+		t.Errorf("the daemon's mounted line does not say passthrough=reads (coordinated files through the daemon):\n%s", m.logTail())
+	}
+	f, err := os.OpenFile(m.Path("big.db"), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	var werr error
+	written := 0
+	for ; written < 64<<20 && werr == nil; written += len(chunk) {
+		_, werr = f.Write(chunk)
+	}
+	if serr := f.Sync(); werr == nil {
+		werr = serr
+	}
+	f.Close()
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Errorf("writing 64 MiB into a coordinated file on a 32 MiB file system through the mount: %v after %d MiB, want ENOSPC", werr, written>>20)
+	}
+	m.WaitAudit("the coordinated file's write past the room of a writer that is not root", func(e auditEntry) bool {
+		return e.str("code") == "RESOURCE_LIMIT" && e.path() == "big.db" && e.errnoIs(syscall.ENOSPC)
+	})
+	reserveStillRoots(t, m, reserve)
+}
+
+// reserveMount mounts a BACKING that is a 32 MiB ext4 image keeping half
+// its blocks for root, prepared by prepare (nil: empty), and returns the
+// mount and the bytes kept for root.
+func reserveMount(t *testing.T, prepare func(m *Mount)) (*Mount, int64) {
+	t.Helper()
+	m := mount(t, Ext4Backing(t, 32<<20, 50, prepare))
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.Backing, &st); err != nil {
+		t.Fatal(err)
+	}
+	reserve := int64(st.Bfree-st.Bavail) * st.Bsize
+	if reserve < 8<<20 {
+		t.Fatalf("the image keeps %d bytes for root, want about half its 32 MiB", reserve)
+	}
+	return m, reserve
+}
+
+// Ext4Backing makes BACKING an ext4 image of size bytes keeping
+// reservePct percent of its blocks for root (mkfs.ext4 -m), loop-mounted
+// for the test and prepared by prepare (nil: left empty). It skips the
+// test where images cannot be mounted.
+func Ext4Backing(t *testing.T, size int64, reservePct int, prepare func(m *Mount)) MountOption {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: mounting an ext4 image needs root")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skipf("skipped: no loop device (%v)", err)
+	}
+	requireTool(t, "mkfs.ext4")
+	return Prepare(func(m *Mount) {
+		imageBacking(t, m, "ext4", size, func(img, dir string) {
+			run(t, "", nil, "mkfs.ext4", "-q", "-F", "-m", strconv.Itoa(reservePct), img)
+			if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+				t.Skipf("skipped: mount -o loop of an ext4 image failed: %v: %s", err, out)
+			}
+		}, []string{"umount"})
+		if prepare != nil {
+			prepare(m)
+		}
+	})
+}
+
+// reserveStillRoots checks that root's reserve of reserve bytes is
+// nearly all free after the writes through the mount, and that the
+// host's root still writes into it.
+func reserveStillRoots(t *testing.T, m *Mount, reserve int64) {
+	t.Helper()
 	var after unix.Statfs_t
 	if err := unix.Statfs(m.Backing, &after); err != nil {
 		t.Fatal(err)

@@ -81,6 +81,9 @@ var nameCallsAllowed = map[string]string{
 	// /proc/PID of the process a refusal is audited for.
 	"audit/audit.go readProgram os.ReadFile": "reads /proc/PID/comm",
 	"audit/audit.go readProgram os.Readlink": "reads /proc/PID/exe",
+	// sysfs of BACKING's block device: does its ext4 keep blocks for root.
+	"diskroom/diskroom.go ext4ReservedClusters os.Readlink": "reads /sys/dev/block/MAJ:MIN, the device's name",
+	"diskroom/diskroom.go ext4ReservedClusters os.ReadFile": "reads /sys/fs/ext4/DEV/reserved_clusters",
 	// The made store (Options.MadeStore): a file in the daemon's state
 	// directory, which cmd/realmfs refuses beneath BACKING, replaced by
 	// write-temp-then-rename.

@@ -327,8 +327,10 @@ func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Sta
 	// later one, so each is read-write (a read-only open's descriptor still
 	// cannot write: the kernel checks the open's own mode). Writes to a
 	// file the mount made at a credential path restamp it
-	// (writeengine.InPlace): the daemon must see them.
-	pt := f.opts.Passthrough && forKernel && !made
+	// (writeengine.InPlace): the daemon must see them. Nor where the
+	// kernel's writes could take root's reserve (FS.passInPlace): the
+	// daemon's take the room from the gauge first.
+	pt := f.passInPlace && forKernel && !made
 	if write || pt {
 		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
 		switch {

@@ -453,7 +453,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	stopProfile := testProfile()
 	logger.Info("mounted", "backing", cfg.backing, "mountpoint", cfg.mountpoint, "version", versionString(),
-		"pid", os.Getpid(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
+		"pid", os.Getpid(), "passthrough", fsys.Passthrough(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
 		"policy", cmp.Or(cfg.policyFile, "built-in"), "audit_log", cfg.auditLog, "made_store", cmp.Or(cfg.madeStore, "none"))
 	notifyParent("")
 	sdNotify("READY=1")

@@ -33,7 +33,12 @@
 package diskroom
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -154,4 +159,54 @@ func ForRoot(fd int, root bool) *Gauge {
 		return nil
 	}
 	return New(func(st *unix.Statfs_t) error { return dirfd.Fstatfs(fd, st) })
+}
+
+// KeepsReserve reports whether the file system holding the object fd
+// holds keeps blocks that only root may write: ext4's reserve
+// (mkfs.ext4 -m, tune2fs -m). A write the kernel passes through to a
+// backing file is made with the credentials the daemon registered the
+// file with, fsuid 0, and is not taken from a gauge: on such a file
+// system it could fill the reserve, so the mount passes through no write
+// there (fusefs: FS.passInPlace). statfs's f_bfree past f_bavail is the
+// reserve and, on ext4, the clusters it keeps for its own use
+// (/sys/fs/ext4/DEV/reserved_clusters), which root cannot write either;
+// what is past both is root's. A file system that says nothing more is
+// taken to keep a reserve if f_bfree passes f_bavail at all.
+func KeepsReserve(fd int) (bool, error) {
+	var st unix.Statfs_t
+	if err := dirfd.Fstatfs(fd, &st); err != nil {
+		return true, err
+	}
+	if st.Bfree <= st.Bavail {
+		return false, nil
+	}
+	gap := st.Bfree - st.Bavail
+	if st.Type != unix.EXT4_SUPER_MAGIC {
+		return true, nil
+	}
+	var obj unix.Stat_t
+	if err := dirfd.Fstat(fd, &obj); err != nil {
+		return true, err
+	}
+	own, err := ext4ReservedClusters(obj.Dev)
+	if err != nil {
+		return true, err
+	}
+	return gap > own, nil
+}
+
+// ext4ReservedClusters is what the ext4 file system on device dev keeps
+// for its own use (s_resv_clusters), in clusters: blocks, unless it was
+// made with bigalloc (then fewer than its blocks: the reserve is
+// overcounted, never missed).
+func ext4ReservedClusters(dev uint64) (uint64, error) {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/sys/fs/ext4/" + filepath.Base(link) + "/reserved_clusters")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
