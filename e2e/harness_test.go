@@ -607,7 +607,7 @@ func (m *Mount) start() {
 			if fstype != "fuse.realmfs" {
 				tb.Fatalf("%s mounted with type %q, want fuse.realmfs", m.Dir, fstype)
 			}
-			if loggedSince(readyLog, logStart, "msg=mounted ") {
+			if loggedSince(readyLog, logStart, "msg=mounted ") || loggedSince(readyLog, logStart, `"msg":"mounted"`) {
 				m.noteConn()
 				return
 			}
@@ -1288,12 +1288,19 @@ func (m *Mount) WaitAudit(what string, match func(auditEntry) bool) auditEntry {
 	}
 }
 
-// daemonLog is where the daemon writes its log: the file of a --log flag,
-// or its stderr, LogFile.
+// daemonLog is where the daemon writes its log: the file of a --log flag
+// or a log= option, or its stderr, LogFile.
 func (m *Mount) daemonLog() string {
 	for i, f := range m.cfg.flags {
 		if f == "--log" && i+1 < len(m.cfg.flags) {
 			return m.cfg.flags[i+1]
+		}
+	}
+	for _, o := range m.cfg.opts {
+		for _, kv := range strings.Split(o, ",") {
+			if path, ok := strings.CutPrefix(kv, "log="); ok {
+				return path
+			}
 		}
 	}
 	return m.LogFile
