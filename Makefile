@@ -155,8 +155,8 @@ checks:
 e2e: build
 	REALM_E2E_RACE=$${REALM_E2E_RACE:-0} scripts/run-e2e.sh
 
-# test is the suite with bounded budgets for its randomized runs (about
-# 8 minutes on a quiet 2-vCPU machine once its build cache is warm, 477 s
+# test is the suite with bounded budgets for its randomized runs (under
+# 8 minutes on a quiet 2-vCPU machine once its build cache is warm, 398 s
 # measured, the end-to-end suite about 4 of them): set-up,
 # lint, unit tests with -race (and with the lock order checked; each fuzz
 # target's corpus runs as a unit test), the install checks, the
