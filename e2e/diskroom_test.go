@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -82,6 +83,45 @@ func TestRootReserveKeptCoordinated(t *testing.T) {
 	m.WaitAudit("the coordinated file's write past the room of a writer that is not root", func(e auditEntry) bool {
 		return e.str("code") == "RESOURCE_LIMIT" && e.path() == "big.db" && e.errnoIs(syscall.ENOSPC)
 	})
+	reserveStillRoots(t, m, reserve)
+}
+
+// TestRootReserveKeptFromNames: what an owner makes takes blocks too: a
+// directory its first one, an attribute too big for the inode one of its
+// own. Made by the daemon as root, 7,762 directories took this image's
+// last unprivileged blocks and went on into root's reserve until the
+// inodes ran out. Now each made object takes a block of the room, an
+// attribute its size, and past it the owner gets ENOSPC, audited.
+func TestRootReserveKeptFromNames(t *testing.T) {
+	t.Parallel()
+	m, reserve := reserveMount(t, func(m *Mount) {
+		writeFile(t, m.BackingPath("keep"), "x\n")
+		// The host takes all but 256 of the unprivileged blocks, so
+		// that a few hundred directories reach the end of the room.
+		var st unix.Statfs_t
+		if err := unix.Statfs(m.Backing, &st); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, m.BackingPath("host-data"), string(bytes.Repeat([]byte{'h'}, int(st.Bavail-256)*int(st.Bsize))))
+	})
+	var err error
+	made := 0
+	for ; made < 100000; made++ {
+		if err = os.Mkdir(m.Path(fmt.Sprintf("d%d", made)), 0o755); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("mkdir #%d: %v, want ENOSPC", made, err)
+	}
+	m.WaitAudit("the mkdir past the room of a writer that is not root", func(e auditEntry) bool {
+		return e.str("op") == "mkdir" && e.str("code") == "RESOURCE_LIMIT" && e.errnoIs(syscall.ENOSPC)
+	})
+	// (Within the mkdirs' burst of refusals: no audit line of its own.)
+	if err := unix.Setxattr(m.Path("keep"), "user.big", bytes.Repeat([]byte{'v'}, 900), 0); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("setxattr of 900 bytes with no room left: %v, want ENOSPC", err)
+	}
+	t.Logf("%d directories made before the room ran out", made)
 	reserveStillRoots(t, m, reserve)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/realm-dev/realm/errcode"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
 )
@@ -79,6 +80,9 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if errno := n.fsys.gate.DenySetxattr(ctx, n, attr); errno != 0 {
 		return errno
 	}
+	if errno := n.fsys.takeXattrRoom(ctx, n, len(attr)+len(data)); errno != 0 {
+		return errno
+	}
 	if err := n.fsys.guard.OwnChange([]int{fd}, func() error { return dirfd.Setxattr(fd, attr, data, int(flags)) }); err != nil {
 		return dirfd.Errno(err)
 	}
@@ -140,4 +144,24 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 		return 0, syscall.ERANGE
 	}
 	return uint32(copy(dest, list)), 0
+}
+
+// errNoXattrRoom is the cause a setxattr refused for want of room is
+// audited with.
+var errNoXattrRoom = errors.New("the file system has no room left for a writer that is not root (the rest is root's reserve): an attribute's value takes blocks too")
+
+// takeXattrRoom takes the room an attribute of size bytes may take (ext4
+// stores what does not fit in the inode in a block of its own, and with
+// ea_inode a large value in inodes of its own): made as root, it would
+// otherwise come out of root's reserve, as a write's bytes would
+// (diskroom). ENOSPC past it, audited RESOURCE_LIMIT once per burst.
+func (f *FS) takeXattrRoom(ctx context.Context, n *Node, size int) syscall.Errno {
+	if f.room == nil {
+		return 0
+	}
+	errno, first := f.room.Take(int64(size))
+	if first && f.opts.Audit != nil {
+		f.opts.Audit.RecordCause(ctx, "setxattr", n.Rel(""), errcode.ResourceLimit, errno, errNoXattrRoom)
+	}
+	return errno
 }

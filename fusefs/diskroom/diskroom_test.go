@@ -181,3 +181,36 @@ func TestTakeFileNoInodeCount(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeFileTakesABlock: a file an owner makes takes a block of room
+// as well as an inode (a directory's first block, as root, would come out
+// of root's reserve): with less than a block left it is ENOSPC, with one
+// block left one file is made and the next refused.
+func TestTakeFileTakesABlock(t *testing.T) {
+	for _, tc := range []struct {
+		avail int64
+		made  int
+	}{
+		{0, 0},
+		{4095, 0},
+		{4096, 1},
+		{3 * 4096, 3},
+	} {
+		fs := &fakeFS{avail: tc.avail}
+		g := New(fs.statfs)
+		made := 0
+		for made < 10 {
+			if errno, _ := g.TakeFile(); errno != 0 {
+				if errno != syscall.ENOSPC {
+					t.Fatalf("avail %d: %v, want ENOSPC", tc.avail, errno)
+				}
+				break
+			}
+			fs.avail -= 4096 // the file's block, as the file system counts it
+			made++
+		}
+		if made != tc.made {
+			t.Errorf("avail %d bytes: %d files made, want %d", tc.avail, made, tc.made)
+		}
+	}
+}
