@@ -88,10 +88,10 @@ func TestRootReserveKeptCoordinated(t *testing.T) {
 
 // TestRootReserveKeptFromNames: what an owner makes takes blocks too: a
 // directory its first one, an attribute too big for the inode one of its
-// own. Made by the daemon as root, 7,762 directories took this image's
+// own, a directory's entries (a hard link's) theirs. Made by the daemon as root, 7,762 directories took this image's
 // last unprivileged blocks and went on into root's reserve until the
-// inodes ran out. Now each made object takes a block of the room, an
-// attribute its size, and past it the owner gets ENOSPC, audited.
+// inodes ran out. Now each made object or link takes a block of the
+// room, an attribute its size, and past it the owner gets ENOSPC, audited.
 func TestRootReserveKeptFromNames(t *testing.T) {
 	t.Parallel()
 	m, reserve := reserveMount(t, func(m *Mount) {
@@ -117,7 +117,10 @@ func TestRootReserveKeptFromNames(t *testing.T) {
 	m.WaitAudit("the mkdir past the room of a writer that is not root", func(e auditEntry) bool {
 		return e.str("op") == "mkdir" && e.str("code") == "RESOURCE_LIMIT" && e.errnoIs(syscall.ENOSPC)
 	})
-	// (Within the mkdirs' burst of refusals: no audit line of its own.)
+	// (Within the mkdirs' burst of refusals: no audit lines of their own.)
+	if err := os.Link(m.Path("keep"), m.Path("keep-again")); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("link with no room left: %v, want ENOSPC (a directory's entries take blocks)", err)
+	}
 	if err := unix.Setxattr(m.Path("keep"), "user.big", bytes.Repeat([]byte{'v'}, 900), 0); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("setxattr of 900 bytes with no room left: %v, want ENOSPC", err)
 	}

@@ -137,6 +137,12 @@ func (g *Gauge) Take(n int64) (errno syscall.Errno, first bool) {
 // kernel would have taken it.
 func (g *Gauge) TakeFile() (errno syscall.Errno, first bool) { return g.take(g.block.Load(), 1) }
 
+// TakeName takes a block of room for a name an owner adds to a directory
+// without making an object (a hard link): a directory's entries fill
+// blocks the daemon allocates as root. ENOSPC with less than a block
+// left, first as Take says.
+func (g *Gauge) TakeName() (errno syscall.Errno, first bool) { return g.take(g.block.Load(), 0) }
+
 // take takes n bytes and files inodes.
 func (g *Gauge) take(n, files int64) (errno syscall.Errno, first bool) {
 	room, inodes := g.room.Add(-n), g.inodes.Add(-files)

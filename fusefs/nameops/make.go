@@ -151,6 +151,9 @@ func (o *Ops[N]) Link(ctx context.Context, dir N, pfd int, dirRel, name string, 
 			return false, errno
 		}
 	}
+	if errno := o.takeName(ctx, "link", admit.Join(dirRel, name)); errno != 0 {
+		return false, errno
+	}
 	rec := o.Journal.Record(ctx, "", journal.OpLink, src.Rel(""))
 	rec.To, rec.Before = admit.Join(dirRel, name), journal.ObjectOf(st)
 	c, errno := o.Journal.Begin(ctx, "link", rec.To, rec, journal.NoKeep)

@@ -100,6 +100,22 @@ func (o *Ops[N]) takeInode(ctx context.Context, op, rel string) syscall.Errno {
 	return errno
 }
 
+// errNoRoom is the cause a name refused for want of room is audited with.
+var errNoRoom = errors.New("the file system has no room left for a writer that is not root (the rest is root's reserve): a directory's entries take blocks too")
+
+// takeName takes a block of room for a name an owner adds without making
+// an object (link): ENOSPC past the room, audited as takeInode's.
+func (o *Ops[N]) takeName(ctx context.Context, op, rel string) syscall.Errno {
+	if o.Room == nil {
+		return 0
+	}
+	errno, first := o.Room.TakeName()
+	if first && o.Gate.Audit != nil {
+		o.Gate.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoRoom)
+	}
+	return errno
+}
+
 // statNew stats an object an op just made, through its fd, for the
 // adapter's new node: its generation (dirfd.Statx) tells it apart from an
 // earlier file that had the same inode number.
