@@ -136,26 +136,23 @@ type Options struct {
 
 // FS is one guarded mount's shared state.
 type FS struct {
-	opts     Options
-	rootFd   int
-	rootDev  uint64
-	rootIno  uint64 // BACKING's root directory, with rootDev
-	backing  string // BACKING's path as given to New: for the daemon's own records, never opened
-	root     *Node
-	boundary *dirfd.Root      // is a directory node's fd still beneath the root (Node.dirFd)
-	fds      fdbudget.Counts  // descriptors charged per owner (admit: fds.go)
-	dirs     dircache.Cache   // directory nodes' fds, idle ones bounded (dircache.go)
-	guard    guard.Guard      // credentials, protected paths and made files
-	logLimit *ratelog.Limiter // the daemon log's lines, by kind (logf)
-	room     *diskroom.Gauge  // BACKING's room for owners: the engine's writes, the mount's new objects (nameops)
-	// passInPlace: coordinated files pass through (Node.openInPlace): not
-	// where BACKING's file system keeps blocks for root, which a write
-	// the kernel passes through as the daemon (fsuid 0) could fill.
-	passInPlace bool
-	gate        admit.Gate         // the audited admission over guard (fusefs/admit)
-	writeLocks  *locks.Table       // who may write which file (issue 4); not Node.recLocks
-	processes   *procinfo.Resolver // pid mode: names a thread's process
-	asRoot      bool               // the daemon runs as root: temps get the file's owner
+	opts       Options
+	rootFd     int
+	rootDev    uint64
+	rootIno    uint64 // BACKING's root directory, with rootDev
+	backing    string // BACKING's path as given to New: for the daemon's own records, never opened
+	root       *Node
+	boundary   *dirfd.Root        // is a directory node's fd still beneath the root (Node.dirFd)
+	fds        fdbudget.Counts    // descriptors charged per owner (admit: fds.go)
+	dirs       dircache.Cache     // directory nodes' fds, idle ones bounded (dircache.go)
+	guard      guard.Guard        // credentials, protected paths and made files
+	logLimit   *ratelog.Limiter   // the daemon log's lines, by kind (logf)
+	room       *diskroom.Gauge    // BACKING's room for owners: the engine's writes, the mount's new objects (nameops)
+	passCoord  bool               // coordinated files pass through (Node.openInPlace): not where BACKING keeps blocks for root (diskroom.KeepsReserve)
+	gate       admit.Gate         // the audited admission over guard (fusefs/admit)
+	writeLocks *locks.Table       // who may write which file (issue 4); not Node.recLocks
+	processes  *procinfo.Resolver // pid mode: names a thread's process
+	asRoot     bool               // the daemon runs as root: temps get the file's owner
 	// ordersRenames: BACKING's filesystem writes a renamed file's data
 	// before the rename (OrdersRenamedData), so a commit over an empty
 	// file needs no fsync of its temp (writeengine: syncPlan).
@@ -265,7 +262,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 		if rerr != nil {
 			fsys.logf("coordinated files are not passed through: whether BACKING's file system keeps blocks for root is unknown: %v", rerr)
 		}
-		fsys.passInPlace = !reserve
+		fsys.passCoord = !reserve
 	}
 	fsys.guard.Policy = opts.Credentials
 	fsys.journal = journaling.Producer{J: opts.Journal, Audit: opts.Audit, Logf: fsys.logf, Owner: fsys.owner}
@@ -605,12 +602,12 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 // "on" (read-only opens of plain files, and coordinated files), or
 // "reads" where coordinated files are read and written through the
 // daemon because BACKING's file system keeps blocks for root
-// (FS.passInPlace).
+// (FS.passCoord).
 func (f *FS) Passthrough() string {
 	switch {
 	case !f.opts.Passthrough:
 		return "off"
-	case f.passInPlace:
+	case f.passCoord:
 		return "on"
 	}
 	return "reads"

@@ -328,9 +328,9 @@ func (n *Node) openInPlace(ctx context.Context, rel string, fd int, st *unix.Sta
 	// cannot write: the kernel checks the open's own mode). Writes to a
 	// file the mount made at a credential path restamp it
 	// (writeengine.InPlace): the daemon must see them. Nor where the
-	// kernel's writes could take root's reserve (FS.passInPlace): the
+	// kernel's writes could take root's reserve (FS.passCoord): the
 	// daemon's take the room from the gauge first.
-	pt := f.passInPlace && forKernel && !made
+	pt := f.passCoord && forKernel && !made
 	if write || pt {
 		rw, err := dirfd.Reopen(fd, unix.O_RDWR)
 		switch {

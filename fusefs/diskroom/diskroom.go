@@ -191,7 +191,7 @@ func ForRoot(fd int, root bool) *Gauge {
 // backing file is made with the credentials the daemon registered the
 // file with, fsuid 0, and is not taken from a gauge: on such a file
 // system it could fill the reserve, so the mount passes through no write
-// there (fusefs: FS.passInPlace). statfs's f_bfree past f_bavail is the
+// there (fusefs: FS.passCoord). statfs's f_bfree past f_bavail is the
 // reserve and, on ext4, the clusters it keeps for its own use
 // (/sys/fs/ext4/DEV/reserved_clusters), which root cannot write either;
 // what is past both is root's. A file system that says nothing more is
