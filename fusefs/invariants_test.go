@@ -81,9 +81,10 @@ var nameCallsAllowed = map[string]string{
 	// /proc/PID of the process a refusal is audited for.
 	"audit/audit.go readProgram os.ReadFile": "reads /proc/PID/comm",
 	"audit/audit.go readProgram os.Readlink": "reads /proc/PID/exe",
-	// sysfs of BACKING's block device: does its ext4 keep blocks for root.
-	"diskroom/diskroom.go ext4ReservedClusters os.Readlink": "reads /sys/dev/block/MAJ:MIN, the device's name",
-	"diskroom/diskroom.go ext4ReservedClusters os.ReadFile": "reads /sys/fs/ext4/DEV/reserved_clusters",
+	// sysfs of BACKING's block device: what its ext4 keeps for itself and
+	// for root (diskroom), whether it has a journal (writeengine).
+	"diskroom/diskroom.go Ext4Attr os.Readlink": "reads /sys/dev/block/MAJ:MIN, the device's name",
+	"diskroom/diskroom.go Ext4Attr os.ReadFile": "reads /sys/fs/ext4/DEV/ATTR",
 	// The made store (Options.MadeStore): a file in the daemon's state
 	// directory, which cmd/realmfs refuses beneath BACKING, replaced by
 	// write-temp-then-rename.
@@ -93,8 +94,6 @@ var nameCallsAllowed = map[string]string{
 	"guard/madestore.go (*Guard).SaveStore os.Remove":     "removes the temp where the rename did not happen",
 	"guard/madestore.go (*Guard).SaveStore os.Rename":     "puts the made store in place",
 	// /sys: whether the ext4 filesystem under BACKING has a journal.
-	"writeengine/ordering.go ext4Journaled os.Readlink": "reads /sys/dev/block/MAJ:MIN",
-	"writeengine/ordering.go ext4Journaled os.ReadFile": "reads /sys/fs/ext4/DEV/journal_task",
 	// /proc/PID/status: the umask of the process making an object.
 	"guard/umask.go ProcUmask os.ReadFile": "reads /proc/PID/status",
 }

@@ -224,13 +224,24 @@ func KeepsReserve(fd int) (bool, error) {
 // made with bigalloc (then fewer than its blocks: the reserve is
 // overcounted, never missed).
 func ext4ReservedClusters(dev uint64) (uint64, error) {
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	v, err := Ext4Attr(unix.Major(dev), unix.Minor(dev), "reserved_clusters")
 	if err != nil {
 		return 0, err
 	}
-	b, err := os.ReadFile("/sys/fs/ext4/" + filepath.Base(link) + "/reserved_clusters")
+	return strconv.ParseUint(v, 10, 64)
+}
+
+// Ext4Attr reads attribute attr of the ext4 file system on block device
+// major:minor from /sys/fs/ext4/DEV/ (DEV: the device's name, from
+// /sys/dev/block/MAJ:MIN), spaces trimmed.
+func Ext4Attr(major, minor uint32, attr string) (string, error) {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", major, minor))
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", filepath.Base(link), attr))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }

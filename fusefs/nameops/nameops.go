@@ -80,36 +80,34 @@ func (o *Ops[N]) lockNames(exclusive bool) (unlock func()) {
 	return o.NsMu.RUnlock
 }
 
-// errNoInodes is the cause a new object refused for want of inodes is
-// audited with.
-var errNoInodes = errors.New("the file system has no inodes left for an owner (the rest is the host's reserve, diskroom.InodeReserve)")
+// errNoRoom is the cause a name refused for want of room is audited
+// with.
+var errNoRoom = errors.New("the file system has no room left for an owner: its last inodes are the host's (diskroom.InodeReserve), and what an owner makes takes a block the daemon allocates as root, whose reserve is the host's")
 
-// takeInode takes an inode for an object an owner makes at rel (op:
-// create, mkdir, mknod, symlink): ENOSPC once BACKING's free inodes are
-// down to the host's reserve, audited RESOURCE_LIMIT once per burst of
-// refusals. An agent making empty files would otherwise take the last of
-// them, and every other owner's write (a temp is an inode) would fail.
+// takeInode takes an inode and a block for an object an owner makes at
+// rel (op: create, mkdir, mknod, symlink; diskroom.Gauge.TakeFile):
+// ENOSPC once BACKING's free inodes are down to the host's reserve, or
+// its blocks to root's, audited RESOURCE_LIMIT once per burst of
+// refusals. An agent making empty files would otherwise take the last
+// inodes, and every other owner's write (a temp is an inode) would fail;
+// one making directories, root's blocks.
 func (o *Ops[N]) takeInode(ctx context.Context, op, rel string) syscall.Errno {
-	if o.Room == nil {
-		return 0
-	}
-	errno, first := o.Room.TakeFile()
-	if first && o.Gate.Audit != nil {
-		o.Gate.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoInodes)
-	}
-	return errno
+	return o.takeRoom(ctx, op, rel, (*diskroom.Gauge).TakeFile)
 }
 
-// errNoRoom is the cause a name refused for want of room is audited with.
-var errNoRoom = errors.New("the file system has no room left for a writer that is not root (the rest is root's reserve): a directory's entries take blocks too")
-
-// takeName takes a block of room for a name an owner adds without making
-// an object (link): ENOSPC past the room, audited as takeInode's.
+// takeName takes a block for a name an owner adds without making an
+// object (link; diskroom.Gauge.TakeName), as takeInode does.
 func (o *Ops[N]) takeName(ctx context.Context, op, rel string) syscall.Errno {
+	return o.takeRoom(ctx, op, rel, (*diskroom.Gauge).TakeName)
+}
+
+// takeRoom takes from o.Room what take takes, and audits its first
+// refusal of a burst.
+func (o *Ops[N]) takeRoom(ctx context.Context, op, rel string, take func(*diskroom.Gauge) (syscall.Errno, bool)) syscall.Errno {
 	if o.Room == nil {
 		return 0
 	}
-	errno, first := o.Room.TakeName()
+	errno, first := take(o.Room)
 	if first && o.Gate.Audit != nil {
 		o.Gate.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, errno, errNoRoom)
 	}

@@ -1,15 +1,13 @@
 package writeengine
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
 )
 
 // OrdersRenamedData reports whether the filesystem under the backing root
@@ -46,12 +44,8 @@ func OrdersRenamedData(rootFd int) bool {
 // /sys/fs/ext4/DEV/journal_task ("<none>" without one). A missing file
 // (an older kernel, no sysfs) counts as no journal.
 func ext4Journaled(major, minor int) bool {
-	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", major, minor))
-	if err != nil {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", filepath.Base(link), "journal_task"))
-	return err == nil && journalTaskNamed(string(b))
+	task, err := diskroom.Ext4Attr(uint32(major), uint32(minor), "journal_task")
+	return err == nil && journalTaskNamed(task)
 }
 
 // journalTaskNamed reports whether a journal_task file names a thread.
