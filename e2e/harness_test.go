@@ -1318,13 +1318,13 @@ func loggedSince(path string, off int64, text string) bool {
 	return err == nil && bytes.Contains(b, []byte(text))
 }
 
-// WaitLogged polls the daemon log until it holds text (the daemon writes
-// it from its own goroutines), or fails the test.
+// WaitLogged polls the daemon log (daemonLog) until it holds text (the
+// daemon writes it from its own goroutines), or fails the test.
 func (m *Mount) WaitLogged(text string) {
 	m.tb.Helper()
 	deadline := time.Now().Add(stateTimeout)
 	for {
-		if b, _ := os.ReadFile(m.LogFile); strings.Contains(string(b), text) {
+		if loggedSince(m.daemonLog(), 0, text) {
 			return
 		}
 		if time.Now().After(deadline) {
