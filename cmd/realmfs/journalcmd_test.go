@@ -257,6 +257,9 @@ func (f *journalFixture) remove(op journal.Op, dir, name string) {
 	}
 	_, err := f.j.Remove(journal.Record{Owner: "session:1", Op: op, Path: filepath.Join(dir, name)}, fd, name)
 	f.must(err)
+	// The removal's intent is held (a described kept/ entry says it): the
+	// daemon writes what it holds before a reader reads, as here.
+	f.must(f.j.WriteHeld())
 }
 
 func (f *journalFixture) rename(from, to string) {

@@ -63,7 +63,7 @@ func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal
 	r := j.Recovery()
 	logger.Info("journal opened", "dir", cfg.mount.journalDir, "durable", durable, "ordered", ordered,
 		"segments", r.Segments, "records", r.Records, "cut_bytes", r.CutBytes, "damaged", r.Damaged,
-		"done", r.Done, "aborted", r.Aborted, "outside", r.Outside,
+		"rebuilt", r.Rebuilt, "done", r.Done, "aborted", r.Aborted, "outside", r.Outside,
 		"kept_removed", r.KeptRemoved, "segments_removed", r.SegmentsRemoved)
 	return j, nil
 }

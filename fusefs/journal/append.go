@@ -139,15 +139,21 @@ func (j *Journal) appendIntent(rec *Record) (uint64, error) {
 // needs no sync of its own: a change of a fresh object by its maker
 // (fresh.go).
 func (j *Journal) appendIntentLazy(rec *Record) (pos uint64, lazy bool, err error) {
+	return j.appendIntentAs(rec, false)
+}
+
+// appendIntentAs is appendIntentLazy that, with hold, holds the intent
+// with the ends (appendLineHeld).
+func (j *Journal) appendIntentAs(rec *Record, hold bool) (pos uint64, lazy bool, err error) {
 	stamped := false
-	pos, err = j.appendLine(func() line {
+	pos, err = j.appendLineHeld(func() line {
 		rec.Seq = j.next
 		if !stamped { // once: appendLine may ask again after a rotation
 			rec.Time, stamped = j.opts.Now().UTC(), true
 		}
 		lazy = j.freshFor(rec)
 		return intentLine(rec)
-	})
+	}, hold)
 	return pos, lazy, err
 }
 
@@ -160,8 +166,16 @@ func (j *Journal) appendEnd(seq uint64, e End, after *ID) error {
 // appendLine appends the line mk makes (under mu, so that an intent's seq
 // is the next: the segments hold intents in ascending seq) to the segment
 // appended to, rotated first where the line does not fit. It returns the
-// position the line ends at, for syncTo.
+// position the line ends at, for syncTo. An end done is held (ends.go).
 func (j *Journal) appendLine(mk func() line) (uint64, error) {
+	return j.appendLineHeld(mk, false)
+}
+
+// appendLineHeld is appendLine that, with holdIntent, holds an intent
+// with the ends rather than writing it: a removal's whose kept/ entry
+// says it (described.go). Held lines are written, in order, before any
+// later line, so that the segments still hold intents in ascending seq.
+func (j *Journal) appendLineHeld(mk func() line, holdIntent bool) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
@@ -179,8 +193,14 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
-		if l.Op == "" && l.End == Done && j.cur != nil {
-			return j.written, j.holdEnd(b, l.Seq)
+		held := l.Op == "" && l.End == Done || holdIntent && l.Op != ""
+		if held && j.cur != nil && len(j.ends)+len(b) <= j.holdMax() {
+			if l.Op != "" {
+				j.intentAppended()
+			}
+			j.hold(b, &l)
+			j.arm(j.flushEnds)
+			return j.written, nil
 		}
 		out := b
 		if len(j.ends) > 0 {
@@ -192,11 +212,7 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 			}
 			cur.note(&l)
 			if l.Op != "" {
-				j.next++
-				if j.sinceGrown++; j.sinceGrown >= growEvery {
-					j.sinceGrown = 0
-					j.signalGrown()
-				}
+				j.intentAppended()
 			}
 			return j.written, nil
 		}
@@ -212,6 +228,16 @@ func (j *Journal) appendLine(mk func() line) (uint64, error) {
 			j.sinceGrown = 0
 			j.signalGrown()
 		}
+	}
+}
+
+// intentAppended counts an intent appended (written or held): the next
+// seq, and Grown every growEvery. Under mu.
+func (j *Journal) intentAppended() {
+	j.next++
+	if j.sinceGrown++; j.sinceGrown >= growEvery {
+		j.sinceGrown = 0
+		j.signalGrown()
 	}
 }
 
@@ -317,13 +343,11 @@ func (j *Journal) syncRound(flush bool) {
 	j.synced.Broadcast()
 }
 
-// holdEnd holds the encoded end b of change seq. Under mu.
-func (j *Journal) holdEnd(b []byte, seq uint64) error {
-	if j.hold(b, seq) {
-		return j.writeEndsLocked()
-	}
-	j.arm(j.flushEnds)
-	return nil
+// holdMax is how many bytes of lines are held at most: past it the next
+// line is written with them. Held lines and a line (at most half a
+// segment) fit in one segment together.
+func (j *Journal) holdMax() int {
+	return int(min(endsHeldMax, j.opts.SegmentSize/2))
 }
 
 // writeLocked writes b, which begins with the held ends, at the end of the
@@ -335,6 +359,9 @@ func (j *Journal) writeLocked(b []byte) error {
 	}
 	cur.off += int64(len(b))
 	j.written += uint64(len(b))
+	for i := range j.intents {
+		cur.note(&j.intents[i])
+	}
 	if j.endsMax != 0 {
 		cur.note(&line{Seq: j.endsMax})
 	}

@@ -14,7 +14,9 @@ import "time"
 // changes a file, so this halves its pwrites to the journal. realmfs
 // journal list and diff of a mountpoint ask the daemon to write the ends
 // it holds first (WriteHeld); another reader beside the daemon sees a
-// change in flight for at most endsDelay after it ended.
+// change in flight for at most endsDelay after it ended. A removal's
+// intent is held the same way, its kept/ entry saying it meanwhile
+// (described.go): recovery rebuilds one a kill -9 lost from that entry.
 
 // endsDelay is how long an end is held when no intent comes to carry it.
 // Each firing of the timer wakes the daemon: at 2 ms (until 2026-12-04) a
@@ -23,27 +25,33 @@ import "time"
 // journal's counts); at 100 ms, 0.5 and 0.05, and 0.9 fewer pwrites.
 const endsDelay = 100 * time.Millisecond
 
-// endsHeldMax is how many bytes of ends are held at most: past it they are
-// written at once.
+// endsHeldMax is how many bytes of lines are held at most (less in a
+// small segment: Journal.holdMax): past it they are written with the next
+// line.
 const endsHeldMax = 4 << 10
 
-// heldEnds are the ends encoded and not yet written, under Journal.mu.
+// heldEnds are the ends encoded and not yet written, under Journal.mu,
+// and the intents held with them (described.go).
 type heldEnds struct {
 	ends      []byte
 	endsMax   uint64      // the highest seq among them
 	endsTimer *time.Timer // armed while ends are held
+	// intents: the intents among them, as the segment written to notes
+	// them (their Before and paths left out).
+	intents []line
 }
 
-// hold adds b, change seq's end encoded, and reports whether the ends
-// held are past endsHeldMax, to be written at once.
-func (h *heldEnds) hold(b []byte, seq uint64) (full bool) {
+// hold adds b, l encoded.
+func (h *heldEnds) hold(b []byte, l *line) {
 	h.ends = append(h.ends, b...)
-	h.endsMax = max(h.endsMax, seq)
-	return len(h.ends) >= endsHeldMax
+	h.endsMax = max(h.endsMax, l.Seq)
+	if l.Op != "" {
+		h.intents = append(h.intents, line{Seq: l.Seq, Time: l.Time, Op: l.Op, Kept: l.Kept})
+	}
 }
 
-// drop lets go of the ends held, once written.
-func (h *heldEnds) drop() { h.ends, h.endsMax = h.ends[:0], 0 }
+// drop lets go of the lines held, once written.
+func (h *heldEnds) drop() { h.ends, h.endsMax, h.intents = h.ends[:0], 0, h.intents[:0] }
 
 // arm arms the timer that writes the ends (fn) unless it is armed.
 func (h *heldEnds) arm(fn func()) {

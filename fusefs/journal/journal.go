@@ -99,6 +99,9 @@ type Recovery struct {
 	// intent's, an interrupted prune's); SegmentsRemoved: segments an
 	// interrupted prune left.
 	KeptRemoved, SegmentsRemoved int
+	// Rebuilt: removals' intents a crash lost, rebuilt from their
+	// described kept/ entries (described.go), then resolved as above.
+	Rebuilt int
 }
 
 // Journal is an open journal: its directory's descriptors, its LOCK, and
@@ -126,6 +129,9 @@ type Journal struct {
 	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
 	// written under mu, read with no lock.
 	keptLinks sync.Map
+	// described: the described kept/ entries' names by seq (described.go),
+	// written under mu, read with no lock.
+	described sync.Map
 	// grown is signalled (never blocking) when the journal has grown
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}

@@ -19,10 +19,13 @@ import (
 var ErrChanged = errors.New("journal: the object changed under the journal")
 
 // Remove removes a name as an unlink (rec.Op OpUnlink) or an rmdir of an
-// empty directory (OpRmdir) does, journaled: it appends rec's intent
-// (Before, if nil, is the name's stat now; Kept is set), makes it durable
-// with Options.Durable, then renames the name into kept/<seq> (that rename
-// is the removal) and appends the end. It returns the change's seq.
+// empty directory (OpRmdir) does, journaled: it holds rec's intent
+// (Before, if nil, is the name's stat now; Kept is set) and renames the
+// name into kept/ under a name that says what the change removed
+// (described.go), which makes that rename the removal and its record at
+// once; or, where the fields do not fit in a name, it appends the intent,
+// makes it durable with Options.Durable, and renames the name into
+// kept/<seq>. Then it appends the end. It returns the change's seq.
 //
 // The errors an unlink or an rmdir answers come back as errnos: ENOENT and
 // the rename's own, EISDIR (unlink of a directory), ENOTDIR (rmdir of
@@ -52,34 +55,32 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 		}
 	}
 	rec.Kept = true
-	pos, lazy, err := j.appendIntentLazy(&rec)
+	entry, err := j.removeIntent(&rec)
 	if err != nil {
 		return 0, err
 	}
 	seq := rec.Seq
-	if j.opts.Durable && !lazy {
-		if err := j.settle(rec.Op, pos, 0); err != nil {
-			return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
-		}
-	}
 	if testHookBeforeMove != nil {
 		testHookBeforeMove()
 	}
-	if err := moveNoReplace(dir, name, j.kept, keptEntry(seq)); err != nil {
+	if err := moveNoReplace(dir, name, j.kept, entry); err != nil {
+		j.described.Delete(seq)
 		return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 	}
 	var moved unix.Stat_t
-	if verr := j.verifyRemoved(seq, &rec, &moved); verr != nil {
+	if verr := j.verifyRemoved(entry, &rec, &moved); verr != nil {
 		end := Aborted
-		if err := moveNoReplace(j.kept, keptEntry(seq), dir, name); err != nil {
+		if err := moveNoReplace(j.kept, entry, dir, name); err != nil {
 			end = Done
 			verr = fmt.Errorf("%w (and it could not be put back: %v)", verr, err)
 		}
 		if end == Done {
-			if id, ok := keptID(j.kept, keptEntry(seq)); ok {
+			if id, ok := keptID(j.kept, entry); ok {
 				j.noteKept(id, seq)
 			}
 			j.addHeld(keptWeight(&moved), 1)
+		} else {
+			j.described.Delete(seq)
 		}
 		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
 	}
@@ -94,6 +95,31 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 		return line{Seq: seq, End: Done}
 	})
 	return seq, err
+}
+
+// removeIntent records the intent of the removal rec and returns the name
+// in kept/ the object goes to: a described one, the intent held
+// (described.go), where the fields fit in a name; else kept/<seq>, the
+// intent appended and made durable (Options.Durable) before the rename.
+func (j *Journal) removeIntent(rec *Record) (string, error) {
+	if suffix, ok := describedSuffix(rec); ok {
+		if _, _, err := j.appendIntentAs(rec, true); err != nil {
+			return "", err
+		}
+		entry := keptEntry(rec.Seq) + suffix
+		j.described.Store(rec.Seq, entry)
+		return entry, nil
+	}
+	pos, lazy, err := j.appendIntentLazy(rec)
+	if err != nil {
+		return "", err
+	}
+	if j.opts.Durable && !lazy {
+		if err := j.settle(rec.Op, pos, 0); err != nil {
+			return "", errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
+		}
+	}
+	return keptEntry(rec.Seq), nil
 }
 
 // testHookBeforeMove, set by a test, runs between Remove's checks and its
@@ -127,11 +153,11 @@ func removable(op Op, isDir bool) error {
 	return nil
 }
 
-// verifyRemoved checks what Remove moved into kept/<seq>, whose stat it
+// verifyRemoved checks what Remove moved into kept/ (entry), whose stat it
 // leaves in st: rec's Before, of the type its op removes, and a directory
 // empty.
-func (j *Journal) verifyRemoved(seq uint64, rec *Record, st *unix.Stat_t) error {
-	if err := dirfd.Lstat(j.kept, keptEntry(seq), st); err != nil {
+func (j *Journal) verifyRemoved(entry string, rec *Record, st *unix.Stat_t) error {
+	if err := dirfd.Lstat(j.kept, entry, st); err != nil {
 		return err
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
@@ -144,7 +170,7 @@ func (j *Journal) verifyRemoved(seq uint64, rec *Record, st *unix.Stat_t) error 
 	if !isDir {
 		return nil
 	}
-	return emptyDir(j.kept, keptEntry(seq))
+	return emptyDir(j.kept, entry)
 }
 
 // emptyDir answers ENOTEMPTY for the directory name in dir if it has
@@ -180,8 +206,9 @@ func emptyDir(dir int, name string) error {
 // kept/<seq> is gone; a reader finds the object at the name it came back
 // to, by identity.
 func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string) (uint64, error) {
+	entry := j.keptName(seq)
 	var st unix.Stat_t
-	if err := dirfd.Lstat(j.kept, keptEntry(seq), &st); err != nil {
+	if err := dirfd.Lstat(j.kept, entry, &st); err != nil {
 		return 0, fmt.Errorf("journal: the version change %d kept: %w", seq, err)
 	}
 	id := ID{st.Dev, st.Ino}
@@ -191,9 +218,9 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 		return 0, err
 	}
 	if keep != NoKeep {
-		err = dirfd.Rename(j.kept, keptEntry(seq), dir, name, 0)
+		err = dirfd.Rename(j.kept, entry, dir, name, 0)
 	} else {
-		err = moveNoReplace(j.kept, keptEntry(seq), dir, name)
+		err = moveNoReplace(j.kept, entry, dir, name)
 	}
 	if err != nil {
 		return c.seq, errors.Join(err, c.Abort())
@@ -240,6 +267,7 @@ func (j *Journal) noteKeptLocked(id ID, seq uint64) {
 
 // forgetKept notes that kept/<seq> is gone.
 func (j *Journal) forgetKept(seq uint64) {
+	j.described.Delete(seq)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	id, ok := j.keptByseq[seq]
@@ -280,7 +308,7 @@ func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
 	}
 	var n uint32
 	for _, seq := range v.([]uint64) {
-		if id, ok := keptID(j.kept, keptEntry(seq)); ok && id == (ID{dev, ino}) {
+		if id, ok := keptID(j.kept, j.keptName(seq)); ok && id == (ID{dev, ino}) {
 			n++
 		}
 	}

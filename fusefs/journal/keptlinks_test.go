@@ -52,7 +52,7 @@ func TestKeptLinks(t *testing.T) {
 	// One moved out of kept/ (as an undo would) is no longer counted.
 	recs, err := j.Records(Filter{})
 	must(t, err)
-	must(t, os.Rename(b.jpath(keptName, keptEntry(recs[len(recs)-1].Seq)), b.path+"/c"))
+	must(t, os.Rename(b.keptPath(recs[len(recs)-1].Seq), b.path+"/c"))
 	count("kept/<seq> moved back to c", 1)
 
 	st, err := j.Prune(Bounds{MaxBytes: 1})

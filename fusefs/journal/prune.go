@@ -119,7 +119,10 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	}
 	defer j.pruning.Store(false)
 	j.bounds.Store(&b)
-	heldBytes, heldFiles := j.Held()
+	heldBytes, heldFiles, err := j.heldWritten()
+	if err != nil {
+		return stats, err
+	}
 	segs, cur, err := j.weigh()
 	if err != nil {
 		return stats, err
@@ -151,6 +154,21 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 		return stats, nil
 	}
 	return j.dropSegs(segs[:n], cur)
+}
+
+// heldWritten writes the lines held, so that every intent counted held
+// is in a segment Prune weighs, and returns what the journal holds then.
+func (j *Journal) heldWritten() (bytes, files int64, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return 0, 0, ErrClosed
+	}
+	if err := j.writeEndsLocked(); err != nil {
+		return 0, 0, err
+	}
+	bytes, files = j.Held()
+	return bytes, files, nil
 }
 
 // dropSegs drops the segments of drop, oldest first, the last of which may be
@@ -247,7 +265,7 @@ func (j *Journal) weighOne(s pruneSeg) (bytes, files int64, err error) {
 	}
 	w, files := st.Blocks*512, int64(1)
 	for _, seq := range s.kept {
-		if dirfd.Lstat(j.kept, keptEntry(seq), &st) != nil {
+		if dirfd.Lstat(j.kept, j.keptName(seq), &st) != nil {
 			continue
 		}
 		files++
@@ -293,7 +311,7 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 	var errs []error
 	for _, s := range drop {
 		for _, seq := range s.kept {
-			if err := removeKept(j.kept, keptEntry(seq)); err != nil {
+			if err := removeKept(j.kept, j.keptName(seq)); err != nil {
 				errs = append(errs, fmt.Errorf("journal: removing kept/%d: %w", seq, err))
 				continue
 			}

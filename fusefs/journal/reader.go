@@ -23,6 +23,9 @@ var ErrNoJournal = errors.New("no journal")
 // a crash left for the next Open's recovery) comes back with End "".
 type Reader struct {
 	dir, log, kept int // O_PATH; kept is -1 where kept/ is absent
+	// described: kept/'s described entries by seq (described.go), read
+	// at the first OpenKept that needs one.
+	described map[uint64]string
 }
 
 // OpenReader opens for reading the journal of BACKING, whose root
@@ -188,7 +191,27 @@ func (r *Reader) OpenKept(seq uint64) (int, error) {
 	if r.kept < 0 {
 		return -1, fmt.Errorf("journal: %s/: %w", keptName, unix.ENOENT)
 	}
-	return dirfd.OpenPath(r.kept, keptEntry(seq))
+	fd, err := dirfd.OpenPath(r.kept, keptEntry(seq))
+	if !errors.Is(err, unix.ENOENT) {
+		return fd, err
+	}
+	if r.described == nil { // once: a listing of kept/ for its described names
+		ents, err := dirfd.ReadDir(r.kept)
+		if err != nil {
+			return -1, fmt.Errorf("journal: listing %s/: %w", keptName, err)
+		}
+		r.described = map[uint64]string{}
+		for _, e := range ents {
+			if d, ok := parseDescribed(e.Name); ok {
+				r.described[d.seq] = e.Name
+			}
+		}
+	}
+	name, ok := r.described[seq]
+	if !ok {
+		return -1, err
+	}
+	return dirfd.OpenPath(r.kept, name)
 }
 
 // Filter selects records; each field set narrows the selection.
@@ -276,5 +299,5 @@ func (j *Journal) Records(f Filter) ([]Record, error) {
 // OpenKept opens kept/<seq>, the version change seq replaced or removed,
 // as an O_PATH fd (the caller's to close; dirfd.Reopen reads a file's).
 func (j *Journal) OpenKept(seq uint64) (int, error) {
-	return dirfd.OpenPath(j.kept, keptEntry(seq))
+	return dirfd.OpenPath(j.kept, j.keptName(seq))
 }

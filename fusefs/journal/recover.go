@@ -41,11 +41,18 @@ func (j *Journal) load() error {
 		}
 		j.lastNum = num
 	}
+	ents, err := dirfd.ReadDir(j.kept)
+	if err != nil {
+		return fmt.Errorf("journal: listing kept/: %w", err)
+	}
+	if err := j.rebuildDescribed(ents, &ld); err != nil {
+		return err
+	}
 	j.next = ld.maxSeq + 1
 	if err := j.resolveAll(&ld); err != nil {
 		return err
 	}
-	if err := j.sweepKept(&ld); err != nil {
+	if err := j.sweepKept(ents, &ld); err != nil {
 		return err
 	}
 	if j.opts.Durable && j.written > 0 {
@@ -228,14 +235,19 @@ func (j *Journal) resolveAll(ld *loaded) error {
 // elsewhere too (an aborted change's: the object is still at its name),
 // never the only link to one, and reports whether it did.
 func (j *Journal) dropLink(seq uint64) bool {
+	entry := j.keptName(seq)
 	var st unix.Stat_t
-	if err := dirfd.Lstat(j.kept, keptEntry(seq), &st); err != nil {
+	if err := dirfd.Lstat(j.kept, entry, &st); err != nil {
 		return false
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink < 2 {
 		return false
 	}
-	return dirfd.Unlink(j.kept, keptEntry(seq), 0) == nil
+	if dirfd.Unlink(j.kept, entry, 0) != nil {
+		return false
+	}
+	j.described.Delete(seq)
+	return true
 }
 
 // sweepKept removes the entries of kept/ no record needs: those of pruned
@@ -243,21 +255,21 @@ func (j *Journal) dropLink(seq uint64) bool {
 // its change was never made, or made with no durable record), and an
 // aborted change's link. An entry of a change recorded done, or that
 // cannot be told, stays.
-func (j *Journal) sweepKept(ld *loaded) error {
-	ents, err := dirfd.ReadDir(j.kept)
-	if err != nil {
-		return fmt.Errorf("journal: listing kept/: %w", err)
-	}
+func (j *Journal) sweepKept(ents []dirfd.Dirent, ld *loaded) error {
 	pruned := j.pruned.Load()
 	for _, e := range ents {
-		seq, err := strconv.ParseUint(e.Name, 10, 64)
-		if err != nil || seq == 0 {
+		seq, ok := keptSeq(e.Name)
+		if !ok {
 			continue
+		}
+		if e.Name != keptEntry(seq) && j.keptName(seq) != e.Name {
+			continue // neither kept/<seq> nor a described entry
 		}
 		end, recorded := ld.kept[seq]
 		switch {
 		case seq <= pruned || seq > ld.maxSeq:
 			if removeKept(j.kept, e.Name) == nil {
+				j.described.Delete(seq)
 				j.recovery.KeptRemoved++
 			}
 		case recorded && end == Aborted:

@@ -37,8 +37,14 @@ func mv(t *testing.T, b *backing, from, to string) {
 	must(t, os.Rename(filepath.Join(b.path, from), filepath.Join(b.path, to)))
 }
 
-// keptPath is kept/<seq>'s path.
-func (b *backing) keptPath(seq uint64) string { return b.jpath(keptName, keptEntry(seq)) }
+// keptPath is the path of change seq's entry in kept/: kept/<seq>, or its
+// described name (described.go) where kept/ has one.
+func (b *backing) keptPath(seq uint64) string {
+	if m, _ := filepath.Glob(b.jpath(keptName, keptEntry(seq)+string(describedSep)+"*")); len(m) == 1 {
+		return m[0]
+	}
+	return b.jpath(keptName, keptEntry(seq))
+}
 
 var crashCases = []crashCase{
 	{

@@ -1,0 +1,189 @@
+package journal
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/dirfd"
+)
+
+// A removal's kept/ entry says what it removed: the object an unlink or
+// an rmdir takes from the workspace is renamed to
+//
+//	kept/SEQ~OWNER~OWNER_START~SESSION~PATH
+//
+// each field with "%", "/" and "~" escaped as %XX. The rename is then the
+// change and its record at once: there is no moment at which the object
+// has left its name and no record of it is durable, on any filesystem, so
+// the intent need not be on the device before the rename. Remove holds it
+// with the ends (ends.go) and writes it with the next line: no pwrite of
+// its own, no write-through, no flush (docs/PERFORMANCE.md: a fifth of the
+// daemon's CPU on an rm -rf). A kill -9 of the daemon or a power loss that
+// loses the held lines leaves the entry; Open rebuilds the intent from its
+// name and the object's stat (rebuildDescribed) and ends it as any intent
+// with no end, by what the path leads to.
+//
+// A removal whose fields do not fit in a name (NAME_MAX) takes the plain
+// kept/SEQ, its intent appended and settled before the rename as every
+// other change's. What the entry's name does not hold is rebuilt: the
+// time (the object's ctime, which the rename set) and the object's
+// metadata (its stat, which the rename left alone).
+
+// describedSep separates a described entry's fields.
+const describedSep = '~'
+
+// escapeField escapes what a field may not hold in a name.
+func escapeField(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%', '/', describedSep:
+			b = append(b, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// unescapeField is escapeField undone; false where s is not one's output.
+func unescapeField(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b = append(b, s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b = append(b, byte(v))
+		i += 2
+	}
+	return string(b), true
+}
+
+// describedEntry is kept/'s name for the removal rec (its Seq set) that
+// says what it removed, and whether such names of rec fit (describedSuffix).
+func describedEntry(rec *Record) (string, bool) {
+	suffix, ok := describedSuffix(rec)
+	return keptEntry(rec.Seq) + suffix, ok
+}
+
+// describedSuffix is what follows the seq in the removal rec's described
+// name, and whether the name fits in a directory entry whatever the seq.
+func describedSuffix(rec *Record) (string, bool) {
+	b := make([]byte, 0, 128)
+	for _, f := range []string{rec.Owner, rec.OwnerStart, rec.Session, rec.Path} {
+		b = escapeField(append(b, describedSep), f)
+	}
+	return string(b), len(b)+maxSeqDigits <= unix.NAME_MAX && rec.Path != ""
+}
+
+// maxSeqDigits is the length of the longest seq written out.
+var maxSeqDigits = len(strconv.FormatUint(math.MaxUint64, 10))
+
+// described is what a described entry's name says.
+type described struct {
+	name                          string
+	seq                           uint64
+	owner, ownerAt, session, path string
+}
+
+// parseDescribed reads a described entry's name.
+func parseDescribed(name string) (described, bool) {
+	f := strings.Split(name, string(describedSep))
+	if len(f) != 5 {
+		return described{}, false
+	}
+	seq, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil || seq == 0 {
+		return described{}, false
+	}
+	d := described{name: name, seq: seq}
+	for i, p := range []*string{&d.owner, &d.ownerAt, &d.session, &d.path} {
+		v, ok := unescapeField(f[i+1])
+		if !ok {
+			return described{}, false
+		}
+		*p = v
+	}
+	return d, d.path != ""
+}
+
+// keptSeq is the seq of kept/'s entry name, plain or described.
+func keptSeq(name string) (uint64, bool) {
+	digits, _, _ := strings.Cut(name, string(describedSep))
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	return seq, err == nil && seq > 0
+}
+
+// keptName is kept/'s name for change seq's kept version: the described
+// one where Remove or Open noted one, else kept/SEQ.
+func (j *Journal) keptName(seq uint64) string {
+	if v, ok := j.described.Load(seq); ok {
+		return v.(string)
+	}
+	return keptEntry(seq)
+}
+
+// intent is the removal's intent d and the stat st of its entry say.
+func (d *described) intent(st *unix.Stat_t) line {
+	op := OpUnlink
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		op = OpRmdir
+	}
+	return line{
+		Seq: d.seq, Time: time.Unix(st.Ctim.Unix()).UTC(),
+		Owner: d.owner, OwnerAt: d.ownerAt, Session: d.session,
+		Op: op, Path: pathJSON(d.path), Kept: true, Before: ObjectOf(st),
+	}
+}
+
+// rebuildDescribed appends the intents of the described entries of kept/
+// (ents) past every record Open read (ld.maxSeq): removals whose held
+// lines a kill -9 or a power loss lost. Each is left open in ld, for
+// resolveAll to end by what its path leads to now.
+// Every described entry's name is noted for keptName first.
+func (j *Journal) rebuildDescribed(ents []dirfd.Dirent, ld *loaded) error {
+	var lost []described
+	for _, e := range ents {
+		d, ok := parseDescribed(e.Name)
+		if !ok {
+			continue
+		}
+		j.described.Store(d.seq, e.Name)
+		if d.seq > ld.maxSeq {
+			lost = append(lost, d)
+		}
+	}
+	slices.SortFunc(lost, func(a, b described) int { return cmp.Compare(a.seq, b.seq) })
+	for i := range lost {
+		d := &lost[i]
+		var st unix.Stat_t
+		if err := dirfd.Lstat(j.kept, d.name, &st); err != nil {
+			return fmt.Errorf("journal: kept/%s: %w", d.name, err)
+		}
+		l := d.intent(&st)
+		j.next = d.seq
+		if _, err := j.appendLine(func() line { return l }); err != nil {
+			return err
+		}
+		ld.open[d.seq], ld.kept[d.seq], ld.maxSeq = l, "", d.seq
+		j.recovery.Rebuilt++
+	}
+	return nil
+}
