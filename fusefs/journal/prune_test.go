@@ -346,3 +346,36 @@ func TestHeldAtOpen(t *testing.T) {
 	j = b.open(t, opts)
 	check("at Open")
 }
+
+// TestPruneWithinBoundsSkipsWeighing: a Prune whose count is within its
+// bounds weighs nothing, not even the segment appended to (the count
+// stands, even where the host grew a kept object behind the journal),
+// until the weighing that renews every weight, which finds the growth;
+// one past a bound weighs and drops at once.
+func TestPruneWithinBoundsSkipsWeighing(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{}) // one segment, appended to: weighed at every weighing
+	rewrites(t, b, j, 20)
+	roomy := Bounds{MaxBytes: 1 << 40, MaxFiles: 1 << 20}
+	_, err := j.Prune(roomy)
+	must(t, err)
+	counted, _ := j.Held()
+	must(t, os.WriteFile(b.keptPath(1), []byte(strings.Repeat("x", 1<<20)), 0o600))
+	for (j.weighs+1)%reweighEvery != 0 {
+		_, err := j.Prune(roomy)
+		must(t, err)
+		if held, _ := j.Held(); held != counted {
+			t.Fatalf("prune %d within bounds: held %d, was %d: it weighed", j.weighs, held, counted)
+		}
+	}
+	_, err = j.Prune(roomy)
+	must(t, err)
+	if held, _ := j.Held(); held < 1<<20 {
+		t.Fatalf("the renewing prune: held %d (counted %d before), want the kept object's 1 MiB in it", held, counted)
+	}
+	st, err := j.Prune(Bounds{MaxBytes: 1})
+	must(t, err)
+	if st.Segments == 0 {
+		t.Errorf("a prune past its bound dropped nothing: %+v", st)
+	}
+}
