@@ -1,10 +1,7 @@
 package journal
 
 import (
-	"cmp"
-	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +27,7 @@ import (
 // name and the object's stat (rebuildDescribed) and ends it as any intent
 // with no end, by what the path leads to.
 //
-// A removal whose fields do not fit in a name (NAME_MAX) takes the plain
+// A removal whose fields do not fit in a name (statfs's f_namelen) takes the plain
 // kept/SEQ, its intent appended and settled before the rename as every
 // other change's. What the entry's name does not hold is rebuilt: the
 // time (the object's ctime, which the rename set) and the object's
@@ -77,20 +74,32 @@ func unescapeField(s string) (string, bool) {
 }
 
 // describedEntry is kept/'s name for the removal rec (its Seq set) that
-// says what it removed, and whether such names of rec fit (describedSuffix).
-func describedEntry(rec *Record) (string, bool) {
-	suffix, ok := describedSuffix(rec)
+// says what it removed, and whether such names of rec fit in names of at
+// most nameMax bytes (describedSuffix).
+func describedEntry(rec *Record, nameMax int) (string, bool) {
+	suffix, ok := describedSuffix(rec, nameMax)
 	return keptEntry(rec.Seq) + suffix, ok
 }
 
 // describedSuffix is what follows the seq in the removal rec's described
-// name, and whether the name fits in a directory entry whatever the seq.
-func describedSuffix(rec *Record) (string, bool) {
+// name, and whether the name fits in nameMax bytes whatever the seq.
+func describedSuffix(rec *Record, nameMax int) (string, bool) {
 	b := make([]byte, 0, 128)
 	for _, f := range []string{rec.Owner, rec.OwnerStart, rec.Session, rec.Path} {
 		b = escapeField(append(b, describedSep), f)
 	}
-	return string(b), len(b)+maxSeqDigits <= unix.NAME_MAX && rec.Path != ""
+	return string(b), len(b)+maxSeqDigits <= nameMax && rec.Path != ""
+}
+
+// nameMax is the longest name the filesystem of the directory dir takes
+// (statfs's f_namelen: 255 on ext4, XFS and btrfs, less on some), at
+// most NAME_MAX.
+func nameMax(dir int) int {
+	var st unix.Statfs_t
+	if dirfd.Fstatfs(dir, &st) != nil || st.Namelen <= 0 {
+		return unix.NAME_MAX
+	}
+	return int(min(st.Namelen, unix.NAME_MAX))
 }
 
 // maxSeqDigits is the length of the longest seq written out.
@@ -131,15 +140,6 @@ func keptSeq(name string) (uint64, bool) {
 	return seq, err == nil && seq > 0
 }
 
-// keptName is kept/'s name for change seq's kept version: the described
-// one where Remove or Open noted one, else kept/SEQ.
-func (j *Journal) keptName(seq uint64) string {
-	if v, ok := j.described.Load(seq); ok {
-		return v.(string)
-	}
-	return keptEntry(seq)
-}
-
 // intent is the removal's intent d and the stat st of its entry say.
 func (d *described) intent(st *unix.Stat_t) line {
 	op := OpUnlink
@@ -151,39 +151,4 @@ func (d *described) intent(st *unix.Stat_t) line {
 		Owner: d.owner, OwnerAt: d.ownerAt, Session: d.session,
 		Op: op, Path: pathJSON(d.path), Kept: true, Before: ObjectOf(st),
 	}
-}
-
-// rebuildDescribed appends the intents of the described entries of kept/
-// (ents) past every record Open read (ld.maxSeq): removals whose held
-// lines a kill -9 or a power loss lost. Each is left open in ld, for
-// resolveAll to end by what its path leads to now.
-// Every described entry's name is noted for keptName first.
-func (j *Journal) rebuildDescribed(ents []dirfd.Dirent, ld *loaded) error {
-	var lost []described
-	for _, e := range ents {
-		d, ok := parseDescribed(e.Name)
-		if !ok {
-			continue
-		}
-		j.described.Store(d.seq, e.Name)
-		if d.seq > ld.maxSeq {
-			lost = append(lost, d)
-		}
-	}
-	slices.SortFunc(lost, func(a, b described) int { return cmp.Compare(a.seq, b.seq) })
-	for i := range lost {
-		d := &lost[i]
-		var st unix.Stat_t
-		if err := dirfd.Lstat(j.kept, d.name, &st); err != nil {
-			return fmt.Errorf("journal: kept/%s: %w", d.name, err)
-		}
-		l := d.intent(&st)
-		j.next = d.seq
-		if _, err := j.appendLine(func() line { return l }); err != nil {
-			return err
-		}
-		ld.open[d.seq], ld.kept[d.seq], ld.maxSeq = l, "", d.seq
-		j.recovery.Rebuilt++
-	}
-	return nil
 }

@@ -40,7 +40,7 @@ func TestDescribedEntry(t *testing.T) {
 		{"no path", Record{Seq: 13, Owner: "pid:1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name, fits := describedEntry(&tc.rec)
+			name, fits := describedEntry(&tc.rec, unix.NAME_MAX)
 			if fits != tc.fits {
 				t.Fatalf("%q fits %v, want %v", name, fits, tc.fits)
 			}
@@ -192,4 +192,28 @@ func TestReaderOpensDescribed(t *testing.T) {
 		t.Errorf("OpenKept of a change that kept nothing succeeded")
 	}
 	must(t, j.Close())
+}
+
+// TestRemoveUndescribedWhereNamesAreShort: where kept/'s filesystem takes
+// names too short for a removal's fields, Remove keeps the object as
+// kept/<seq>, its intent written before the rename.
+func TestRemoveUndescribedWhereNamesAreShort(t *testing.T) {
+	if _, fits := describedEntry(&Record{Seq: 1, Owner: "pid:1", Path: "a/b"}, 25); fits {
+		t.Errorf("a described name of 34 bytes fits in 25")
+	}
+	b := newBacking(t)
+	b.write(t, "f", "data")
+	j := b.open(t, Options{Durable: true})
+	j.nameMax = 25
+	seq, err := j.Remove(Record{Owner: "pid:2", Op: OpUnlink, Path: "f"}, b.dirFd(t, "."), "f")
+	must(t, err)
+	if _, err := os.Lstat(b.jpath(keptName, keptEntry(seq))); err != nil {
+		t.Errorf("kept/%d: %v, want the file there", seq, err)
+	}
+	j.crash()
+	seg, err := os.ReadFile(b.jpath(logName, segmentName(1)))
+	must(t, err)
+	if !strings.Contains(string(seg), `"op":"unlink"`) {
+		t.Errorf("the intent was not written before the rename:\n%s", seg)
+	}
 }

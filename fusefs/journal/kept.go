@@ -102,7 +102,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 // (described.go), where the fields fit in a name; else kept/<seq>, the
 // intent appended and made durable (Options.Durable) before the rename.
 func (j *Journal) removeIntent(rec *Record) (string, error) {
-	if suffix, ok := describedSuffix(rec); ok {
+	if suffix, ok := describedSuffix(rec, j.nameMax); ok {
 		if _, _, err := j.appendIntentAs(rec, true); err != nil {
 			return "", err
 		}
@@ -313,4 +313,13 @@ func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
 		}
 	}
 	return n
+}
+
+// keptName is kept/'s name for change seq's kept version: the described
+// one where Remove or Open noted one, else kept/SEQ.
+func (j *Journal) keptName(seq uint64) string {
+	if v, ok := j.described.Load(seq); ok {
+		return v.(string)
+	}
+	return keptEntry(seq)
 }

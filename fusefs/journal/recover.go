@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -298,4 +299,39 @@ func removeKept(kept int, name string) error {
 		return nil
 	}
 	return err
+}
+
+// rebuildDescribed appends the intents of the described entries of kept/
+// (ents) past every record Open read (ld.maxSeq): removals whose held
+// lines a kill -9 or a power loss lost. Each is left open in ld, for
+// resolveAll to end by what its path leads to now.
+// Every described entry's name is noted for keptName first.
+func (j *Journal) rebuildDescribed(ents []dirfd.Dirent, ld *loaded) error {
+	var lost []described
+	for _, e := range ents {
+		d, ok := parseDescribed(e.Name)
+		if !ok {
+			continue
+		}
+		j.described.Store(d.seq, e.Name)
+		if d.seq > ld.maxSeq {
+			lost = append(lost, d)
+		}
+	}
+	slices.SortFunc(lost, func(a, b described) int { return cmp.Compare(a.seq, b.seq) })
+	for i := range lost {
+		d := &lost[i]
+		var st unix.Stat_t
+		if err := dirfd.Lstat(j.kept, d.name, &st); err != nil {
+			return fmt.Errorf("journal: kept/%s: %w", d.name, err)
+		}
+		l := d.intent(&st)
+		j.next = d.seq
+		if _, err := j.appendLine(func() line { return l }); err != nil {
+			return err
+		}
+		ld.open[d.seq], ld.kept[d.seq], ld.maxSeq = l, "", d.seq
+		j.recovery.Rebuilt++
+	}
+	return nil
 }
