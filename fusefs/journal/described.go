@@ -18,20 +18,24 @@ import (
 //
 // each field with "%", "/" and "~" escaped as %XX. The rename is then the
 // change and its record at once: there is no moment at which the object
-// has left its name and no record of it is durable, on any filesystem, so
-// the intent need not be on the device before the rename. Remove holds it
-// with the ends (ends.go) and writes it with the next line: no pwrite of
-// its own, no write-through, no flush (docs/PERFORMANCE.md: a fifth of the
-// daemon's CPU on an rm -rf). A kill -9 of the daemon or a power loss that
-// loses the held lines leaves the entry; Open rebuilds the intent from its
-// name and the object's stat (rebuildDescribed) and ends it as any intent
-// with no end, by what the path leads to.
+// has left its name and no record of it is durable, so the intent need
+// not be on the device before the rename. Remove holds it with the ends
+// (ends.go) and writes it with the next line: no pwrite of its own, no
+// write-through, no flush (docs/PERFORMANCE.md: a fifth of the daemon's
+// CPU on an rm -rf). A kill -9 of the daemon or a power loss that loses
+// the held lines leaves the entry; Open rebuilds the intent from its name
+// (what the name does not hold: the time, from the object's ctime, which
+// the rename set; the object, from its stat, which the rename left alone)
+// and ends it as any intent with no end, by what the path leads to.
 //
-// A removal whose fields do not fit in a name (statfs's f_namelen) takes the plain
-// kept/SEQ, its intent appended and settled before the rename as every
-// other change's. What the entry's name does not hold is rebuilt: the
-// time (the object's ctime, which the rename set) and the object's
-// metadata (its stat, which the rename left alone).
+// That holds where a rename is atomic across a crash: on a filesystem
+// that journals its metadata (ext4 with a journal, as Options.Ordered
+// says; XFS; btrfs), or where no durability is promised (without
+// Options.Durable: a kill -9 loses no rename half made). Elsewhere (ext4
+// with no journal, where a power loss can leave the object at neither
+// name, or at both), and for a removal whose fields do not fit in a name
+// (statfs's f_namelen), a removal takes the plain kept/SEQ, its intent
+// appended and settled before the rename as every other change's.
 
 // describedSep separates a described entry's fields.
 const describedSep = '~'
@@ -151,4 +155,16 @@ func (d *described) intent(st *unix.Stat_t) line {
 		Owner: d.owner, OwnerAt: d.ownerAt, Session: d.session,
 		Op: op, Path: pathJSON(d.path), Kept: true, Before: ObjectOf(st),
 	}
+}
+
+// renamesAtomic reports whether the filesystem of dir journals its
+// metadata whatever its options (XFS, btrfs): a rename on it is whole or
+// not made after a crash. ext4's journal is optional, and read apart
+// (Options.Ordered).
+func renamesAtomic(dir int) bool {
+	var st unix.Statfs_t
+	if dirfd.Fstatfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == unix.XFS_SUPER_MAGIC || st.Type == unix.BTRFS_SUPER_MAGIC
 }

@@ -81,6 +81,7 @@ func TestRemoveLostRebuilt(t *testing.T) {
 			must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o700))
 			fst, est := b.stat(t, "d/f"), b.stat(t, "d/e")
 			j := b.open(t, Options{Durable: durable})
+			j.describes = true // durable: as on a filesystem that journals its metadata
 			c, err := j.Begin(Record{Owner: "pid:9", Op: OpChmod, Path: "d/f", Before: ObjectOf(fst)}, NoKeep)
 			must(t, err)
 			must(t, c.Done(nil))
@@ -102,6 +103,7 @@ func TestRemoveLostRebuilt(t *testing.T) {
 			}
 
 			j = b.open(t, Options{Durable: durable})
+			j.describes = true
 			if rc := j.Recovery(); rc.Rebuilt != 2 || rc.Done != 2 || rc.KeptRemoved != 0 {
 				t.Errorf("recovery %+v, want 2 rebuilt and done, nothing removed", rc)
 			}
@@ -149,6 +151,7 @@ func TestRemoveLostBothNames(t *testing.T) {
 	b := newBacking(t)
 	b.write(t, "f", "data")
 	j := b.open(t, Options{Durable: true})
+	j.describes = true // as on a filesystem that journals its metadata
 	seq, err := j.Remove(Record{Owner: "pid:2", Op: OpUnlink, Path: "f"}, b.dirFd(t, "."), "f")
 	must(t, err)
 	entry := b.keptPath(seq)
@@ -194,26 +197,38 @@ func TestReaderOpensDescribed(t *testing.T) {
 	must(t, j.Close())
 }
 
-// TestRemoveUndescribedWhereNamesAreShort: where kept/'s filesystem takes
-// names too short for a removal's fields, Remove keeps the object as
-// kept/<seq>, its intent written before the rename.
-func TestRemoveUndescribedWhereNamesAreShort(t *testing.T) {
+// TestRemoveUndescribed: where kept/'s filesystem takes names too short
+// for a removal's fields, or a durable journal's filesystem may leave a
+// rename half made after a crash (no metadata journal), Remove keeps the
+// object as kept/<seq>, its intent written before the rename.
+func TestRemoveUndescribed(t *testing.T) {
 	if _, fits := describedEntry(&Record{Seq: 1, Owner: "pid:1", Path: "a/b"}, 25); fits {
 		t.Errorf("a described name of 34 bytes fits in 25")
 	}
-	b := newBacking(t)
-	b.write(t, "f", "data")
-	j := b.open(t, Options{Durable: true})
-	j.nameMax = 25
-	seq, err := j.Remove(Record{Owner: "pid:2", Op: OpUnlink, Path: "f"}, b.dirFd(t, "."), "f")
-	must(t, err)
-	if _, err := os.Lstat(b.jpath(keptName, keptEntry(seq))); err != nil {
-		t.Errorf("kept/%d: %v, want the file there", seq, err)
-	}
-	j.crash()
-	seg, err := os.ReadFile(b.jpath(logName, segmentName(1)))
-	must(t, err)
-	if !strings.Contains(string(seg), `"op":"unlink"`) {
-		t.Errorf("the intent was not written before the rename:\n%s", seg)
+	for _, tc := range []struct {
+		name      string
+		nameMax   int
+		describes bool
+	}{
+		{"short names", 25, true},
+		{"no metadata journal", unix.NAME_MAX, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBacking(t)
+			b.write(t, "f", "data")
+			j := b.open(t, Options{Durable: true})
+			j.nameMax, j.describes = tc.nameMax, tc.describes
+			seq, err := j.Remove(Record{Owner: "pid:2", Op: OpUnlink, Path: "f"}, b.dirFd(t, "."), "f")
+			must(t, err)
+			if _, err := os.Lstat(b.jpath(keptName, keptEntry(seq))); err != nil {
+				t.Errorf("kept/%d: %v, want the file there", seq, err)
+			}
+			j.crash()
+			seg, err := os.ReadFile(b.jpath(logName, segmentName(1)))
+			must(t, err)
+			if !strings.Contains(string(seg), `"op":"unlink"`) {
+				t.Errorf("the intent was not written before the rename:\n%s", seg)
+			}
+		})
 	}
 }

@@ -129,8 +129,10 @@ type Journal struct {
 	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
 	// written under mu, read with no lock.
 	keptLinks sync.Map
-	// nameMax is the longest name kept/'s filesystem takes (described.go).
-	nameMax int
+	// nameMax is the longest name kept/'s filesystem takes; describes:
+	// a removal may go to a described entry (described.go).
+	nameMax   int
+	describes bool
 	// described: the described kept/ entries' names by seq (described.go),
 	// written under mu, read with no lock.
 	described sync.Map
@@ -198,6 +200,7 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	covers := opts.Durable && flushesCover(j.dir)
 	j.flush = flusher{covers: covers, ordered: covers && opts.Ordered}
 	j.nameMax = nameMax(j.kept)
+	j.describes = !opts.Durable || j.flush.ordered || renamesAtomic(j.kept)
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err

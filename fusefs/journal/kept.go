@@ -23,7 +23,8 @@ var ErrChanged = errors.New("journal: the object changed under the journal")
 // (Before, if nil, is the name's stat now; Kept is set) and renames the
 // name into kept/ under a name that says what the change removed
 // (described.go), which makes that rename the removal and its record at
-// once; or, where the fields do not fit in a name, it appends the intent,
+// once; or, where the filesystem or the fields' length do not allow that
+// (described.go), it appends the intent,
 // makes it durable with Options.Durable, and renames the name into
 // kept/<seq>. Then it appends the end. It returns the change's seq.
 //
@@ -99,10 +100,10 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 
 // removeIntent records the intent of the removal rec and returns the name
 // in kept/ the object goes to: a described one, the intent held
-// (described.go), where the fields fit in a name; else kept/<seq>, the
+// (described.go), where the filesystem and the fields allow; else kept/<seq>, the
 // intent appended and made durable (Options.Durable) before the rename.
 func (j *Journal) removeIntent(rec *Record) (string, error) {
-	if suffix, ok := describedSuffix(rec, j.nameMax); ok {
+	if suffix, ok := describedSuffix(rec, j.nameMax); ok && j.describes {
 		if _, _, err := j.appendIntentAs(rec, true); err != nil {
 			return "", err
 		}
