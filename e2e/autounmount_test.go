@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -86,6 +87,10 @@ func TestKilledDaemonsConnectionAborted(t *testing.T) {
 	}
 	// Detached: the mount is ready (its parent exits 0) once the watcher
 	// runs; a foreground mount is seen in mountinfo before.
+	if err := exec.Command("mountpoint", "-q", "/sys/fs/fuse/connections").Run(); err != nil {
+		t.Fatalf("fusectl is not mounted on /sys/fs/fuse/connections (%v): the daemon has no connection to abort; "+
+			"scripts/install-deps.sh (make deps) mounts it", err)
+	}
 	m := mount(t, Detached())
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.Pid))
 	if err != nil {

@@ -48,3 +48,12 @@ if ! command -v npm >/dev/null; then
 fi
 # go-fuse finds fusermount3 on PATH; the kernel module must be there.
 [[ -e /dev/fuse ]] || { echo "install-deps: /dev/fuse is missing (modprobe fuse)" >&2; exit 1; }
+# fusectl: the watcher of a killed daemon aborts its FUSE connection
+# through /sys/fs/fuse/connections/N/abort (cmd/realmfs/autounmount.go).
+# systemd mounts it at boot (sys-fs-fuse-connections.mount); a machine
+# booted without it has the directory empty, and a killed daemon's mount
+# would leave its callers waiting.
+if [[ $(id -u) == 0 && -d /sys/fs/fuse/connections ]] && ! mountpoint -q /sys/fs/fuse/connections; then
+	echo "install-deps: mounting fusectl on /sys/fs/fuse/connections" >&2
+	mount -t fusectl fusectl /sys/fs/fuse/connections
+fi

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -59,7 +60,14 @@ func connAbortPath(dev uint64) string {
 func startWatcher(mnt string, dev uint64, autoUnmount bool, logger *slog.Logger) {
 	abort, aerr := os.OpenFile(connAbortPath(dev), os.O_WRONLY|syscall.O_CLOEXEC, 0)
 	if aerr != nil {
-		logger.Info("no watcher to abort the FUSE connection if the daemon is killed", "err", aerr)
+		const msg = "no watcher to abort the FUSE connection if the daemon is killed"
+		if os.Geteuid() == 0 && errors.Is(aerr, fs.ErrNotExist) {
+			// Root could abort it, but fusectl is not mounted (systemd
+			// mounts it at boot; a machine booted without it has none).
+			logger.Warn(msg, "err", aerr, "fix", "mount -t fusectl fusectl /sys/fs/fuse/connections")
+		} else {
+			logger.Info(msg, "err", aerr)
+		}
 		if !autoUnmount {
 			return
 		}
