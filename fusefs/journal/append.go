@@ -3,13 +3,13 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // NoKeep, as Begin's keep: the change keeps no version.
@@ -125,8 +125,9 @@ func (c *Change) end(e End, after *ID, ctime time.Time) error {
 	return err
 }
 
-// keptEntry is the name of change seq's kept version in kept/.
-func keptEntry(seq uint64) string { return strconv.FormatUint(seq, 10) }
+// keptEntry is the name of change seq's kept version in kept/, where
+// no described one was noted (keptName).
+func keptEntry(seq uint64) string { return keptname.Plain(seq) }
 
 // appendIntent appends rec's intent, its Seq and Time set, and returns
 // the position it ends at.

@@ -1,14 +1,12 @@
 package journal
 
 import (
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // A removal's kept/ entry says what it removed: the object an unlink or
@@ -16,7 +14,8 @@ import (
 //
 //	kept/SEQ~OWNER~OWNER_START~SESSION~PATH
 //
-// each field with "%", "/" and "~" escaped as %XX. The rename is then the
+// each field with "%", "/" and "~" escaped as %XX (package keptname).
+// The rename is then the
 // change and its record at once: there is no moment at which the object
 // has left its name and no record of it is durable, so the intent need
 // not be on the device before the rename. Remove holds it with the ends
@@ -37,64 +36,6 @@ import (
 // (statfs's f_namelen), a removal takes the plain kept/SEQ, its intent
 // appended and settled before the rename as every other change's.
 
-// describedSep separates a described entry's fields.
-const describedSep = '~'
-
-// escapeField escapes what a field may not hold in a name.
-func escapeField(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '%', '/', describedSep:
-			b = append(b, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
-}
-
-// unescapeField is escapeField undone; false where s is not one's output.
-func unescapeField(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b = append(b, s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b = append(b, byte(v))
-		i += 2
-	}
-	return string(b), true
-}
-
-// describedEntry is kept/'s name for the removal rec (its Seq set) that
-// says what it removed, and whether such names of rec fit in names of at
-// most nameMax bytes (describedSuffix).
-func describedEntry(rec *Record, nameMax int) (string, bool) {
-	suffix, ok := describedSuffix(rec, nameMax)
-	return keptEntry(rec.Seq) + suffix, ok
-}
-
-// describedSuffix is what follows the seq in the removal rec's described
-// name, and whether the name fits in nameMax bytes whatever the seq.
-func describedSuffix(rec *Record, nameMax int) (string, bool) {
-	b := make([]byte, 0, 128)
-	for _, f := range []string{rec.Owner, rec.OwnerStart, rec.Session, rec.Path} {
-		b = escapeField(append(b, describedSep), f)
-	}
-	return string(b), len(b)+maxSeqDigits <= nameMax && rec.Path != ""
-}
-
 // nameMax is the longest name the filesystem of the directory dir takes
 // (statfs's f_namelen: 255 on ext4, XFS and btrfs, less on some), at
 // most NAME_MAX.
@@ -106,54 +47,22 @@ func nameMax(dir int) int {
 	return int(min(st.Namelen, unix.NAME_MAX))
 }
 
-// maxSeqDigits is the length of the longest seq written out.
-var maxSeqDigits = len(strconv.FormatUint(math.MaxUint64, 10))
-
-// described is what a described entry's name says.
-type described struct {
-	name                          string
-	seq                           uint64
-	owner, ownerAt, session, path string
+// describedFields are what the removal rec's described entry says.
+func describedFields(rec *Record) keptname.Fields {
+	return keptname.Fields{Owner: rec.Owner, OwnerStart: rec.OwnerStart, Session: rec.Session, Path: rec.Path}
 }
 
-// parseDescribed reads a described entry's name.
-func parseDescribed(name string) (described, bool) {
-	f := strings.Split(name, string(describedSep))
-	if len(f) != 5 {
-		return described{}, false
-	}
-	seq, err := strconv.ParseUint(f[0], 10, 64)
-	if err != nil || seq == 0 {
-		return described{}, false
-	}
-	d := described{name: name, seq: seq}
-	for i, p := range []*string{&d.owner, &d.ownerAt, &d.session, &d.path} {
-		v, ok := unescapeField(f[i+1])
-		if !ok {
-			return described{}, false
-		}
-		*p = v
-	}
-	return d, d.path != ""
-}
-
-// keptSeq is the seq of kept/'s entry name, plain or described.
-func keptSeq(name string) (uint64, bool) {
-	digits, _, _ := strings.Cut(name, string(describedSep))
-	seq, err := strconv.ParseUint(digits, 10, 64)
-	return seq, err == nil && seq > 0
-}
-
-// intent is the removal's intent d and the stat st of its entry say.
-func (d *described) intent(st *unix.Stat_t) line {
+// describedIntent is the removal's intent the described entry e and its
+// stat st say.
+func describedIntent(e *keptname.Entry, st *unix.Stat_t) line {
 	op := OpUnlink
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		op = OpRmdir
 	}
 	return line{
-		Seq: d.seq, Time: time.Unix(st.Ctim.Unix()).UTC(),
-		Owner: d.owner, OwnerAt: d.ownerAt, Session: d.session,
-		Op: op, Path: pathJSON(d.path), Kept: true, Before: ObjectOf(st),
+		Seq: e.Seq, Time: time.Unix(st.Ctim.Unix()).UTC(),
+		Owner: e.Owner, OwnerAt: e.OwnerStart, Session: e.Session,
+		Op: op, Path: pathJSON(e.Path), Kept: true, Before: ObjectOf(st),
 	}
 }
 

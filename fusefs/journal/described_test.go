@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // crash stops j as a kill -9 of the daemon would: the lines it holds are
@@ -18,54 +20,6 @@ func (j *Journal) crash() {
 	j.closed = true
 	j.mu.Unlock()
 	j.closeFds()
-}
-
-// TestDescribedEntry: a removal's described name reads back as the fields
-// it was made of, whatever bytes they hold; fields too long for a name
-// make none.
-func TestDescribedEntry(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		rec  Record
-		fits bool
-	}{
-		{"plain", Record{Seq: 7, Owner: "session:12", OwnerStart: "123-456", Path: "src/main.go"}, true},
-		{"a session", Record{Seq: 8, Owner: "pid:3", Session: "s-1", Path: "a"}, true},
-		{"separators in fields", Record{Seq: 9, Owner: "cgroup:/user.slice/a~b", OwnerStart: "%", Session: "x/y", Path: "d~e/%41/f~"}, true},
-		{"not UTF-8", Record{Seq: 10, Owner: "pid:1", Path: "bad\xff/name\x01"}, true},
-		{"dots", Record{Seq: 11, Owner: "pid:1", Path: "../.."}, true},
-		{"too long", Record{Seq: 12, Owner: "pid:1", Path: strings.Repeat("d/", 120)}, false},
-		{"long enough for a short seq only", Record{Seq: 12, Owner: "pid:1", Path: strings.Repeat("a", 230)}, false},
-		{"long, for any seq", Record{Seq: 12, Owner: "pid:1", Path: strings.Repeat("a", 226)}, true},
-		{"no path", Record{Seq: 13, Owner: "pid:1"}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			name, fits := describedEntry(&tc.rec, unix.NAME_MAX)
-			if fits != tc.fits {
-				t.Fatalf("%q fits %v, want %v", name, fits, tc.fits)
-			}
-			if !fits {
-				return
-			}
-			if strings.Contains(name, "/") || len(name) > unix.NAME_MAX {
-				t.Fatalf("%q is no name of a directory entry", name)
-			}
-			d, ok := parseDescribed(name)
-			r := tc.rec
-			want := described{name: name, seq: r.Seq, owner: r.Owner, ownerAt: r.OwnerStart, session: r.Session, path: r.Path}
-			if !ok || d != want {
-				t.Errorf("parse(%q) = %+v, %v; want %+v", name, d, ok, want)
-			}
-			if seq, ok := keptSeq(name); !ok || seq != r.Seq {
-				t.Errorf("keptSeq(%q) = %d, %v", name, seq, ok)
-			}
-		})
-	}
-	for _, bad := range []string{"7", "7~a~b~c", "x~a~b~c~d", "7~a~b~c~", "7~%4~b~c~d", "7~a~b~c~d~e", "0~a~b~c~d"} {
-		if d, ok := parseDescribed(bad); ok {
-			t.Errorf("parse(%q) = %+v, want no described entry", bad, d)
-		}
-	}
 }
 
 // TestRemoveLostRebuilt: a removal's intent is held, not written, and its
@@ -92,7 +46,7 @@ func TestRemoveLostRebuilt(t *testing.T) {
 			rmd := Record{Owner: "session:4", OwnerStart: "77-88", Session: "agent~1", Op: OpRmdir, Path: "d/e"}
 			eseq, err := j.Remove(rmd, dir, "e")
 			must(t, err)
-			if !strings.Contains(b.keptPath(fseq), string(describedSep)) {
+			if !strings.Contains(b.keptPath(fseq), string(keptname.Sep)) {
 				t.Fatalf("the unlink kept %s, want a described entry", b.keptPath(fseq))
 			}
 			j.crash()
@@ -202,9 +156,6 @@ func TestReaderOpensDescribed(t *testing.T) {
 // rename half made after a crash (no metadata journal), Remove keeps the
 // object as kept/<seq>, its intent written before the rename.
 func TestRemoveUndescribed(t *testing.T) {
-	if _, fits := describedEntry(&Record{Seq: 1, Owner: "pid:1", Path: "a/b"}, 25); fits {
-		t.Errorf("a described name of 34 bytes fits in 25")
-	}
 	for _, tc := range []struct {
 		name      string
 		nameMax   int

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // ErrChanged: the name Remove was to remove led to another object than
@@ -103,7 +104,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 // (described.go), where the filesystem and the fields allow; else kept/<seq>, the
 // intent appended and made durable (Options.Durable) before the rename.
 func (j *Journal) removeIntent(rec *Record) (string, error) {
-	if suffix, ok := describedSuffix(rec, j.nameMax); ok && j.describes {
+	if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok && j.describes {
 		if _, _, err := j.appendIntentAs(rec, true); err != nil {
 			return "", err
 		}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // ErrNoJournal: the directory OpenReader was given holds no journal (or
@@ -201,9 +202,9 @@ func (r *Reader) OpenKept(seq uint64) (int, error) {
 			return -1, fmt.Errorf("journal: listing %s/: %w", keptName, err)
 		}
 		r.described = map[uint64]string{}
-		for _, e := range ents {
-			if d, ok := parseDescribed(e.Name); ok {
-				r.described[d.seq] = e.Name
+		for _, de := range ents {
+			if e, ok := keptname.Parse(de.Name); ok {
+				r.described[e.Seq] = e.Name
 			}
 		}
 	}

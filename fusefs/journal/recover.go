@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // loaded is what Open's reading of the segments found: the intents still
@@ -259,7 +260,7 @@ func (j *Journal) dropLink(seq uint64) bool {
 func (j *Journal) sweepKept(ents []dirfd.Dirent, ld *loaded) error {
 	pruned := j.pruned.Load()
 	for _, e := range ents {
-		seq, ok := keptSeq(e.Name)
+		seq, ok := keptname.Seq(e.Name)
 		if !ok {
 			continue
 		}
@@ -307,30 +308,30 @@ func removeKept(kept int, name string) error {
 // resolveAll to end by what its path leads to now.
 // Every described entry's name is noted for keptName first.
 func (j *Journal) rebuildDescribed(ents []dirfd.Dirent, ld *loaded) error {
-	var lost []described
-	for _, e := range ents {
-		d, ok := parseDescribed(e.Name)
+	var lost []keptname.Entry
+	for _, de := range ents {
+		e, ok := keptname.Parse(de.Name)
 		if !ok {
 			continue
 		}
-		j.described.Store(d.seq, e.Name)
-		if d.seq > ld.maxSeq {
-			lost = append(lost, d)
+		j.described.Store(e.Seq, e.Name)
+		if e.Seq > ld.maxSeq {
+			lost = append(lost, e)
 		}
 	}
-	slices.SortFunc(lost, func(a, b described) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(lost, func(a, b keptname.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 	for i := range lost {
-		d := &lost[i]
+		e := &lost[i]
 		var st unix.Stat_t
-		if err := dirfd.Lstat(j.kept, d.name, &st); err != nil {
-			return fmt.Errorf("journal: kept/%s: %w", d.name, err)
+		if err := dirfd.Lstat(j.kept, e.Name, &st); err != nil {
+			return fmt.Errorf("journal: kept/%s: %w", e.Name, err)
 		}
-		l := d.intent(&st)
-		j.next = d.seq
+		l := describedIntent(e, &st)
+		j.next = e.Seq
 		if _, err := j.appendLine(func() line { return l }); err != nil {
 			return err
 		}
-		ld.open[d.seq], ld.kept[d.seq], ld.maxSeq = l, "", d.seq
+		ld.open[e.Seq], ld.kept[e.Seq], ld.maxSeq = l, "", e.Seq
 		j.recovery.Rebuilt++
 	}
 	return nil

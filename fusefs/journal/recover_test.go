@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // outcome is what a crash left of a change whose intent had no end.
@@ -40,7 +42,7 @@ func mv(t *testing.T, b *backing, from, to string) {
 // keptPath is the path of change seq's entry in kept/: kept/<seq>, or its
 // described name (described.go) where kept/ has one.
 func (b *backing) keptPath(seq uint64) string {
-	if m, _ := filepath.Glob(b.jpath(keptName, keptEntry(seq)+string(describedSep)+"*")); len(m) == 1 {
+	if m, _ := filepath.Glob(b.jpath(keptName, keptEntry(seq)+string(keptname.Sep)+"*")); len(m) == 1 {
 		return m[0]
 	}
 	return b.jpath(keptName, keptEntry(seq))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
 // tornCase ends a journal with the record a crash tears: last appends it
@@ -149,7 +151,7 @@ func checkConsistent(t *testing.T, b *backing, recs []Record, k int) {
 	must(t, err)
 	got := map[string]bool{}
 	for _, e := range ents {
-		seq, _ := keptSeq(e.Name())
+		seq, _ := keptname.Seq(e.Name())
 		name := keptEntry(seq) // a described entry by its seq
 		got[name] = true
 		if !want[name] {

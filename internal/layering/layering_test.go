@@ -56,6 +56,7 @@ var layers = map[string]int{
 	"fusefs/templive": 4, // which daemon's temps are alive: the sweep asks, the engine names its temps by it
 	// The protocol, the one syscall layer on BACKING, the policy, /proc.
 	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
+	"fusefs/journal/keptname": 5, // the names of kept/'s entries, pure: the journal's and its readers
 	// The lock table (procinfo names its owners).
 	"locks": 6,
 	// Leaves.
