@@ -15,10 +15,9 @@ import (
 //	kept/SEQ~OWNER~OWNER_START~SESSION~PATH
 //
 // each field with "%", "/" and "~" escaped as %XX (package keptname).
-// The rename is then the
-// change and its record at once: there is no moment at which the object
-// has left its name and no record of it is durable, so the intent need
-// not be on the device before the rename. Remove holds it with the ends
+// The rename is then the change and its record at once: there is no
+// moment at which the object has left its name and no record of it is
+// durable, so the intent need not be on the device before the rename. Remove holds it with the ends
 // (ends.go) and writes it with the next line: no pwrite of its own, no
 // write-through, no flush (docs/PERFORMANCE.md: a fifth of the daemon's
 // CPU on an rm -rf). A kill -9 of the daemon or a power loss that loses
@@ -36,15 +35,22 @@ import (
 // (statfs's f_namelen), a removal takes the plain kept/SEQ, its intent
 // appended and settled before the rename as every other change's.
 
-// nameMax is the longest name the filesystem of the directory dir takes
-// (statfs's f_namelen: 255 on ext4, XFS and btrfs, less on some), at
-// most NAME_MAX.
-func nameMax(dir int) int {
+// keptFilesystem is what described entries need to know of the
+// filesystem of kept/ (dir), from one statfs: the longest name it takes
+// (f_namelen: 255 on ext4, XFS and btrfs, less on some; at most
+// NAME_MAX), and whether it journals its metadata whatever its options
+// (XFS, btrfs), so that a rename on it is whole or not made after a
+// crash. ext4's journal is optional, and read apart (Options.Ordered).
+func keptFilesystem(dir int) (nameMax int, renamesAtomic bool) {
 	var st unix.Statfs_t
-	if dirfd.Fstatfs(dir, &st) != nil || st.Namelen <= 0 {
-		return unix.NAME_MAX
+	if dirfd.Fstatfs(dir, &st) != nil {
+		return unix.NAME_MAX, false
 	}
-	return int(min(st.Namelen, unix.NAME_MAX))
+	nameMax = unix.NAME_MAX
+	if st.Namelen > 0 {
+		nameMax = int(min(st.Namelen, unix.NAME_MAX))
+	}
+	return nameMax, st.Type == unix.XFS_SUPER_MAGIC || st.Type == unix.BTRFS_SUPER_MAGIC
 }
 
 // describedFields are what the removal rec's described entry says.
@@ -64,16 +70,4 @@ func describedIntent(e *keptname.Entry, st *unix.Stat_t) line {
 		Owner: e.Owner, OwnerAt: e.OwnerStart, Session: e.Session,
 		Op: op, Path: pathJSON(e.Path), Kept: true, Before: ObjectOf(st),
 	}
-}
-
-// renamesAtomic reports whether the filesystem of dir journals its
-// metadata whatever its options (XFS, btrfs): a rename on it is whole or
-// not made after a crash. ext4's journal is optional, and read apart
-// (Options.Ordered).
-func renamesAtomic(dir int) bool {
-	var st unix.Statfs_t
-	if dirfd.Fstatfs(dir, &st) != nil {
-		return false
-	}
-	return st.Type == unix.XFS_SUPER_MAGIC || st.Type == unix.BTRFS_SUPER_MAGIC
 }

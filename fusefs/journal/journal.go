@@ -199,8 +199,8 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	}
 	covers := opts.Durable && flushesCover(j.dir)
 	j.flush = flusher{covers: covers, ordered: covers && opts.Ordered}
-	j.nameMax = nameMax(j.kept)
-	j.describes = !opts.Durable || j.flush.ordered || renamesAtomic(j.kept)
+	nameMax, atomic := keptFilesystem(j.kept)
+	j.nameMax, j.describes = nameMax, !opts.Durable || j.flush.ordered || atomic
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err

@@ -24,10 +24,10 @@ var ErrChanged = errors.New("journal: the object changed under the journal")
 // (Before, if nil, is the name's stat now; Kept is set) and renames the
 // name into kept/ under a name that says what the change removed
 // (described.go), which makes that rename the removal and its record at
-// once; or, where the filesystem or the fields' length do not allow that
-// (described.go), it appends the intent,
-// makes it durable with Options.Durable, and renames the name into
-// kept/<seq>. Then it appends the end. It returns the change's seq.
+// once; or, where the filesystem or the fields' length do not allow
+// that, it appends the intent, makes it durable with Options.Durable, and
+// renames the name into kept/<seq>. Then it appends the end. It returns
+// the change's seq.
 //
 // The errors an unlink or an rmdir answers come back as errnos: ENOENT and
 // the rename's own, EISDIR (unlink of a directory), ENOTDIR (rmdir of
@@ -101,16 +101,19 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 
 // removeIntent records the intent of the removal rec and returns the name
 // in kept/ the object goes to: a described one, the intent held
-// (described.go), where the filesystem and the fields allow; else kept/<seq>, the
-// intent appended and made durable (Options.Durable) before the rename.
+// (described.go), where the filesystem and the fields allow; else
+// kept/<seq>, the intent appended and made durable (Options.Durable)
+// before the rename.
 func (j *Journal) removeIntent(rec *Record) (string, error) {
-	if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok && j.describes {
-		if _, _, err := j.appendIntentAs(rec, true); err != nil {
-			return "", err
+	if j.describes {
+		if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok {
+			if _, _, err := j.appendIntentAs(rec, true); err != nil {
+				return "", err
+			}
+			entry := keptEntry(rec.Seq) + suffix
+			j.described.Store(rec.Seq, entry)
+			return entry, nil
 		}
-		entry := keptEntry(rec.Seq) + suffix
-		j.described.Store(rec.Seq, entry)
-		return entry, nil
 	}
 	pos, lazy, err := j.appendIntentLazy(rec)
 	if err != nil {
