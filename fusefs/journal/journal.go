@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -234,7 +235,7 @@ func (j *Journal) open(rootFd, dir int) error {
 	if dir == DefaultDir {
 		err = narrow(j.dir)
 	} else {
-		err = bindRoot(j.dir, j.root, true)
+		err = rootbind.Bind(j.dir, j.root, true)
 	}
 	if err != nil {
 		return err

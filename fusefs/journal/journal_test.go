@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 )
 
 // backing is a BACKING for a test: its path and its root fd.
@@ -167,7 +168,7 @@ func TestGivenDir(t *testing.T) {
 	j, err := Open(b.root, fd, Options{})
 	must(t, err)
 	defer j.Close()
-	for _, name := range []string{logName, keptName, lockName, gitignoreName, rootName} {
+	for _, name := range []string{logName, keptName, lockName, gitignoreName, rootbind.Name} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -192,7 +193,7 @@ func TestGivenDirBoundToItsBacking(t *testing.T) {
 	j, err := Open(b.root, fd, Options{})
 	must(t, err)
 	must(t, j.Close())
-	bound, err := os.ReadFile(filepath.Join(b.path, "elsewhere", rootName))
+	bound, err := os.ReadFile(filepath.Join(b.path, "elsewhere", rootbind.Name))
 	must(t, err)
 	other, err := dirfd.OpenRoot(filepath.Join(b.path, "other"))
 	must(t, err)
@@ -207,7 +208,7 @@ func TestGivenDirBoundToItsBacking(t *testing.T) {
 		r.Close()
 		t.Error("a journal bound to one BACKING was read for another")
 	}
-	if now, _ := os.ReadFile(filepath.Join(b.path, "elsewhere", rootName)); string(now) != string(bound) {
+	if now, _ := os.ReadFile(filepath.Join(b.path, "elsewhere", rootbind.Name)); string(now) != string(bound) {
 		t.Errorf("the refused open rebound the journal: %q, was %q", now, bound)
 	}
 	j, err = Open(b.root, fd, Options{})

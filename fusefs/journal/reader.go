@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
+	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 )
 
 // ErrNoJournal: the directory OpenReader was given holds no journal (or
@@ -40,7 +41,7 @@ func OpenReader(rootFd, dir int) (*Reader, error) {
 	if dir == DefaultDir {
 		r.dir, err = dirfd.OpenDir(rootFd, DirName)
 	} else if r.dir, err = dirfd.Dup(dir); err == nil {
-		if err := bindRoot(r.dir, rootFd, false); err != nil {
+		if err := rootbind.Bind(r.dir, rootFd, false); err != nil {
 			r.Close()
 			return nil, err
 		}

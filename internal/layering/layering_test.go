@@ -54,11 +54,13 @@ var layers = map[string]int{
 	"fusefs/diskroom": 4, // the room a write may take: root's reserve stays the host's
 	"fusefs/journal":  4,
 	"fusefs/templive": 4, // which daemon's temps are alive: the sweep asks, the engine names its temps by it
-	// The protocol, the one syscall layer on BACKING, the policy, /proc.
-	"fusefs/writeproto": 5, "fusefs/dirfd": 5, "policy": 5, "procinfo": 5,
+	// The protocol, the policy, /proc.
+	"fusefs/writeproto": 5, "policy": 5, "procinfo": 5,
 	"fusefs/journal/keptname": 5, // the names of kept/'s entries, pure: the journal's and its readers
-	// The lock table (procinfo names its owners).
-	"locks": 6,
+	"fusefs/journal/rootbind": 5, // a journal outside BACKING bound to the BACKING it records
+	// The lock table (procinfo names its owners); the one syscall layer
+	// on BACKING.
+	"locks": 6, "fusefs/dirfd": 6,
 	// Leaves.
 	"errcode": 7, "sandbox/label": 7, "internal/lockorder": 7,
 	"internal/devthread": 7, "internal/capdrop": 7, "internal/sysfail": 7, "internal/profiling": 7, "internal/ratelog": 7, "internal/layering": 7,
