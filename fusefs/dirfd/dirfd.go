@@ -399,6 +399,37 @@ func Removexattr(fd int, attr string) error {
 	return ignoringEINTR(func() error { return unix.Removexattr(procPath(fd), attr) })
 }
 
+// Fsetxattr writes attribute attr of fd, a file open for reading or
+// writing (not O_PATH): one system call, no path walked.
+func Fsetxattr(fd int, attr string, data []byte) error {
+	return ignoringEINTR(func() error { return unix.Fsetxattr(fd, attr, data, 0) })
+}
+
+// Fgetxattr reads attribute attr of fd, a file open for reading or writing
+// (not O_PATH), whole: nil where the file has none (ENODATA).
+func Fgetxattr(fd int, attr string) ([]byte, error) {
+	for {
+		size, err := ignoringEINTR2(func() (int, error) { return unix.Fgetxattr(fd, attr, nil) })
+		if errors.Is(err, unix.ENODATA) {
+			return nil, nil
+		}
+		if err != nil || size == 0 {
+			return nil, err
+		}
+		buf := make([]byte, size)
+		n, err := ignoringEINTR2(func() (int, error) { return unix.Fgetxattr(fd, attr, buf) })
+		switch {
+		case errors.Is(err, unix.ERANGE):
+			continue // grown since it was measured
+		case errors.Is(err, unix.ENODATA):
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}
+
 // Listxattr lists attribute names into dest (nil asks for the size).
 func Listxattr(fd int, dest []byte) (int, error) {
 	return ignoringEINTR2(func() (int, error) { return unix.Listxattr(procPath(fd), dest) })

@@ -334,6 +334,8 @@ func TestEINTRIsRetried(t *testing.T) {
 		}},
 		{"setxattr", "Setxattr", func(t *testing.T) error { return Setxattr(pathOf(t, "f"), "user.x", []byte("1"), 0) }},
 		{"getxattr", "Getxattr", func(t *testing.T) error { _, err := Getxattr(pathOf(t, "f"), "user.x", nil); return err }},
+		{"setxattr", "Fsetxattr", func(t *testing.T) error { return Fsetxattr(openFile(t, unix.O_RDWR), "user.y", []byte("1")) }},
+		{"getxattr", "Fgetxattr", func(t *testing.T) error { _, err := Fgetxattr(openFile(t, unix.O_RDONLY), "user.y"); return err }},
 		{"listxattr", "Listxattr", func(t *testing.T) error { _, err := Listxattr(pathOf(t, "f"), nil); return err }},
 		{"removexattr", "Removexattr", func(t *testing.T) error { return Removexattr(pathOf(t, "f"), "user.x") }},
 		{"readdir", "ReadDir", func(t *testing.T) error { _, err := ReadDir(rfd); return err }},

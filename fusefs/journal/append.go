@@ -41,9 +41,10 @@ func (c *Change) Seq() uint64 { return c.seq }
 // kept/<seq>. With Options.Durable the intent and that link are durable
 // before Begin returns (one fdatasync and one fsync of kept/, shared by
 // the Begins waiting together), but for a change of an object its owner
-// made (fresh.go), which the next sync makes durable, and for the making
-// of an empty object on ext4, written through to the device for the next
-// flush to carry (flush.go).
+// made (fresh.go), which the next sync makes durable, for the making of
+// an empty object on ext4, written through to the device for the next
+// flush to carry, and on ext4 with a jbd2 journal, where it is carried
+// (flush.go).
 //
 // The caller then makes the change and ends it: Done once made, Abort if
 // not. An error means no change may be made: the intent is ended aborted.
@@ -52,7 +53,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		return nil, fmt.Errorf("journal: Begin of op %q (unlink and rmdir are Remove's)", rec.Op)
 	}
 	rec.Kept = keep != NoKeep
-	pos, lazy, err := j.appendIntentLazy(&rec)
+	pos, lazy, err := j.appendIntent(&rec, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,31 +131,26 @@ func (c *Change) end(e End, after *ID, ctime time.Time) error {
 func keptEntry(seq uint64) string { return keptname.Plain(seq) }
 
 // appendIntent appends rec's intent, its Seq and Time set, and returns
-// the position it ends at.
-func (j *Journal) appendIntent(rec *Record) (uint64, error) {
-	pos, _, err := j.appendIntentLazy(rec)
-	return pos, err
-}
-
-// appendIntentLazy is appendIntent that also says whether the intent
-// needs no sync of its own: a change of a fresh object by its maker
-// (fresh.go).
-func (j *Journal) appendIntentLazy(rec *Record) (pos uint64, lazy bool, err error) {
-	return j.appendIntentAs(rec, false)
-}
-
-// appendIntentAs is appendIntentLazy that, with hold, holds the intent
-// with the ends (appendLineHeld).
-func (j *Journal) appendIntentAs(rec *Record, hold bool) (pos uint64, lazy bool, err error) {
+// the position it ends at (0: nothing to sync, package carry) and whether
+// it needs no sync of its own: a change of a fresh object by its maker
+// (fresh.go). With hold it is held with the ends (appendLineHeld).
+func (j *Journal) appendIntent(rec *Record, hold bool) (pos uint64, lazy bool, err error) {
 	stamped := false
-	pos, err = j.appendLineHeld(func() line {
+	pos, err = j.appendLineHeld(func() (line, holding) {
 		rec.Seq = j.next
 		if !stamped { // once: appendLine may ask again after a rotation
 			rec.Time, stamped = j.opts.Now().UTC(), true
 		}
 		lazy = j.freshFor(rec)
-		return intentLine(rec)
-	}, hold)
+		how := holdCarried
+		switch {
+		case hold:
+			how = holdDescribed
+		case lazy: // needs no sync: written, no attribute set for it
+			how = writeIntent
+		}
+		return intentLine(rec), how
+	})
 	return pos, lazy, err
 }
 
@@ -169,21 +165,31 @@ func (j *Journal) appendEnd(seq uint64, e End, after *ID) error {
 // appended to, rotated first where the line does not fit. It returns the
 // position the line ends at, for syncTo. An end done is held (ends.go).
 func (j *Journal) appendLine(mk func() line) (uint64, error) {
-	return j.appendLineHeld(mk, false)
+	return j.appendLineHeld(func() (line, holding) { return mk(), writeIntent })
 }
 
-// appendLineHeld is appendLine that, with holdIntent, holds an intent
-// with the ends rather than writing it: a removal's whose kept/ entry
-// says it (described.go). Held lines are written, in order, before any
-// later line, so that the segments still hold intents in ascending seq.
-func (j *Journal) appendLineHeld(mk func() line, holdIntent bool) (uint64, error) {
+// holding is how appendLineHeld may hold an intent rather than write it.
+type holding int
+
+const (
+	writeIntent   holding = iota // written now
+	holdDescribed                // held: its kept/ entry says it (described.go)
+	holdCarried                  // held where the carry takes it (package carry)
+)
+
+// appendLineHeld is appendLine where mk also says how its intent may be
+// held with the ends: a removal's whose kept/ entry says it, or one the
+// carry takes (then the position returned is 0: nothing to sync). Held
+// lines are written, in order, before any later line, so that the
+// segments still hold intents in ascending seq.
+func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for {
 		if j.closed {
 			return 0, ErrClosed
 		}
-		l := mk()
+		l, how := mk()
 		if l.Op != "" && j.failed != nil {
 			return 0, j.failed // nothing is durable since: no new change
 		}
@@ -194,13 +200,16 @@ func (j *Journal) appendLineHeld(mk func() line, holdIntent bool) (uint64, error
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
-		held := l.Op == "" && l.End == Done || holdIntent && l.Op != ""
-		if held && j.cur != nil && len(j.ends)+len(b) <= j.holdMax() {
+		held := l.Op == "" && l.End == Done || how == holdDescribed && l.Op != ""
+		if fits := j.cur != nil && len(j.ends)+len(b) <= j.holdMax(); fits && (held || j.carries(&l, how, b)) {
 			if l.Op != "" {
 				j.intentAppended()
 			}
 			j.hold(b, &l)
 			j.arm(j.flushEnds)
+			if how == holdCarried {
+				return 0, nil
+			}
 			return j.written, nil
 		}
 		out := b
@@ -230,6 +239,13 @@ func (j *Journal) appendLineHeld(mk func() line, holdIntent bool) (uint64, error
 			j.signalGrown()
 		}
 	}
+}
+
+// carries reports whether the carry took l (b encoded), an intent that
+// may be held so (how): on ext4 with a jbd2 journal, whose attribute set
+// is durable before the change that follows it (package carry). Under mu.
+func (j *Journal) carries(l *line, how holding, b []byte) bool {
+	return how == holdCarried && l.Op != "" && j.carry != nil && j.carry.Add(b, max(j.completed, j.durable))
 }
 
 // intentAppended counts an intent appended (written or held): the next
@@ -360,6 +376,9 @@ func (j *Journal) writeLocked(b []byte) error {
 	}
 	cur.off += int64(len(b))
 	j.written += uint64(len(b))
+	if j.carry != nil {
+		j.carry.Written(j.written)
+	}
 	for i := range j.intents {
 		cur.note(&j.intents[i])
 	}

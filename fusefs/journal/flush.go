@@ -31,12 +31,17 @@ import (
 // undoing the owner's changes then leaves that empty file or directory.
 // A kill -9 of the daemon loses nothing: the pages are written.
 //
-// On ext4 with a jbd2 journal (Options.Ordered) every intent is written
-// through, those that keep a link too: a change and the link into kept/
-// are metadata, made durable by jbd2's commits in the order they were
-// made, each commit block written after a flush of the device, which
-// carries the intent written (and waited for) before the change was made.
-// So no change, and no kept link, is durable before its intent.
+// On ext4 with a jbd2 journal (Options.Ordered) an intent is carried: set
+// in LOCK's attribute (package carry) before the change, held with the
+// ends and written with the next line, not written through. A change and
+// a link into kept/ are metadata, made durable by jbd2's commits in the
+// order they were made, so the attribute as set before them is durable
+// with or before them, and Open appends what it carries past the log. An
+// intent the carry cannot take (full, or the line too long) is written
+// through, and the lines before it with it, which empties the carry: the
+// intent written and waited for before the change, each commit block
+// written after a flush that carries it. So no change, and no kept link,
+// is durable before its intent.
 //
 // On ext4 an fsync always ends with a flush of the device's cache, or
 // waits for a jbd2 commit whose flush is not yet issued
@@ -60,8 +65,8 @@ type flusher struct {
 	// covers: an fsync on the journal's filesystem flushes the device
 	// after what was written before it (flushesCover).
 	covers bool
-	// ordered: every intent is written through (Options.Ordered on a
-	// filesystem whose flushes cover).
+	// ordered: every intent is carried or written through
+	// (Options.Ordered on a filesystem whose flushes cover).
 	ordered bool
 }
 

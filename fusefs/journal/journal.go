@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/carry"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -75,7 +76,7 @@ type Options struct {
 	// changes durable in the order they were made, each by a journal
 	// commit written after a flush of the device (ext4 with a jbd2
 	// journal: writeengine.OrdersRenamedData). Every intent is then
-	// written through, none flushed at Begin (flush.go).
+	// carried or written through, none flushed at Begin (flush.go).
 	Ordered bool
 	// SegmentSize is the size segments are preallocated to and rotated
 	// at; 0 is DefaultSegmentSize.
@@ -100,8 +101,9 @@ type Recovery struct {
 	// intent's, an interrupted prune's); SegmentsRemoved: segments an
 	// interrupted prune left.
 	KeptRemoved, SegmentsRemoved int
-	// Rebuilt: removals' intents a crash lost, rebuilt from their
-	// described kept/ entries (described.go), then resolved as above.
+	// Rebuilt: intents a crash lost from the log, rebuilt from their
+	// described kept/ entries (described.go) or from LOCK's carry
+	// (package carry), then resolved as above.
 	Rebuilt int
 }
 
@@ -170,9 +172,12 @@ type tail struct {
 	fresh      map[ID]string
 	keptByseq  map[uint64]ID // keptLinks' seqs, to their identities
 	sinceGrown int           // intents since grown was last signalled
-	syncing    bool          // a group commit is under way, outside mu
-	failed     error         // a sync failed: nothing is promised since
-	closed     bool
+	// carry: the intents held and not yet on the device, in LOCK's
+	// attribute (package carry); nil but where Options.Ordered holds.
+	carry   *carry.Carry
+	syncing bool  // a group commit is under way, outside mu
+	failed  error // a sync failed: nothing is promised since
+	closed  bool
 }
 
 // Open opens the journal of BACKING, whose root directory rootFd holds:
@@ -205,6 +210,9 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err
+	}
+	if j.flush.ordered {
+		j.carry = carry.New(int(j.lock.Fd()))
 	}
 	segs, _, err := j.weigh() // what it holds, counted from here on
 	if err != nil {

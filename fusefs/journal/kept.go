@@ -107,7 +107,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 func (j *Journal) removeIntent(rec *Record) (string, error) {
 	if j.describes {
 		if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok {
-			if _, _, err := j.appendIntentAs(rec, true); err != nil {
+			if _, _, err := j.appendIntent(rec, true); err != nil {
 				return "", err
 			}
 			entry := keptEntry(rec.Seq) + suffix
@@ -115,7 +115,7 @@ func (j *Journal) removeIntent(rec *Record) (string, error) {
 			return entry, nil
 		}
 	}
-	pos, lazy, err := j.appendIntentLazy(rec)
+	pos, lazy, err := j.appendIntent(rec, false)
 	if err != nil {
 		return "", err
 	}

@@ -144,6 +144,16 @@ func (r *Reader) Records(f Filter) ([]Record, error) {
 		}
 		m.add(parseSegment(data).lines, &f)
 	}
+	// The intents a killed daemon held, carried in LOCK's attribute,
+	// past what the log has: as the next Open will append them.
+	if fd, err := dirfd.Open(r.dir, lockName, unix.O_RDONLY, 0); err == nil {
+		lost, err := carriedPast(fd, m.max)
+		dirfd.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		m.add(lost, &f)
+	}
 	return m.result(pruned), nil
 }
 
@@ -151,6 +161,7 @@ func (r *Reader) Records(f Filter) ([]Record, error) {
 type merger struct {
 	out []Record
 	at  map[uint64]int
+	max uint64 // the highest seq of the lines added
 }
 
 // add takes the lines of one segment: the intents f selects, and the
@@ -161,6 +172,7 @@ func (m *merger) add(lines []line, f *Filter) {
 	}
 	for i := range lines {
 		l := &lines[i]
+		m.max = max(m.max, l.Seq)
 		if l.Op != "" {
 			if f.matches(l) {
 				m.at[l.Seq] = len(m.out)

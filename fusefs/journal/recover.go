@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/carry"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
@@ -47,7 +48,11 @@ func (j *Journal) load() error {
 	if err != nil {
 		return fmt.Errorf("journal: listing kept/: %w", err)
 	}
-	if err := j.rebuildDescribed(ents, &ld); err != nil {
+	carried, err := carriedPast(int(j.lock.Fd()), ld.maxSeq)
+	if err != nil {
+		return err
+	}
+	if err := j.rebuildLost(ents, carried, &ld); err != nil {
 		return err
 	}
 	j.next = ld.maxSeq + 1
@@ -58,9 +63,30 @@ func (j *Journal) load() error {
 		return err
 	}
 	if j.opts.Durable && j.written > 0 {
-		return j.syncTo(j.written, 0, true)
+		if err := j.syncTo(j.written, 0, true); err != nil {
+			return err
+		}
+	}
+	if err := carry.Clear(int(j.lock.Fd())); err != nil { // what it carried is in the log now
+		return fmt.Errorf("journal: emptying %s's %s: %w", lockName, carry.Attr, err)
 	}
 	return nil
+}
+
+// carriedPast is what LOCK (fd) carries past seq: the intents a crash
+// lost from the log (package carry).
+func carriedPast(fd int, seq uint64) ([]line, error) {
+	b, err := carry.Read(fd)
+	if err != nil {
+		return nil, fmt.Errorf("journal: reading %s's %s: %w", lockName, carry.Attr, err)
+	}
+	var lost []line
+	for _, l := range parseSegment(b).lines {
+		if l.Op != "" && l.Seq > seq {
+			lost = append(lost, l)
+		}
+	}
+	return lost, nil
 }
 
 // loadSegment reads segment num into the journal's summary and ld. The
@@ -302,36 +328,39 @@ func removeKept(kept int, name string) error {
 	return err
 }
 
-// rebuildDescribed appends the intents of the described entries of kept/
-// (ents) past every record Open read (ld.maxSeq): removals whose held
-// lines a kill -9 or a power loss lost. Each is left open in ld, for
-// resolveAll to end by what its path leads to now.
-// Every described entry's name is noted for keptName first.
-func (j *Journal) rebuildDescribed(ents []dirfd.Dirent, ld *loaded) error {
-	var lost []keptname.Entry
+// rebuildLost appends the intents a crash lost from the log, past every
+// record Open read (ld.maxSeq), in seq order: the removals of the
+// described entries of kept/ (ents), whose held lines a kill -9 or a
+// power loss lost, and those LOCK carried past it (carried).
+// Each is left open in ld, for resolveAll to end by what its path leads
+// to now. Every described entry's name is noted for keptName first.
+func (j *Journal) rebuildLost(ents []dirfd.Dirent, carried []line, ld *loaded) error {
+	lost := carried
 	for _, de := range ents {
 		e, ok := keptname.Parse(de.Name)
 		if !ok {
 			continue
 		}
 		j.described.Store(e.Seq, e.Name)
-		if e.Seq > ld.maxSeq {
-			lost = append(lost, e)
+		if e.Seq <= ld.maxSeq {
+			continue
 		}
-	}
-	slices.SortFunc(lost, func(a, b keptname.Entry) int { return cmp.Compare(a.Seq, b.Seq) })
-	for i := range lost {
-		e := &lost[i]
 		var st unix.Stat_t
 		if err := dirfd.Lstat(j.kept, e.Name, &st); err != nil {
 			return fmt.Errorf("journal: kept/%s: %w", e.Name, err)
 		}
-		l := describedIntent(e, &st)
-		j.next = e.Seq
+		lost = append(lost, describedIntent(&e, &st))
+	}
+	slices.SortStableFunc(lost, func(a, b line) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, l := range slices.CompactFunc(lost, func(a, b line) bool { return a.Seq == b.Seq }) {
+		j.next = l.Seq
 		if _, err := j.appendLine(func() line { return l }); err != nil {
 			return err
 		}
-		ld.open[e.Seq], ld.kept[e.Seq], ld.maxSeq = l, "", e.Seq
+		ld.open[l.Seq], ld.maxSeq = l, l.Seq
+		if l.Kept {
+			ld.kept[l.Seq] = ""
+		}
 		j.recovery.Rebuilt++
 	}
 	return nil

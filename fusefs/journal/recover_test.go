@@ -70,7 +70,7 @@ var crashCases = []crashCase{
 		setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "gone") },
 		begin: func(t *testing.T, b *backing, j *Journal) uint64 {
 			rec := Record{Op: OpUnlink, Path: "d/f", Before: ObjectOf(b.stat(t, "d/f")), Kept: true}
-			_, err := j.appendIntent(&rec) // Remove's first step
+			_, _, err := j.appendIntent(&rec, false) // Remove's first step
 			must(t, err)
 			return rec.Seq
 		},
@@ -85,7 +85,7 @@ var crashCases = []crashCase{
 		setup: func(t *testing.T, b *backing) { must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o750)) },
 		begin: func(t *testing.T, b *backing, j *Journal) uint64 {
 			rec := Record{Op: OpRmdir, Path: "d/e", Before: ObjectOf(b.stat(t, "d/e")), Kept: true}
-			_, err := j.appendIntent(&rec)
+			_, _, err := j.appendIntent(&rec, false)
 			must(t, err)
 			return rec.Seq
 		},

@@ -41,7 +41,7 @@ var tornCases = []tornCase{
 	{"an unlink's intent, not moved", func(t *testing.T, b *backing, j *Journal) bool {
 		b.write(t, "f", "old")
 		rec := Record{Op: OpUnlink, Path: "f", Before: ObjectOf(b.stat(t, "f")), Kept: true}
-		_, err := j.appendIntent(&rec)
+		_, _, err := j.appendIntent(&rec, false)
 		must(t, err)
 		return false
 	}},
