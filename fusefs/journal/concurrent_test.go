@@ -14,17 +14,21 @@ import (
 func TestConcurrentBeginEnd(t *testing.T) {
 	const goroutines, each = 8, 100
 	for _, tc := range []struct {
-		name    string
-		durable bool
-		prune   int64 // the bound a concurrent Prune applies (0: none runs)
+		name             string
+		durable, ordered bool  // ordered: intents carried (package carry)
+		prune            int64 // the bound a concurrent Prune applies (0: none runs)
 	}{
-		{"buffered", false, 0},
-		{"durable", true, 0},
-		{"durable, pruned meanwhile", true, 16 << 10},
+		{"buffered", false, false, 0},
+		{"durable", true, false, 0},
+		{"durable, pruned meanwhile", true, false, 16 << 10},
+		{"carried, pruned meanwhile", true, true, 16 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBacking(t)
-			j := b.open(t, Options{Durable: tc.durable, SegmentSize: 2048})
+			j := b.open(t, Options{Durable: tc.durable, Ordered: tc.ordered, SegmentSize: 2048})
+			if tc.ordered && j.carry == nil {
+				t.Fatal("no carry with Options.Ordered")
+			}
 			var wg sync.WaitGroup
 			stop := make(chan struct{})
 			var readers sync.WaitGroup
