@@ -22,7 +22,8 @@ var ErrNoJournal = errors.New("no journal")
 // `diff` can read the journal of a mounted BACKING while its daemon
 // appends. It reads the segments as they are: a torn or preallocated tail
 // is their end, and an intent with no end yet (a change in flight, or one
-// a crash left for the next Open's recovery) comes back with End "".
+// a crash left for the next Open's recovery) comes back with End "", as
+// do those LOCK carries past them (package carry: a killed daemon's).
 type Reader struct {
 	dir, log, kept int // O_PATH; kept is -1 where kept/ is absent
 	// described: kept/'s described entries by seq (described.go), read
