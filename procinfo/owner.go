@@ -458,6 +458,26 @@ func (r *Resolver) Process(tid uint32) uint32 {
 	return uint32(tgid)
 }
 
+// ThreadGroup is the process (thread group id) of thread tid, as
+// /proc/TID/status says, whatever the owner mode: FUSE names a request's
+// caller by its thread, and a thread other than its process's first has
+// an id of its own. tid itself where that cannot be read (the thread is
+// gone); 0 for 0.
+func ThreadGroup(tid uint32) uint32 {
+	if tid == 0 {
+		return 0
+	}
+	o, err := readTgidOwner(fmt.Sprintf("/proc/%d/", tid), pidOwner(uint64(tid)))
+	if err != nil {
+		return tid
+	}
+	tgid, err := strconv.ParseUint(strings.TrimPrefix(string(o), "pid:"), 10, 32)
+	if err != nil {
+		return tid
+	}
+	return uint32(tgid)
+}
+
 // IsThreadOf reports whether thread tid belongs to process tgid. It looks the
 // thread up in the process's task directory and reads none of the thread's
 // own files: a thread that is inside execve, or faulting, holds locks that

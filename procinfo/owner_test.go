@@ -368,3 +368,26 @@ func TestIsThreadOf(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadGroup: a thread of this process other than its first names
+// this process; the process names itself; 0 is 0.
+func TestThreadGroup(t *testing.T) {
+	tids := make(chan int)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // a thread of its own, kept until released
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		<-release
+	}()
+	tid := <-tids
+	defer close(release)
+	pid := uint32(os.Getpid())
+	for _, tc := range []struct {
+		tid, want uint32
+	}{{uint32(tid), pid}, {pid, pid}, {0, 0}} {
+		if got := ThreadGroup(tc.tid); got != tc.want {
+			t.Errorf("ThreadGroup(%d) = %d, want %d", tc.tid, got, tc.want)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/locks"
+	"github.com/realm-dev/realm/procinfo"
 )
 
 // Place is where a check's path comes from: a directory or an object of
@@ -125,12 +126,13 @@ func (g *Gate) Refuse(ctx context.Context, op string, p Place, name string, code
 
 // RefuseHeld refuses op on name in p because holder, another owner,
 // holds the lock of key, the file's: a LOCK_CONFLICT line that names the
-// holder and the pid of its open that took the lock, if known.
+// holder and the process of its open that took the lock, if known (the
+// table notes the opening thread, as FUSE names it).
 func (g *Gate) RefuseHeld(ctx context.Context, op string, p Place, name string, key locks.Key, holder locks.Owner) syscall.Errno {
 	errno := errcode.LockConflict.Errno()
 	if g.Audit != nil {
 		g.Audit.RecordConflict(ctx, op, p.Rel(name), errno, RuleLockOtherOwner,
-			audit.Holder{Owner: string(holder), Pid: g.Names.Table.Opener(key, holder)})
+			audit.Holder{Owner: string(holder), Pid: procinfo.ThreadGroup(g.Names.Table.Opener(key, holder))})
 	}
 	return errno
 }

@@ -62,7 +62,7 @@ type Event struct {
 	Cause string `json:"cause,omitempty"`
 	// Holder, on a LOCK_CONFLICT line, is the lock owner that holds the
 	// file's write lock (locks.Table): whom the refused caller waits for.
-	// HolderPid is the pid of the holder's open that took the lock, and
+	// HolderPid is the process of the holder's open that took the lock, and
 	// HolderComm and HolderExe that process's program as /proc says when
 	// the line is written ("" if it is gone): the lock is the owner's,
 	// and that process may have exited since, its descriptor passed on.
