@@ -511,12 +511,13 @@ func killContent(i, v int, fixed bool) []byte {
 }
 
 // TestKill9DuringWrites: kill -9 of realmfs at random moments of a loop of
-// writes, 50 times, each followed by a remount: every file is exactly its
-// last committed or its in-flight version, and the sweep at mount leaves no
-// temp behind.
+// writes, REALM_KILL_ROUNDS times (50; make test 20), each followed by a
+// remount: every file is exactly its last committed or its in-flight
+// version, and the sweep at mount leaves no temp behind.
 func TestKill9DuringWrites(t *testing.T) {
 	t.Parallel()
-	const files, rounds = 4, 50
+	const files = 4
+	rounds := envInt(t, "REALM_KILL_ROUNDS", 50)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -1067,11 +1068,13 @@ func letterFile(b []byte, size int) (byte, bool) {
 
 // TestKill9ShellRedirect is the report behind issue 14: a shell loop
 // rewrites 4 files with `head | tr > f` while realmfs is killed with
-// kill -9 at a random moment, 50 times. Every file is whole, old or new,
-// after every kill (never empty), and no temp survives the next mount.
+// kill -9 at a random moment, REALM_KILL_ROUNDS times (50; make test 20).
+// Every file is whole, old or new, after every kill (never empty), and no
+// temp survives the next mount.
 func TestKill9ShellRedirect(t *testing.T) {
 	t.Parallel()
-	const files, rounds, size = 4, 50, 2 << 20
+	const files, size = 4, 2 << 20
+	rounds := envInt(t, "REALM_KILL_ROUNDS", 50)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,7 +200,8 @@ print(kind, "ok", ok, "busy", busy, "other", other, " ".join(odd[:5]), flush=Tru
 // write in place and append to files while others rename files between
 // their directories, exchange the directories (RENAME_EXCHANGE), make and
 // remove directories, list and stat everything, and a process changes
-// BACKING directly beside them, for a bounded number of rounds. (No worker
+// BACKING directly beside them, REALM_STRESS_ROUNDS rounds (300; make
+// test 150). (No worker
 // renames over a written file: a create makes its file before it takes
 // the file's lock, and a rename over the file between the two legitimately
 // ends in a conflict.) Nothing hangs: a worker still running
@@ -221,7 +223,7 @@ func TestCommitStress(t *testing.T) {
 			writeFile(t, m.BackingPath(d, "f"), "seed\n")
 		}
 	}))
-	const rounds = "300"
+	rounds := strconv.Itoa(envInt(t, "REALM_STRESS_ROUNDS", 300))
 	kinds := []string{"rewrite", "rewrite", "inplace", "append", "append", "rename", "exchange", "mkdir", "readdir", "backing"}
 	type result struct {
 		kind, out string

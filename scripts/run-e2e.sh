@@ -19,12 +19,15 @@ export REALM_E2E_RACE=${REALM_E2E_RACE:-1}
 export REALM_E2E_LOCKDEP=${REALM_E2E_LOCKDEP:-1}
 # The randomized tests' budgets in make test (make soak runs them longer):
 # TestModel 4 sequences of 400 steps, fsx 5,000 operations, the symlink
-# adversary 15,000, TestManyFilesRoundTrip 2,000 files a mount. A failure
-# prints its seed either way.
+# adversary 15,000, TestManyFilesRoundTrip 2,000 files a mount, the kill -9
+# loops (TestKill9DuringWrites, TestKill9ShellRedirect) 20 kills,
+# TestCommitStress 150 rounds. A failure prints its seed either way.
 export REALM_MODEL_SEQS=${REALM_MODEL_SEQS:-4}
 export REALM_MANY_FILES=${REALM_MANY_FILES:-2000}
 export REALM_FSX_OPS=${REALM_FSX_OPS:-5000}
 export REALM_ADVERSARY_OPS=${REALM_ADVERSARY_OPS:-15000}
+export REALM_KILL_ROUNDS=${REALM_KILL_ROUNDS:-20}
+export REALM_STRESS_ROUNDS=${REALM_STRESS_ROUNDS:-150}
 eval "$(bash scripts/podman-setup.sh)"
 trap 'bash scripts/podman-setup.sh stop' EXIT
 
