@@ -419,24 +419,32 @@ func (r *Resolver) processOwner(pid uint32) Owner {
 }
 
 // readTgidOwner reads "pid:TGID" from the status file in dir; fallback if
-// the file has no Tgid line. Tgid is the fourth line, so only the head of
-// the file is read: the whole can run to many kilobytes (a Groups line
-// with hundreds of groups).
+// the file has no Tgid line.
 func readTgidOwner(dir string, fallback Owner) (Owner, error) {
+	tgid, ok, err := readTgid(dir)
+	if err != nil || !ok {
+		return fallback, err
+	}
+	return pidOwner(uint64(tgid)), nil
+}
+
+// readTgid reads the Tgid line of the status file in dir (ok false: the
+// file has none). Tgid is the fourth line, so only the head of the file
+// is read: the whole can run to many kilobytes (a Groups line with
+// hundreds of groups).
+func readTgid(dir string) (tgid uint32, ok bool, err error) {
 	var buf [1024]byte
 	b, err := readHead(dir+"status", buf[:])
 	if err != nil {
-		return "", err
+		return 0, false, err
 	}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
-			if tgid, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32); err == nil {
-				return pidOwner(tgid), nil
-			}
-			break
+		if v, found := bytes.CutPrefix(line, []byte("Tgid:")); found {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32)
+			return uint32(n), err == nil, nil
 		}
 	}
-	return fallback, nil
+	return 0, false, nil
 }
 
 // Process is the process (thread group id) of thread tid, for a Resolver
@@ -447,15 +455,20 @@ func (r *Resolver) Process(tid uint32) uint32 {
 	if err != nil {
 		return tid
 	}
+	return pidOf(o, tid)
+}
+
+// pidOf is the number of a "pid:N" owner o; fallback for any other owner.
+func pidOf(o Owner, fallback uint32) uint32 {
 	v, ok := strings.CutPrefix(string(o), "pid:")
 	if !ok {
-		return tid
+		return fallback
 	}
-	tgid, err := strconv.ParseUint(v, 10, 32)
+	n, err := strconv.ParseUint(v, 10, 32)
 	if err != nil {
-		return tid
+		return fallback
 	}
-	return uint32(tgid)
+	return uint32(n)
 }
 
 // ThreadGroup is the process (thread group id) of thread tid, as
@@ -467,15 +480,11 @@ func ThreadGroup(tid uint32) uint32 {
 	if tid == 0 {
 		return 0
 	}
-	o, err := readTgidOwner(fmt.Sprintf("/proc/%d/", tid), pidOwner(uint64(tid)))
-	if err != nil {
+	tgid, ok, err := readTgid(fmt.Sprintf("/proc/%d/", tid))
+	if err != nil || !ok {
 		return tid
 	}
-	tgid, err := strconv.ParseUint(strings.TrimPrefix(string(o), "pid:"), 10, 32)
-	if err != nil {
-		return tid
-	}
-	return uint32(tgid)
+	return tgid
 }
 
 // IsThreadOf reports whether thread tid belongs to process tgid. It looks the

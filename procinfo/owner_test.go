@@ -391,3 +391,24 @@ func TestThreadGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestPidOf(t *testing.T) {
+	for _, c := range []struct {
+		o    Owner
+		want uint32
+	}{
+		{"pid:12", 12},
+		{"pid:4194304", 4194304},
+		{"session:12", 7},
+		{"cgroup:/a/b", 7},
+		{"pid:", 7},
+		{"pid:x1", 7},
+		{"pid:-1", 7},
+		{"pid:4294967296", 7}, // past 32 bits
+		{"", 7},
+	} {
+		if got := pidOf(c.o, 7); got != c.want {
+			t.Errorf("pidOf(%q, 7) = %d, want %d", c.o, got, c.want)
+		}
+	}
+}
