@@ -96,13 +96,8 @@ func TestRootReserveKeptFromNames(t *testing.T) {
 	t.Parallel()
 	m, reserve := reserveMount(t, func(m *Mount) {
 		writeFile(t, m.BackingPath("keep"), "x\n")
-		// The host takes all but 256 of the unprivileged blocks, so
-		// that a few hundred directories reach the end of the room.
-		var st unix.Statfs_t
-		if err := unix.Statfs(m.Backing, &st); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, m.BackingPath("host-data"), string(bytes.Repeat([]byte{'h'}, int(st.Bavail-256)*int(st.Bsize))))
+		// A few hundred directories reach the end of the room.
+		hostLeaves(t, m, 256)
 	})
 	var err error
 	made := 0
@@ -126,6 +121,17 @@ func TestRootReserveKeptFromNames(t *testing.T) {
 	}
 	t.Logf("%d directories made before the room ran out", made)
 	reserveStillRoots(t, m, reserve)
+}
+
+// hostLeaves has the host take all but blocks of the blocks m's BACKING
+// leaves a writer that is not root (a file, host-data, written natively).
+func hostLeaves(t *testing.T, m *Mount, blocks uint64) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.Backing, &st); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, m.BackingPath("host-data"), string(bytes.Repeat([]byte{'h'}, int(st.Bavail-blocks)*int(st.Bsize))))
 }
 
 // reserveMount mounts a BACKING that is a 32 MiB ext4 image keeping half
@@ -184,4 +190,46 @@ func reserveStillRoots(t *testing.T, m *Mount, reserve int64) {
 		t.Fatalf("root's reserve of %d bytes was written into: %d bytes free after the writes through the mount", reserve, free)
 	}
 	writeFile(t, m.BackingPath("host-root-log"), string(bytes.Repeat([]byte{'r'}, 4<<20)))
+}
+
+// TestRootReserveKeptFromJournal: the journal's records are written by
+// the daemon as root too. With no room left for a writer that is not
+// root, an agent's metadata changes (8,000 chmods: records, no data, 3
+// MiB of them on this image of 1 KiB blocks) went on into root's reserve,
+// up to journal_max; now a record past the
+// room refuses its change (ENOSPC, audited RESOURCE_LIMIT) and the
+// journal drops its oldest records, after which the change goes through:
+// the journal turns over within what it holds, and root's reserve stays
+// the host's.
+func TestRootReserveKeptFromJournal(t *testing.T) {
+	t.Parallel()
+	m, reserve := reserveMount(t, func(m *Mount) {
+		writeFile(t, m.BackingPath("f"), "x\n")
+		// Too little for the journal to preallocate a segment.
+		hostLeaves(t, m, 64)
+	})
+	refused := 0
+	for i := range 8000 {
+		mode := os.FileMode(0o600 | i%2*0o40)
+		off := m.LogSize()
+		err := os.Chmod(m.Path("f"), mode)
+		if errors.Is(err, syscall.ENOSPC) {
+			// The refusal asked the pruner to make room: once it has,
+			// the same change is recorded.
+			refused++
+			m.WaitLoggedSince(off, "journal pruned")
+			err = os.Chmod(m.Path("f"), mode)
+		}
+		if err != nil {
+			t.Fatalf("chmod #%d: %v", i, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("8,000 records with no room left were never refused")
+	}
+	m.WaitAudit("the change whose record had no room", func(e auditEntry) bool {
+		return e.str("code") == "RESOURCE_LIMIT" && e.errnoIs(syscall.ENOSPC)
+	})
+	t.Logf("%d chmods refused until the journal dropped its oldest records", refused)
+	reserveStillRoots(t, m, reserve)
 }

@@ -1322,16 +1322,34 @@ func loggedSince(path string, off int64, text string) bool {
 // daemon writes it from its own goroutines), or fails the test.
 func (m *Mount) WaitLogged(text string) {
 	m.tb.Helper()
+	m.WaitLoggedSince(0, text)
+}
+
+// WaitLoggedSince is WaitLogged of what the daemon logs past offset off
+// (LogSize before what should make it log).
+func (m *Mount) WaitLoggedSince(off int64, text string) {
+	m.tb.Helper()
 	deadline := time.Now().Add(stateTimeout)
 	for {
-		if loggedSince(m.daemonLog(), 0, text) {
+		if loggedSince(m.daemonLog(), off, text) {
 			return
 		}
 		if time.Now().After(deadline) {
-			m.tb.Fatalf("the daemon log has no %q after %v:\n%s", text, stateTimeout, m.logTail())
+			m.tb.Fatalf("the daemon log has no %q past byte %d after %v:\n%s", text, off, stateTimeout, m.logTail())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// LogSize is the daemon log's size now: the offset WaitLoggedSince waits
+// past.
+func (m *Mount) LogSize() int64 {
+	m.tb.Helper()
+	fi, err := os.Stat(m.daemonLog())
+	if err != nil {
+		m.tb.Fatal(err)
+	}
+	return fi.Size()
 }
 
 // WaitNoWriter waits until the daemon holds no descriptor of the backing

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 )
@@ -52,7 +54,7 @@ func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal
 	// carries each intent durably before its change (fusefs/journal's
 	// flush.go): the intents are written through, not flushed one by one.
 	ordered := durable && writeengine.OrdersRenamedData(root)
-	j, err := journal.Open(root, dir, journal.Options{Durable: durable, Ordered: ordered})
+	j, err := journal.Open(root, dir, journal.Options{Durable: durable, Ordered: ordered, Room: journalRoom(root)})
 	if err != nil {
 		where := cfg.mount.journalDir
 		if where == "" {
@@ -66,6 +68,24 @@ func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal
 		"rebuilt", r.Rebuilt, "done", r.Done, "aborted", r.Aborted, "outside", r.Outside,
 		"kept_removed", r.KeptRemoved, "segments_removed", r.SegmentsRemoved)
 	return j, nil
+}
+
+// journalRoom is the journal's Options.Room for the BACKING root holds
+// (journal_dir is on the same filesystem): a gauge of its own of the room
+// a writer that is not root has (fusefs/diskroom), for a daemon that is
+// root; nil for one that is not, whose writes the kernel holds to it.
+// The daemon writes the journal as root: without it, the records of an
+// agent's renames, chmods and removals on a full disk went on into
+// root's reserve, up to journal_max (TestRootReserveKeptFromJournal).
+func journalRoom(root int) func(n int64) (refused, first bool) {
+	g := diskroom.ForRoot(root, os.Geteuid() == 0)
+	if g == nil {
+		return nil
+	}
+	return func(n int64) (bool, bool) {
+		errno, first := g.Take(n)
+		return errno != 0, first
+	}
 }
 
 // closeJournal stops the pruner and closes the journal, once the mount is

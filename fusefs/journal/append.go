@@ -200,6 +200,11 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
+		if l.Op != "" {
+			if err := j.takeRoomLocked(int64(len(b))); err != nil {
+				return 0, err
+			}
+		}
 		held := l.Op == "" && l.End == Done || how == holdDescribed && l.Op != ""
 		if fits := j.cur != nil && len(j.ends)+len(b) <= j.holdMax(); fits && (held || j.carries(&l, how, b)) {
 			if l.Op != "" {
@@ -239,6 +244,32 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 			j.signalGrown()
 		}
 	}
+}
+
+// takeRoomLocked takes from Options.Room the bytes an intent of n bytes
+// (and the lines held before it) would add past what the segment appended
+// to had allocated: blocks the daemon would allocate as root, which on a
+// full disk are root's reserve (fusefs/diskroom). Refused, the intent is
+// not appended (a RoomError: its change is ENOSPC) and Prune is asked to
+// make room (squeezed). Ends are not taken from the room: each follows an
+// intent that was, and the next intent pays for them. Under mu.
+func (j *Journal) takeRoomLocked(n int64) error {
+	cur := j.cur
+	if j.opts.Room == nil || cur == nil {
+		return nil
+	}
+	end, paid := cur.off+int64(len(j.ends))+n, max(cur.alloc, cur.paid)
+	if end <= paid {
+		return nil
+	}
+	if refused, first := j.opts.Room(end - paid); refused {
+		j.squeezed.Store(true)
+		j.signalGrown()
+		return &RoomError{First: first}
+	}
+	j.addHeld(end-paid, 0) // blocks the segment grows by, counted as kept objects' are
+	cur.paid = end
+	return nil
 }
 
 // carries reports whether the carry took l (b encoded), an intent that
@@ -281,7 +312,8 @@ func (j *Journal) rotateLocked() error {
 	// signals Grown (appendLine), one of Prune's is its own.
 	var st unix.Stat_t
 	if dirfd.Fstat(int(seg.f.Fd()), &st) == nil {
-		j.heldBytes.Add(st.Blocks * 512)
+		seg.alloc = st.Blocks * 512
+		j.heldBytes.Add(seg.alloc)
 	}
 	j.heldFiles.Add(1)
 	j.lastNum = seg.num

@@ -83,6 +83,13 @@ type Options struct {
 	SegmentSize int64
 	// Now is the clock records are stamped by; nil is time.Now.
 	Now func() time.Time
+	// Room takes n bytes from the room BACKING's filesystem leaves a
+	// writer that is not root (a root daemon's fusefs/diskroom gauge):
+	// refused, the change whose record needs them is refused (RoomError),
+	// first on the first refusal of a burst. The journal asks it for what
+	// its segments grow past their preallocation. nil: the kernel holds
+	// the daemon to the room itself (it is not root), or nothing does.
+	Room func(n int64) (refused, first bool)
 }
 
 // Recovery is what Open found and did.
@@ -128,7 +135,10 @@ type Journal struct {
 
 	pruned  atomic.Uint64
 	pruning atomic.Bool
-	weighs  int // Prune's weighings, under pruning: every reweighEvery-th weighs all again
+	// squeezed: Options.Room refused an intent since the last Prune,
+	// which then drops a segment's worth more than its bounds ask.
+	squeezed atomic.Bool
+	weighs   int // Prune's weighings, under pruning: every reweighEvery-th weighs all again
 	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
 	// written under mu, read with no lock.
 	keptLinks sync.Map
@@ -193,6 +203,10 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	// Recovery's records are of changes already made: never refused for
+	// room (Options.Room), which a full disk must not make unmountable.
+	room := opts.Room
+	opts.Room = nil
 	j := &Journal{root: -1, dir: -1, log: -1, kept: -1, keptRead: -1, opts: opts}
 	j.synced.L = &j.mu
 	j.grown = make(chan struct{}, 1)
@@ -220,6 +234,7 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.measure(segs)
+	j.opts.Room = room
 	return j, nil
 }
 

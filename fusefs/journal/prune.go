@@ -110,8 +110,9 @@ type pruneSeg struct {
 // nothing Open does not finish removing. The segment appended to, if
 // dropped, is rotated first. What the journal holds (Held) is set from
 // what it weighed, less what it drops, and b become the bounds Grown
-// signals past. A Prune while another runs returns at once, having done
-// nothing.
+// signals past. Where Options.Room refused an intent since the last
+// Prune, a segment's worth more is dropped than b asks. A Prune while
+// another runs returns at once, having done nothing.
 func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	var stats PruneStats
 	if !j.pruning.CompareAndSwap(false, true) {
@@ -123,7 +124,8 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	if err != nil {
 		return stats, err
 	}
-	if j.withinBounds(b, heldBytes, heldFiles) {
+	squeezed := j.squeezed.Swap(false)
+	if !squeezed && j.withinBounds(b, heldBytes, heldFiles) {
 		return stats, nil
 	}
 	segs, cur, err := j.weigh()
@@ -135,15 +137,23 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 		total += s.bytes
 		files += s.files
 	}
-	cutoff := j.opts.Now().Add(-b.Keep)
+	// drop: the bounds this Prune drops to. b itself is stored as Grown's
+	// (above), which a squeeze must not lower for the changes after it.
+	drop := b
+	if limit := total - j.opts.SegmentSize; squeezed && (drop.MaxBytes == 0 || limit < drop.MaxBytes) {
+		// Options.Room refused an intent: what is dropped frees a
+		// segment's worth for the records that come next.
+		drop.MaxBytes = max(1, limit) // 0 would be no bound
+	}
+	cutoff := j.opts.Now().Add(-drop.Keep)
 	n := 0
 	for ; n < len(segs); n++ {
 		s := segs[n]
 		if s.num == cur && s.last == 0 {
 			break // nothing to drop: dropping it would only rotate
 		}
-		old := b.Keep > 0 && s.newest.Before(cutoff)
-		if !b.over(total, files) && !old {
+		old := drop.Keep > 0 && s.newest.Before(cutoff)
+		if !drop.over(total, files) && !old {
 			break
 		}
 		total -= s.bytes

@@ -33,9 +33,12 @@ type segment struct {
 	// segment and its kept objects then in kept/; see weigh.
 	weight, files int64
 	// Of the segment appended to: its file, where the next record goes,
-	// and its size.
-	f        *os.File
-	off, cap int64
+	// and its size; alloc, the bytes its blocks held when it was made or
+	// opened (its preallocation), and paid, how far past them its lines
+	// have taken BACKING's room (Options.Room).
+	f           *os.File
+	off, cap    int64
+	alloc, paid int64
 }
 
 // segmentName is the name of segment num in log/.
@@ -244,6 +247,6 @@ func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
 			return fmt.Errorf("journal: cutting the torn tail of log/%s: %w", segmentName(seg.num), err)
 		}
 	}
-	seg.f, seg.off, seg.cap = f, off, st.Size
+	seg.f, seg.off, seg.cap, seg.alloc = f, off, st.Size, st.Blocks*512
 	return nil
 }

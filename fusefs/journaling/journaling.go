@@ -84,6 +84,21 @@ func (p *Producer) Begin(ctx context.Context, op, rel string, rec journal.Record
 	return c, 0
 }
 
+// noRoom is ENOSPC for a change the journal refused for want of room
+// (journal.RoomError: its record would take root's reserve), audited
+// RESOURCE_LIMIT on the first refusal of a burst; ok false for any other
+// failure.
+func (p *Producer) noRoom(ctx context.Context, op, rel string, err error) (errno syscall.Errno, ok bool) {
+	var re *journal.RoomError
+	if !errors.As(err, &re) {
+		return 0, false
+	}
+	if re.First && p.Audit != nil {
+		p.Audit.RecordCause(ctx, op, rel, errcode.ResourceLimit, syscall.ENOSPC, err)
+	}
+	return syscall.ENOSPC, true
+}
+
 // stamp sets rec's OwnerStart, where the producer did not, to its
 // owner's incarnation now: the owner is making the change (its request),
 // so the leader or process the incarnation is read from is the owner's.
@@ -100,8 +115,12 @@ func (p *Producer) stamp(rec *journal.Record) {
 }
 
 // Failed refuses op's change of rel for the journal's failure err: EIO,
-// audited journal:failed, the first failure logged.
+// audited journal:failed, the first failure logged; ENOSPC where the
+// journal had no room (noRoom).
 func (p *Producer) Failed(ctx context.Context, op, rel string, err error) syscall.Errno {
+	if errno, ok := p.noRoom(ctx, op, rel, err); ok {
+		return errno
+	}
 	if p.logged.CompareAndSwap(false, true) && p.Logf != nil {
 		p.Logf("journal: a change could not be recorded, so it was refused (EIO), as every change is until the journal records again: %v", err)
 	}
