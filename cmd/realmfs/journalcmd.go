@@ -20,6 +20,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journal/diff"
+	"github.com/realm-dev/realm/fusefs/journal/ownerarg"
 	"github.com/realm-dev/realm/internal/rundir"
 	"github.com/realm-dev/realm/policy"
 )
@@ -111,7 +112,7 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 	}
 	defer dirfd.Close(root)
 	defer r.Close()
-	owner, start, pinned := journal.SplitOwner(jc.owner)
+	owner, start, pinned := ownerarg.Split(jc.owner)
 	f := journal.Filter{Owner: owner, Since: jc.since}
 	recs, err := r.Records(f)
 	if pinned {
@@ -415,7 +416,7 @@ func ownerText(r *journal.Record) string {
 	if r.OwnerStart == "" {
 		return orDash(r.Owner)
 	}
-	return journal.JoinOwner(r.Owner, r.OwnerStart)
+	return ownerarg.Join(r.Owner, r.OwnerStart)
 }
 
 func orDash(s string) string {

@@ -79,33 +79,6 @@ func TestOwnerStartRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSplitOwner(t *testing.T) {
-	for _, tc := range []struct {
-		in, owner, start string
-		pinned           bool
-	}{
-		{"session:7", "session:7", "", false},
-		{"session:7@4242-196df20c", "session:7", "4242-196df20c", true},
-		{"pid:42@17", "pid:42", "17", true},
-		{"session:7@-", "session:7", "", true},
-		{"undo:session:7@4242-196df20c", "undo:session:7", "4242-196df20c", true},
-		{"undo:undo:pid:3@5", "undo:undo:pid:3", "5", true},
-		{"cgroup:/user.slice/user@1000.service/app.slice", "cgroup:/user.slice/user@1000.service/app.slice", "", false},
-		{"session:x@5", "session:x@5", "", false},
-		{"session:@5", "session:@5", "", false},
-	} {
-		owner, start, pinned := SplitOwner(tc.in)
-		if owner != tc.owner || start != tc.start || pinned != tc.pinned {
-			t.Errorf("SplitOwner(%q) = %q, %q, %v; want %q, %q, %v", tc.in, owner, start, pinned, tc.owner, tc.start, tc.pinned)
-		}
-		if pinned {
-			if back := JoinOwner(owner, start); back != tc.in {
-				t.Errorf("JoinOwner(%q, %q) = %q; want %q", owner, start, back, tc.in)
-			}
-		}
-	}
-}
-
 func BenchmarkEncode(b *testing.B) {
 	at := time.Now()
 	obj := &Object{Type: "file", Dev: 2049, Ino: 131, Mode: 0o100644, Uid: 1000, Gid: 1000, Size: 812, Mtime: at, Atime: at}

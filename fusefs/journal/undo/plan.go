@@ -20,13 +20,14 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/ownerarg"
 )
 
 // Window selects the changes to undo: those of Owner, made at or after
 // Since (zero: all the journal holds).
 //
 // Owner is as the records write it, or OWNER@INCARNATION
-// (journal.SplitOwner) for one incarnation of a session:N or pid:N owner:
+// (ownerarg.Split) for one incarnation of a session:N or pid:N owner:
 // one pid names several owners over time, and Plan never undoes two of
 // them together (Incarnations).
 type Window struct {
@@ -76,7 +77,7 @@ func (s self) is(r *journal.Record) bool { return r.Owner == s.owner && r.OwnerS
 // whose picks, of the window's changes (not aborted) of w's owner, those
 // of one incarnation: the one w names, else the only one there is.
 func whose(recs []journal.Record, w Window) (self, []journal.Record, error) {
-	owner, start, pinned := journal.SplitOwner(w.Owner)
+	owner, start, pinned := ownerarg.Split(w.Owner)
 	var mine []journal.Record
 	var seen *Incarnations
 	for _, r := range recs {
@@ -171,7 +172,7 @@ func (s self) name(o *journal.Record) string {
 	if o.Owner != s.owner {
 		return o.Owner
 	}
-	return journal.JoinOwner(o.Owner, o.OwnerStart) + " (another incarnation of " + o.Owner + ": its id given again)"
+	return ownerarg.Join(o.Owner, o.OwnerStart) + " (another incarnation of " + o.Owner + ": its id given again)"
 }
 
 // Incarnations refuses an undo whose window holds the changes of more
@@ -215,14 +216,14 @@ func (i *Incarnations) Error() string {
 		if k > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s, %d changes from %s to %s", journal.JoinOwner(i.Owner, s.Start), s.Changes,
+		fmt.Fprintf(&b, "%s, %d changes from %s to %s", ownerarg.Join(i.Owner, s.Start), s.Changes,
 			s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
 		if s.Start == "" {
 			b.WriteString(" (no incarnation recorded)")
 		}
 	}
 	last := i.Starts[len(i.Starts)-1]
-	fmt.Fprintf(&b, ". Nothing was undone: name one, as --owner %s (realmfs journal list shows each change's)", journal.JoinOwner(i.Owner, last.Start))
+	fmt.Fprintf(&b, ". Nothing was undone: name one, as --owner %s (realmfs journal list shows each change's)", ownerarg.Join(i.Owner, last.Start))
 	return b.String()
 }
 

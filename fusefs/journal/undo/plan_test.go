@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs/journal"
+	"github.com/realm-dev/realm/fusefs/journal/ownerarg"
 )
 
 // recs are records for Plan's tests: "A create f", "B rename d e", seq in
 // order, done unless end says; an owner "session:7@S" is session:7's
-// incarnation S (journal.SplitOwner).
+// incarnation S (ownerarg.Split).
 func recs(lines ...string) []journal.Record {
 	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	var out []journal.Record
 	for i, l := range lines {
 		f := strings.Fields(l)
-		owner, start, _ := journal.SplitOwner(f[0])
+		owner, start, _ := ownerarg.Split(f[0])
 		r := journal.Record{Seq: uint64(i + 1), Time: t0.Add(time.Duration(i) * time.Minute), Owner: owner, OwnerStart: start,
 			Op: journal.Op(f[1]), Path: f[2], End: journal.Done}
 		for _, x := range f[3:] {
@@ -201,7 +202,7 @@ func TestPlanIncarnations(t *testing.T) {
 					t.Errorf("refused listing %v, undoing %d; want %v, none", starts, len(undo), tc.refused)
 				}
 				for _, s := range tc.refused {
-					if want := journal.JoinOwner(inc.Owner, s); !strings.Contains(err.Error(), want) {
+					if want := ownerarg.Join(inc.Owner, s); !strings.Contains(err.Error(), want) {
 						t.Errorf("the refusal does not name %s: %v", want, err)
 					}
 				}
