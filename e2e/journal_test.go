@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal"
 )
@@ -226,4 +228,86 @@ func TestJournalDirElsewhere(t *testing.T) {
 	if err != nil || len(ents) != 1 {
 		t.Errorf("kept/ in journal_dir: %d entries, %v; want the file rm removed", len(ents), err)
 	}
+}
+
+// TestJournalUnlinkRacesRenameOver: a process in BACKING makes d/b and
+// renames it over d/a, again and again, while the mount's user unlinks
+// d/a. (Through the mount the kernel's directory lock orders the two.)
+// An unlink's record takes the lock table's look as what it removes; a
+// rename over the name between that look and the removal sends the
+// unlink back to look again (nameops.Ops.Remove). No unlink fails with
+// anything but ENOENT, and what each done unlink kept is a version
+// written, each at most once, the object its record names.
+func TestJournalUnlinkRacesRenameOver(t *testing.T) {
+	t.Parallel()
+	const versions = 3000
+	m := mount(t, Opts("journal=on"))
+	if err := os.Mkdir(m.Path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range versions {
+			if err := os.WriteFile(m.BackingPath("d/b"), []byte("v"+strconv.Itoa(i)), 0o644); err != nil {
+				done <- err
+				return
+			}
+			if err := os.Rename(m.BackingPath("d/b"), m.BackingPath("d/a")); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	unlinked := 0
+	for writing := true; writing; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the writer in BACKING: %v", err)
+			}
+			writing = false
+		default:
+		}
+		switch err := syscall.Unlink(m.Path("d/a")); err {
+		case nil:
+			unlinked++
+		case syscall.ENOENT:
+		default:
+			t.Fatalf("unlink of d/a while BACKING renames over it: %v", err)
+		}
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	recs, j := journalRecords(t, m.Backing)
+	kept := map[string]int{}
+	aborted := 0
+	for _, r := range recs {
+		if r.Op != journal.OpUnlink {
+			continue
+		}
+		if r.End == journal.Aborted {
+			aborted++
+			continue
+		}
+		v := keptText(t, j, r.Seq)
+		if kept[v]++; !strings.HasPrefix(v, "v") || kept[v] > 1 {
+			t.Errorf("unlink %d kept %q (%d times)", r.Seq, v, kept[v])
+		}
+		fd, err := j.OpenKept(r.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		dirfd.Close(fd)
+		if err != nil || r.Before == nil || r.Before.Ino != st.Ino {
+			t.Errorf("unlink %d names %+v, and kept inode %d (%v)", r.Seq, r.Before, st.Ino, err)
+		}
+	}
+	if len(kept) != unlinked {
+		t.Errorf("%d unlinks succeeded, %d versions kept", unlinked, len(kept))
+	}
+	t.Logf("%d unlinks removed a version; %d found another object than they looked at and looked again", unlinked, aborted)
 }

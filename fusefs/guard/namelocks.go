@@ -48,12 +48,22 @@ type NameLocks struct {
 // the lookup are one step under CommitMu (read), as an open's are.
 func (n NameLocks) LockOf(dir int, name string) FileLock {
 	var st unix.Stat_t
+	l, _ := n.LockOfStat(dir, name, &st)
+	return l
+}
+
+// LockOfStat is LockOf that leaves the name's stat in st, ok where it was
+// read (of any type): a removal's record takes it as what it removes.
+func (n NameLocks) LockOfStat(dir int, name string, st *unix.Stat_t) (l FileLock, ok bool) {
 	n.CommitMu.RLock()
 	defer n.CommitMu.RUnlock()
-	if dirfd.Lstat(dir, name, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return FileLock{}
+	if dirfd.Lstat(dir, name, st) != nil {
+		return FileLock{}, false
 	}
-	return n.held(&st)
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return FileLock{}, true
+	}
+	return n.held(st), true
 }
 
 // LockOfFd is LockOf of the object held by fd (a node's verified fd), not

@@ -16,7 +16,8 @@ import (
 )
 
 // ErrChanged: the name Remove was to remove led to another object than
-// the record's Before by the time it was moved (a change from outside).
+// the record's Before by the time it was moved (a change from outside,
+// or one through the mount since the caller's look), which is back.
 var ErrChanged = errors.New("journal: the object changed under the journal")
 
 // Remove removes a name as an unlink (rec.Op OpUnlink) or an rmdir of an
@@ -35,8 +36,9 @@ var ErrChanged = errors.New("journal: the object changed under the journal")
 // leave no record. What the rename moved is checked again (a change from
 // outside in between): an object other than Before is ErrChanged, a
 // directory with entries ENOTEMPTY; it is put back and the change
-// aborted (done if the name was taken meanwhile: the object then stays in
-// kept/).
+// aborted. If the name was taken meanwhile, it stays in kept/ and the
+// change is done: an object other than Before, of the type the op
+// removes, was removed as unlinkat would have, and the end names it.
 func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	if rec.Op != OpUnlink && rec.Op != OpRmdir {
 		return 0, fmt.Errorf("journal: Remove of op %q", rec.Op)
@@ -71,32 +73,53 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	}
 	var moved unix.Stat_t
 	if verr := j.verifyRemoved(entry, &rec, &moved); verr != nil {
-		end := Aborted
-		if err := moveNoReplace(j.kept, entry, dir, name); err != nil {
-			end = Done
-			verr = fmt.Errorf("%w (and it could not be put back: %v)", verr, err)
-		}
-		if end == Done {
-			if id, ok := keptID(j.kept, entry); ok {
-				j.noteKept(id, seq)
-			}
-			j.addHeld(keptWeight(&moved), 1)
-		} else {
-			j.described.Delete(seq)
-		}
-		return seq, errors.Join(verr, j.appendEnd(seq, end, nil))
+		return seq, j.unmove(verr, entry, &rec, &moved, dir, name)
 	}
-	j.addHeld(keptWeight(&moved), 1)
-	if rec.Before.Type != "dir" {
-		j.noteKept(rec.Before.ID(), seq)
+	return seq, j.removed(&rec, &moved, false)
+}
+
+// removed ends the removal rec, done, whose object (stat moved) is in
+// kept/ now; renamed says it is not rec's Before, and the end names it.
+func (j *Journal) removed(rec *Record, moved *unix.Stat_t, renamed bool) error {
+	j.addHeld(keptWeight(moved), 1)
+	id := ID{moved.Dev, moved.Ino}
+	if moved.Mode&unix.S_IFMT != unix.S_IFDIR {
+		j.noteKept(id, rec.Seq)
 	}
-	c := &Change{j: j, seq: seq, op: rec.Op, before: &ID{rec.Before.Dev, rec.Before.Ino}}
+	c := &Change{j: j, seq: rec.Seq, op: rec.Op, before: &id}
 	c.ended.Store(true)
-	_, err = j.appendLine(func() line {
+	_, err := j.appendLine(func() line {
 		j.freshDone(c, nil)
-		return line{Seq: seq, End: Done}
+		l := line{Seq: rec.Seq, End: Done}
+		if renamed {
+			l.Before = ObjectOf(moved)
+		}
+		return l
 	})
-	return seq, err
+	return err
+}
+
+// unmove puts back what Remove moved into kept/ (entry, whose stat is
+// moved) where verify found it is not what rec removes (verr), and ends
+// the change aborted. Where the name was taken meanwhile (a change from
+// outside) it stays in kept/: only another object than Before, of the
+// type rec removes (ErrChanged), was removed as unlinkat would have
+// removed what the name held, and the end names it; else the change is
+// done with an error (no errno, no ErrChanged: no caller looks again).
+func (j *Journal) unmove(verr error, entry string, rec *Record, moved *unix.Stat_t, dir int, name string) error {
+	if testHookAfterMove != nil {
+		testHookAfterMove()
+	}
+	err := moveNoReplace(j.kept, entry, dir, name)
+	if err == nil {
+		j.described.Delete(rec.Seq)
+		return errors.Join(verr, j.appendEnd(rec.Seq, Aborted, nil))
+	}
+	if errors.Is(verr, ErrChanged) {
+		return j.removed(rec, moved, true)
+	}
+	verr = fmt.Errorf("journal: %v, and it stays in kept/ as change %d's: its name was taken meanwhile (%v)", verr, rec.Seq, err)
+	return errors.Join(verr, j.removed(rec, moved, false))
 }
 
 // removeIntent records the intent of the removal rec and returns the name
@@ -127,9 +150,11 @@ func (j *Journal) removeIntent(rec *Record) (string, error) {
 	return keptEntry(rec.Seq), nil
 }
 
-// testHookBeforeMove, set by a test, runs between Remove's checks and its
-// rename: where a change from outside would come.
-var testHookBeforeMove func()
+// testHookBeforeMove and testHookAfterMove, set by a test, run between
+// Remove's checks and its rename, and between a rename that moved
+// another object and its putting back: where a change from outside
+// would come.
+var testHookBeforeMove, testHookAfterMove func()
 
 // moveNoReplace renames a name to another that must not exist
 // (RENAME_NOREPLACE; where the filesystem has no renameat2 flags, EINVAL,

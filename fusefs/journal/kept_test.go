@@ -100,6 +100,44 @@ func TestRemove(t *testing.T) {
 	}
 }
 
+// TestRemoveSwappedAndTaken: the name Remove looked at is swapped for
+// another file before its rename and taken again before the other file
+// could be put back (both from outside). The other file was removed, as
+// unlinkat would have removed it: Remove answers nil, and its record,
+// read back (the journal closed and opened again too), is done, kept, and
+// names the file it removed.
+func TestRemoveSwappedAndTaken(t *testing.T) {
+	for _, reopen := range []bool{false, true} {
+		b := newBacking(t)
+		b.write(t, "d/f", "x")
+		j := b.open(t, Options{Durable: true})
+		rec := Record{Op: OpUnlink, Path: "d/f", Before: ObjectOf(b.stat(t, "d/f"))}
+		b.write(t, "d/g", "y")
+		mv(t, b, "d/g", "d/f")
+		swapped := b.stat(t, "d/f")
+		testHookAfterMove = func() { b.write(t, "d/f", "z") }
+		seq, err := j.Remove(rec, b.dirFd(t, "d"), "f")
+		testHookAfterMove = nil
+		if err != nil {
+			t.Fatalf("Remove = %v, want nil", err)
+		}
+		if reopen {
+			must(t, j.Close())
+			j = b.open(t, Options{})
+		}
+		recs, err := j.Records(Filter{})
+		must(t, err)
+		if len(recs) != 1 || recs[0].Seq != seq || recs[0].End != Done || !recs[0].Kept || recs[0].Before == nil ||
+			recs[0].Before.Ino != swapped.Ino || recs[0].Before.Size != 1 {
+			t.Fatalf("records %+v, want one done, naming the swapped file (inode %d)", recs, swapped.Ino)
+		}
+		checkKept(t, b, seq, "y")
+		if got, err := os.ReadFile(filepath.Join(b.path, "d/f")); err != nil || string(got) != "z" {
+			t.Errorf("d/f: %q, %v, want the file written last", got, err)
+		}
+	}
+}
+
 // TestAbort: an aborted change's kept link goes, and its file keeps its
 // one name; a Change ends once.
 func TestAbort(t *testing.T) {

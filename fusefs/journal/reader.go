@@ -180,11 +180,7 @@ func (m *merger) add(lines []line, f *Filter) {
 				m.out = append(m.out, l.record())
 			}
 		} else if i, ok := m.at[l.Seq]; ok {
-			m.out[i].End = l.End
-			if m.out[i].After == nil {
-				m.out[i].After = l.After
-			}
-			m.out[i].AfterCtime = l.Ctime
+			m.out[i].ended(l)
 		}
 	}
 }
@@ -296,11 +292,7 @@ func (j *Journal) Records(f Filter) ([]Record, error) {
 					out = append(out, l.record())
 				}
 			} else if i, ok := at[l.Seq]; ok {
-				out[i].End = l.End
-				if out[i].After == nil {
-					out[i].After = l.After
-				}
-				out[i].AfterCtime = l.Ctime
+				out[i].ended(&l)
 			}
 		}
 	}

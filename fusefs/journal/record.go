@@ -150,6 +150,20 @@ type Record struct {
 	End        End
 }
 
+// ended fills in what r's end l says: the end, After where the intent
+// did not know it, the ctime after a change of metadata, and the object a
+// removal removed where it was not the one its intent named (Remove).
+func (r *Record) ended(l *line) {
+	r.End = l.End
+	if r.After == nil {
+		r.After = l.After
+	}
+	r.AfterCtime = l.Ctime
+	if l.Before != nil {
+		r.Before = l.Before
+	}
+}
+
 // line is a record as one line of a segment: an intent (Op set) or an end
 // (End set). Paths are pathJSON, so that a name that is not UTF-8 comes
 // back byte for byte.

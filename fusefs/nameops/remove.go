@@ -10,6 +10,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -18,12 +19,38 @@ import (
 // another owner is writing is EBUSY: removing it would drop that owner's
 // bytes at its commit, refused like renaming over it. The caller's
 // owner's own write of the file goes with the file, as natively.
+//
+// An unlink's journal record takes the stat of the lock table's look as
+// what it removes. The journal checks that what it moved is the object
+// its record names, and if the name led to another one by then (a
+// change from outside: through the mount the kernel's lock of the
+// directory orders the two), puts it back (journal.ErrChanged); Remove
+// then looks again, lock table first, as an unlink removes whatever the
+// name holds when it runs. A name swapped removeLooks times in a row is
+// refused as the journal's failure.
 func (o *Ops[N]) Remove(ctx context.Context, op string, dir N, pfd int, name string, flags int) syscall.Errno {
-	var l guard.FileLock
-	if flags == 0 {
-		l = o.Gate.Names.LockOf(pfd, name)
-		if errno := o.Gate.HeldByOther(ctx, "unlink", dir, name, l); errno != 0 {
+	for look := 1; ; look++ {
+		errno, again := o.removeOnce(ctx, op, dir, pfd, name, flags, look == removeLooks)
+		if !again {
 			return errno
+		}
+	}
+}
+
+// removeLooks bounds how often Remove looks at a name that keeps leading
+// to another object than its last look found.
+const removeLooks = 64
+
+// removeOnce is one look and removal of Remove's; again says to look
+// again (not after the last look).
+func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, name string, flags int, last bool) (errno syscall.Errno, again bool) {
+	var l guard.FileLock
+	var st unix.Stat_t
+	looked := false
+	if flags == 0 {
+		l, looked = o.Gate.Names.LockOfStat(pfd, name, &st)
+		if errno := o.Gate.HeldByOther(ctx, "unlink", dir, name, l); errno != 0 {
+			return errno, false
 		}
 	}
 	// A journal's record names the name's place now, held still by nsMu
@@ -36,25 +63,31 @@ func (o *Ops[N]) Remove(ctx context.Context, op string, dir N, pfd int, name str
 	if flags == 0 {
 		if errno := o.keepCredential(dir, pfd, name, rel); errno != 0 {
 			unlock()
-			return errno
+			return errno, false
 		}
 	}
 	// Another name of a made file may stay: its ctime moves.
 	mfd := o.Gate.Guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
 	rec := o.Journal.Record(ctx, "", "", rel)
+	if looked {
+		rec.Before = journal.ObjectOf(&st)
+	}
 	err := o.Gate.Guard.OwnChange([]int{mfd}, func() error { return o.Journal.Remove(rec, pfd, name, flags) })
 	if errors.Is(err, syscall.ENOTEMPTY) && o.Gate.SweepBeforeRmdir(pfd, name) {
 		err = o.Journal.Remove(rec, pfd, name, flags)
 	}
 	unlock()
 	if err != nil {
-		return o.Journal.RemoveErrno(ctx, op, dir.Rel(name), err)
+		if !last && errors.Is(err, journal.ErrChanged) {
+			return 0, true
+		}
+		return o.Journal.RemoveErrno(ctx, op, dir.Rel(name), err), false
 	}
 	if l.Held {
 		o.Engine.Removed(l.Key, pfd, name) // the owner's own write goes with the file
 	}
-	return 0
+	return 0, false
 }
 
 // keepCredential saves the identity of a credential whose name (name in
