@@ -5,6 +5,10 @@
 #   eval "$(bash scripts/podman-setup.sh)"        # install, configure, start
 #   bash scripts/podman-setup.sh stop              # stop the service it started
 #
+# stop stops the service only where the setup evaluated in the same shell
+# started it (REALM_PODMAN_STARTED, its pid): a run that found one already
+# running (another run's, on a shared machine) leaves it to its starter.
+#
 # Everything it says goes to stderr; stdout carries only the `export` lines
 # the caller evaluates: CONTAINERS_CONF (the podman CLI and the service must
 # read the same file) and REALM_PODMAN_SOCKET (read by the e2e tests).
@@ -27,7 +31,10 @@ log="$dir/service.log"
 say() { printf 'podman-setup: %s\n' "$*" >&2; }
 
 if [[ ${1:-} == stop ]]; then
-	if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	if [[ -z ${REALM_PODMAN_STARTED:-} || ! -f $pidfile || $(cat "$pidfile") != "$REALM_PODMAN_STARTED" ]]; then
+		exit 0 # not ours
+	fi
+	if kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 		kill "$(cat "$pidfile")"
 		say "stopped the service (pid $(cat "$pidfile"))"
 	fi
@@ -69,8 +76,9 @@ if ! command -v curl >/dev/null; then
 	answers() { podman --url "$socket" version >/dev/null 2>&1; }
 fi
 
+started=
 if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && answers; then
-	say "service already running (pid $(cat "$pidfile")) at $socket"
+	say "service already running (pid $(cat "$pidfile")) at $socket: left running at the end"
 else
 	rm -f "$sock_path"
 	# setsid: the service outlives this script and the shell that ran it.
@@ -91,7 +99,9 @@ else
 		exit 1
 	fi
 	say "service running (pid $(cat "$pidfile")) at $socket"
+	started=$(cat "$pidfile")
 fi
 
 printf 'export CONTAINERS_CONF=%q\n' "$conf"
 printf 'export REALM_PODMAN_SOCKET=%q\n' "$socket"
+printf 'export REALM_PODMAN_STARTED=%q\n' "$started"
