@@ -171,6 +171,11 @@ type FS struct {
 	// exclusively from its scan through renameat2. No lock-table wait is
 	// made under it.
 	nsMu lockorder.RWMutex[lockorder.NsMu]
+	// nsGen counts the releases of nsMu held exclusively, every one a
+	// directory renamed through the mount, maybe: a directory's path read
+	// while it was g is the kernel's still while it is g
+	// (nameops.DirPath).
+	nsGen atomic.Uint64
 
 	// engine keeps the owners' writes in progress, their temps and the
 	// files a rename is moving (writeengine, enginehost.go).
@@ -283,7 +288,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 	}
 	fsys.nameOps = nameops.Ops[*Node]{
 		Gate: &fsys.gate, Journal: &fsys.journal, Engine: fsys.engine, Room: fsys.room,
-		NsMu: &fsys.nsMu, CommitMu: &fsys.commitMu,
+		NsMu: &fsys.nsMu, NsGen: &fsys.nsGen, CommitMu: &fsys.commitMu,
 		MadeStore: opts.MadeStore, Backing: backing, Logf: fsys.logf,
 	}
 	fsys.fds.SetBounds(opts.MaxFdsPerOwner, fdbudget.Pool(opts.FdLimit))
@@ -518,14 +523,7 @@ func caller(ctx context.Context) fuse.Caller {
 }
 
 // nsLock takes nsMu, exclusively or shared, and returns its release.
-func (f *FS) nsLock(exclusive bool) (unlock func()) {
-	if exclusive {
-		f.nsMu.Lock()
-		return f.nsMu.Unlock
-	}
-	f.nsMu.RLock()
-	return f.nsMu.RUnlock
-}
+func (f *FS) nsLock(exclusive bool) (unlock func()) { return f.nameOps.LockNames(exclusive) }
 
 func isEscape(err error) bool { return errors.Is(err, dirfd.ErrEscape) }
 

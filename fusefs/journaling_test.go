@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journal/undo"
+	"github.com/realm-dev/realm/fusefs/nameops"
 	"github.com/realm-dev/realm/fusefs/templive"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 )
@@ -326,5 +328,47 @@ func TestJournalRenameOntoItself(t *testing.T) {
 func TestUndoTempsAreHidden(t *testing.T) {
 	if undo.TempPrefix != writeengine.TempPrefix || !hiddenName(undo.TempPrefix+"undo-1") {
 		t.Errorf("undo.TempPrefix %q, writeengine.TempPrefix %q: undo's temps must be the engine's", undo.TempPrefix, writeengine.TempPrefix)
+	}
+}
+
+// TestRemoveDirPath: an unlink takes its directory's path from the check
+// of the directory's fd (nameops.DirPath) only while no directory has been
+// renamed through the mount since the check: after a rename, its record
+// has the path the kernel gives now.
+func TestRemoveDirPath(t *testing.T) {
+	tf, j := newJournalFS(t)
+	ctx := as(1)
+	var out fuse.EntryOut
+	if _, errno := tf.root.Mkdir(ctx, "d", 0o755, &out); errno != 0 {
+		t.Fatal(errno)
+	}
+	tf.write(t, "d/f", "f")
+	tf.write(t, "d/g", "g")
+	d := tf.lookup(t, "d")
+	pfd, done, errno := d.dirFd(ctx)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer done()
+	// The path read with the count as it is now stands, unread again.
+	at := nameops.DirPath{Rel: "as-read", Gen: tf.nameOps.PathGen(), Known: true}
+	if errno := tf.nameOps.Remove(ctx, "unlink", d, pfd, at, "f", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	// A directory renamed since the read: the kernel's path.
+	if errno := tf.root.Rename(ctx, "d", tf.root, "e", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := tf.nameOps.Remove(ctx, "unlink", d, pfd, at, "g", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	var paths []string
+	for _, r := range records(t, j) {
+		if r.Op == journal.OpUnlink {
+			paths = append(paths, r.Path)
+		}
+	}
+	if want := []string{"as-read/f", "e/g"}; !slices.Equal(paths, want) {
+		t.Errorf("the unlinks' paths: %q, want %q", paths, want)
 	}
 }

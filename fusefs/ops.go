@@ -12,6 +12,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/nameops"
 )
 
 var (
@@ -55,10 +56,7 @@ var (
 // through its system call, so that no directory rename moves the name's place
 // between the two.
 func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ int, dir string, done func(), _ syscall.Errno) {
-	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
-		return -1, "", noUnpin, errno
-	}
-	pfd, dir, known, done, errno := n.dirFdWhere(ctx)
+	pfd, dir, known, done, errno := n.prepareWhere(ctx, op, name, use)
 	if errno != 0 || use == guard.Removes {
 		return pfd, "", done, errno
 	}
@@ -70,6 +68,15 @@ func (n *Node) prepare(ctx context.Context, op, name string, use guard.Use) (_ i
 		return -1, "", noUnpin, errno
 	}
 	return pfd, dir, done, 0
+}
+
+// prepareWhere is prepare up to the name's judgement, with n's path as
+// the check of its fd read it (known false: not read).
+func (n *Node) prepareWhere(ctx context.Context, op, name string, use guard.Use) (pfd int, dir string, known bool, done func(), _ syscall.Errno) {
+	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
+		return -1, "", false, noUnpin, errno
+	}
+	return n.dirFdWhere(ctx)
 }
 
 // prepareDir is prepare up to the name's judgement: read-only mount, hidden
@@ -227,15 +234,18 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // remove is Unlink and Rmdir: one unlinkat on n's verified fd
-// (nameops.Ops.Remove).
+// (nameops.Ops.Remove), which takes n's path from the check of the fd
+// where no directory was renamed through the mount since
+// (nameops.DirPath): one readlink less.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	pfd, _, done, errno := n.prepare(ctx, op, name, guard.Removes)
+	gen := n.fsys.nameOps.PathGen()
+	pfd, dir, known, done, errno := n.prepareWhere(ctx, op, name, guard.Removes)
 	defer done()
 	if errno != 0 {
 		return errno
 	}
-	return n.fsys.nameOps.Remove(ctx, op, n, pfd, name, flags)
+	return n.fsys.nameOps.Remove(ctx, op, n, pfd, nameops.DirPath{Rel: dir, Gen: gen, Known: known}, name, flags)
 }
 
 // Rename is one renameat2 between two verified directory fds; flags

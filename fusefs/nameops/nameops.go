@@ -23,6 +23,7 @@ package nameops
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -62,6 +63,9 @@ type Ops[N Node] struct {
 	// (fusefs's FS.nsMu, FS.commitMu, which say what each orders).
 	NsMu     *lockorder.RWMutex[lockorder.NsMu]
 	CommitMu *lockorder.RWMutex[lockorder.CommitMu]
+	// NsGen counts the releases of NsMu held exclusively (LockNames):
+	// what DirPath's check reads.
+	NsGen *atomic.Uint64
 	// MadeStore is the file that keeps the made set and the credentials'
 	// identities across mounts ("": none; fusefs.Options.MadeStore), and
 	// Backing BACKING's path as the store names it.
@@ -70,14 +74,50 @@ type Ops[N Node] struct {
 	Logf func(format string, args ...any)
 }
 
-// lockNames takes nsMu, exclusively or shared, and returns its release.
-func (o *Ops[N]) lockNames(exclusive bool) (unlock func()) {
+// LockNames takes nsMu, exclusively or shared, and returns its release.
+// Every directory renamed through the mount is renamed under the
+// exclusive hold (a rename of one, an undo's step), whose release counts
+// in NsGen first.
+func (o *Ops[N]) LockNames(exclusive bool) (unlock func()) {
 	if exclusive {
 		o.NsMu.Lock()
-		return o.NsMu.Unlock
+		return func() {
+			o.NsGen.Add(1)
+			o.NsMu.Unlock()
+		}
 	}
 	o.NsMu.RLock()
 	return o.NsMu.RUnlock
+}
+
+// lockNames is LockNames.
+func (o *Ops[N]) lockNames(exclusive bool) (unlock func()) { return o.LockNames(exclusive) }
+
+// DirPath is a directory's workspace path as the check of its fd read it
+// (fusefs's Node.dirFdWhere: the readlink of /proc/self/fd) before an op
+// took nsMu, and NsGen as it was before that read (Ops.PathGen). While
+// NsGen is the same, no directory has been renamed through the mount
+// since: its rename would have counted at the release of its exclusive
+// hold, and one made before the count was read is in the path read
+// after it. (A rename from outside BACKING is as late to the path as to
+// a readlink made under nsMu.) Known false: no path was read.
+type DirPath struct {
+	Rel   string
+	Gen   uint64
+	Known bool
+}
+
+// PathGen is NsGen now: read it before the readlink of a DirPath.
+func (o *Ops[N]) PathGen() uint64 { return o.NsGen.Load() }
+
+// dirRel is the workspace path of dir (fd pfd): p's where it is still the
+// kernel's as far as the mount's renames go, else read again
+// (admit.Gate.DirRel).
+func (o *Ops[N]) dirRel(dir N, pfd int, p DirPath) string {
+	if p.Known && o.NsGen.Load() == p.Gen {
+		return p.Rel
+	}
+	return o.Gate.DirRel(dir, pfd)
 }
 
 // errNoRoom is the cause a name refused for want of room is audited

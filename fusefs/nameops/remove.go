@@ -28,9 +28,9 @@ import (
 // then looks again, lock table first, as an unlink removes whatever the
 // name holds when it runs. A name swapped removeLooks times in a row is
 // refused as the journal's failure.
-func (o *Ops[N]) Remove(ctx context.Context, op string, dir N, pfd int, name string, flags int) syscall.Errno {
+func (o *Ops[N]) Remove(ctx context.Context, op string, dir N, pfd int, at DirPath, name string, flags int) syscall.Errno {
 	for look := 1; ; look++ {
-		errno, again := o.removeOnce(ctx, op, dir, pfd, name, flags, look == removeLooks)
+		errno, again := o.removeOnce(ctx, op, dir, pfd, at, name, flags, look == removeLooks)
 		if !again {
 			return errno
 		}
@@ -43,7 +43,7 @@ const removeLooks = 64
 
 // removeOnce is one look and removal of Remove's; again says to look
 // again (not after the last look).
-func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, name string, flags int, last bool) (errno syscall.Errno, again bool) {
+func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, at DirPath, name string, flags int, last bool) (errno syscall.Errno, again bool) {
 	var l guard.FileLock
 	var st unix.Stat_t
 	looked := false
@@ -58,10 +58,10 @@ func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, name
 	unlock, rel := func() {}, ""
 	if o.Journal.On() {
 		unlock = o.lockNames(false)
-		rel = admit.Join(o.Gate.DirRel(dir, pfd), name)
+		rel = admit.Join(o.dirRel(dir, pfd, at), name)
 	}
 	if flags == 0 {
-		if errno := o.keepCredential(dir, pfd, name, rel); errno != 0 {
+		if errno := o.keepCredential(dir, pfd, at, name, rel); errno != 0 {
 			unlock()
 			return errno, false
 		}
@@ -91,19 +91,20 @@ func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, name
 }
 
 // keepCredential saves the identity of a credential whose name (name in
-// dir, held by pfd; rel its workspace path, "" if not known yet) is about
+// dir, held by pfd, whose path at says; rel its workspace path, "" if not
+// known yet) is about
 // to be removed while another link to it stays: the scan of the next
 // mount finds a credential by its name, and would not know the other link
 // for one (guard.Guard.SaveStore). Written before the removal; a store
 // that cannot be written refuses it (EIO): losing the identity would give
 // the key out at the next mount.
-func (o *Ops[N]) keepCredential(dir N, pfd int, name, rel string) syscall.Errno {
+func (o *Ops[N]) keepCredential(dir N, pfd int, at DirPath, name, rel string) syscall.Errno {
 	g := o.Gate.Guard
 	if !g.On() || o.MadeStore == "" {
 		return 0
 	}
 	if rel == "" {
-		rel = admit.Join(o.Gate.DirRel(dir, pfd), name)
+		rel = admit.Join(o.dirRel(dir, pfd, at), name)
 	}
 	if !g.Denied(rel) {
 		return 0
