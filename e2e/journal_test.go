@@ -240,7 +240,7 @@ func TestJournalDirElsewhere(t *testing.T) {
 // written, each at most once, the object its record names.
 func TestJournalUnlinkRacesRenameOver(t *testing.T) {
 	t.Parallel()
-	const versions = 3000
+	const versions = 1500
 	m := mount(t, Opts("journal=on"))
 	if err := os.Mkdir(m.Path("d"), 0o755); err != nil {
 		t.Fatal(err)
