@@ -80,6 +80,10 @@ type Options struct {
 	// (docs/JOURNAL.md): no change is made without its record. nil: none.
 	// The caller opens it on BACKING and closes it after Close.
 	Journal *journal.Journal
+	// Room is BACKING's room for owners (fusefs/diskroom), shared with the
+	// journal's records where the caller gives it; nil: one of the mount's
+	// own where the daemon is root.
+	Room *diskroom.Gauge
 	// Cache says how long the kernel may trust what the mount told it; a
 	// negative field (or a nil Cache) means the default: WatchedCache
 	// while BACKING is watched, DefaultCache otherwise.
@@ -256,7 +260,10 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	fsys := &FS{opts: opts, backing: backing, rootFd: fd, rootDev: st.Dev, rootIno: st.Ino, boundary: boundary, writeLocks: locks.NewTable(), processes: procinfo.NewResolver(procinfo.OwnerPID, "/proc"), asRoot: unix.Geteuid() == 0, logLimit: ratelog.New(logBurst, logWindow)}
-	fsys.room = diskroom.ForRoot(fd, fsys.asRoot)
+	fsys.room = opts.Room
+	if fsys.room == nil {
+		fsys.room = diskroom.ForRoot(fd, fsys.asRoot)
+	}
 	if opts.Passthrough {
 		// A daemon that is not root writes as its user: the kernel holds
 		// that user to the room itself.

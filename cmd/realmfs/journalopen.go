@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/dirfd"
@@ -23,11 +22,11 @@ import (
 // nothing to record (a read-only mount) or cannot be opened (BACKING on a
 // read-only filesystem, its LOCK held by another mount of BACKING): the
 // mount serves without one, and says so. One asked for fails the mount.
-func openJournal(cfg config, root int, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
+func openJournal(cfg config, root int, room *diskroom.Gauge, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
 	if !cfg.mount.journal || cfg.mount.readOnly && !cfg.mount.journalAsked {
 		return nil, func() {}, nil
 	}
-	if j, err = openJournalDir(cfg, root, logger); err != nil {
+	if j, err = openJournalDir(cfg, root, room, logger); err != nil {
 		if cfg.mount.journalAsked {
 			return nil, nil, err
 		}
@@ -39,8 +38,9 @@ func openJournal(cfg config, root int, logger *slog.Logger) (j *journal.Journal,
 }
 
 // openJournalDir opens the journal's directory, as openJournal says, of
-// the BACKING root holds.
-func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal, error) {
+// the BACKING root holds; room is BACKING's, the mount's own gauge (nil:
+// the daemon is not root).
+func openJournalDir(cfg config, root int, room *diskroom.Gauge, logger *slog.Logger) (*journal.Journal, error) {
 	var err error
 	dir := journal.DefaultDir
 	if cfg.mount.journalDir != "" {
@@ -54,7 +54,7 @@ func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal
 	// carries each intent durably before its change (fusefs/journal's
 	// flush.go): the intents are written through, not flushed one by one.
 	ordered := durable && writeengine.OrdersRenamedData(root)
-	j, err := journal.Open(root, dir, journal.Options{Durable: durable, Ordered: ordered, Room: journalRoom(root)})
+	j, err := journal.Open(root, dir, journal.Options{Durable: durable, Ordered: ordered, Room: journalRoom(room)})
 	if err != nil {
 		where := cfg.mount.journalDir
 		if where == "" {
@@ -70,15 +70,14 @@ func openJournalDir(cfg config, root int, logger *slog.Logger) (*journal.Journal
 	return j, nil
 }
 
-// journalRoom is the journal's Options.Room for the BACKING root holds
-// (journal_dir is on the same filesystem): a gauge of its own of the room
-// a writer that is not root has (fusefs/diskroom), for a daemon that is
-// root; nil for one that is not, whose writes the kernel holds to it.
-// The daemon writes the journal as root: without it, the records of an
-// agent's renames, chmods and removals on a full disk went on into
-// root's reserve, up to journal_max (TestRootReserveKeptFromJournal).
-func journalRoom(root int) func(n int64) (refused, first bool) {
-	g := diskroom.ForRoot(root, os.Geteuid() == 0)
+// journalRoom is the journal's Options.Room from g, the gauge of
+// BACKING's room the mount takes its owners' writes from (journal_dir is
+// on the same filesystem; nil for a daemon that is not root, whose
+// writes the kernel holds to it). The daemon writes the journal as root:
+// without it, the records of an agent's renames, chmods and removals on a
+// full disk went on into root's reserve, up to journal_max
+// (TestRootReserveKeptFromJournal).
+func journalRoom(g *diskroom.Gauge) func(n int64) (refused, first bool) {
 	if g == nil {
 		return nil
 	}

@@ -56,7 +56,7 @@ func TestOpenJournalDefault(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dirfd.Close(root)
-			j, stop, err := openJournal(config{backing: backing, mount: mo}, root, slog.New(slog.NewTextHandler(&log, nil)))
+			j, stop, err := openJournal(config{backing: backing, mount: mo}, root, nil, slog.New(slog.NewTextHandler(&log, nil)))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("openJournal: %v, want an error: %v", err, tc.wantErr)
 			}

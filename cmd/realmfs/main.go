@@ -23,6 +23,7 @@ import (
 	"github.com/realm-dev/realm/fusefs"
 	"github.com/realm-dev/realm/fusefs/audit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/capdrop"
@@ -407,12 +408,13 @@ func serve(cfg config, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	defer dirfd.Close(root)
-	jnl, stopPruner, err := openJournal(cfg, root, logger)
+	room := diskroom.ForRoot(root, os.Geteuid() == 0) // BACKING's room: the mount's writes and the journal's records
+	jnl, stopPruner, err := openJournal(cfg, root, room, logger)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer closeJournal(jnl, stopPruner, logger)
-	fsys, err := fusefs.NewAt(root, cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl))
+	fsys, err := fusefs.NewAt(root, cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl, room))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -558,7 +560,7 @@ func (l *daemonLogs) close() {
 // fsOptions are the guard's options for cfg: the audit log (nil: none),
 // the owners' resolver, the descriptor limit in force, the daemon log and
 // the journal of changes (nil: none).
-func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger, jnl *journal.Journal) fusefs.Options {
+func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, limit uint64, logger *slog.Logger, jnl *journal.Journal, room *diskroom.Gauge) fusefs.Options {
 	isRoot := os.Geteuid() == 0
 	return fusefs.Options{
 		ReadOnly:       cfg.mount.readOnly,
@@ -569,6 +571,7 @@ func fsOptions(cfg config, auditor *audit.Auditor, owners *procinfo.Resolver, li
 		Owners:         owners,
 		Durability:     cfg.mount.durability,
 		Journal:        jnl,
+		Room:           room,
 		Cache:          &cfg.mount.cache,
 		NoWatch:        !cfg.mount.watch,
 		MaxFdsPerOwner: maxFdsPerOwner(cfg.mount.maxFds, limit),

@@ -90,9 +90,6 @@ func (o *Ops[N]) LockNames(exclusive bool) (unlock func()) {
 	return o.NsMu.RUnlock
 }
 
-// lockNames is LockNames.
-func (o *Ops[N]) lockNames(exclusive bool) (unlock func()) { return o.LockNames(exclusive) }
-
 // DirPath is a directory's workspace path as the check of its fd read it
 // (fusefs's Node.dirFdWhere: the readlink of /proc/self/fd) before an op
 // took nsMu, and NsGen as it was before that read (Ops.PathGen). While

@@ -57,7 +57,7 @@ func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, at D
 	// (shared) through the removal.
 	unlock, rel := func() {}, ""
 	if o.Journal.On() {
-		unlock = o.lockNames(false)
+		unlock = o.LockNames(false)
 		rel = admit.Join(o.dirRel(dir, pfd, at), name)
 	}
 	if flags == 0 {

@@ -95,7 +95,7 @@ type renaming[N Node] struct {
 func (o *Ops[N]) renameJudged(ctx context.Context, r *renaming[N]) syscall.Errno {
 	exclusive := guard.RenameScans(r.names())
 	for {
-		unlock := o.lockNames(exclusive)
+		unlock := o.LockNames(exclusive)
 		errno, again := o.renameUnder(ctx, r, exclusive)
 		unlock()
 		if !again {
