@@ -480,8 +480,8 @@ func (f *FS) ScanInBackground(report func(ScanResult)) {
 }
 
 // logf writes one line to the daemon's log: at most logBurst of one kind
-// (its format) every logWindow, the next one written saying how many were
-// left out (internal/ratelog).
+// (its format) in any span of logWindow, the next one written saying how
+// many were left out (internal/ratelog).
 func (f *FS) logf(format string, args ...any) {
 	if f.opts.Logf == nil {
 		return

@@ -3,8 +3,10 @@
 // made by the callers' actions, so an agent that repeats one failing
 // action thousands of times a second would otherwise write that many lines
 // into the host's log, as root and past every bound of the mount. Each
-// kind (the line's format) gets Burst lines a Window; the next line of it
-// to be written says how many were left out since.
+// kind (the line's format) gets Burst lines in any span of one Window, not
+// only in windows of the clock: a burst that straddles a minute's turn
+// still writes Burst lines, not twice that. The next line of a kind to be
+// written says how many were left out since.
 //
 // Lock-free (atomics and a sync.Map), so that it may be called under any
 // lock of the caller's.
@@ -19,38 +21,67 @@ import (
 // Limiter counts lines by kind. The zero value is not usable: New.
 type Limiter struct {
 	burst  int64
-	window int64 // nanoseconds
+	window int64 // milliseconds
 	kinds  sync.Map
 }
 
-// kind is one kind's count in its current window.
+// kind is one kind's sliding log: the times of its last burst lines
+// written, line n's in ring[n % burst].
 type kind struct {
-	window     atomic.Int64 // the window's number (time / window)
-	lines      atomic.Int64 // lines asked for in it
-	suppressed atomic.Int64 // lines left out, not yet said
+	next       atomic.Int64    // the number of lines written
+	ring       []atomic.Uint64 // pack(generation, time) of the lines written
+	suppressed atomic.Int64    // lines left out, not yet said
 }
 
-// New is a Limiter of burst lines of each kind per window.
+// A ring slot packs the line's generation (its number / burst, plus one,
+// so that an empty slot is generation 0) above its time in milliseconds
+// since 1970 (42 bits: until 2109). The generation tells a reader whether
+// the slot already holds the line it must wait out or still an older one,
+// whose writer has claimed its number but not yet stored its time.
+const (
+	timeBits = 42
+	timeMask = 1<<timeBits - 1
+	genMask  = 1<<(64-timeBits) - 1
+)
+
+func pack(gen, ms int64) uint64 {
+	return uint64(gen)&genMask<<timeBits | uint64(ms)&timeMask
+}
+
+// New is a Limiter of burst lines of each kind in any window's span
+// (rounded up to a millisecond).
 func New(burst int, window time.Duration) *Limiter {
-	return &Limiter{burst: int64(burst), window: int64(window)}
+	ms := (window + time.Millisecond - 1) / time.Millisecond
+	return &Limiter{burst: int64(max(burst, 1)), window: int64(ms)}
 }
 
 // Allow reports whether a line of kind k may be written at now, and how
 // many lines of k were left out since the last one written (to be said in
-// it).
+// it). A line is written when the burst-th line before it was written at
+// least a window ago.
 func (l *Limiter) Allow(k string, now time.Time) (ok bool, leftOut int64) {
 	v, found := l.kinds.Load(k)
 	if !found {
-		v, _ = l.kinds.LoadOrStore(k, new(kind))
+		v, _ = l.kinds.LoadOrStore(k, &kind{ring: make([]atomic.Uint64, l.burst)})
 	}
 	c := v.(*kind)
-	w := now.UnixNano() / l.window
-	if old := c.window.Load(); old != w && c.window.CompareAndSwap(old, w) {
-		c.lines.Store(0)
+	ms := now.UnixMilli()
+	for {
+		n := c.next.Load()
+		slot := &c.ring[n%l.burst]
+		if n >= l.burst {
+			held := slot.Load()
+			// The line this one waits out is n-burst, of generation n/burst.
+			// Another generation: its writer has not stored its time yet, so
+			// it was written just now.
+			if held != pack(n/l.burst, int64(held&timeMask)) || ms-int64(held&timeMask) < l.window {
+				c.suppressed.Add(1)
+				return false, 0
+			}
+		}
+		if c.next.CompareAndSwap(n, n+1) {
+			slot.Store(pack(n/l.burst+1, ms))
+			return true, c.suppressed.Swap(0)
+		}
 	}
-	if c.lines.Add(1) > l.burst {
-		c.suppressed.Add(1)
-		return false, 0
-	}
-	return true, c.suppressed.Swap(0)
 }

@@ -1,13 +1,16 @@
 package ratelog
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestAllow: burst lines of a kind a window, the rest left out and said by
-// the next line written; kinds are counted apart.
+// TestAllow: burst lines of a kind in a window's span, the rest left out
+// and said by the next line written; kinds are counted apart.
 func TestAllow(t *testing.T) {
+	const ms = time.Millisecond
 	l := New(3, time.Second)
 	t0 := time.Unix(1000, 0)
 	type step struct {
@@ -24,12 +27,68 @@ func TestAllow(t *testing.T) {
 		{"a", 40 * time.Millisecond, false, 0},
 		{"a", 50 * time.Millisecond, false, 0},
 		{"b", 60 * time.Millisecond, true, 0},
-		{"a", time.Second, true, 2}, // a new window: says the two left out
-		{"a", time.Second + 1, true, 0},
+		{"a", time.Second, true, 2},           // the first line a window old: says the two left out
+		{"a", time.Second + 1, false, 0},      // the second one is not yet
+		{"a", time.Second + 10*ms, true, 1},   // now it is
+		{"a", time.Second + 29*ms, false, 0},  // the third one is not yet
+		{"b", time.Second + 60*ms, true, 0},   // b's third line: within its burst
+		{"a", 2*time.Second + 30*ms, true, 1}, // a window after the line it waits out
 	} {
 		ok, n := l.Allow(s.kind, t0.Add(s.at))
 		if ok != s.ok || n != s.leftOut {
 			t.Errorf("step %d (%s at %v): %v, %d left out; want %v, %d", i, s.kind, s.at, ok, n, s.ok, s.leftOut)
 		}
+	}
+}
+
+// TestAllowAcrossTheClocksTurn: a burst that straddles the turn of a
+// minute writes the burst once, not once on each side (CI, 2026-12-05:
+// 300 failed commits just before and after a minute's turn logged 40
+// lines where the bound is 20).
+func TestAllowAcrossTheClocksTurn(t *testing.T) {
+	l := New(20, time.Minute)
+	turn := time.Unix(60*1000, 0)
+	written := 0
+	for i := -150; i < 150; i++ {
+		if ok, _ := l.Allow("commit failed", turn.Add(time.Duration(i)*time.Millisecond)); ok {
+			written++
+		}
+	}
+	if written != 20 {
+		t.Errorf("300 lines over 0.3 s across a minute's turn: %d written, want 20", written)
+	}
+	ok, leftOut := l.Allow("commit failed", turn.Add(-150*time.Millisecond+time.Minute))
+	if !ok || leftOut != 280 {
+		t.Errorf("a window after the first: %v, %d left out; want true, 280", ok, leftOut)
+	}
+}
+
+// TestAllowConcurrent: callers racing at one instant write the burst and
+// no more, and every line left out is said once.
+func TestAllowConcurrent(t *testing.T) {
+	const burst, callers, each = 5, 8, 1000
+	l := New(burst, time.Hour)
+	now := time.Unix(1000, 0)
+	var written, leftOut atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if ok, n := l.Allow("k", now); ok {
+					written.Add(1)
+					leftOut.Add(n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if written.Load() != burst {
+		t.Errorf("%d lines written at one instant, want %d", written.Load(), burst)
+	}
+	ok, n := l.Allow("k", now.Add(time.Hour))
+	if !ok || leftOut.Load()+n != callers*each-burst {
+		t.Errorf("an hour later: %v; %d left out said, want %d", ok, leftOut.Load()+n, callers*each-burst)
 	}
 }
