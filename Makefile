@@ -167,9 +167,10 @@ e2e: build
 	REALM_E2E_RACE=$${REALM_E2E_RACE:-0} scripts/run-e2e.sh
 
 # test is the suite with bounded budgets for its randomized runs (its
-# budget is 8 minutes on a 2-vCPU machine once its build cache is warm;
-# 570 and 577 s in fresh clones, the end-to-end suite about 350 s of them,
-# lint 56 s, checks 118 s: over it): set-up, lint,
+# budget is 8 minutes on a 2-vCPU machine once its build cache is warm:
+# 451 s on 2026-12-05, the end-to-end suite about 315 s of them, lint
+# 21 s, checks 106 s; a fresh clone at another path compiles realm's own
+# packages again, 582 s before the last cut): set-up, lint,
 # unit tests with -race (each fuzz target's corpus runs as a unit
 # test), the install check, the end-to-end suite, and the realm-csi
 # image. soak runs soak-checks (the unit tests with the lock order
