@@ -21,7 +21,8 @@ import (
 // Limiter counts lines by kind. The zero value is not usable: New.
 type Limiter struct {
 	burst  int64
-	window int64 // milliseconds
+	window int64     // milliseconds
+	epoch  time.Time // New's time: lines are timed from it, by the monotonic clock
 	kinds  sync.Map
 }
 
@@ -35,7 +36,7 @@ type kind struct {
 
 // A ring slot packs the line's generation (its number / burst, plus one,
 // so that an empty slot is generation 0) above its time in milliseconds
-// since 1970 (42 bits: until 2109). The generation tells a reader whether
+// since the Limiter's epoch (42 bits: 139 years). The generation tells a reader whether
 // the slot already holds the line it must wait out or still an older one,
 // whose writer has claimed its number but not yet stored its time.
 const (
@@ -52,20 +53,21 @@ func pack(gen, ms int64) uint64 {
 // (rounded up to a millisecond).
 func New(burst int, window time.Duration) *Limiter {
 	ms := (window + time.Millisecond - 1) / time.Millisecond
-	return &Limiter{burst: int64(max(burst, 1)), window: int64(ms)}
+	return &Limiter{burst: int64(max(burst, 1)), window: int64(ms), epoch: time.Now()}
 }
 
-// Allow reports whether a line of kind k may be written at now, and how
-// many lines of k were left out since the last one written (to be said in
-// it). A line is written when the burst-th line before it was written at
-// least a window ago.
+// Allow reports whether a line of kind k may be written at now (a reading
+// of time.Now, whose monotonic clock a change of the wall clock does not
+// move), and how many lines of k were left out since the last one written
+// (to be said in it). A line is written when the burst-th line before it
+// was written at least a window ago.
 func (l *Limiter) Allow(k string, now time.Time) (ok bool, leftOut int64) {
 	v, found := l.kinds.Load(k)
 	if !found {
 		v, _ = l.kinds.LoadOrStore(k, &kind{ring: make([]atomic.Uint64, l.burst)})
 	}
 	c := v.(*kind)
-	ms := now.UnixMilli()
+	ms := max(now.Sub(l.epoch).Milliseconds(), 0)
 	for {
 		n := c.next.Load()
 		slot := &c.ring[n%l.burst]
