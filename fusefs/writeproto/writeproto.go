@@ -318,6 +318,11 @@ func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 	w.step(EvRelease, h, w.st)
 	w.begin(releasing, h)
 	w.leave(h)
+	// A RELEASE proves that no descriptor of h is left, whatever its
+	// FLUSHes could tell (a close at exit, whose fd table is gone, tells
+	// nothing): a conflicting open waits for the commit it may start
+	// (fsyncs: past releaseGrace under load), not the grace alone.
+	h.markClosing()
 	switch {
 	case len(w.hs) != 1:
 		return ReleaseNone

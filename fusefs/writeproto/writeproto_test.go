@@ -271,6 +271,29 @@ func TestIdleCloseIsClosing(t *testing.T) {
 	}
 }
 
+// TestReleaseIsClosing: a close whose descriptors could not be told (a
+// close at exit: the fd table is gone) leaves the hold as it is; the
+// RELEASE marks it closing before the commit it starts, so that another
+// owner's open waits for that commit rather than only a grace (CI,
+// 2026-12-06: a race-built daemon's commit at the RELEASE of `sh -c
+// "echo new > f"` outlasted the grace, and the next writer got EBUSY).
+func TestReleaseIsClosing(t *testing.T) {
+	p := newProc(t)
+	var hd hold
+	o := rewrite
+	o.Hold = &hd
+	h := p.open(o)
+	p.write(h, 4, 0)
+	if act, _ := p.close(h, true, FlushFacts{Unknown: true}); act != FlushNone || hd.closing {
+		t.Fatalf("a close that could not be told: %v, closing %v; want nothing, not closing", act, hd.closing)
+	}
+	if a := p.w.Release(h, true); a != ReleaseCommit || !hd.closing {
+		t.Fatalf("release: %v, closing %v; want a commit, closing", a, hd.closing)
+	}
+	p.commit()
+	p.w.Released(h)
+}
+
 // hold records what the machine tells a handle's lock hold.
 type hold struct {
 	closing bool
