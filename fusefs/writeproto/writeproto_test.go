@@ -262,10 +262,7 @@ func TestSiblingHandlesCommitAtTheLastClose(t *testing.T) {
 // closing without a scan.
 func TestIdleCloseIsClosing(t *testing.T) {
 	p := newProc(t)
-	var hd hold
-	o := inPlace
-	o.Hold = &hd
-	h := p.open(o)
+	h, hd := p.openHeld(inPlace)
 	if act, _ := p.close(h, true, clear); act != FlushNone || !hd.closing {
 		t.Fatalf("idle close: %v, closing %v; want nothing, closing", act, hd.closing)
 	}
@@ -279,10 +276,7 @@ func TestIdleCloseIsClosing(t *testing.T) {
 // "echo new > f"` outlasted the grace, and the next writer got EBUSY).
 func TestReleaseIsClosing(t *testing.T) {
 	p := newProc(t)
-	var hd hold
-	o := rewrite
-	o.Hold = &hd
-	h := p.open(o)
+	h, hd := p.openHeld(rewrite)
 	p.write(h, 4, 0)
 	if act, _ := p.close(h, true, FlushFacts{Unknown: true}); act != FlushNone || hd.closing {
 		t.Fatalf("a close that could not be told: %v, closing %v; want nothing, not closing", act, hd.closing)
@@ -292,6 +286,13 @@ func TestReleaseIsClosing(t *testing.T) {
 	}
 	p.commit()
 	p.w.Released(h)
+}
+
+// openHeld opens o with a hold that records what the machine tells it.
+func (p *proc) openHeld(o Open) (*Handle, *hold) {
+	hd := new(hold)
+	o.Hold = hd
+	return p.open(o), hd
 }
 
 // hold records what the machine tells a handle's lock hold.
