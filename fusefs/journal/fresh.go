@@ -48,11 +48,11 @@ func (t *tail) freshFor(rec *Record) bool {
 		return false
 	}
 	id := rec.Before.ID()
-	owner, ok := t.fresh[id]
+	maker, ok := t.fresh[id]
 	if !ok {
 		return false
 	}
-	if owner != freshOwner(rec.Owner, rec.OwnerStart) || !lazyOps[rec.Op] {
+	if maker != t.freshOwners[freshOwner{rec.Owner, rec.OwnerStart}] || !lazyOps[rec.Op] {
 		delete(t.fresh, id)
 		return false
 	}
@@ -81,10 +81,31 @@ func (t *tail) freshDone(c *Change, after *ID) {
 			break
 		}
 	}
-	t.fresh[*after] = c.owner
+	t.fresh[*after] = t.freshNumber(c.owner)
 }
 
 // freshOwner is who an object is fresh for: the owner and its incarnation
 // (Record.OwnerStart), so that a later session given the same id does not
 // inherit an ended one's objects unsynced.
-func freshOwner(owner, start string) string { return owner + "@" + start }
+type freshOwner struct{ owner, start string }
+
+// maxFreshOwners bounds the owners numbered (freshNumber): past it every
+// fresh object is forgotten and the numbering starts again.
+const maxFreshOwners = 1 << 12
+
+// freshNumber is o's number in the fresh table, given it here if it has
+// none. The table holds numbers, not owners' names, so that it holds no
+// pointer: the garbage collector has nothing to scan in its 65,536
+// entries, and a change allocates no name for it. Under mu.
+func (t *tail) freshNumber(o freshOwner) uint32 {
+	if n, ok := t.freshOwners[o]; ok {
+		return n
+	}
+	if len(t.freshOwners) >= maxFreshOwners {
+		clear(t.fresh) // forgotten: their records are synced as any other's
+		clear(t.freshOwners)
+	}
+	n := uint32(len(t.freshOwners) + 1) // 0: no owner's
+	t.freshOwners[o] = n
+	return n
+}
