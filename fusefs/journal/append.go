@@ -10,6 +10,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
+	"github.com/realm-dev/realm/fusefs/journal/makers"
 )
 
 // NoKeep, as Begin's keep: the change keeps no version.
@@ -24,7 +25,7 @@ type Change struct {
 	ended atomic.Bool
 	// What the fresh objects need (fresh.go): the record's owner and op,
 	// its objects' identities, and whether its intent went unsynced.
-	owner         freshOwner
+	owner         makers.Owner
 	op            Op
 	before, after *ID
 	lazy          bool
@@ -57,7 +58,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Change{j: j, seq: rec.Seq, owner: freshOwner{rec.Owner, rec.OwnerStart}, op: rec.Op, after: rec.After, lazy: lazy}
+	c := &Change{j: j, seq: rec.Seq, owner: makers.Owner{Name: rec.Owner, Start: rec.OwnerStart}, op: rec.Op, after: rec.After, lazy: lazy}
 	if rec.Before != nil {
 		id := rec.Before.ID()
 		c.before = &id

@@ -1,5 +1,7 @@
 package journal
 
+import "github.com/realm-dev/realm/fusefs/journal/makers"
+
 // Fresh objects: what an owner made through the journal (create, mkdir,
 // symlink, mknod: their intents made durable before the object was made,
 // or written through for the flush that comes before anything durable is
@@ -20,9 +22,10 @@ package journal
 // before it is made), as do a rename and a link (a name the making's undo
 // would not find).
 
-// maxFresh bounds the fresh objects remembered (a few MiB): past it one is
-// forgotten, whose records are then synced as any other's.
-const maxFresh = 1 << 16
+// maxFresh bounds the fresh objects remembered (about 2 MiB): past it one
+// is forgotten, whose records are then synced as any other's; past
+// maxFreshOwners owners, all are (package makers).
+const maxFresh, maxFreshOwners = 1 << 16, 1 << 12
 
 // lazyOps are the ops whose records an object's maker need not sync.
 var lazyOps = map[Op]bool{
@@ -42,18 +45,18 @@ func (t *tail) freshFor(rec *Record) bool {
 		return false
 	}
 	if rec.Replaced != nil {
-		delete(t.fresh, rec.Replaced.ID())
+		t.fresh.Forget(rec.Replaced.ID())
 	}
 	if rec.Before == nil {
 		return false
 	}
 	id := rec.Before.ID()
-	maker, ok := t.fresh[id]
-	if !ok {
+	made, by := t.fresh.MadeBy(id, makers.Owner{Name: rec.Owner, Start: rec.OwnerStart})
+	if !made {
 		return false
 	}
-	if maker != t.freshOwners[freshOwner{rec.Owner, rec.OwnerStart}] || !lazyOps[rec.Op] {
-		delete(t.fresh, id)
+	if !by || !lazyOps[rec.Op] {
+		t.fresh.Forget(id)
 		return false
 	}
 	return true
@@ -67,7 +70,7 @@ func (t *tail) freshDone(c *Change, after *ID) {
 		return
 	}
 	if c.before != nil && (c.op == OpRewrite || c.op == OpUnlink || c.op == OpRmdir) {
-		delete(t.fresh, *c.before)
+		t.fresh.Forget(*c.before)
 	}
 	if after == nil {
 		after = c.after
@@ -75,37 +78,5 @@ func (t *tail) freshDone(c *Change, after *ID) {
 	if after == nil || !(madeOps[c.op] || c.op == OpRewrite && c.lazy) {
 		return
 	}
-	if len(t.fresh) >= maxFresh {
-		for k := range t.fresh { // any one
-			delete(t.fresh, k)
-			break
-		}
-	}
-	t.fresh[*after] = t.freshNumber(c.owner)
-}
-
-// freshOwner is who an object is fresh for: the owner and its incarnation
-// (Record.OwnerStart), so that a later session given the same id does not
-// inherit an ended one's objects unsynced.
-type freshOwner struct{ owner, start string }
-
-// maxFreshOwners bounds the owners numbered (freshNumber): past it every
-// fresh object is forgotten and the numbering starts again.
-const maxFreshOwners = 1 << 12
-
-// freshNumber is o's number in the fresh table, given it here if it has
-// none. The table holds numbers, not owners' names, so that it holds no
-// pointer: the garbage collector has nothing to scan in its 65,536
-// entries, and a change allocates no name for it. Under mu.
-func (t *tail) freshNumber(o freshOwner) uint32 {
-	if n, ok := t.freshOwners[o]; ok {
-		return n
-	}
-	if len(t.freshOwners) >= maxFreshOwners {
-		clear(t.fresh) // forgotten: their records are synced as any other's
-		clear(t.freshOwners)
-	}
-	n := uint32(len(t.freshOwners) + 1) // 0: no owner's
-	t.freshOwners[o] = n
-	return n
+	t.fresh.Made(*after, c.owner)
 }

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"cmp"
-	"strconv"
 	"testing"
 )
 
@@ -105,49 +104,9 @@ func TestFreshAfterRewrite(t *testing.T) {
 		t.Errorf("the removal of the maker's file was synced")
 	}
 	j.mu.Lock()
-	n := len(j.fresh)
+	n := j.fresh.Len()
 	j.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d fresh objects left after the removal, want 0", n)
-	}
-}
-
-// TestFreshOwnersBounded: the owners the fresh table numbers are bounded;
-// past maxFreshOwners every fresh object is forgotten (its records then
-// synced as any other's), and no number given again leads a new owner to
-// an object a forgotten owner made.
-func TestFreshOwnersBounded(t *testing.T) {
-	tl := tail{fresh: map[ID]uint32{}, freshOwners: map[freshOwner]uint32{}}
-	made := func(i int) (freshOwner, ID) {
-		return freshOwner{owner: "pid:" + strconv.Itoa(i), start: "1"}, ID{Dev: 1, Ino: uint64(i)}
-	}
-	isFresh := func(i int) bool {
-		o, id := made(i)
-		return tl.freshFor(&Record{Owner: o.owner, OwnerStart: o.start, Op: OpChmod, Before: &Object{Dev: id.Dev, Ino: id.Ino}})
-	}
-	for i := range maxFreshOwners {
-		o, id := made(i)
-		tl.freshDone(&Change{owner: o, op: OpCreate}, &id)
-	}
-	if len(tl.fresh) != maxFreshOwners || !isFresh(0) || !isFresh(maxFreshOwners-1) {
-		t.Fatalf("within the bound: %d fresh objects, want %d, each fresh for its maker", len(tl.fresh), maxFreshOwners)
-	}
-	o, id := made(maxFreshOwners)
-	tl.freshDone(&Change{owner: o, op: OpCreate}, &id)
-	if len(tl.freshOwners) != 1 || len(tl.fresh) != 1 {
-		t.Fatalf("past the bound: %d owners, %d fresh objects; want 1 and 1 (the rest forgotten)", len(tl.freshOwners), len(tl.fresh))
-	}
-	if !isFresh(maxFreshOwners) {
-		t.Error("the object made past the bound is not fresh for its maker")
-	}
-	if isFresh(1) {
-		t.Error("an object of a forgotten owner is still fresh")
-	}
-	// The new owner took number 1; an owner numbered 1 before the reset
-	// (made(0)) has no number now, so its object (forgotten) stays so.
-	o0, id0 := made(0)
-	tl.freshDone(&Change{owner: o, op: OpCreate}, &id0)
-	if tl.freshFor(&Record{Owner: o0.owner, OwnerStart: o0.start, Op: OpChmod, Before: &Object{Dev: id0.Dev, Ino: id0.Ino}}) {
-		t.Error("an owner forgotten at the reset is taken for the owner given its old number")
 	}
 }

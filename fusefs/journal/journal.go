@@ -35,6 +35,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/carry"
+	"github.com/realm-dev/realm/fusefs/journal/makers"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
@@ -177,12 +178,11 @@ type tail struct {
 	heldEnds
 	keptGen, keptDurable uint64
 	// fresh: the objects their makers may change with no sync of the
-	// record (fresh.go), by identity, each its maker's number in
-	// freshOwners; nil without Options.Durable, where no record is synced.
-	fresh       map[ID]uint32
-	freshOwners map[freshOwner]uint32
-	keptByseq   map[uint64]ID // keptLinks' seqs, to their identities
-	sinceGrown  int           // intents since grown was last signalled
+	// record (fresh.go), by identity; nil without Options.Durable, where
+	// no record is synced.
+	fresh      *makers.Table[ID]
+	keptByseq  map[uint64]ID // keptLinks' seqs, to their identities
+	sinceGrown int           // intents since grown was last signalled
 	// carry: the intents held and not yet on the device, in LOCK's
 	// attribute (package carry); nil but where Options.Ordered holds.
 	carry   *carry.Carry
@@ -212,7 +212,7 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	j.synced.L = &j.mu
 	j.grown = make(chan struct{}, 1)
 	if opts.Durable {
-		j.fresh, j.freshOwners = map[ID]uint32{}, map[freshOwner]uint32{}
+		j.fresh = makers.New[ID](maxFresh, maxFreshOwners)
 	}
 	if err := j.open(rootFd, dir); err != nil {
 		j.closeFds()

@@ -60,6 +60,7 @@ var layers = map[string]int{
 	"fusefs/journal/carry":    5, // the intents not yet on the device, in an attribute jbd2 orders
 	"fusefs/journal/rootbind": 5, // a journal outside BACKING bound to the BACKING it records
 	"fusefs/journal/ownerarg": 5, // --owner OWNER@INCARNATION, as the commands and undo read it
+	"fusefs/journal/makers":   5, // the fresh objects' makers: bounded, no pointer per object
 	// The lock table (procinfo names its owners); the one syscall layer
 	// on BACKING.
 	"locks": 6, "fusefs/dirfd": 6,
