@@ -25,16 +25,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/carry"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/makers"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -53,8 +50,8 @@ const (
 
 // The names inside the journal directory.
 const (
-	gitignoreName = ".gitignore"
-	lockName      = "LOCK"
+	gitignoreName = jdir.Gitignore
+	lockName      = jdir.Lock
 	logName       = "log"
 	keptName      = "kept"
 	prunedName    = "pruned"
@@ -63,7 +60,7 @@ const (
 )
 
 // ErrLocked: another process (or another Open) holds the journal's LOCK.
-var ErrLocked = errors.New("journal: in use")
+var ErrLocked = jdir.ErrLocked
 
 // ErrClosed: the journal was closed.
 var ErrClosed = errors.New("journal: closed")
@@ -246,203 +243,40 @@ func (j *Journal) open(rootFd, dir int) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	if dir == DefaultDir {
-		j.dir, err = openDefault(j.root)
+		j.dir, err = jdir.OpenDefault(j.root, DirName)
 	} else if j.dir, err = dirfd.Dup(dir); err == nil {
-		err = sameFilesystem(j.root, j.dir)
+		err = jdir.SameFilesystem(j.root, j.dir)
 	}
 	if err != nil {
 		return err
 	}
-	if err := owned(j.dir, "its directory"); err != nil {
+	if err := jdir.Owned(j.dir, "its directory"); err != nil {
 		return err
 	}
 	if dir == DefaultDir {
-		err = narrow(j.dir)
+		err = jdir.Narrow(j.dir, DirName)
 	} else {
 		err = rootbind.Bind(j.dir, j.root, true)
 	}
 	if err != nil {
 		return err
 	}
-	if err := writeGitignore(j.dir); err != nil {
+	if err := jdir.WriteGitignore(j.dir); err != nil {
 		return err
 	}
-	if j.lock, err = takeLock(j.dir); err != nil {
+	if j.lock, err = jdir.TakeLock(j.dir); err != nil {
 		return err
 	}
-	if j.log, err = subdir(j.dir, logName); err != nil {
+	if j.log, err = jdir.Subdir(j.dir, logName); err != nil {
 		return err
 	}
-	if j.kept, err = subdir(j.dir, keptName); err != nil {
+	if j.kept, err = jdir.Subdir(j.dir, keptName); err != nil {
 		return err
 	}
 	if j.keptRead, err = dirfd.ReopenDir(j.kept); err != nil {
 		return fmt.Errorf("journal: opening kept/: %w", err)
 	}
 	return nil
-}
-
-// openDefault opens DirName beneath root, made 0700 if absent.
-func openDefault(root int) (int, error) {
-	if err := dirfd.Mkdir(root, DirName, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, fmt.Errorf("journal: making %s: %w", DirName, err)
-	}
-	fd, err := dirfd.OpenDir(root, DirName)
-	if err != nil {
-		return -1, fmt.Errorf("journal: opening %s: %w", DirName, err)
-	}
-	return fd, nil
-}
-
-// narrow takes group's and others' access away from the default
-// directory (made by another, or chmod'ed since).
-func narrow(fd int) error {
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("journal: %s: %w", DirName, err)
-	}
-	if st.Mode&0o077 == 0 {
-		return nil
-	}
-	if err := dirfd.Chmod(fd, 0o700); err != nil {
-		return fmt.Errorf("journal: %s: mode 0700: %w", DirName, err)
-	}
-	return nil
-}
-
-// sameFilesystem refuses a journal directory a link or a rename from
-// BACKING cannot reach: on another filesystem (st_dev), or on another
-// mount of the same one (a bind: linkat and renameat answer EXDEV across
-// mounts).
-func sameFilesystem(root, dir int) error {
-	var rs, ds unix.Stat_t
-	if err := dirfd.Fstat(root, &rs); err != nil {
-		return fmt.Errorf("journal: BACKING: %w", err)
-	}
-	if err := dirfd.Fstat(dir, &ds); err != nil {
-		return fmt.Errorf("journal: its directory: %w", err)
-	}
-	if ds.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("journal: its directory is not a directory")
-	}
-	if rs.Dev != ds.Dev {
-		return fmt.Errorf("journal: its directory is on device %d:%d, BACKING on %d:%d: it must be on BACKING's filesystem, so that a change's old version is kept by a link, not a copy",
-			unix.Major(ds.Dev), unix.Minor(ds.Dev), unix.Major(rs.Dev), unix.Minor(rs.Dev))
-	}
-	rm, rok, err := dirfd.MountID(root)
-	if err != nil {
-		return fmt.Errorf("journal: BACKING: %w", err)
-	}
-	dm, dok, err := dirfd.MountID(dir)
-	if err != nil {
-		return fmt.Errorf("journal: its directory: %w", err)
-	}
-	if rok && dok && rm != dm {
-		return fmt.Errorf("journal: its directory is on mount %d, BACKING on mount %d of the same filesystem (device %d:%d): links between two mounts fail, so it must be reached through BACKING's mount",
-			dm, rm, unix.Major(rs.Dev), unix.Minor(rs.Dev))
-	}
-	return nil
-}
-
-// owned refuses an object of the journal that the daemon's user does not
-// own: whoever owns it could read the versions kept there.
-func owned(fd int, what string) error {
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("journal: %s: %w", what, err)
-	}
-	if euid := uint32(os.Geteuid()); st.Uid != euid {
-		return fmt.Errorf("journal: %s is owned by uid %d, not by the daemon's user (uid %d)", what, st.Uid, euid)
-	}
-	return nil
-}
-
-// writeGitignore makes .gitignore holding "*" where there is none, so
-// that git status in BACKING stays quiet.
-func writeGitignore(dir int) error {
-	fd, err := dirfd.Open(dir, gitignoreName, unix.O_WRONLY|unix.O_CREAT, 0o644)
-	if errors.Is(err, unix.EEXIST) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("journal: making %s: %w", gitignoreName, err)
-	}
-	f := os.NewFile(uintptr(fd), gitignoreName)
-	_, err = f.Write([]byte("*\n"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("journal: writing %s: %w", gitignoreName, err)
-	}
-	return nil
-}
-
-// takeLock opens LOCK (made if absent) and flocks it, or says who holds
-// it: the pid the holder wrote into it.
-func takeLock(dir int) (*os.File, error) {
-	fd, err := dirfd.Open(dir, lockName, unix.O_RDWR, 0)
-	if errors.Is(err, unix.ENOENT) {
-		fd, err = dirfd.Open(dir, lockName, unix.O_RDWR|unix.O_CREAT, 0o600)
-		if errors.Is(err, unix.EEXIST) { // made meanwhile
-			fd, err = dirfd.Open(dir, lockName, unix.O_RDWR, 0)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal: opening %s: %w", lockName, err)
-	}
-	f := os.NewFile(uintptr(fd), lockName)
-	if err := regular(fd, lockName); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := dirfd.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder := "another process"
-		buf := make([]byte, 32)
-		if n, _ := f.ReadAt(buf, 0); n > 0 {
-			if pid, perr := strconv.Atoi(strings.TrimSpace(string(buf[:n]))); perr == nil {
-				holder = "pid " + strconv.Itoa(pid)
-			}
-		}
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s holds its %s (a mounted realmfs, or a journal command)", ErrLocked, holder, lockName)
-		}
-		return nil, fmt.Errorf("journal: locking %s: %w", lockName, err)
-	}
-	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt(pid, 0) // only a hint for the next Open's error
-	}
-	return f, nil
-}
-
-// regular refuses an fd that is not a regular file.
-func regular(fd int, what string) error {
-	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("journal: %s: %w", what, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("journal: %s is not a regular file", what)
-	}
-	return nil
-}
-
-// subdir opens the directory name of the journal, made 0700 if absent.
-func subdir(dir int, name string) (int, error) {
-	if err := dirfd.Mkdir(dir, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, fmt.Errorf("journal: making %s/: %w", name, err)
-	}
-	fd, err := dirfd.OpenDir(dir, name)
-	if err != nil {
-		return -1, fmt.Errorf("journal: opening %s/: %w", name, err)
-	}
-	if err := owned(fd, name+"/"); err != nil {
-		dirfd.Close(fd)
-		return -1, err
-	}
-	return fd, nil
 }
 
 // Recovery reports what Open found and did.

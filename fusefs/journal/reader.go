@@ -89,7 +89,7 @@ var ErrNotOwned = errors.New("not the reader's own journal")
 // mount's history (`journal list`, `diff`), and `journal undo`, which
 // reads them first, would put back what they say (modes, set-id bits,
 // owners), as root where it runs as root. Open refuses another user's
-// journal too (owned); the reader changes nothing, so it refuses a
+// journal too (jdir.Owned); the reader changes nothing, so it refuses a
 // writable one rather than narrowing it.
 func ownedOnly(fd int, what string) error {
 	var st unix.Stat_t

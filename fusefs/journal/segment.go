@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 )
 
 // segment is one file of log/: records appended from offset 0, the rest
@@ -116,7 +117,7 @@ func readSegment(log int, num uint64, limit int64) ([]byte, error) {
 	}
 	f := os.NewFile(uintptr(fd), segmentName(num))
 	defer f.Close()
-	if err := regular(fd, "log/"+segmentName(num)); err != nil {
+	if err := jdir.Regular(fd, "log/"+segmentName(num)); err != nil {
 		return nil, err
 	}
 	var r io.Reader = f
