@@ -78,7 +78,7 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 			}
 			c.keptBytes = keptWeight(&st)
 		}
-		j.addHeld(c.keptBytes, 1)
+		j.countKept(c.seq, c.keptBytes, 1)
 	}
 	if j.opts.Durable && !lazy {
 		if err := j.settle(rec.Op, pos, gen); err != nil {
@@ -107,7 +107,7 @@ func (c *Change) Abort() error {
 		}
 		if err == nil {
 			c.j.forgetKept(c.seq)
-			c.j.addHeld(-c.keptBytes, -1)
+			c.j.countKept(c.seq, -c.keptBytes, -1)
 		}
 	}
 	return errors.Join(err, c.end(Aborted, nil, time.Time{}))
@@ -226,7 +226,7 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 			if err := j.writeLocked(out); err != nil {
 				return 0, err
 			}
-			cur.note(&l)
+			j.noteIn(cur, &l)
 			if l.Op != "" {
 				j.intentAppended()
 			}
@@ -413,7 +413,7 @@ func (j *Journal) writeLocked(b []byte) error {
 		j.carry.Written(j.written)
 	}
 	for i := range j.intents {
-		cur.note(&j.intents[i])
+		j.noteIn(cur, &j.intents[i])
 	}
 	if j.endsMax != 0 {
 		cur.note(&line{Seq: j.endsMax})

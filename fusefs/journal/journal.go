@@ -177,9 +177,12 @@ type tail struct {
 	// fresh: the objects their makers may change with no sync of the
 	// record (fresh.go), by identity; nil without Options.Durable, where
 	// no record is synced.
-	fresh      *makers.Table[ID]
-	keptByseq  map[uint64]ID // keptLinks' seqs, to their identities
-	sinceGrown int           // intents since grown was last signalled
+	fresh     *makers.Table[ID]
+	keptByseq map[uint64]ID // keptLinks' seqs, to their identities
+	// untallied: what kept objects added (bytes, files) whose intents
+	// are held still, for the segment that notes them (countKept).
+	untallied  map[uint64][2]int64
+	sinceGrown int // intents since grown was last signalled
 	// carry: the intents held and not yet on the device, in LOCK's
 	// attribute (package carry); nil but where Options.Ordered holds.
 	carry   *carry.Carry

@@ -81,7 +81,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 // removed ends the removal rec, done, whose object (stat moved) is in
 // kept/ now; renamed says it is not rec's Before, and the end names it.
 func (j *Journal) removed(rec *Record, moved *unix.Stat_t, renamed bool) error {
-	j.addHeld(keptWeight(moved), 1)
+	j.countKept(rec.Seq, keptWeight(moved), 1)
 	id := ID{moved.Dev, moved.Ino}
 	if moved.Mode&unix.S_IFMT != unix.S_IFDIR {
 		j.noteKept(id, rec.Seq)
@@ -256,7 +256,7 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 		return c.seq, errors.Join(err, c.Abort())
 	}
 	j.forgetKept(seq)
-	j.addHeld(-keptWeight(&st), -1) // out of kept/
+	j.countKept(seq, -keptWeight(&st), -1) // out of kept/
 	return c.seq, c.Done(nil)
 }
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -62,6 +63,58 @@ func (j *Journal) addHeld(bytes, files int64) {
 	}
 }
 
+// countKept counts what a kept object of change seq adds to the journal
+// (negative: one leaving kept/) in Held and in its segment's tally; where
+// seq's intent is held still, for the segment that notes it (noteIn).
+func (j *Journal) countKept(seq uint64, bytes, files int64) {
+	j.addHeld(bytes, files)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s, past := j.keptSegment(seq)
+	switch {
+	case s != nil:
+		s.tallyBytes += bytes
+		s.tallyFiles += files
+	case past: // not noted yet (a segment pruned is no one's to count)
+		if j.untallied == nil {
+			j.untallied = map[uint64][2]int64{}
+		}
+		u := j.untallied[seq]
+		j.untallied[seq] = [2]int64{u[0] + bytes, u[1] + files}
+	}
+}
+
+// keptSegment is the segment whose kept list holds seq (nil: none), and
+// whether seq is past every intent the segments note. Under mu.
+func (t *tail) keptSegment(seq uint64) (*segment, bool) {
+	past := true
+	for i := len(t.segs) - 1; i >= 0; i-- {
+		s := t.segs[i]
+		if s.last > 0 && seq > s.last {
+			return nil, past // newer than its intents: in no older segment
+		}
+		past = past && s.last == 0
+		if len(s.kept) > 0 && s.kept[0] <= seq {
+			if _, ok := slices.BinarySearch(s.kept, seq); ok {
+				return s, false
+			}
+			return nil, false
+		}
+	}
+	return nil, past
+}
+
+// noteIn notes l in s (segment.note), with what countKept counted for
+// l's kept object before it was written. Under mu.
+func (t *tail) noteIn(s *segment, l *line) {
+	s.note(l)
+	if u, ok := t.untallied[l.Seq]; ok && l.Kept {
+		s.tallyBytes += u[0]
+		s.tallyFiles += u[1]
+		delete(t.untallied, l.Seq)
+	}
+}
+
 // keptWeight is what an object of st kept in kept/ adds to the count: its
 // blocks, and one file. Its blocks are counted even while it has names
 // elsewhere (Begin links it before the change that leaves the journal
@@ -97,6 +150,7 @@ type pruneSeg struct {
 	intents int
 	newest  time.Time
 	kept    []uint64
+	tally   *[2]int64 // its kept objects' weight as counted (countKept), for weighOne's lstats
 	bytes   int64
 	files   int64 // the segment and its kept objects in kept/
 }
@@ -248,11 +302,14 @@ const reweighEvery = 16
 // weighing after it was sealed: its records do not change, and a kept
 // object's links change only where a workspace name of it goes, which is
 // itself a change whose record keeps it again (a link of its own, in a
-// later segment). So a Prune costs an lstat per segment and per kept
-// object only of the segment appended to, not of the whole journal
-// (measured: 2 % of the daemon's CPU over a bench's rounds). Every
-// reweighEvery-th weighing renews every weight, for what the host did to
-// kept/'s objects' other links behind the mount.
+// later segment). A segment this Open made is weighed, the first time
+// and while appended to, by its own lstat and its tally: its kept
+// objects' blocks and entries as countKept counted them when they were
+// kept, with no lstat of each (measured: 40 % of a Prune's CPU at the
+// bounds, docs/PERFORMANCE.md); a loaded one, by an lstat of each. The
+// tally errs high where a kept object keeps another name, and misses
+// what the host did to kept/ behind the mount: every reweighEvery-th
+// weighing renews every weight by lstat.
 func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 	j.weighs++
 	all := j.weighs%reweighEvery == 0
@@ -267,6 +324,9 @@ func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 		if all || s.weight == 0 {
 			ps.kept = append([]uint64(nil), s.kept...)
 			ps.bytes = -1
+			if s.tallied && !all {
+				ps.tally = &[2]int64{s.tallyBytes, s.tallyFiles}
+			}
 		} else {
 			ps.kept = s.kept // sealed: never appended to again
 		}
@@ -295,13 +355,17 @@ func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 
 // weighOne is the blocks of segment s and of its kept objects whose only
 // link the journal holds, and the files it is: the segment and its kept
-// objects still in kept/ (each an entry, whatever its links).
+// objects still in kept/ (each an entry, whatever its links); with a
+// tally, the segment's own and its tally's.
 func (j *Journal) weighOne(s pruneSeg) (bytes, files int64, err error) {
 	var st unix.Stat_t
 	if err := dirfd.Lstat(j.log, segmentName(s.num), &st); err != nil {
 		return 0, 0, fmt.Errorf("journal: log/%s: %w", segmentName(s.num), err)
 	}
 	w, files := st.Blocks*512, int64(1)
+	if s.tally != nil {
+		return max(w+s.tally[0], 1), files + s.tally[1], nil
+	}
 	for _, seq := range s.kept {
 		if dirfd.Lstat(j.kept, j.keptName(seq), &st) != nil {
 			continue

@@ -379,3 +379,64 @@ func TestPruneWithinBoundsSkipsWeighing(t *testing.T) {
 		t.Errorf("a prune past its bound dropped nothing: %+v", st)
 	}
 }
+
+// TestTallyIsTheWeighing: a segment made by this Open is weighed by its
+// tally (countKept), not by an lstat of each kept object, and the tally
+// is what those lstats find: removals (their intents held, and counted
+// once written), a version kept by link whose name then goes, a link
+// aborted, and a removed file restored.
+func TestTallyIsTheWeighing(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{SegmentSize: 1024})
+	dir := b.dirFd(t, ".")
+	seqs := map[string]uint64{}
+	for i := range 30 {
+		name := "f" + strconv.Itoa(i)
+		b.write(t, name, strings.Repeat("x", i*5000))
+		seq, err := j.Remove(Record{Owner: "session:1", Op: OpUnlink, Path: name}, dir, name)
+		must(t, err)
+		seqs[name] = seq
+		j.mu.Lock()
+		_, untallied := j.untallied[seq]
+		j.mu.Unlock()
+		if i == 0 && j.describes && !untallied {
+			t.Error("a removal whose intent is held is not counted for the segment that notes it")
+		}
+		if i%7 == 3 {
+			b.write(t, "g", strings.Repeat("y", 70000))
+			c, err := j.Begin(Record{Owner: "session:1", Op: OpRewrite, Path: "g"}, b.pathFd(t, "g"))
+			must(t, err)
+			must(t, c.Done(nil))
+			must(t, os.Remove(b.path+"/g")) // the commit's rename over it
+			b.write(t, "h", strings.Repeat("z", 9000))
+			c, err = j.Begin(Record{Owner: "session:1", Op: OpRewrite, Path: "h"}, b.pathFd(t, "h"))
+			must(t, err)
+			must(t, c.Abort())
+		}
+		if i == 12 {
+			_, err := j.Restore(Record{Owner: "session:1", Op: OpCreate, Path: "f5"}, seqs["f5"], NoKeep, dir, "f5")
+			must(t, err)
+		}
+	}
+	if _, _, err := j.heldWritten(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _, err := j.weigh()
+	must(t, err)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want several", len(segs))
+	}
+	for _, s := range segs {
+		if s.tally == nil {
+			t.Fatalf("segment %d, made by this Open and never weighed, has no tally", s.num)
+		}
+		tb, tf, err := j.weighOne(s)
+		must(t, err)
+		s.tally = nil
+		lb, lf, err := j.weighOne(s)
+		must(t, err)
+		if tb != lb || tf != lf {
+			t.Errorf("segment %d: tally %d bytes, %d files; its lstats %d bytes, %d files", s.num, tb, tf, lb, lf)
+		}
+	}
+}

@@ -33,6 +33,11 @@ type segment struct {
 	// once it was no longer appended to (0: not yet), and files, the
 	// segment and its kept objects then in kept/; see weigh.
 	weight, files int64
+	// tallyBytes, tallyFiles: what its kept objects added to Held as
+	// they were kept (Journal.countKept), which weigh takes for theirs
+	// where tallied: the segment was made by this Open, not loaded.
+	tallyBytes, tallyFiles int64
+	tallied                bool
 	// Of the segment appended to: its file, where the next record goes,
 	// and its size; alloc, the bytes its blocks held when it was made or
 	// opened (its preallocation), and paid, how far past them its lines
@@ -171,7 +176,7 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 			return nil, fmt.Errorf("journal: syncing log/: %w", err)
 		}
 	}
-	return &segment{num: num, f: f, cap: size}, nil
+	return &segment{num: num, f: f, cap: size, tallied: true}, nil
 }
 
 // minPrealloc is the least worth preallocating: below it, none.
