@@ -318,6 +318,7 @@ func (j *Journal) rotateLocked() error {
 	}
 	j.heldFiles.Add(1)
 	j.lastNum = seg.num
+	seg.tallied = j.tallying
 	j.segs = append(j.segs, seg)
 	j.cur = seg
 	return nil

@@ -182,7 +182,8 @@ type tail struct {
 	// untallied: what kept objects added (bytes, files) whose intents
 	// are held still, for the segment that notes them (countKept).
 	untallied  map[uint64][2]int64
-	sinceGrown int // intents since grown was last signalled
+	tallying   bool // Open's recovery is over: segments made keep a tally
+	sinceGrown int  // intents since grown was last signalled
 	// carry: the intents held and not yet on the device, in LOCK's
 	// attribute (package carry); nil but where Options.Ordered holds.
 	carry   *carry.Carry
@@ -235,6 +236,7 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.measure(segs)
+	j.tallying = true
 	j.opts.Room = room
 	return j, nil
 }

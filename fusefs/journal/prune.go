@@ -302,7 +302,7 @@ const reweighEvery = 16
 // weighing after it was sealed: its records do not change, and a kept
 // object's links change only where a workspace name of it goes, which is
 // itself a change whose record keeps it again (a link of its own, in a
-// later segment). A segment this Open made is weighed, the first time
+// later segment). A segment made since Open is weighed, the first time
 // and while appended to, by its own lstat and its tally: its kept
 // objects' blocks and entries as countKept counted them when they were
 // kept, with no lstat of each (measured: 40 % of a Prune's CPU at the

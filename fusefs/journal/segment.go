@@ -35,7 +35,8 @@ type segment struct {
 	weight, files int64
 	// tallyBytes, tallyFiles: what its kept objects added to Held as
 	// they were kept (Journal.countKept), which weigh takes for theirs
-	// where tallied: the segment was made by this Open, not loaded.
+	// where tallied: the segment was made after Open's recovery, which
+	// appends what a crash lost uncounted.
 	tallyBytes, tallyFiles int64
 	tallied                bool
 	// Of the segment appended to: its file, where the next record goes,
@@ -176,7 +177,7 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 			return nil, fmt.Errorf("journal: syncing log/: %w", err)
 		}
 	}
-	return &segment{num: num, f: f, cap: size, tallied: true}, nil
+	return &segment{num: num, f: f, cap: size}, nil
 }
 
 // minPrealloc is the least worth preallocating: below it, none.
