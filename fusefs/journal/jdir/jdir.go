@@ -29,13 +29,17 @@ const (
 var ErrLocked = errors.New("journal: in use")
 
 // OpenDefault opens the directory name beneath root, made 0700 if absent.
-func OpenDefault(root int, name string) (int, error) {
-	if err := dirfd.Mkdir(root, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, fmt.Errorf("journal: making %s: %w", name, err)
+func OpenDefault(root int, name string) (int, error) { return makeOpen(root, name, name) }
+
+// makeOpen opens the directory name in dir, made 0700 if absent; what
+// names it in errors.
+func makeOpen(dir int, name, what string) (int, error) {
+	if err := dirfd.Mkdir(dir, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("journal: making %s: %w", what, err)
 	}
-	fd, err := dirfd.OpenDir(root, name)
+	fd, err := dirfd.OpenDir(dir, name)
 	if err != nil {
-		return -1, fmt.Errorf("journal: opening %s: %w", name, err)
+		return -1, fmt.Errorf("journal: opening %s: %w", what, err)
 	}
 	return fd, nil
 }
@@ -177,12 +181,9 @@ func Regular(fd int, what string) error {
 
 // Subdir opens the directory name of the journal, made 0700 if absent.
 func Subdir(dir int, name string) (int, error) {
-	if err := dirfd.Mkdir(dir, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, fmt.Errorf("journal: making %s/: %w", name, err)
-	}
-	fd, err := dirfd.OpenDir(dir, name)
+	fd, err := makeOpen(dir, name, name+"/")
 	if err != nil {
-		return -1, fmt.Errorf("journal: opening %s/: %w", name, err)
+		return -1, err
 	}
 	if err := Owned(fd, name+"/"); err != nil {
 		dirfd.Close(fd)
