@@ -72,13 +72,14 @@ func (j *Journal) Begin(rec Record, keep int) (*Change, error) {
 		c.kept = true
 		gen = j.linked()
 		var st unix.Stat_t
+		var link *ID
 		if dirfd.Fstat(keep, &st) == nil {
 			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				j.noteKept(ID{st.Dev, st.Ino}, c.seq)
+				link = &ID{st.Dev, st.Ino}
 			}
 			c.keptBytes = keptWeight(&st)
 		}
-		j.countKept(c.seq, c.keptBytes, 1)
+		j.countKept(c.seq, c.keptBytes, 1, link)
 	}
 	if j.opts.Durable && !lazy {
 		if err := j.settle(rec.Op, pos, gen); err != nil {
@@ -107,7 +108,7 @@ func (c *Change) Abort() error {
 		}
 		if err == nil {
 			c.j.forgetKept(c.seq)
-			c.j.countKept(c.seq, -c.keptBytes, -1)
+			c.j.countKept(c.seq, -c.keptBytes, -1, nil)
 		}
 	}
 	return errors.Join(err, c.end(Aborted, nil, time.Time{}))

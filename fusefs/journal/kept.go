@@ -81,11 +81,12 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 // removed ends the removal rec, done, whose object (stat moved) is in
 // kept/ now; renamed says it is not rec's Before, and the end names it.
 func (j *Journal) removed(rec *Record, moved *unix.Stat_t, renamed bool) error {
-	j.countKept(rec.Seq, keptWeight(moved), 1)
 	id := ID{moved.Dev, moved.Ino}
+	var link *ID
 	if moved.Mode&unix.S_IFMT != unix.S_IFDIR {
-		j.noteKept(id, rec.Seq)
+		link = &id
 	}
+	j.countKept(rec.Seq, keptWeight(moved), 1, link)
 	c := &Change{j: j, seq: rec.Seq, op: rec.Op, before: &id}
 	c.ended.Store(true)
 	_, err := j.appendLine(func() line {
@@ -256,7 +257,7 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 		return c.seq, errors.Join(err, c.Abort())
 	}
 	j.forgetKept(seq)
-	j.countKept(seq, -keptWeight(&st), -1) // out of kept/
+	j.countKept(seq, -keptWeight(&st), -1, nil) // out of kept/
 	return c.seq, c.Done(nil)
 }
 
@@ -275,14 +276,7 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 // keeps nothing of costs one map lookup. Directories are not counted (an
 // rmdir's kept directory is no name of a directory in the workspace).
 
-// noteKept notes kept/<seq>, a link to the object id.
-func (j *Journal) noteKept(id ID, seq uint64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.noteKeptLocked(id, seq)
-}
-
-// noteKeptLocked is noteKept, under mu.
+// noteKeptLocked notes kept/<seq>, a link to the object id. Under mu.
 func (j *Journal) noteKeptLocked(id ID, seq uint64) {
 	if j.keptByseq == nil {
 		j.keptByseq = map[uint64]ID{}
