@@ -136,7 +136,9 @@ type Journal struct {
 	// squeezed: Options.Room refused an intent since the last Prune,
 	// which then drops a segment's worth more than its bounds ask.
 	squeezed atomic.Bool
-	weighs   int // Prune's weighings, under pruning: every reweighEvery-th weighs all again
+	// renewed: when Prune last weighed every segment again by lstat
+	// (renewAfter), under pruning; zero until the first Prune.
+	renewed time.Time
 	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
 	// written under mu, read with no lock.
 	keptLinks sync.Map

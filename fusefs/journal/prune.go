@@ -230,15 +230,15 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 
 // withinBounds reports whether Prune may skip its weighing: what the
 // journal holds, as counted, is within b, no segment is old enough for
-// b.Keep, and this is not a weighing that renews every weight
-// (reweighEvery, counted as one). A Prune every growEvery changes weighed
-// the segment appended to each time, an lstat per kept object in it:
-// measured, 4 % of the daemon's CPU over an rm -rf of 13,000 entries
-// (docs/PERFORMANCE.md). The count errs high (a kept object's blocks are
-// counted while it still has other names), and what it misses, the host
-// growing a kept object behind the journal, the renewing weighing finds.
+// b.Keep, and no renewing weighing is due (renewDue). A Prune every
+// growEvery changes weighed the segment appended to each time, an lstat
+// per kept object in it: measured, 4 % of the daemon's CPU over an rm -rf
+// of 13,000 entries (docs/PERFORMANCE.md). The count errs high (a kept
+// object's blocks are counted while it still has other names), and what
+// it misses, the host growing a kept object behind the journal, the
+// renewing weighing finds.
 func (j *Journal) withinBounds(b Bounds, bytes, files int64) bool {
-	if (j.weighs+1)%reweighEvery == 0 || b.over(bytes, files) {
+	if j.renewDue() || b.over(bytes, files) {
 		return false
 	}
 	if b.Keep > 0 {
@@ -249,7 +249,6 @@ func (j *Journal) withinBounds(b Bounds, bytes, files int64) bool {
 			return false
 		}
 	}
-	j.weighs++
 	return true
 }
 
@@ -295,9 +294,21 @@ func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
 	return j.remove(drop)
 }
 
-// reweighEvery: every so many weighings, weigh renews every segment's
-// weight, not only those of segments never weighed.
-const reweighEvery = 16
+// renewAfter is how long a weighing trusts the weights and tallies of
+// the last: the first weighing after it renews every segment's weight by
+// lstat. By time, not by a count of weighings: at the bounds every Prune
+// weighs, and renewing one in 16 lstat all of kept/ (26,000 entries at
+// the default files bound of a 4 GiB filesystem) a few times a second,
+// a third of the prune's CPU over an rm -rf (docs/PERFORMANCE.md). What a
+// renewal corrects is rare (the host changing kept/ behind the mount, a
+// kept object with another name) and errs toward a smaller journal.
+const renewAfter = 10 * time.Minute
+
+// renewDue reports whether the next weighing renews every weight: the
+// first, and one renewAfter since the last. Under pruning.
+func (j *Journal) renewDue() bool {
+	return j.renewed.IsZero() || j.opts.Now().Sub(j.renewed) >= renewAfter
+}
 
 // weigh returns the segments, oldest first, each with its blocks and its
 // kept objects' (those whose only link the journal holds), and the number
@@ -313,11 +324,13 @@ const reweighEvery = 16
 // kept, with no lstat of each (measured: 40 % of a Prune's CPU at the
 // bounds, docs/PERFORMANCE.md); a loaded one, by an lstat of each. The
 // tally errs high where a kept object keeps another name, and misses
-// what the host did to kept/ behind the mount: every reweighEvery-th
-// weighing renews every weight by lstat.
+// what the host did to kept/ behind the mount: a weighing renewAfter
+// the last renewing one renews every weight by lstat.
 func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
-	j.weighs++
-	all := j.weighs%reweighEvery == 0
+	all := j.renewDue()
+	if all {
+		j.renewed = j.opts.Now()
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()

@@ -108,11 +108,13 @@ func TestPruneBySize(t *testing.T) {
 
 // TestWeighSealedOnce: a segment no longer appended to keeps the weight
 // of its first weighing (its records do not change), so that a Prune does
-// not lstat the whole journal; every reweighEvery-th weighing renews
-// them all, for a kept object the host changed behind the journal.
+// not lstat the whole journal; the first weighing renewAfter the last
+// renewing one renews them all, for a kept object the host changed
+// behind the journal.
 func TestWeighSealedOnce(t *testing.T) {
 	b := newBacking(t)
-	j := b.open(t, Options{SegmentSize: 1024})
+	clk := newClock()
+	j := b.open(t, Options{SegmentSize: 1024, Now: clk.Now})
 	rewrites(t, b, j, 20)
 	weights := func() map[uint64]int64 {
 		segs, _, err := j.weigh()
@@ -129,13 +131,17 @@ func TestWeighSealedOnce(t *testing.T) {
 	}
 	// kept/1, in the first segment, grows behind the journal.
 	must(t, os.WriteFile(b.keptPath(1), []byte(strings.Repeat("x", 1<<20)), 0o600))
-	for j.weighs%reweighEvery != reweighEvery-1 {
+	for i := range 20 {
 		if w := weights(); w[1] != first[1] {
-			t.Fatalf("weighing %d: the sealed first segment weighs %d, was %d: weighed again", j.weighs, w[1], first[1])
+			t.Fatalf("weighing %d: the sealed first segment weighs %d, was %d: weighed again", i, w[1], first[1])
 		}
 	}
+	clk.advance(renewAfter)
 	if w := weights(); w[1] < 1<<20 {
-		t.Fatalf("weighing %d renews all: the first segment weighs %d (was %d), want its kept object's 1 MiB in it", j.weighs, w[1], first[1])
+		t.Fatalf("the weighing %v on renews all: the first segment weighs %d (was %d), want its kept object's 1 MiB in it", renewAfter, w[1], first[1])
+	}
+	if w := weights(); w[1] < 1<<20 {
+		t.Fatalf("the weighing after the renewing one: the first segment weighs %d, want the renewed weight", w[1])
 	}
 }
 
@@ -354,20 +360,22 @@ func TestHeldAtOpen(t *testing.T) {
 // one past a bound weighs and drops at once.
 func TestPruneWithinBoundsSkipsWeighing(t *testing.T) {
 	b := newBacking(t)
-	j := b.open(t, Options{}) // one segment, appended to: weighed at every weighing
+	clk := newClock()
+	j := b.open(t, Options{Now: clk.Now}) // one segment, appended to: weighed at every weighing
 	rewrites(t, b, j, 20)
 	roomy := Bounds{MaxBytes: 1 << 40, MaxFiles: 1 << 20}
 	_, err := j.Prune(roomy)
 	must(t, err)
 	counted, _ := j.Held()
 	must(t, os.WriteFile(b.keptPath(1), []byte(strings.Repeat("x", 1<<20)), 0o600))
-	for (j.weighs+1)%reweighEvery != 0 {
+	for i := range 20 {
 		_, err := j.Prune(roomy)
 		must(t, err)
 		if held, _ := j.Held(); held != counted {
-			t.Fatalf("prune %d within bounds: held %d, was %d: it weighed", j.weighs, held, counted)
+			t.Fatalf("prune %d within bounds: held %d, was %d: it weighed", i, held, counted)
 		}
 	}
+	clk.advance(renewAfter)
 	_, err = j.Prune(roomy)
 	must(t, err)
 	if held, _ := j.Held(); held < 1<<20 {
