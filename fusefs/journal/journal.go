@@ -146,9 +146,8 @@ type Journal struct {
 	// a removal may go to a described entry (described.go).
 	nameMax   int
 	describes bool
-	// described: the described kept/ entries' names by seq (described.go),
-	// written under mu, read with no lock.
-	described sync.Map
+	// described: the described kept/ entries' names by seq (described.go).
+	described describedNames
 	// grown is signalled (never blocking) when the journal has grown
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}

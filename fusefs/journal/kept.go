@@ -342,8 +342,8 @@ func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
 // keptName is kept/'s name for change seq's kept version: the described
 // one where Remove or Open noted one, else kept/SEQ.
 func (j *Journal) keptName(seq uint64) string {
-	if v, ok := j.described.Load(seq); ok {
-		return v.(string)
+	if name, ok := j.described.Load(seq); ok {
+		return name
 	}
 	return keptEntry(seq)
 }

@@ -42,7 +42,8 @@
 //	            ├─ procinfo.Resolver.fdMu
 //	            ├─ procinfo.Resolver.mu
 //	            ├─ procinfo.Resolver.tablesMu
-//	            └─ journal.Journal.mu
+//	            ├─ journal.Journal.mu
+//	            └─ journal.describedNames.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
@@ -140,6 +141,10 @@ var (
 	// held across a record's pwrite and a segment's rotation, never across
 	// the group commit's fdatasync. A leaf: nothing is taken under it.
 	journalMu = class{name: "journal.Journal.mu", under: &madeOpMu, noGoFuse: true}
+	// journal.describedNames.mu: the described kept/ entries' names by
+	// seq; a map read or written, nothing else under it, and never taken
+	// under Journal.mu.
+	describedMu = class{name: "journal.describedNames.mu", under: &madeOpMu, noGoFuse: true}
 )
 
 // known are breaches of the order found in the code and not fixed yet,
@@ -183,6 +188,7 @@ type (
 	ResolverMu     struct{}
 	ResolverTabMu  struct{}
 	JournalMu      struct{}
+	DescribedMu    struct{}
 )
 
 func (Entry) class() *class          { return &entry }
@@ -212,3 +218,4 @@ func (ResolverFdMu) class() *class   { return &resolverFdMu }
 func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
 func (JournalMu) class() *class      { return &journalMu }
+func (DescribedMu) class() *class    { return &describedMu }
