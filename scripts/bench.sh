@@ -85,6 +85,9 @@ TIMED=${TIMED:-1}
 COUNTS=${COUNTS:-1}
 COUNT_SRC=${COUNT_SRC:-$SRC}
 COUNT_TARGETS=${COUNT_TARGETS:-native native_fsyncs realmfs realmfs_atomic loopback}
+if [ "$LOOPBACK" != 1 ]; then # no loopback built: none counted
+	COUNT_TARGETS=$(echo " $COUNT_TARGETS " | sed 's/ loopback / /')
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d "$BENCH_DIR/realm-bench.XXXXXX")
