@@ -282,11 +282,11 @@ func (j *Journal) noteKeptLocked(id ID, seq uint64) {
 		j.keptByseq = map[uint64]ID{}
 	}
 	j.keptByseq[seq] = id
-	var seqs []uint64
-	if v, ok := j.keptLinks.Load(id); ok {
-		seqs = v.([]uint64)
+	// Mostly the first link kept of id (a removal's): one walk of the
+	// map, not a Load and a Store (1.8 µs a removal in the profile).
+	if v, had := j.keptLinks.LoadOrStore(id, []uint64{seq}); had {
+		j.keptLinks.Store(id, append(slices.Clip(v.([]uint64)), seq))
 	}
-	j.keptLinks.Store(id, append(slices.Clip(seqs), seq))
 }
 
 // forgetKept notes that kept/<seq> is gone.
