@@ -305,9 +305,10 @@ func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
 const renewAfter = 10 * time.Minute
 
 // renewDue reports whether the next weighing renews every weight: the
-// first, and one renewAfter since the last. Under pruning.
+// first, and one renewAfter since the last, by the machine's monotonic
+// clock (not Options.Now, which stamps records). Under pruning.
 func (j *Journal) renewDue() bool {
-	return j.renewed.IsZero() || j.opts.Now().Sub(j.renewed) >= renewAfter
+	return j.renewed.IsZero() || time.Since(j.renewed) >= renewAfter
 }
 
 // weigh returns the segments, oldest first, each with its blocks and its
@@ -329,7 +330,7 @@ func (j *Journal) renewDue() bool {
 func (j *Journal) weigh() ([]pruneSeg, uint64, error) {
 	all := j.renewDue()
 	if all {
-		j.renewed = j.opts.Now()
+		j.renewed = time.Now()
 	}
 	j.mu.Lock()
 	if j.closed {
