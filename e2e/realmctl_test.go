@@ -123,7 +123,13 @@ func TestRealmctlSession(t *testing.T) {
 		base := rss("true")
 		big := rss("head", "-c", "1073741824", "/dev/zero")
 		t.Logf("max RSS: %d KiB for true, %d KiB for 1 GiB of output", base, big)
-		if big-base > 16*1024 {
+		// Bounded means not growing with the output: a capture kept
+		// whole would be 1 GiB. What does grow is the garbage the GC
+		// paces: the podman bindings' attach allocates a buffer for every
+		// frame larger than 1 KiB (containers.DemuxFrame). Measured over
+		// 22 CI runs: 6.6 to 16.3 MiB above true's, so the bound is twice
+		// the most seen, 1/32 of the output.
+		if big-base > 32*1024 {
 			t.Errorf("1 GiB of output grew realmctl by %d KiB (max RSS %d KiB vs %d KiB)", big-base, big, base)
 		}
 	})
