@@ -31,6 +31,14 @@ func WriteOut(fd int) error {
 	return ignoringEINTR(func() error { return unix.SyncFileRange(fd, 0, 0, all) })
 }
 
+// ReadRandomly tells the kernel that the file fd holds is read without
+// readahead (POSIX_FADV_RANDOM): each read brings in the pages it asks
+// for, as pages of their own, not the large folios readahead makes
+// (fusefs/journal's segments, which are appended to a line at a time).
+func ReadRandomly(fd int) error {
+	return ignoringEINTR(func() error { return unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) })
+}
+
 // Fallocate allocates (mode 0) or changes the blocks of the file fd holds
 // in [off, off+size), as fallocate(2) does.
 func Fallocate(fd int, mode uint32, off, size int64) error {

@@ -115,7 +115,10 @@ func parseSegment(data []byte) scan {
 }
 
 // readSegment reads segment num's first limit bytes (all of it: limit
-// < 0).
+// < 0), with no readahead: what readahead brings into the page cache are
+// large folios, which the appends to the last segment after a mount would
+// walk buffer by buffer (zeroPages), and the read asks for the whole
+// segment anyway.
 func readSegment(log int, num uint64, limit int64) ([]byte, error) {
 	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDONLY, 0)
 	if err != nil {
@@ -126,6 +129,7 @@ func readSegment(log int, num uint64, limit int64) ([]byte, error) {
 	if err := jdir.Regular(fd, "log/"+segmentName(num)); err != nil {
 		return nil, err
 	}
+	dirfd.ReadRandomly(fd) // advice: where it is refused, the read is as before
 	var r io.Reader = f
 	if limit >= 0 {
 		r = io.LimitReader(f, limit)
