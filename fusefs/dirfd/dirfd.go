@@ -478,15 +478,28 @@ func CopyXattrs(dst, src int, skip ...string) error {
 		}
 	}
 	if !slices.Contains(names, aclAccess) {
-		if err := Removexattr(dst, aclAccess); err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP) {
-			errs = append(errs, fmt.Errorf("%s inherited: %w", aclAccess, err))
-		}
+		errs = append(errs, dropInherited(dst, aclAccess))
 	}
 	return errors.Join(errs...)
 }
 
 // aclAccess is the attribute of a file's POSIX access ACL.
 const aclAccess = "system.posix_acl_access"
+
+// dropInherited removes attribute name from dst if dst holds it. It asks
+// first: a listing changes nothing, where a removal starts a transaction
+// of ext4's journal even when there is nothing to remove, and most
+// directories have no default ACL to give.
+func dropInherited(dst int, name string) error {
+	have, err := XattrNames(dst)
+	if err == nil && !slices.Contains(have, name) {
+		return nil
+	}
+	if err := Removexattr(dst, name); err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ENOTSUP) {
+		return fmt.Errorf("%s inherited: %w", name, err)
+	}
+	return nil
+}
 
 // copyXattr copies the attribute name of src to dst; one removed
 // meanwhile is no loss.

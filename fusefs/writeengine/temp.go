@@ -74,7 +74,7 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 		}
 	}
 	if g.cfg.AsRoot {
-		if err := dirfd.Chown(fd, int(st.Uid), int(st.Gid)); err != nil {
+		if err := chownTemp(fd, &st); err != nil {
 			return fail(err)
 		}
 	}
@@ -89,6 +89,21 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 	w.temp, w.tempName, w.tempQuiet = fd, name, quiet
 	w.m.TempMade()
 	return nil
+}
+
+// chownTemp gives the temp fd the owner of the file of st, where it has
+// another: a chown is a change (ext4 starts a transaction of its journal
+// for it), a stat is not, and a temp the daemon made mostly has the
+// file's owner already (a daemon running as the files' owner).
+func chownTemp(fd int, st *unix.Stat_t) error {
+	var tst unix.Stat_t
+	if err := dirfd.Fstat(fd, &tst); err != nil {
+		return err
+	}
+	if tst.Uid == st.Uid && tst.Gid == st.Gid {
+		return nil
+	}
+	return dirfd.Chown(fd, int(st.Uid), int(st.Gid))
 }
 
 // unquiet has the watcher see the temp's changes again, before the temp
