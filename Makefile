@@ -179,12 +179,13 @@ e2e: build
 # randomized tests at full length (TestModel 10,000 steps in 25
 # sequences, fsx 50,000 operations, the symlink adversary 60,000, 5,000
 # files a mount in TestManyFilesRoundTrip, 50 kills in each kill -9 loop,
-# TestCommitStress 300 rounds), and fuzzes every target for
+# TestCommitStress 300 rounds, 1 GiB of output in TestRealmctlSession),
+# and fuzzes every target for
 # 200,000 executions (make fuzz: 20,000). CI runs both (.ci/run).
 test: deps lint checks e2e image
 
 soak: deps build soak-checks
-	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 REALM_MANY_FILES=5000 REALM_KILL_ROUNDS=50 REALM_STRESS_ROUNDS=300 scripts/run-e2e.sh
+	REALM_E2E_RACE=1 REALM_MODEL_SEQS=25 REALM_FSX_OPS=50000 REALM_ADVERSARY_OPS=60000 REALM_MANY_FILES=5000 REALM_KILL_ROUNDS=50 REALM_STRESS_ROUNDS=300 REALM_OUTPUT_MIB=1024 scripts/run-e2e.sh
 	scripts/fuzz.sh 200000x
 
 bench: deps build
