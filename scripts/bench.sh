@@ -36,6 +36,11 @@
 #   JOURNAL=0         1 also measures a mount with -o journal=off (skipping
 #                     the big-file workloads), paired by round with
 #                     "realmfs": the journal's cost (docs/PERFORMANCE.md)
+#   CEILING=0         1 also measures a mount whose policy makes every file
+#                     coordinated (written in place: no temp, no commit at the
+#                     close; skipping the big-file workloads), paired by round
+#                     with "realmfs": the most a change of the write protocol
+#                     could save (docs/PERFORMANCE.md, the in-place ceiling)
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
@@ -76,6 +81,7 @@ PASSTHROUGH_OFF=${PASSTHROUGH_OFF:-1}
 GUARD_OFF=${GUARD_OFF:-1}
 CONTROL=${CONTROL:-0}
 JOURNAL=${JOURNAL:-0}
+CEILING=${CEILING:-0}
 LOOPBACK=${LOOPBACK:-1}
 NATIVE_FSYNCS=${NATIVE_FSYNCS:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
@@ -193,6 +199,13 @@ fi
 if [ "$JOURNAL" = 1 ]; then
 	names+=(realmfs_journal=off)
 	mount_realmfs realmfs_journal=off "$(join_opts ${REALMFS_OPTS:+$REALMFS_OPTS} journal=off)"
+fi
+if [ "$CEILING" = 1 ]; then
+	# Every file coordinated: written in place, as SQLite's are, with the
+	# guard and the journal as on "realmfs".
+	printf 'version: 1\ncoordinated:\n  paths: ["**/*"]\n' >"$work/inplace.yaml"
+	names+=(realmfs_inplace)
+	mount_realmfs realmfs_inplace "$REALMFS_OPTS" --policy "$work/inplace.yaml"
 fi
 if [ "$LOOPBACK" = 1 ]; then
 	mount_loopback loopback -q
@@ -312,6 +325,7 @@ role() {
 	realmfs_guard=off/write | realmfs_guard=off/readback | realmfs_guard=off/appends | realmfs_guard=off/sparse1) echo skip ;;
 	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
 	realmfs_journal=off/write | realmfs_journal=off/readback | realmfs_journal=off/appends | realmfs_journal=off/sparse1) echo skip ;;
+	realmfs_inplace/write | realmfs_inplace/readback | realmfs_inplace/appends | realmfs_inplace/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -585,6 +599,8 @@ pairs=()
 [ "$CONTROL" = 1 ] && pairs+=(realmfs/realmfs_again)
 [ "$CONTROL" = 1 ] && [ "$GUARD_OFF" = 1 ] && pairs+=(realmfs_again/realmfs_guard=off)
 [ "$JOURNAL" = 1 ] && pairs+=(realmfs/realmfs_journal=off)
+[ "$CEILING" = 1 ] && pairs+=(realmfs/realmfs_inplace)
+[ "$CEILING" = 1 ] && [ "$LOOPBACK" = 1 ] && pairs+=(realmfs_inplace/loopback)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 [ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
 # measured FILE PAIR...: the pairs A/B of which FILE has samples of both
@@ -609,6 +625,8 @@ if [ "$TIMED" = 1 ]; then
 		{ grep -P '\tloopback\t' "$cpus" || true; grep -vP '\tloopback\t' "$cpus" || true; } >"$cpus.sorted"
 		cpairs=()
 		[ "$LOOPBACK" = 1 ] && cpairs+=(realmfs/loopback)
+		[ "$CEILING" = 1 ] && [ "$LOOPBACK" = 1 ] && cpairs+=(realmfs_inplace/loopback)
+		[ "$CEILING" = 1 ] && cpairs+=(realmfs/realmfs_inplace)
 		mapfile -t cpairs < <(measured "$cpus.sorted" "${cpairs[@]}")
 		"$bt" report "$cpus.sorted" "${cpairs[@]}" | sed 's/_/ /g; s/ (s)/ (ms)/g'
 	fi
