@@ -228,17 +228,23 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		j.closeFds()
 		return nil, err
 	}
+	// Recovery may have held ends whose timer (flushEnds) writes them
+	// under mu while Open goes on: what that write reads is set under mu.
+	j.mu.Lock()
 	if j.flush.ordered {
 		j.carry = carry.New(int(j.lock.Fd()))
 	}
+	j.mu.Unlock()
 	segs, _, err := j.weigh() // what it holds, counted from here on
 	if err != nil {
 		j.closeFds()
 		return nil, err
 	}
 	j.measure(segs)
+	j.mu.Lock()
 	j.tallying = true
 	j.opts.Room = room
+	j.mu.Unlock()
 	return j, nil
 }
 
