@@ -34,13 +34,14 @@ const (
 	EvKilled
 	EvRenamed
 	EvRemoved
+	EvMadeReal
 	numEvents
 )
 
 var eventNames = [numEvents]string{"Open", "Truncated", "Release", "Released", "WriteRoute",
 	"PlaceChecked", "AppendedInPlace", "AppendsSynced", "TempMade", "TempGone", "TempWrite",
 	"TempWritten", "Changing", "TempChange", "ChangeDone", "Fail", "Commit", "Judge",
-	"Committed", "FlushStart", "Flush", "Killed", "Renamed", "Removed"}
+	"Committed", "FlushStart", "Flush", "Killed", "Renamed", "Removed", "MadeReal"}
 
 func (e Event) String() string {
 	if e < 0 || e >= numEvents {
@@ -84,6 +85,7 @@ Flush           -      =       =                =               =       =
 Killed          -      =       =                =               =       =
 Renamed         -      =       =                =               =       =
 Removed         -      =       =                =               =       =
+MadeReal        -      =       =                =               =       =
 `
 
 // stateSet is a set of states, one bit each.

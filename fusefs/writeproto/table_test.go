@@ -60,6 +60,8 @@ func fire(w *Write, ev Event, h *Handle, v int) {
 		w.Renamed()
 	case EvRemoved:
 		w.Removed()
+	case EvMadeReal:
+		w.MadeReal()
 	default:
 		panic("fire: " + ev.String())
 	}
@@ -122,6 +124,8 @@ func ready(w *Write, ev Event, h *Handle) {
 		h.routed = true
 	case EvFlush:
 		h.flushes = 1
+	case EvMadeReal:
+		w.unpublished = true
 	case EvTempWritten:
 		w.wrote = true
 	case EvChangeDone:

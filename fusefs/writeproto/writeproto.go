@@ -38,6 +38,14 @@
 // through the mount (or renamed another file over it), and the bytes go
 // with the old file, as natively (Judge answers DropGone). State reports it.
 //
+// Unpublished is another mark: the write made the file (Open.New) as its
+// temp alone, and the file's name is not in BACKING yet. Its first commit
+// publishes the temp at the name (Judge answers CommitPublish where the
+// name is free, Conflict where the host made it meanwhile); anything else
+// that reaches the file or its name first makes it real (MadeReal: the
+// empty file at the name, as a create made it), and the write goes on as
+// any other from there.
+//
 // The state table: for each event (a line) and state (a column), "-"
 // rejects the event there, "=" accepts it and leaves the state, a state's
 // name is the one it leads to, "a|b" the ones its arguments choose from.
@@ -67,6 +75,7 @@
 //	Killed          -      =       =                =               =       =
 //	Renamed         -      =       =                =               =       =
 //	Removed         -      =       =                =               =       =
+//	MadeReal        -      =       =                =               =       =
 //
 // Read off it, among others: no write's last handle goes (Released to
 // idle) with bytes uncommitted; a temp is made only where there is none;
@@ -88,8 +97,8 @@
 // last TempWrite, ChangeDone the last TempChange, AppendedInPlace the
 // handle's WriteRoute that said RouteInPlace, Flush the handle's
 // FlushStart that said true, Judge a StartSeal (not a StartRefuse),
-// Committed a Judge that said CommitRename or CommitInPlace. An event
-// that names a handle names one open in the write.
+// Committed a Judge that said CommitRename, CommitInPlace or
+// CommitPublish. An event that names a handle names one open in the write.
 //
 // The commit points: the opener's last FLUSH of a writing handle (close
 // returns the commit's error), fsync(2), a truncate(2) by name, and the
@@ -128,6 +137,11 @@ type Open struct {
 	// Fresh: the file was empty, as the owner saw it, at the open (before
 	// its O_TRUNC): a writer killed through it tears nothing old.
 	Fresh bool
+	// New: the open made the file as its temp alone, not yet at its name
+	// (the write is unpublished). It comes with Truncate: the open makes
+	// the temp (TempMade, then Truncated), so that even a close with
+	// nothing written commits, and publishes the file.
+	New bool
 	// Opener is the process that opened it, and Kind what a scan of that
 	// process's descriptors can tell of the open (its access mode and
 	// O_APPEND): two handles of one opener and one kind are told apart by
@@ -226,6 +240,9 @@ type Write struct {
 	// Answers owed: wrote, a TempWrite (TempWritten may come); changing, a
 	// TempChange (ChangeDone may come).
 	wrote, changing bool
+	// unpublished: the file is the temp alone, its name not yet in
+	// BACKING (Open.New); touched: a write or change went into that temp.
+	unpublished, touched bool
 }
 
 // State is w's state.
@@ -252,6 +269,15 @@ func (w *Write) Dirty() bool { return w.st == Pending || w.st == Failed }
 // IsGone reports whether the owner removed the file's name through the mount.
 func (w *Write) IsGone() bool { return w.gone }
 
+// Unpublished reports whether the file is still the write's temp alone,
+// its name not yet in BACKING (Open.New).
+func (w *Write) Unpublished() bool { return w.unpublished }
+
+// Touched reports whether a write or change went into the temp of an
+// unpublished file: one made real untouched drops its (empty) temp, and
+// the owner reads the real file.
+func (w *Write) Touched() bool { return w.touched }
+
 // Failure is the error of a write into the temp that failed (or of the
 // rebase that left the write stale), 0 if none.
 func (w *Write) Failure() syscall.Errno {
@@ -270,8 +296,11 @@ func (w *Write) Failure() syscall.Errno {
 func (w *Write) Open(o Open) *Handle {
 	next := w.st
 	if w.st == Idle {
-		*w = Write{OnViolation: w.OnViolation, err: w.err, ids: w.ids}
+		*w = Write{OnViolation: w.OnViolation, err: w.err, ids: w.ids, unpublished: o.New}
 		next = Clean
+	}
+	if o.New && (!o.Truncate || next != Clean || w.st != Idle) {
+		w.violated(EvOpen, nil, "a new file's open comes first, with Truncate")
 	}
 	w.ids++
 	h := &Handle{open: o, w: w, id: w.ids, live: true}
@@ -321,12 +350,13 @@ func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 	// A RELEASE proves that no descriptor of h is left, whatever its
 	// FLUSHes could tell (a close at exit, whose fd table is gone, tells
 	// nothing): a conflicting open waits for the commit it may start
-	// (fsyncs: past releaseGrace under load), not the grace alone.
+	// (fsyncs: past locks.ReleaseGrace under load), not the grace alone.
 	h.markClosing()
 	switch {
 	case len(w.hs) != 1:
 		return ReleaseNone
-	case !flushed && h.open.Truncate && !h.changed:
+	case !flushed && h.open.Truncate && !h.changed && !w.unpublished:
+		// (An unpublished file is published, empty, as a create makes it.)
 		return ReleaseDropTruncate
 	}
 	return ReleaseCommit
@@ -470,7 +500,7 @@ func (w *Write) TempGone() {
 // at its end if it appends.
 func (w *Write) TempWrite(h *Handle, appends bool) {
 	w.step(EvTempWrite, h, w.st)
-	w.wrote = true
+	w.wrote, w.touched = true, true
 	w.overwrites = w.overwrites || !appends
 	w.join(h)
 }
@@ -516,7 +546,7 @@ func (w *Write) Changing(h *Handle) {
 // append at its end: its old bytes may be half rewritten.
 func (w *Write) TempChange() {
 	w.step(EvTempChange, nil, w.st)
-	w.changing = true
+	w.changing, w.touched = true, true
 	w.overwrites = true
 }
 
@@ -615,6 +645,9 @@ const (
 	CommitInPlace
 	// CommitRename: rename the temp over the file (and move the lock).
 	CommitRename
+	// CommitPublish: the file is unpublished and its name free: rename
+	// the temp to it, never over anything (RENAME_NOREPLACE).
+	CommitPublish
 )
 
 // Judge: the sealed temp meets the file's name (what it leads to now, and
@@ -623,6 +656,9 @@ const (
 func (w *Write) Judge(now Name, links uint64) Verdict {
 	w.step(EvJudge, nil, w.st)
 	v := judge(w.gone, now, links)
+	if w.unpublished {
+		v = judgeNew(w.gone, now)
+	}
 	if x := w.within(committing); x != nil {
 		if x.refused || x.verdict >= 0 {
 			w.violated(EvJudge, nil, "the commit began refused, or was judged already")
@@ -650,15 +686,44 @@ func judge(gone bool, now Name, links uint64) Verdict {
 	return CommitRename
 }
 
-// Committed: the temp is the file now (renamed over it, or copied in).
+// judgeNew is Judge's verdict for an unpublished file: its name is
+// expected free; one the host made meanwhile keeps the bytes as a
+// conflict copy, as a change behind the mount does.
+func judgeNew(gone bool, now Name) Verdict {
+	switch {
+	case gone:
+		return DropGone
+	case now == NameMissing:
+		return CommitPublish
+	case now == NameUnknown:
+		return FailCommit
+	}
+	return Conflict
+}
+
+// Committed: the temp is the file now (renamed over it, copied in, or
+// published at the name).
 func (w *Write) Committed() {
 	x := w.within(committing)
-	if x != nil && x.verdict != CommitRename && x.verdict != CommitInPlace {
-		w.violated(EvCommitted, nil, "no Judge of the commit said CommitRename or CommitInPlace")
+	if x != nil && x.verdict != CommitRename && x.verdict != CommitInPlace && x.verdict != CommitPublish {
+		w.violated(EvCommitted, nil, "no Judge of the commit said CommitRename, CommitInPlace or CommitPublish")
 	}
 	w.step(EvCommitted, nil, Clean)
 	w.end(committing)
 	w.failed, w.wrote, w.changing = 0, false, false
+	w.unpublished = false
+}
+
+// MadeReal: something other than the write's own handles reached the
+// unpublished file or its name, and the caller made the empty file at the
+// name (as a create makes it) and moved the write onto it: the temp holds
+// the owner's changes to it from here on, as any write's does.
+func (w *Write) MadeReal() {
+	w.step(EvMadeReal, nil, w.st)
+	if !w.unpublished {
+		w.violated(EvMadeReal, nil, "the file is published already")
+	}
+	w.unpublished = false
 }
 
 // --- close ---
@@ -853,7 +918,7 @@ func (v Verdict) String() string {
 	if v < 0 {
 		return "nothing"
 	}
-	return [...]string{"drop-gone", "drop-unlinked", "fail", "conflict", "commit-in-place", "commit-rename"}[v]
+	return [...]string{"drop-gone", "drop-unlinked", "fail", "conflict", "commit-in-place", "commit-rename", "commit-publish"}[v]
 }
 
 func (s Start) String() string { return [...]string{"nothing", "seal", "refuse"}[s] }
