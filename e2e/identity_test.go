@@ -89,7 +89,9 @@ const plantRounds = 200
 // and renames it to .docker, for plantRounds rounds each: BACKING's
 // .docker/config.json never holds what was planted (the rename is judged
 // against what dN holds at that moment, and a plant after it is judged at
-// its new place), and every refusal the loops met has its audit line.
+// its new place), and every refusal the loops met has its audit line (a
+// created file's name is published at its close, which a rename of its
+// directory in between refuses there: close(2) returns it).
 // Before, the first rounds planted it (the link, or an empty create),
 // with no audit line.
 func TestIdentityPlantRace(t *testing.T) {
@@ -105,7 +107,15 @@ func TestIdentityPlantRace(t *testing.T) {
 		plant func(p string) error
 	}{
 		{"link", func(p string) error { return unix.Link(m.Path("evil.json"), p) }},
-		{"create", func(p string) error { return closeFd(unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)) }},
+		// A create made while its directory is renamed to .docker is
+		// refused where its close publishes it there: close(2) says so.
+		{"create", func(p string) error {
+			fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				return err
+			}
+			return unix.Close(fd)
+		}},
 	}
 	refused := 0
 	for _, pl := range plants {

@@ -114,6 +114,10 @@ func (h engineHost) Replaced(nodes []*Node, stoodFor locks.Key, old, new writeen
 	f.guard.Made.Carry(old, new, st)
 }
 
+// Published forgets an unpublished file (unpublished.go): its name is
+// BACKING's to answer for again.
+func (h engineHost) Published(node, _ *Node, _ string) { h.f.unpublished.Remove(node) }
+
 // NotifyEntry and NotifyInode queue invalidations for the kernel.
 func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.Entry(dir.EmbeddedInode(), name) }
 func (h engineHost) NotifyInode(n *Node)                { h.f.notify.Inode(n.EmbeddedInode()) }
@@ -148,4 +152,15 @@ func (h engineHost) KeptLinks(dev, ino uint64) uint32 { return h.f.journal.KeptL
 func (h engineHost) JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (func(error), syscall.Errno) {
 	rec := journal.Record{Owner: string(owner), Op: op, Path: rel, Before: journal.ObjectOf(before), After: after}
 	return h.f.journal.Commit(ctx, rec, keep)
+}
+
+// JournalCreate is the journal's intent of a create that publishes a file
+// or makes it real (writeengine.Journal): see there.
+func (h engineHost) JournalCreate(ctx context.Context, owner locks.Owner, rel string) (func(error, *journal.ID), syscall.Errno) {
+	j := &h.f.journal
+	c, errno := j.Begin(ctx, "create", rel, j.Record(ctx, owner, journal.OpCreate, rel), journal.NoKeep)
+	if c == nil {
+		return nil, errno
+	}
+	return func(err error, made *journal.ID) { j.End(c, err, made) }, 0
 }

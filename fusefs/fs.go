@@ -43,11 +43,13 @@ import (
 	"github.com/realm-dev/realm/fusefs/inodes"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/journaling"
+	"github.com/realm-dev/realm/fusefs/kernelcache"
 	"github.com/realm-dev/realm/fusefs/kernelnotify"
 	"github.com/realm-dev/realm/fusefs/nameops"
 	"github.com/realm-dev/realm/fusefs/reclock"
 	"github.com/realm-dev/realm/fusefs/requestnotes"
 	"github.com/realm-dev/realm/fusefs/templive"
+	"github.com/realm-dev/realm/fusefs/unpublished"
 	"github.com/realm-dev/realm/fusefs/watch"
 	"github.com/realm-dev/realm/fusefs/writeengine"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -184,6 +186,9 @@ type FS struct {
 	// engine keeps the owners' writes in progress, their temps and the
 	// files a rename is moving (writeengine, enginehost.go).
 	engine *writeengine.Engine[*Node]
+	// unpublished are the created files whose names are not in BACKING
+	// yet (unpublished.go).
+	unpublished unpublished.Table[*Node]
 	// nameOps makes the changes of names, once a node has prepared the
 	// name's directory (fusefs/nameops; ops.go).
 	nameOps nameops.Ops[*Node]
@@ -290,7 +295,7 @@ func NewAt(root int, backing string, opts Options) (*FS, error) {
 	fsys.gate = admit.Gate{
 		Guard: &fsys.guard, Audit: opts.Audit, ReadOnly: opts.ReadOnly, ChownToCaller: opts.ChownToCaller,
 		Names:    guard.NameLocks{Table: fsys.writeLocks, CommitMu: &fsys.commitMu},
-		Patience: patience, Fds: &fsys.fds, Owner: fsys.owner, Umasks: &fsys.umasks,
+		Patience: locks.PatienceNow, Fds: &fsys.fds, Owner: fsys.owner, Umasks: &fsys.umasks,
 		RootFd: fd, Boundary: boundary, Hidden: hiddenName, IsOwnTemp: fsys.engine.IsOwnTemp,
 	}
 	fsys.nameOps = nameops.Ops[*Node]{
@@ -351,81 +356,27 @@ func (f *FS) RootStableAttr() *fs.StableAttr {
 	return &fs.StableAttr{Mode: syscall.S_IFDIR, Ino: f.root.ino}
 }
 
-// CacheTimeouts are how long the kernel keeps a name (Entry), a file's
-// attributes (Attr) and the absence of a name (Negative) without asking the
-// daemon again. They trade freshness for round trips: a change made in the
-// backing dir behind the mount's back shows after at most that long. No
-// check depends on them: every open, readlink and change still reaches the
-// guard, and every node is verified against the object it expects.
-type CacheTimeouts struct {
-	Entry, Attr, Negative time.Duration
-}
+// CacheTimeouts are how long the kernel keeps names, attributes and the
+// absence of names (kernelcache.Timeouts); DefaultCache and WatchedCache
+// the defaults of an unwatched and a watched BACKING.
+type CacheTimeouts = kernelcache.Timeouts
 
-// DefaultCache is the kernel cache of a mount whose BACKING is not watched:
-// go-fuse's and libfuse's one second, and no negative entries, so a file
-// created in the backing dir is seen at once.
-var DefaultCache = CacheTimeouts{Entry: time.Second, Attr: time.Second}
-
-// WatchedCache is the kernel cache of a mount whose BACKING is watched:
-// changes made behind the mount reach the kernel as invalidations (see
-// watch.go), so names, attributes and the absence of names are kept for a
-// minute, and a stat storm or a git status runs from the kernel's cache.
-var WatchedCache = CacheTimeouts{Entry: time.Minute, Attr: time.Minute, Negative: time.Minute}
+var (
+	DefaultCache = kernelcache.Default
+	WatchedCache = kernelcache.Watched
+)
 
 // CacheInEffect is the kernel cache the mount uses: the default for how
 // BACKING is watched, with the Options' fields that are set.
 func (f *FS) CacheInEffect() CacheTimeouts {
-	c := DefaultCache
-	if f.watch != nil {
-		c = WatchedCache
-	}
-	if o := f.opts.Cache; o != nil {
-		if o.Entry >= 0 {
-			c.Entry = o.Entry
-		}
-		if o.Attr >= 0 {
-			c.Attr = o.Attr
-		}
-		if o.Negative >= 0 {
-			c.Negative = o.Negative
-		}
-	}
-	return c
+	return kernelcache.InEffect(f.watch != nil, f.opts.Cache)
 }
 
 // MountOptions returns the go-fuse options realm mounts with.
 func (f *FS) MountOptions(mo fuse.MountOptions) *fs.Options {
 	c := f.CacheInEffect()
 	entry, attr, neg := c.Entry, c.Attr, c.Negative
-	mo.EnableLocks = true
-	// Access ACLs in BACKING are enforced by the kernel, as by the backing
-	// filesystem: with mode bits alone (default_permissions), a user an
-	// ACL denies could read the file through the mount, and one it grants
-	// could not. The kernel asks for system.posix_acl_* and caches them.
-	mo.EnableAcl = true
-	// The caller's umask reaches the daemon unapplied, which applies it
-	// or the parent's default ACL as the kernel would natively
-	// (admit.Gate.NewMode).
-	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
-	// Write handles use direct I/O; shared mmap of them must still work.
-	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
-	// O_TRUNC arrives with the open, so the temp starts empty instead of
-	// being copied from the file and then truncated.
-	mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
-	// The daemon drops set-user-ID, set-group-ID and capabilities on a
-	// change of content itself (writeengine: ensureTemp), so the kernel need not ask for
-	// security.capability before every write.
-	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
-	if mo.MaxWrite == 0 {
-		mo.MaxWrite = 1 << 20
-	}
-	if !f.opts.Passthrough {
-		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
-	}
-	// Every open must reach the guard: never offer the kernel to skip
-	// OPEN and OPENDIR (openErrno keeps the daemon from answering ENOSYS,
-	// which would make it skip them anyway).
-	mo.DisabledCapabilities |= fuse.CAP_NO_OPEN_SUPPORT | fuse.CAP_NO_OPENDIR_SUPPORT
+	mo = kernelcache.Capabilities(mo, f.opts.Passthrough)
 	// Attribute timeouts are the nodes' own (Node.attrValid): go-fuse
 	// would turn a zero one, which a node in flux needs, into the default.
 	f.attrTimeout = attr

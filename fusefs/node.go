@@ -172,6 +172,11 @@ func (n *Node) OnForget() {
 // there, and natively such a call never misses it). The parent's fd is
 // pinned until the caller calls done (always, also on error).
 func (n *Node) parentFd(ctx context.Context) (pfd int, name string, pn *Node, done func(), errno syscall.Errno) {
+	// A request of n's own reaches its file: an unpublished one is made
+	// real first (unpublished.go). The caller holds no realm lock.
+	if errno := n.fsys.contactNode(ctx, n); errno != 0 {
+		return -1, "", nil, noUnpin, errno
+	}
 	lockorder.GoFuse("Inode.Parent")
 	name, parent := n.Parent()
 	pn = asNode(parent)
@@ -305,6 +310,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if hiddenName(name) {
 		return nil, syscall.ENOENT
 	}
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, errno
+	}
 	pfd, done, errno := n.dirFd(ctx)
 	defer done()
 	if errno != 0 {
@@ -375,6 +383,9 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 			return errno
 		}
 		return dirfd.Errno(dirfd.Fstat(fd, st))
+	}
+	if errno, ok := n.fsys.ownUnpublished(ctx, n, st); ok {
+		return errno // its owner's view, as its handle shows it
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
 	defer done()

@@ -127,6 +127,10 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if errno := n.fsys.gate.AdmitOpen(ctx, "", "opendir", n, "", false); errno != 0 {
 		return nil, 0, errno // the owner holds its bound of handles (admit.Gate.AdmitOpen)
 	}
+	// A listing shows every name: the unpublished ones made real first.
+	if errno := n.fsys.contactDir(ctx, n, false); errno != 0 {
+		return nil, 0, openErrno(errno)
+	}
 	pfd, done, errno := n.dirFd(ctx)
 	if errno != 0 {
 		return nil, 0, openErrno(errno)

@@ -40,7 +40,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // open is Open for the kernel (forKernel) or for the daemon's own use (op
 // "truncate": a truncate(2) by name), whose handle the kernel never sees.
 // Its refusals are audited as op. A write open that meets another owner's
-// lock waits for a release on its way (releaseWait: only for holds whose
+// lock waits for a release on its way (locks.ReleaseWait: only for holds whose
 // opener has closed them), and one that met the file just as a commit
 // replaced it opens the new file.
 func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool) (fs.FileHandle, uint32, syscall.Errno) {
@@ -48,7 +48,7 @@ func (n *Node) open(ctx context.Context, op string, flags uint32, forKernel bool
 	if f.opts.ReadOnly && writeengine.WriteFlags(flags) {
 		return nil, 0, syscall.EROFS
 	}
-	p := patience()
+	p := locks.PatienceNow()
 	for {
 		fh, fuseFlags, errno, again := n.openOnce(ctx, op, flags, forKernel, p)
 		if !again {
@@ -100,7 +100,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 	var lockErr error
 	inPlace := err == nil && id == identitySame && coordinated && f.inPlaceFile(&st)
 	if err == nil && id == identitySame && write && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !inPlace {
-		lease, lockErr = f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, lockMode(flags))
+		lease, lockErr = f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, locks.ModeFor(flags))
 		if lockErr == nil {
 			lease.Shared().NoteOpener(caller(ctx).Pid)
 		}
@@ -117,7 +117,7 @@ func (n *Node) openOnce(ctx context.Context, op string, flags uint32, forKernel 
 		dirfd.Close(fd)
 		// Only holds whose RELEASE is on its way are waited for, and
 		// the lock is tried again, under commitMu, once one went.
-		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, lockMode(flags), p) {
+		if f.writeLocks.WaitConflict(ctx, locks.KeyOf(&st), owner, locks.ModeFor(flags), p) {
 			return nil, 0, 0, true
 		}
 		holder, _ := f.writeLocks.OtherHolder(locks.KeyOf(&st), owner)
@@ -212,6 +212,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	owner := f.owner(ctx) // once: each resolution polls the caller's pidfd
 	if errno := f.gate.AdmitOpen(ctx, owner, "create", n, name, true); errno != 0 {
 		return nil, nil, 0, errno
+	}
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	if child, fh, fuseFlags, errno, handled := f.createNew(ctx, n, owner, name, flags, mode, out); handled {
+		return child, fh, fuseFlags, openErrno(errno)
 	}
 	var st unix.Stat_t
 	pfd, fd, gen, done, errno := n.createFile(ctx, owner, name, mode, &st)
@@ -410,7 +416,7 @@ func (n *Node) openShared(ctx context.Context, owner locks.Owner, lease *locks.L
 		// A reader of the owner's write takes the weakest hold.
 		mode := locks.Append
 		if writeengine.WriteFlags(flags) {
-			mode = lockMode(flags)
+			mode = locks.ModeFor(flags)
 		}
 		if lease, err = f.acquire(ctx, locks.KeyOf(st), owner, mode); err != nil {
 			dirfd.Close(base)
@@ -445,9 +451,9 @@ func (n *Node) ownChange(apply func(temp int) error) {
 }
 
 // acquire takes the lock on n for owner in mode, waiting for a release
-// that is on its way (releaseWait).
+// that is on its way (locks.ReleaseWait).
 func (f *FS) acquire(ctx context.Context, key locks.Key, owner locks.Owner, mode locks.Mode) (*locks.Lease, error) {
-	return f.writeLocks.AcquireWait(ctx, key, owner, mode, patience())
+	return f.writeLocks.AcquireWait(ctx, key, owner, mode, locks.PatienceNow())
 }
 
 // ownWrite returns, locked, the caller's own write in progress on the file
@@ -483,39 +489,4 @@ func (f *FS) inPlaceFile(st *unix.Stat_t) bool {
 func (f *FS) writing(key locks.Key) bool {
 	_, held := f.writeLocks.Holder(key)
 	return held
-}
-
-// A write open's way to the owner's write in progress (the write engine,
-// writeengine): the lock it takes, and the handle it makes over the write.
-
-// How long a conflicting open (or rename, unlink, metadata change) waits
-// for another owner's release. The kernel sends RELEASE after close(2)
-// has returned, so a sequential writer's next step would meet the lock
-// its last one let go of. A hold whose opener closed its last descriptor
-// is closing (writeproto), and a conflicting call waits for it to be
-// released, woken by the release (locks.AcquireWait), up to releaseWait:
-// a bound for a hold whose RELEASE does not come (one the daemon took for
-// closed while a descriptor of it lives on: a forked child's, or a dup
-// beside an idle write handle), never reached by load. A hold not known
-// to be closing is waited for only releaseGrace (a close the daemon
-// could not judge, by another process than the opener), then EBUSY.
-const (
-	releaseWait  = 2 * time.Second
-	releaseGrace = 250 * time.Millisecond
-)
-
-// patience is the wait of a conflicting call that starts now.
-func patience() locks.Patience {
-	now := time.Now()
-	return locks.Patience{Closing: now.Add(releaseWait), Grace: now.Add(releaseGrace)}
-}
-
-// lockMode is the lock an open with flags takes: an append without
-// O_TRUNC shares the file with other owners' appends (they go into the
-// file in place, each whole); every other write excludes other owners.
-func lockMode(flags uint32) locks.Mode {
-	if flags&syscall.O_APPEND != 0 && flags&syscall.O_TRUNC == 0 {
-		return locks.Append
-	}
-	return locks.Write
 }

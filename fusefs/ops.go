@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
 	"syscall"
 
@@ -113,6 +114,9 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if h := n.fsys.opts.BeforeMkdir; h != nil {
 		h(name)
 	}
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, errno
+	}
 	defer n.fsys.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "mkdir", name, guard.MakesDir)
 	defer done()
@@ -136,6 +140,9 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // the device for any host process allowed to open it.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, errno
+	}
 	defer n.fsys.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "mknod", name, guard.Makes)
 	defer done()
@@ -159,6 +166,9 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	defer n.enter()()
 	f := n.fsys
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, errno
+	}
 	defer f.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "symlink", name, guard.Makes)
 	defer done()
@@ -180,6 +190,16 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	// The source's checks wait for the mount-time scan (guard.IDs.Has):
 	// not under nsMu.
 	n.fsys.guard.WaitScan()
+	// The name, and the source (whose openPath comes under nsMu): real
+	// before nsMu is taken.
+	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
+		return nil, errno
+	}
+	if tn, ok := target.(*Node); ok {
+		if errno := n.fsys.contactNode(ctx, tn); errno != 0 {
+			return nil, errno
+		}
+	}
 	in, linked, errno := n.link(ctx, target, name, out)
 	if linked != nil {
 		// Not under nsMu either: a write's entry lock is taken above it
@@ -239,6 +259,11 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // (nameops.DirPath): one readlink less.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
+	// An rmdir meets the names of the directory it removes, which are
+	// not n's.
+	if errno := cmp.Or(n.fsys.contactName(ctx, n, name), n.fsys.contactDir(ctx, n, flags&unix.AT_REMOVEDIR != 0)); errno != 0 {
+		return errno
+	}
 	gen := n.fsys.nameOps.PathGen()
 	pfd, dir, known, done, errno := n.prepareWhere(ctx, op, name, guard.Removes)
 	defer done()
@@ -261,6 +286,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if np != n {
 		defer np.enter()()
+	}
+	// Either name, and any name in a directory it moves: every
+	// unpublished file is made real first.
+	if errno := n.fsys.contactDir(ctx, n, true); errno != 0 {
+		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, guard.MovesFrom)

@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -164,4 +165,36 @@ func (t *Table) sleep(ctx context.Context, ch <-chan struct{}, deadline <-chan t
 	t.waiters--
 	t.mu.Unlock()
 	return err
+}
+
+// How long a conflicting open (or rename, unlink, metadata change) waits
+// for another owner's release. The kernel sends RELEASE after close(2)
+// has returned, so a sequential writer's next step would meet the lock
+// its last one let go of. A hold whose opener closed its last descriptor
+// is closing (fusefs/writeproto), and a conflicting call waits for it to
+// be released, woken by the release (AcquireWait), up to ReleaseWait: a
+// bound for a hold whose RELEASE does not come (one the daemon took for
+// closed while a descriptor of it lives on: a forked child's, or a dup
+// beside an idle write handle), never reached by load. A hold not known
+// to be closing is waited for only ReleaseGrace (a close the daemon
+// could not judge, by another process than the opener), then EBUSY.
+const (
+	ReleaseWait  = 2 * time.Second
+	ReleaseGrace = 250 * time.Millisecond
+)
+
+// PatienceNow is the wait of a conflicting call that starts now.
+func PatienceNow() Patience {
+	now := time.Now()
+	return Patience{Closing: now.Add(ReleaseWait), Grace: now.Add(ReleaseGrace)}
+}
+
+// ModeFor is the lock an open with flags takes: an append without
+// O_TRUNC shares the file with other owners' appends (they go into the
+// file in place, each whole); every other write excludes other owners.
+func ModeFor(flags uint32) Mode {
+	if flags&syscall.O_APPEND != 0 && flags&syscall.O_TRUNC == 0 {
+		return Append
+	}
+	return Write
 }

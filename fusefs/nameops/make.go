@@ -2,6 +2,7 @@ package nameops
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -128,6 +129,45 @@ func (o *Ops[N]) Create(ctx context.Context, owner locks.Owner, dir N, pfd int, 
 		return -1, 0, errno
 	}
 	o.Gate.Guard.MadeNew(rel, st, gen)
+	return fd, gen, 0
+}
+
+// CreateTemp makes the file a create of name in dir (fd pfd, prepared;
+// rel: the name's workspace path) makes, as the hidden temp tempName
+// alone (a name the write engine gave out: writeengine
+// Engine.NewTempName): of the caller's mode as the kernel would make it
+// natively, given to the caller, as Create makes it. The name stays free
+// in BACKING until the write's first commit publishes the temp there (or
+// a request reaching it first makes it real), which records the create
+// in the journal. It returns the temp's fd (read-write) and generation;
+// st is its stat. EEXIST: name exists in BACKING.
+func (o *Ops[N]) CreateTemp(ctx context.Context, dir N, pfd int, rel, name, tempName string, mode uint32, st *unix.Stat_t) (fd int, gen uint64, _ syscall.Errno) {
+	perm := o.Gate.NewMode(ctx, "create", dir, pfd, name, syscall.S_IFREG, mode)
+	if errno := o.takeInode(ctx, "create", rel); errno != 0 {
+		return -1, 0, errno
+	}
+	var at unix.Stat_t
+	switch err := dirfd.Lstat(pfd, name, &at); {
+	case err == nil:
+		return -1, 0, syscall.EEXIST
+	case !errors.Is(err, unix.ENOENT):
+		return -1, 0, dirfd.Errno(err)
+	}
+	fd, err := dirfd.Open(pfd, tempName, unix.O_RDWR|unix.O_CREAT, perm)
+	if err != nil {
+		return -1, 0, dirfd.Errno(err)
+	}
+	if errno := o.Gate.Claim(ctx, pfd, fd); errno != 0 {
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, tempName, 0)
+		return -1, 0, errno
+	}
+	gen, errno := statNew(fd, st)
+	if errno != 0 {
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, tempName, 0)
+		return -1, 0, errno
+	}
 	return fd, gen, 0
 }
 

@@ -87,6 +87,14 @@ func (w *Write[N]) replacesEmpty() bool {
 	return writeproto.ReplacesEmpty(w.observed.Size, w.links(&w.observed))
 }
 
+// emptyOrdered reports whether the commit replaces an empty file on a
+// filesystem that writes a renamed file's data before the rename
+// (syncPlan). A publish renames onto a free name, which ext4 orders
+// nothing before: its temp is synced as any durable commit's.
+func (w *Write[N]) emptyOrdered() bool {
+	return !w.m.Unpublished() && w.replacesEmpty() && w.eng.ordersRenames()
+}
+
 // links is st's link count in the workspace: the journal's kept links
 // left out.
 func (w *Write[N]) links(st *unix.Stat_t) uint64 {
@@ -242,7 +250,7 @@ func sameFile(a, b *unix.Stat_t) bool {
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	g := w.eng
-	syncTemp, syncDir := syncPlan(durable, g.cfg.Durability, w.replacesEmpty() && g.ordersRenames())
+	syncTemp, syncDir := syncPlan(durable, g.cfg.Durability, w.emptyOrdered())
 	durable = durable || g.cfg.Durability == DurabilityFull
 	switch w.m.Commit() {
 	case writeproto.StartNothing:
@@ -256,18 +264,7 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		return w.fail(ctx, stage, err), false
 	}
 	var now unix.Stat_t
-	var lookErr error
-	name := writeproto.NameSame
-	if !w.m.IsGone() {
-		switch lookErr = dirfd.Lstat(w.fileDir, w.fileName, &now); {
-		case errors.Is(lookErr, unix.ENOENT):
-			name = writeproto.NameMissing
-		case lookErr != nil:
-			name = writeproto.NameUnknown
-		case !sameFile(&now, &w.observed):
-			name = writeproto.NameChanged
-		}
-	}
+	name, lookErr := w.look(&now)
 	verdict := w.m.Judge(name, uint64(w.links(&now)))
 	switch verdict {
 	case writeproto.DropGone:
@@ -305,6 +302,9 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		w.dropTemp() // moved to a protected path since opened: never lands there
 		return errno, false
 	}
+	if verdict == writeproto.CommitPublish {
+		return w.commitNew(ctx, unlock, syncDir)
+	}
 	// The journal's intent, with the old file kept by link, before the
 	// rename (outside LockCommit: it may wait for an fdatasync). The link
 	// moves the old file's ctime and nlink: after the verdict, which
@@ -337,6 +337,24 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		w.xattrsLost = nil
 	}
 	return w.settle(ctx, syncDir, &st), true
+}
+
+// look is what the file's name leads to at a commit (now: its stat), for
+// writeproto.Write.Judge; nothing is looked at once the owner removed
+// the name through the mount (gone), and lookErr is why a look failed.
+func (w *Write[N]) look(now *unix.Stat_t) (name writeproto.Name, lookErr error) {
+	if w.m.IsGone() {
+		return writeproto.NameSame, nil
+	}
+	switch lookErr = dirfd.Lstat(w.fileDir, w.fileName, now); {
+	case errors.Is(lookErr, unix.ENOENT):
+		return writeproto.NameMissing, lookErr
+	case lookErr != nil:
+		return writeproto.NameUnknown, lookErr
+	case !sameFile(now, &w.observed):
+		return writeproto.NameChanged, nil
+	}
+	return writeproto.NameSame, nil
 }
 
 // tempStat is the temp's stat and generation, taken once a commit, sealed
@@ -565,6 +583,9 @@ func (w *Write[N]) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
 // file as it is), and leaves the file as that process made it.
 func (w *Write[N]) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno {
 	g := w.eng
+	if w.m.Unpublished() {
+		return w.conflictNew(ctx) // the name is the host's: no file of the write's to rebase on
+	}
 	if copyName, err := w.keepCopy("conflict"); err != nil {
 		g.host.Logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
 		w.dropTemp()
@@ -727,6 +748,7 @@ func (w *Write[N]) killed(ctx context.Context, h *writeproto.Handle, sig int, ti
 			w.dropTemp()
 			return
 		}
+		w.vanish() // a file not yet published has no old content: the copy is all of it
 		g.host.Logf("%s: not committed: its writer (thread %d) was %s before it closed the file; the file keeps its old content, the new bytes are kept as %s", w.place(), tid, how, name)
 		g.writerKilled(ctx, w.place(), errcode.WriterKilledRecovered, how+"; kept as "+name)
 	}

@@ -66,6 +66,12 @@ type Journal interface {
 	// the change: the journal could not record it (the host audited and
 	// logged it).
 	JournalChange(ctx context.Context, op journal.Op, owner locks.Owner, rel string, before *unix.Stat_t, after *journal.ID, keep int) (end func(error), errno syscall.Errno)
+	// JournalCreate appends the intent of a create of the file at rel by
+	// owner: an unpublished file published, or made real (newfile.go).
+	// end, called once with the change's error and the file made, appends
+	// its end; nil when the mount keeps no journal. As JournalChange
+	// otherwise.
+	JournalCreate(ctx context.Context, owner locks.Owner, rel string) (end func(err error, made *journal.ID), errno syscall.Errno)
 }
 
 // Reporter is the daemon's log and audit trail.
@@ -118,6 +124,11 @@ type Identity[N comparable] interface {
 	// ones skipped) that stood for the file keyed stoodFor now stands for
 	// new, and the mount's records of old follow it.
 	Replaced(nodes []N, stoodFor locks.Key, old, new FileID, st *unix.Stat_t)
+	// Published is called once the unpublished file node stands for, to
+	// be named name in dir, is published, made real or gone
+	// (newfile.go): the mount answers for that name from BACKING again.
+	// It may be called under LockCommit, and more than once.
+	Published(node N, dir N, name string)
 }
 
 // Notifier queues invalidations for the kernel.

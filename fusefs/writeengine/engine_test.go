@@ -30,13 +30,14 @@ type fakeNode struct{ name string }
 
 // fakeHost records what the engine asked of the mount.
 type fakeHost struct {
-	mu       sync.Mutex
-	logs     []string
-	audits   []string // "op code"
-	causes   []string // each audit line's cause
-	replaced int      // commits that rekeyed nodes
-	charged  int      // writes charged and not released
-	made     int      // changes run as the mount's own of a made file
+	mu        sync.Mutex
+	logs      []string
+	audits    []string // "op code"
+	causes    []string // each audit line's cause
+	replaced  int      // commits that rekeyed nodes
+	published int      // unpublished files published, made real or gone
+	charged   int      // writes charged and not released
+	made      int      // changes run as the mount's own of a made file
 }
 
 func (h *fakeHost) Logf(format string, args ...any) {
@@ -72,6 +73,7 @@ func (h *fakeHost) Replaced(nodes []*fakeNode, _ locks.Key, _, _ FileID, _ *unix
 	defer h.mu.Unlock()
 	h.replaced++
 }
+
 func (h *fakeHost) NotifyEntry(*fakeNode, string) {}
 func (h *fakeHost) NotifyInode(*fakeNode)         {}
 func (h *fakeHost) Quiet(int) bool                { return false }
@@ -415,4 +417,12 @@ func (h *fakeHost) KeptLinks(dev, ino uint64) uint32 { return 0 }
 
 func (h *fakeHost) JournalChange(context.Context, journal.Op, locks.Owner, string, *unix.Stat_t, *journal.ID, int) (func(error), syscall.Errno) {
 	return nil, 0
+}
+func (h *fakeHost) JournalCreate(context.Context, locks.Owner, string) (func(error, *journal.ID), syscall.Errno) {
+	return nil, 0
+}
+func (h *fakeHost) Published(*fakeNode, *fakeNode, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.published++
 }

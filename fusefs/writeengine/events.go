@@ -34,6 +34,10 @@ func (w *Write[N]) Name() string { return w.fileName }
 // temp): its views of the file are then its own.
 func (w *Write[N]) Uncommitted() bool { return w.temp >= 0 }
 
+// Unpublished reports whether the file is still its temp alone, its name
+// not yet in BACKING (newfile.go).
+func (w *Write[N]) Unpublished() bool { return w.m.Unpublished() }
+
 // Cur is the descriptor of the content the owner sees: its temp, or the
 // file while nothing is uncommitted.
 func (w *Write[N]) Cur() int { return w.cur() }
@@ -45,14 +49,17 @@ func (w *Write[N]) Cur() int { return w.cur() }
 // and the error returned.
 func (w *Write[N]) Open(ctx context.Context, lease *locks.Lease, node N, ino uint64, flags, opener uint32) (*File[N], error) {
 	o := writeproto.Open{Write: WriteFlags(flags), Append: flags&syscall.O_APPEND != 0,
-		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease}
+		Truncate: flags&syscall.O_TRUNC != 0, Opener: opener, Kind: flags & sameOpenMask, Hold: lease,
+		New: w.base < 0 && w.m.State() == writeproto.Idle}
 	// Empty as the owner sees it, before any truncation: nothing old to
 	// tear. The open that started the write has base's stat already.
 	cur, seen := w.observed, w.justStarted
 	w.justStarted = false
 	o.Fresh = (seen || dirfd.Fstat(w.cur(), &cur) == nil) && cur.Size == 0
 	h := w.m.Open(o)
-	if h.Truncates() {
+	if o.New {
+		w.openNew(h) // its temp is the file, empty (OpenNew)
+	} else if h.Truncates() {
 		// Truncating is a change: the opener writes from here on.
 		w.dropTemp()
 		if err := w.ensureTemp(ctx, false); err != nil {

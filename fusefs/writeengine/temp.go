@@ -32,11 +32,8 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 		return nil
 	}
 	w.catchUp() // copy the file there now, not one another owner's commit replaced
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	name := cmp.Or(w.eng.cfg.TempPrefix, TempPrefix) + hex.EncodeToString(rnd[:])
 	g := w.eng
-	g.TempMade(name, true)
+	name := g.NewTempName()
 	fd, err := dirfd.Open(w.tempDir, name, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
 		g.TempMade(name, false)
@@ -106,6 +103,13 @@ func chownTemp(fd int, st *unix.Stat_t) error {
 	return dirfd.Chown(fd, int(st.Uid), int(st.Gid))
 }
 
+// tempName is a new temp's name: the prefix and 16 random hex digits.
+func (g *Engine[N]) tempName() string {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	return cmp.Or(g.cfg.TempPrefix, TempPrefix) + hex.EncodeToString(rnd[:])
+}
+
 // unquiet has the watcher see the temp's changes again, before the temp
 // becomes a file under a name the host may change.
 func (w *Write[N]) unquiet() {
@@ -115,7 +119,8 @@ func (w *Write[N]) unquiet() {
 	}
 }
 
-// dropTemp removes the temp and forgets its changes.
+// dropTemp removes the temp and forgets its changes; an unpublished
+// file's temp is the file, which ends with it (vanish).
 func (w *Write[N]) dropTemp() {
 	if w.temp >= 0 {
 		dirfd.Close(w.temp)
@@ -124,6 +129,7 @@ func (w *Write[N]) dropTemp() {
 	}
 	w.temp, w.tempName, w.tempQuiet = -1, "", false
 	w.m.TempGone()
+	w.vanish()
 }
 
 // TempMade records that this engine made (live) or no longer has the temp

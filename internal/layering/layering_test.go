@@ -41,6 +41,8 @@ var layers = map[string]int{
 	"fusefs/kernelnotify": 3, "fusefs/readhold": 3,
 	"fusefs/watch": 3, "fusefs/reclock": 3, "fusefs/inodes": 3,
 	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
+	"fusefs/kernelcache":  3, // what the kernel may keep, and the capabilities asked at mount
+	"fusefs/unpublished":  3, // the created files whose names are not in BACKING yet
 	"fusefs/journaling":   3, // the journal's producers: the records the adapters' ops append
 	"fusefs/journal/undo": 3, // an owner's changes put back, from the journal's records
 	"fusefs/journal/diff": 3, // a window's diff, from the journal's records

@@ -43,7 +43,8 @@
 //	            ├─ procinfo.Resolver.mu
 //	            ├─ procinfo.Resolver.tablesMu
 //	            ├─ journal.Journal.mu
-//	            └─ journal.describedNames.mu
+//	            ├─ journal.describedNames.mu
+//	            └─ unpublished.Table.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
@@ -145,6 +146,9 @@ var (
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
 	describedMu = class{name: "journal.describedNames.mu", under: &madeOpMu, noGoFuse: true}
+	// unpublished.Table.mu: the names of created files not yet in BACKING
+	// (fusefs/unpublished); two maps read or written, nothing under it.
+	unpublishedMu = class{name: "unpublished.Table.mu", under: &madeOpMu, noGoFuse: true}
 )
 
 // known are breaches of the order found in the code and not fixed yet,
@@ -189,6 +193,7 @@ type (
 	ResolverTabMu  struct{}
 	JournalMu      struct{}
 	DescribedMu    struct{}
+	UnpublishedMu  struct{}
 )
 
 func (Entry) class() *class          { return &entry }
@@ -219,3 +224,4 @@ func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
 func (JournalMu) class() *class      { return &journalMu }
 func (DescribedMu) class() *class    { return &describedMu }
+func (UnpublishedMu) class() *class  { return &unpublishedMu }

@@ -1,0 +1,139 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/admit"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/unpublished"
+	"github.com/realm-dev/realm/locks"
+)
+
+// Created files whose names are not in BACKING yet (fusefs/unpublished,
+// writeengine newfile.go). Any request that reaches one or its name other
+// than through the creating handle first makes it real (a contact, made
+// holding no realm lock): the node's own requests (Node.parentFd), a
+// lookup, create, mknod, mkdir, symlink, link or unlink of the name, a
+// readdir of its directory, every rename and rmdir.
+
+// publishesLater reports whether a create of rel (name in dir) with flags
+// makes the file unpublished: not a path the guard keeps records of
+// (guard.Guard.MadeNew), nor a coordinated one (written in place), nor an
+// append (a log is read while written: its name is there at once).
+func (f *FS) publishesLater(dir *Node, name, rel string, flags uint32) bool {
+	return flags&syscall.O_APPEND == 0 && !f.guard.Denied(rel) && !f.guard.Protected(rel) && !f.coordinated(dir, name)
+}
+
+// makeReal is the contacts' unpublished.MakeReal.
+func (f *FS) makeReal(ctx context.Context, e unpublished.Entry[*Node]) syscall.Errno {
+	return f.engine.MakeReal(ctx, e.Key, e.Owner)
+}
+
+// contactNode, contactName and contactDir make real the unpublished file
+// n stands for, the one to be named name in dir, and those in dir (in
+// every directory: all).
+func (f *FS) contactNode(ctx context.Context, n *Node) syscall.Errno {
+	return f.unpublished.ContactNode(ctx, n, f.makeReal)
+}
+
+func (f *FS) contactName(ctx context.Context, dir *Node, name string) syscall.Errno {
+	return f.unpublished.ContactName(ctx, unpublished.Name{Dir: dir.key(), Name: name}, f.makeReal)
+}
+
+func (f *FS) contactDir(ctx context.Context, dir *Node, all bool) syscall.Errno {
+	return f.unpublished.ContactDir(ctx, dir.key(), all, f.makeReal)
+}
+
+// ownUnpublished answers a stat of n by its owner while n's file is
+// unpublished, from the write (its temp), without making it real; ok
+// false if n is no such file or ctx is another owner's.
+func (f *FS) ownUnpublished(ctx context.Context, n *Node, st *unix.Stat_t) (errno syscall.Errno, ok bool) {
+	e, pending := f.unpublished.Of(n)
+	if !pending || f.owner(ctx) != e.Owner {
+		return 0, false
+	}
+	w := f.engine.OwnWrite(e.Owner, e.Key)
+	if w == nil {
+		return 0, false
+	}
+	defer w.Entry().Unlock()
+	if !w.Unpublished() {
+		return 0, false
+	}
+	return dirfd.Errno(dirfd.Fstat(w.Cur(), st)), true
+}
+
+// createNew is Create of a file made unpublished (publishesLater) in dir:
+// the temp, its node, its lock and the write's first handle. handled
+// false: the name exists in BACKING, or the file is one to create as
+// before; the caller does.
+func (f *FS) createNew(ctx context.Context, dir *Node, owner locks.Owner, name string, flags, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, _ syscall.Errno, handled bool) {
+	var st unix.Stat_t
+	pfd, fd, gen, temp, done, errno := f.createTemp(ctx, dir, name, flags, mode, &st)
+	defer done()
+	switch errno {
+	case 0:
+	case syscall.EEXIST, syscall.ENOTSUP:
+		return nil, nil, 0, 0, false
+	default:
+		return nil, nil, 0, errno, true
+	}
+	child := dir.newChild(ctx, &st, gen)
+	cn := asNode(child)
+	lease, err := f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, locks.ModeFor(flags))
+	if err != nil || !cn.opens.AdmitShared(true, time.Now()) {
+		// A fresh inode no lock holds yet, unless an entry is stale under
+		// its number (as Engine.Join's created case).
+		lease.Release()
+		dirfd.Close(fd)
+		dirfd.Unlink(pfd, temp, 0)
+		f.engine.TempMade(temp, false)
+		f.logf("%s: the new file's inode number is held (ino %d); refused", dir.Rel(name), st.Ino)
+		return nil, nil, 0, syscall.EIO, true
+	}
+	lease.Shared().NoteOpener(caller(ctx).Pid)
+	e := lease.Shared()
+	e.Lock()
+	f.unpublished.Add(unpublished.Name{Dir: dir.key(), Name: name}, unpublished.Entry[*Node]{Node: cn, Key: locks.KeyOf(&st), Owner: owner})
+	file, err := f.engine.OpenNew(ctx, e, lease, owner, cn, child.StableAttr().Ino, dir, pfd, name, temp, fd, &st, flags, f.processOf(caller(ctx).Pid))
+	e.Unlock()
+	if err != nil {
+		f.unpublished.Remove(cn)
+		cn.opens.SharedGone()
+		return nil, nil, 0, dirfd.Errno(err), true
+	}
+	f.fillEntry(out, &st)
+	out.SetAttrTimeout(cn.opens.CreatedAttrValid(f.attrTimeout))
+	return child, &writeHandle{handle: handle{node: cn}, file: file}, fuse.FOPEN_DIRECT_IO, 0, true
+}
+
+// createTemp is createNew's step under nsMu (shared): the name prepared
+// in dir, the file made as a temp (nameops.Ops.CreateTemp). ENOTSUP: the
+// file is one to create as before (publishesLater).
+func (f *FS) createTemp(ctx context.Context, dir *Node, name string, flags, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, temp string, done func(), errno syscall.Errno) {
+	defer f.nsLock(false)()
+	pfd, path, done, errno := dir.prepare(ctx, "create", name, guard.Makes)
+	if errno != 0 {
+		return -1, -1, 0, "", noUnpin, errno
+	}
+	rel := admit.Join(path, name)
+	if !f.publishesLater(dir, name, rel, flags) {
+		done()
+		return -1, -1, 0, "", noUnpin, syscall.ENOTSUP
+	}
+	temp = f.engine.NewTempName()
+	fd, gen, errno = f.nameOps.CreateTemp(ctx, dir, pfd, rel, name, temp, mode, st)
+	if errno != 0 {
+		f.engine.TempMade(temp, false)
+		done()
+		return -1, -1, 0, "", noUnpin, errno
+	}
+	return pfd, fd, gen, temp, done, 0
+}
