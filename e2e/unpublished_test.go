@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // created opens rel for writing as a new file (O_EXCL) through the mount
@@ -45,46 +47,59 @@ func TestCreatedFileUnpublished(t *testing.T) {
 		name string
 		// contact runs while f (named rel) is open with "part" written,
 		// and says what BACKING holds at rel after it ("" for nothing).
-		contact func(t *testing.T, rel string) (backing string)
+		contact func(t *testing.T, rel string, f *os.File) (backing string)
 		// after is what the name holds once f is closed, and where.
 		after, at string
 	}{
-		{"nothing reaches it", func(t *testing.T, rel string) string {
+		{"nothing reaches it", func(t *testing.T, rel string, f *os.File) string {
 			return ""
 		}, "part whole", ""},
-		{"its owner's stat", func(t *testing.T, rel string) string {
+		{"its owner's stat", func(t *testing.T, rel string, f *os.File) string {
 			if fi, err := os.Stat(m.Path(rel)); err != nil || fi.Size() != 4 {
 				t.Errorf("stat by its owner: %v, %v; want its own 4 bytes", fi, err)
 			}
 			return ""
 		}, "part whole", ""},
-		{"a listing", func(t *testing.T, rel string) string {
+		{"its owner's fchmod and futimens (tar's)", func(t *testing.T, rel string, f *os.File) string {
+			if err := f.Chmod(0o600); err != nil {
+				t.Fatal(err)
+			}
+			tv := []unix.Timeval{{Sec: 1e9}, {Sec: 1e9}}
+			if err := unix.Futimes(int(f.Fd()), tv); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o600 || fi.ModTime().Unix() != 1e9 {
+				t.Errorf("fstat after them: %v, %v", fi, err)
+			}
+			return ""
+		}, "part whole", ""},
+		{"a listing", func(t *testing.T, rel string, f *os.File) string {
 			ents, err := os.ReadDir(filepath.Dir(m.Path(rel)))
 			if err != nil || !hasEntry(ents, filepath.Base(rel)) {
 				t.Errorf("the listing misses %s: %v", rel, err)
 			}
 			return "empty"
 		}, "part whole", ""},
-		{"another owner's read", func(t *testing.T, rel string) string {
+		{"another owner's read", func(t *testing.T, rel string, f *os.File) string {
 			out, err := exec.Command("setsid", "cat", m.Path(rel)).CombinedOutput()
 			if err != nil || len(out) != 0 {
 				t.Errorf("another owner's cat: %q, %v; want the empty file", out, err)
 			}
 			return "empty"
 		}, "part whole", ""},
-		{"mv by its owner", func(t *testing.T, rel string) string {
+		{"mv by its owner", func(t *testing.T, rel string, f *os.File) string {
 			if err := os.Rename(m.Path(rel), m.Path(rel+".moved")); err != nil {
 				t.Fatal(err)
 			}
 			return ""
 		}, "part whole", ".moved"},
-		{"rm by its owner", func(t *testing.T, rel string) string {
+		{"rm by its owner", func(t *testing.T, rel string, f *os.File) string {
 			if err := os.Remove(m.Path(rel)); err != nil {
 				t.Fatal(err)
 			}
 			return ""
 		}, "", ""},
-		{"rmdir of its directory", func(t *testing.T, rel string) string {
+		{"rmdir of its directory", func(t *testing.T, rel string, f *os.File) string {
 			err := os.Remove(filepath.Dir(m.Path(rel)))
 			if !errors.Is(err, syscall.ENOTEMPTY) {
 				t.Errorf("rmdir of the directory of %s: %v, want ENOTEMPTY", rel, err)
@@ -100,7 +115,7 @@ func TestCreatedFileUnpublished(t *testing.T) {
 			rel := dir + "/f"
 			f := created(t, m, rel, "part")
 			assertAbsent(t, m.BackingPath(rel))
-			want := tc.contact(t, rel)
+			want := tc.contact(t, rel, f)
 			switch want {
 			case "":
 				if _, err := os.Lstat(m.BackingPath(rel)); err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/journaling"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
 	"github.com/realm-dev/realm/fusefs/reclock"
+	"github.com/realm-dev/realm/fusefs/setattr"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -448,6 +449,9 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
+		if errno, ok := f.setattrUnpublished(ctx, n, in); ok {
+			return cmp.Or(errno, n.Getattr(ctx, fh, out))
+		}
 		fd, errno := n.prepareSelf(ctx, "setattr", true, true)
 		if errno != 0 {
 			return errno
@@ -466,7 +470,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if errno != 0 {
 			return errno
 		}
-		err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setMeta(fd, in)) })
+		err := f.guard.OwnChange([]int{fd}, func() error { return errOrNil(setattr.Apply(fd, in)) })
 		var st unix.Stat_t
 		var serr error
 		if err == nil {
@@ -500,7 +504,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 				if chmod {
 					tin.Mode = mode
 				}
-				return setMeta(temp, &tin)
+				return setattr.Apply(temp, &tin)
 			}, m)
 			if errno == 0 && h == nil {
 				errno = dirfd.Errno(dirfd.Fstat(w.Cur(), &view))
@@ -520,50 +524,6 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	return n.Getattr(ctx, fh, out)
-}
-
-// setMeta applies the mode, owner and time changes of in to the object
-// held by fd.
-func setMeta(fd int, in *fuse.SetAttrIn) syscall.Errno {
-	if mode, ok := in.GetMode(); ok {
-		if err := dirfd.Chmod(fd, mode&07777); err != nil {
-			return dirfd.Errno(err)
-		}
-	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
-		if err := dirfd.Chown(fd, u, g); err != nil {
-			return dirfd.Errno(err)
-		}
-	}
-	if in.Valid&(fuse.FATTR_ATIME|fuse.FATTR_MTIME) != 0 {
-		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-		if in.Valid&fuse.FATTR_ATIME != 0 {
-			ts[0] = timespec(in.Valid&fuse.FATTR_ATIME_NOW != 0, in.Atime, in.Atimensec)
-		}
-		if in.Valid&fuse.FATTR_MTIME != 0 {
-			ts[1] = timespec(in.Valid&fuse.FATTR_MTIME_NOW != 0, in.Mtime, in.Mtimensec)
-		}
-		if err := dirfd.Utimens(fd, ts); err != nil {
-			return dirfd.Errno(err)
-		}
-	}
-	return 0
-}
-
-func timespec(now bool, sec uint64, nsec uint32) unix.Timespec {
-	if now {
-		return unix.Timespec{Nsec: unix.UTIME_NOW}
-	}
-	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
 }
 
 // truncate sets the size of a regular file atomically. Through a write

@@ -12,6 +12,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/guard"
+	"github.com/realm-dev/realm/fusefs/setattr"
 	"github.com/realm-dev/realm/fusefs/unpublished"
 	"github.com/realm-dev/realm/locks"
 )
@@ -26,9 +27,12 @@ import (
 // publishesLater reports whether a create of rel (name in dir) with flags
 // makes the file unpublished: not a path the guard keeps records of
 // (guard.Guard.MadeNew), nor a coordinated one (written in place), nor an
-// append (a log is read while written: its name is there at once).
+// append (a log is read while written: its name is there at once), nor
+// with durability=full where BACKING orders renamed data (a commit over
+// the empty file spares the fsync a publish onto a free name needs).
 func (f *FS) publishesLater(dir *Node, name, rel string, flags uint32) bool {
-	return flags&syscall.O_APPEND == 0 && !f.guard.Denied(rel) && !f.guard.Protected(rel) && !f.coordinated(dir, name)
+	return flags&syscall.O_APPEND == 0 && !(f.opts.Durability == DurabilityFull && f.ordersRenames) &&
+		!f.guard.Denied(rel) && !f.guard.Protected(rel) && !f.coordinated(dir, name)
 }
 
 // makeReal is the contacts' unpublished.MakeReal.
@@ -68,6 +72,40 @@ func (f *FS) ownUnpublished(ctx context.Context, n *Node, st *unix.Stat_t) (errn
 		return 0, false
 	}
 	return dirfd.Errno(dirfd.Fstat(w.Cur(), st)), true
+}
+
+// setattrUnpublished makes a metadata change of n by its owner while n's
+// file is unpublished (fchmod, fchown, futimens: tar's before its close)
+// to the write's temp, which is the file and which nothing else sees yet:
+// judged as any change of the file (the protect rule's chmod, the node's
+// own path), journaled with the create that publishes it. ok false: n is
+// no such file or ctx is another owner's, and the change is made as any.
+func (f *FS) setattrUnpublished(ctx context.Context, n *Node, in *fuse.SetAttrIn) (errno syscall.Errno, ok bool) {
+	e, pending := f.unpublished.Of(n)
+	if !pending || f.owner(ctx) != e.Owner {
+		return 0, false
+	}
+	w := f.engine.OwnWrite(e.Owner, e.Key)
+	if w == nil {
+		return 0, false
+	}
+	defer w.Entry().Unlock()
+	if !w.Unpublished() {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(w.Cur(), &st); err != nil {
+		return dirfd.Errno(err), true
+	}
+	if mode, chmod := in.GetMode(); chmod {
+		if errno := f.gate.DenyChmod(ctx, n, syscall.S_IFREG, mode); errno != 0 {
+			return errno, true
+		}
+	}
+	if errno := f.gate.DenySelf(ctx, "setattr", n, &st, true); errno != 0 {
+		return errno, true
+	}
+	return setattr.Apply(w.Cur(), in), true
 }
 
 // createNew is Create of a file made unpublished (publishesLater) in dir:

@@ -43,6 +43,7 @@ var layers = map[string]int{
 	"fusefs/nodeopens": 3, "fusefs/kernelcheck": 3,
 	"fusefs/kernelcache":  3, // what the kernel may keep, and the capabilities asked at mount
 	"fusefs/unpublished":  3, // the created files whose names are not in BACKING yet
+	"fusefs/setattr":      3, // a SETATTR's mode, owner and times applied to an fd
 	"fusefs/journaling":   3, // the journal's producers: the records the adapters' ops append
 	"fusefs/journal/undo": 3, // an owner's changes put back, from the journal's records
 	"fusefs/journal/diff": 3, // a window's diff, from the journal's records
