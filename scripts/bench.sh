@@ -41,6 +41,10 @@
 #                     close; skipping the big-file workloads), paired by round
 #                     with "realmfs": the most a change of the write protocol
 #                     could save (docs/PERFORMANCE.md, the in-place ceiling)
+#   BASE_BIN=         also measure a mount of this realmfs binary (another
+#                     commit's build; skipping the big-file workloads), paired
+#                     by round with "realmfs": a change's effect, before and
+#                     after, in one interleaved run
 #   LOOPBACK=1        also measure go-fuse's example loopback filesystem (no
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
@@ -82,6 +86,7 @@ GUARD_OFF=${GUARD_OFF:-1}
 CONTROL=${CONTROL:-0}
 JOURNAL=${JOURNAL:-0}
 CEILING=${CEILING:-0}
+BASE_BIN=${BASE_BIN:-}
 LOOPBACK=${LOOPBACK:-1}
 NATIVE_FSYNCS=${NATIVE_FSYNCS:-1}
 REALMFS_OPTS=${REALMFS_OPTS:-}
@@ -161,7 +166,7 @@ mount_realmfs() { # name opts [flags...]
 	local o=()
 	[ -n "$opts" ] && o=(-o "$opts")
 	# shellcheck disable=SC2086 # REALMFS_FLAGS is a list of words
-	"$bin/realmfs" -f "${o[@]}" $REALMFS_FLAGS "$@" "$backing" "$mnt" >>"$work/$name.log" 2>&1 &
+	"${REALMFS_EXE:-$bin/realmfs}" -f "${o[@]}" $REALMFS_FLAGS "$@" "$backing" "$mnt" >>"$work/$name.log" 2>&1 &
 	pid[$name]=$!
 	pids+=($!)
 	mounts+=("$mnt")
@@ -206,6 +211,11 @@ if [ "$CEILING" = 1 ]; then
 	printf 'version: 1\ncoordinated:\n  paths: ["**/*"]\n' >"$work/inplace.yaml"
 	names+=(realmfs_inplace)
 	mount_realmfs realmfs_inplace "$REALMFS_OPTS" --policy "$work/inplace.yaml"
+fi
+if [ -n "$BASE_BIN" ]; then
+	cp "$BASE_BIN" "$bin/realmfs_base"
+	names+=(realmfs_base)
+	REALMFS_EXE=$bin/realmfs_base mount_realmfs realmfs_base "$REALMFS_OPTS"
 fi
 if [ "$LOOPBACK" = 1 ]; then
 	mount_loopback loopback -q
@@ -326,6 +336,7 @@ role() {
 	realmfs_again/write | realmfs_again/readback | realmfs_again/appends | realmfs_again/sparse1) echo skip ;;
 	realmfs_journal=off/write | realmfs_journal=off/readback | realmfs_journal=off/appends | realmfs_journal=off/sparse1) echo skip ;;
 	realmfs_inplace/write | realmfs_inplace/readback | realmfs_inplace/appends | realmfs_inplace/sparse1) echo skip ;;
+	realmfs_base/write | realmfs_base/readback | realmfs_base/appends | realmfs_base/sparse1) echo skip ;;
 	*) echo rec ;;
 	esac
 }
@@ -601,6 +612,8 @@ pairs=()
 [ "$JOURNAL" = 1 ] && pairs+=(realmfs/realmfs_journal=off)
 [ "$CEILING" = 1 ] && pairs+=(realmfs/realmfs_inplace)
 [ "$CEILING" = 1 ] && [ "$LOOPBACK" = 1 ] && pairs+=(realmfs_inplace/loopback)
+[ -n "$BASE_BIN" ] && pairs+=(realmfs/realmfs_base)
+[ -n "$BASE_BIN" ] && [ "$LOOPBACK" = 1 ] && pairs+=(realmfs_base/loopback)
 [ "$LOOPBACK" = 1 ] && pairs+=(realmfs/loopback)
 [ "$NATIVE_FSYNCS" = 1 ] && pairs+=(realmfs/native_fsyncs)
 # measured FILE PAIR...: the pairs A/B of which FILE has samples of both
@@ -627,6 +640,8 @@ if [ "$TIMED" = 1 ]; then
 		[ "$LOOPBACK" = 1 ] && cpairs+=(realmfs/loopback)
 		[ "$CEILING" = 1 ] && [ "$LOOPBACK" = 1 ] && cpairs+=(realmfs_inplace/loopback)
 		[ "$CEILING" = 1 ] && cpairs+=(realmfs/realmfs_inplace)
+		[ -n "$BASE_BIN" ] && [ "$LOOPBACK" = 1 ] && cpairs+=(realmfs_base/loopback)
+		[ -n "$BASE_BIN" ] && cpairs+=(realmfs/realmfs_base)
 		mapfile -t cpairs < <(measured "$cpus.sorted" "${cpairs[@]}")
 		"$bt" report "$cpus.sorted" "${cpairs[@]}" | sed 's/_/ /g; s/ (s)/ (ms)/g'
 	fi
