@@ -273,8 +273,14 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 		if errno != 0 {
 			return -1, errno
 		}
-		dup, err := dirfd.Dup(fd)
-		return dup, dirfd.Errno(err)
+		return dupErrno(fd)
+	}
+	var own int
+	if errno, ok := n.fsys.ownUnpublished(ctx, n, func(fd int) (errno syscall.Errno) {
+		own, errno = dupErrno(fd)
+		return errno
+	}); ok {
+		return own, errno // its owner's file, unpublished: the temp
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)
 	defer done()
@@ -302,6 +308,12 @@ func (n *Node) openPath(ctx context.Context, op string) (int, syscall.Errno) {
 		return -1, errno
 	}
 	return fd, 0
+}
+
+// dupErrno duplicates fd.
+func dupErrno(fd int) (int, syscall.Errno) {
+	dup, err := dirfd.Dup(fd)
+	return dup, dirfd.Errno(err)
 }
 
 // Lookup finds name in n: one statx on (n's fd, name), no symlink
@@ -385,7 +397,7 @@ func (n *Node) statByName(ctx context.Context, st *unix.Stat_t) syscall.Errno {
 		}
 		return dirfd.Errno(dirfd.Fstat(fd, st))
 	}
-	if errno, ok := n.fsys.ownUnpublished(ctx, n, st); ok {
+	if errno, ok := n.fsys.ownUnpublished(ctx, n, func(fd int) syscall.Errno { return dirfd.Errno(dirfd.Fstat(fd, st)) }); ok {
 		return errno // its owner's view, as its handle shows it
 	}
 	pfd, name, pn, done, errno := n.parentFd(ctx)

@@ -55,10 +55,11 @@ func (f *FS) contactDir(ctx context.Context, dir *Node, all bool) syscall.Errno 
 	return f.unpublished.ContactDir(ctx, dir.key(), all, f.makeReal)
 }
 
-// ownUnpublished answers a stat of n by its owner while n's file is
-// unpublished, from the write (its temp), without making it real; ok
-// false if n is no such file or ctx is another owner's.
-func (f *FS) ownUnpublished(ctx context.Context, n *Node, st *unix.Stat_t) (errno syscall.Errno, ok bool) {
+// ownUnpublished runs fn on the content of n's file (its write's temp)
+// for its owner while it is unpublished, without making it real: a stat,
+// the kernel's question for security.capability before a chown. ok false
+// if n is no such file or ctx is another owner's.
+func (f *FS) ownUnpublished(ctx context.Context, n *Node, fn func(fd int) syscall.Errno) (errno syscall.Errno, ok bool) {
 	e, pending := f.unpublished.Of(n)
 	if !pending || f.owner(ctx) != e.Owner {
 		return 0, false
@@ -71,7 +72,7 @@ func (f *FS) ownUnpublished(ctx context.Context, n *Node, st *unix.Stat_t) (errn
 	if !w.Unpublished() {
 		return 0, false
 	}
-	return dirfd.Errno(dirfd.Fstat(w.Cur(), st)), true
+	return fn(w.Cur()), true
 }
 
 // setattrUnpublished makes a metadata change of n by its owner while n's
@@ -81,22 +82,11 @@ func (f *FS) ownUnpublished(ctx context.Context, n *Node, st *unix.Stat_t) (errn
 // own path), journaled with the create that publishes it. ok false: n is
 // no such file or ctx is another owner's, and the change is made as any.
 func (f *FS) setattrUnpublished(ctx context.Context, n *Node, in *fuse.SetAttrIn) (errno syscall.Errno, ok bool) {
-	e, pending := f.unpublished.Of(n)
-	if !pending || f.owner(ctx) != e.Owner {
-		return 0, false
-	}
-	w := f.engine.OwnWrite(e.Owner, e.Key)
-	if w == nil {
-		return 0, false
-	}
-	defer w.Entry().Unlock()
-	if !w.Unpublished() {
-		return 0, false
-	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(w.Cur(), &st); err != nil {
-		return dirfd.Errno(err), true
+	if errno, ok = f.ownUnpublished(ctx, n, func(fd int) syscall.Errno { return dirfd.Errno(dirfd.Fstat(fd, &st)) }); !ok || errno != 0 {
+		return errno, ok
 	}
+	// Judged holding no lock (the guard may wait for the mount-time scan).
 	if mode, chmod := in.GetMode(); chmod {
 		if errno := f.gate.DenyChmod(ctx, n, syscall.S_IFREG, mode); errno != 0 {
 			return errno, true
@@ -105,7 +95,7 @@ func (f *FS) setattrUnpublished(ctx context.Context, n *Node, in *fuse.SetAttrIn
 	if errno := f.gate.DenySelf(ctx, "setattr", n, &st, true); errno != 0 {
 		return errno, true
 	}
-	return setattr.Apply(w.Cur(), in), true
+	return f.ownUnpublished(ctx, n, func(fd int) syscall.Errno { return setattr.Apply(fd, in) })
 }
 
 // createNew is Create of a file made unpublished (publishesLater) in dir:

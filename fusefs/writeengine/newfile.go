@@ -195,9 +195,15 @@ func (g *Engine[N]) MakeReal(ctx context.Context, key locks.Key, owner locks.Own
 	return w.makeReal(ctx)
 }
 
-// makeReal is MakeReal of w, whose entry's lock the caller holds.
+// makeReal is MakeReal of w, whose entry's lock the caller holds. A file
+// whose temp holds appends alone (or nothing) is published as it is:
+// appends in place would have shown it so. Otherwise the empty file is
+// made at the name, and the temp stays the owner's.
 func (w *Write[N]) makeReal(ctx context.Context) syscall.Errno {
 	g := w.eng
+	if !w.m.Overwrites() {
+		return w.publishNow(ctx)
+	}
 	var ts unix.Stat_t
 	tempGen, err := dirfd.Statx(w.temp, "", &ts)
 	if err != nil {
@@ -237,10 +243,51 @@ func (w *Write[N]) makeReal(ctx context.Context) syscall.Errno {
 	w.base, w.observed = fd, st
 	w.m.MadeReal()
 	g.host.Published(w.node, w.fileParent, w.fileName)
-	if !w.m.Touched() {
-		// Nothing was written: the file at the name is all the owner's
-		// readers need to see.
-		w.dropTemp()
+	return 0
+}
+
+// publishNow is makeReal of a file whose temp holds appends alone: the
+// temp is renamed to the name as a commit publishes it (durable with
+// durability=full), and becomes the write's base; the owner's next
+// appends go into the file in place.
+func (w *Write[N]) publishNow(ctx context.Context) syscall.Errno {
+	g := w.eng
+	full := g.cfg.Durability == DurabilityFull
+	if full {
+		if err := w.syncTemp(); err != nil {
+			return dirfd.Errno(err)
+		}
+	}
+	unlock := g.host.LockNames()
+	defer unlock()
+	if errno := g.host.DenyCommit(ctx, w); errno != 0 {
+		return errno
+	}
+	var ts unix.Stat_t
+	if err := dirfd.Fstat(w.temp, &ts); err != nil {
+		return dirfd.Errno(err)
+	}
+	end, errno := g.host.JournalCreate(ctx, w.entry.Owner(), w.place())
+	if errno != 0 {
+		return errno
+	}
+	st, err := w.publish()
+	if end != nil {
+		end(err, &journal.ID{Dev: ts.Dev, Ino: ts.Ino})
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return 0 // the host made the name: the commit keeps a conflict copy
+	}
+	if err != nil {
+		return dirfd.Errno(err)
+	}
+	w.m.MadeReal()
+	w.base, w.temp, w.tempName, w.tempQuiet, w.observed = w.temp, -1, "", false, st
+	w.m.TempGone() // the temp is the file
+	if full {
+		if err := dirfd.SyncDir(w.fileDir); err != nil {
+			g.syncFailed(ctx, StageSyncDir, w.place(), err)
+		}
 	}
 	return 0
 }

@@ -111,41 +111,57 @@ func TestNewFileHostMadeName(t *testing.T) {
 	}
 }
 
-// TestNewFileMadeReal: a contact makes the empty file at the name, and
-// the write goes on as a rewrite of it: the name shows it empty until the
-// close, whole after. Untouched, the write keeps no temp.
+// TestNewFileMadeReal: a contact makes the file real. With a write
+// other than an append in its temp, the empty file appears at the name,
+// and the write goes on as a rewrite of it (the name shows it empty until
+// the close, whole after). With appends alone (or nothing), the temp is
+// published as it is, as appends in place would have shown it, and the
+// next append goes into the file.
 func TestNewFileMadeReal(t *testing.T) {
-	for _, touched := range []bool{false, true} {
-		d := newEngineDir(t, "x")
-		f := d.create(t, "a", "g")
-		if touched {
-			d.write(t, f, false, "first", 0)
-		}
-		key := d.g.table.EntryKey(f.lease.Shared())
-		if errno := d.g.MakeReal(context.Background(), key, "a"); errno != 0 {
-			t.Fatalf("MakeReal = %v", errno)
-		}
-		d.want(t, "g", "", "made real")
-		want := "g"
-		if touched {
-			want = "temp g"
-		}
-		if got := d.names(t); got != want {
-			t.Errorf("touched %v, made real: the directory holds %q, want %q", touched, got, want)
-		}
-		if d.host.replaced != 1 {
-			t.Errorf("made real: %d nodes replaced, want 1 (the node follows the file at the name)", d.host.replaced)
-		}
-		if errno := d.g.MakeReal(context.Background(), key, "a"); errno != 0 {
-			t.Fatalf("MakeReal again = %v", errno)
-		}
-		d.write(t, f, false, "second", 0)
-		if errno := d.close(f); errno != 0 {
-			t.Fatalf("close = %v", errno)
-		}
-		d.want(t, "g", "second", "after the close") // over "first", at the same offset
-		if got := d.names(t); got != "g" {
-			t.Errorf("after the close the directory holds %q, want g alone", got)
-		}
+	for _, tc := range []struct {
+		name        string
+		appends     bool
+		data        string
+		atName      string // what the name shows once made real
+		names       string // the directory then
+		replaced    int
+		after, want string // written after, and the file at the close
+	}{
+		{"nothing written", true, "", "", "g", 0, "more", "more"},
+		{"appends alone", true, "first", "first", "g", 0, "+more", "first+more"},
+		{"a write at an offset", false, "first", "", "temp g", 1, "second", "second"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newEngineDir(t, "x")
+			f := d.create(t, "a", "g")
+			if tc.data != "" {
+				d.write(t, f, tc.appends, tc.data, 0)
+			}
+			key := d.g.table.EntryKey(f.lease.Shared())
+			if errno := d.g.MakeReal(context.Background(), key, "a"); errno != 0 {
+				t.Fatalf("MakeReal = %v", errno)
+			}
+			d.want(t, "g", tc.atName, "made real")
+			if got := d.names(t); got != tc.names {
+				t.Errorf("made real: the directory holds %q, want %q", got, tc.names)
+			}
+			if d.host.replaced != tc.replaced {
+				t.Errorf("made real: %d nodes replaced, want %d", d.host.replaced, tc.replaced)
+			}
+			if errno := d.g.MakeReal(context.Background(), key, "a"); errno != 0 {
+				t.Fatalf("MakeReal again = %v", errno)
+			}
+			d.write(t, f, tc.appends, tc.after, 0)
+			if tc.appends {
+				d.want(t, "g", tc.want, "an append after it, in place")
+			}
+			if errno := d.close(f); errno != 0 {
+				t.Fatalf("close = %v", errno)
+			}
+			d.want(t, "g", tc.want, "after the close")
+			if got := d.names(t); got != "g" {
+				t.Errorf("after the close the directory holds %q, want g alone", got)
+			}
+		})
 	}
 }

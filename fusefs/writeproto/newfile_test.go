@@ -64,18 +64,24 @@ func TestNewFilePublish(t *testing.T) {
 }
 
 // TestNewFileMadeReal: made real, the write goes on as any other: its
-// commit renames over the (empty) file at the name. Untouched, nothing
-// was written into its temp.
+// commit renames over the file at the name. A new file's truncation
+// overwrites nothing, its appends neither; a write elsewhere does; and
+// once published the creating handle appends in place, as a create's.
 func TestNewFileMadeReal(t *testing.T) {
 	p := newProc(t)
 	h := newFile(p)
-	if p.w.Touched() {
-		t.Fatal("a new file's temp is touched before any write")
+	if p.w.Overwrites() {
+		t.Fatal("a new file's temp overwrites something before any write")
+	}
+	p.w.TempWrite(h, true)
+	p.w.TempWritten(3, 0)
+	if p.w.Overwrites() {
+		t.Fatal("an append to a new file overwrites something")
 	}
 	p.w.TempWrite(h, false)
 	p.w.TempWritten(3, 0)
-	if !p.w.Touched() {
-		t.Fatal("a write into the temp does not touch it")
+	if !p.w.Overwrites() {
+		t.Fatal("a write at an offset does not overwrite")
 	}
 	p.w.MadeReal()
 	if p.w.Unpublished() {
@@ -83,6 +89,9 @@ func TestNewFileMadeReal(t *testing.T) {
 	}
 	if v := p.commit(); v != CommitRename {
 		t.Fatalf("the commit after MadeReal: %v, want %v", v, CommitRename)
+	}
+	if r := p.w.WriteRoute(h, true, false); r != RouteInPlace {
+		t.Fatalf("an append through the creating handle after the commit: %v, want %v", r, RouteInPlace)
 	}
 }
 

@@ -211,6 +211,11 @@ func (h *Handle) active() {
 // Truncates reports whether h was opened O_TRUNC for writing.
 func (h *Handle) Truncates() bool { return h.open.Truncate }
 
+// truncates reports whether h's open emptied a file that was there: a
+// new file's (Open.New) truncated nothing, and its handle appends in place
+// once the file is published, as a create's handle does.
+func (h *Handle) truncates() bool { return h.open.Truncate && !h.open.New }
+
 // Writing reports whether h is counted among the write's writers.
 func (h *Handle) Writing() bool { return h.writing }
 
@@ -241,8 +246,8 @@ type Write struct {
 	// TempChange (ChangeDone may come).
 	wrote, changing bool
 	// unpublished: the file is the temp alone, its name not yet in
-	// BACKING (Open.New); touched: a write or change went into that temp.
-	unpublished, touched bool
+	// BACKING (Open.New).
+	unpublished bool
 }
 
 // State is w's state.
@@ -273,10 +278,11 @@ func (w *Write) IsGone() bool { return w.gone }
 // its name not yet in BACKING (Open.New).
 func (w *Write) Unpublished() bool { return w.unpublished }
 
-// Touched reports whether a write or change went into the temp of an
-// unpublished file: one made real untouched drops its (empty) temp, and
-// the owner reads the real file.
-func (w *Write) Touched() bool { return w.touched }
+// Overwrites reports whether the temp holds a change other than an
+// append at its end (of a new file: anything but appends since its
+// create): published as it is, a file without one shows what appends in
+// place would have.
+func (w *Write) Overwrites() bool { return w.overwrites }
 
 // Failure is the error of a write into the temp that failed (or of the
 // rebase that left the write stale), 0 if none.
@@ -317,7 +323,7 @@ func (w *Write) Open(o Open) *Handle {
 func (w *Write) Truncated(h *Handle) {
 	w.step(EvTruncated, h, Pending)
 	w.end(opening)
-	w.overwrites = true
+	w.overwrites = !w.unpublished // a new file's truncation cuts nothing
 	if !h.writing {
 		h.writing = true
 		w.writing++
@@ -355,8 +361,7 @@ func (w *Write) Release(h *Handle, flushed bool) ReleaseAction {
 	switch {
 	case len(w.hs) != 1:
 		return ReleaseNone
-	case !flushed && h.open.Truncate && !h.changed && !w.unpublished:
-		// (An unpublished file is published, empty, as a create makes it.)
+	case !flushed && h.truncates() && !h.changed:
 		return ReleaseDropTruncate
 	}
 	return ReleaseCommit
@@ -429,7 +434,7 @@ const (
 func (w *Write) WriteRoute(h *Handle, appends, setID bool) Route {
 	w.step(EvWriteRoute, h, w.st)
 	h.routed = false // a route the caller did not take is owed nothing
-	if !appends || h.open.Truncate || w.st != Clean || setID {
+	if !appends || h.truncates() || w.st != Clean || setID {
 		return RouteTemp
 	}
 	h.routed = true
@@ -500,7 +505,7 @@ func (w *Write) TempGone() {
 // at its end if it appends.
 func (w *Write) TempWrite(h *Handle, appends bool) {
 	w.step(EvTempWrite, h, w.st)
-	w.wrote, w.touched = true, true
+	w.wrote = true
 	w.overwrites = w.overwrites || !appends
 	w.join(h)
 }
@@ -546,7 +551,7 @@ func (w *Write) Changing(h *Handle) {
 // append at its end: its old bytes may be half rewritten.
 func (w *Write) TempChange() {
 	w.step(EvTempChange, nil, w.st)
-	w.changing, w.touched = true, true
+	w.changing = true
 	w.overwrites = true
 }
 
