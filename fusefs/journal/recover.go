@@ -15,6 +15,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/carry"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
+	"github.com/realm-dev/realm/fusefs/journal/moved"
 )
 
 // loaded is what Open's reading of the segments found: the intents still
@@ -23,6 +24,16 @@ type loaded struct {
 	open   map[uint64]line
 	kept   map[uint64]End // "" while open
 	maxSeq uint64
+	// renames are the log's renames not ended aborted: where an open
+	// intent's names are now (package moved).
+	renames moved.Log
+}
+
+// noteRename records a rename intent line of the log in ld.renames.
+func (ld *loaded) noteRename(l *line) {
+	if l.Op == OpRename && l.To != "" {
+		ld.renames.Add(moved.Rename{Seq: l.Seq, From: string(l.Path), To: string(l.To)})
+	}
 }
 
 // load reads the pruned mark and the segments, cuts a torn tail, resolves
@@ -111,11 +122,15 @@ func (j *Journal) loadSegment(num uint64, last bool, pruned uint64, ld *loaded) 
 		case l.Op != "":
 			j.recovery.Records++
 			ld.open[l.Seq] = *l
+			ld.noteRename(l)
 			if l.Kept {
 				ld.kept[l.Seq] = ""
 			}
 		default:
 			delete(ld.open, l.Seq)
+			if l.End == Aborted {
+				ld.renames.Drop(l.Seq)
+			}
 			if _, ok := ld.kept[l.Seq]; ok {
 				ld.kept[l.Seq] = l.End
 			}
@@ -226,33 +241,47 @@ func judge(l *line, p, to place) (after, before bool) {
 	return after, before
 }
 
-// resolveAll ends each open intent, in seq order, as its names say.
+// resolveAll ends each open intent as its names say, judged newest first
+// at the names the renames after it left them (package moved: a rename
+// judged not made moves nothing); the ends are appended in seq order.
 func (j *Journal) resolveAll(ld *loaded) error {
-	for _, seq := range slices.Sorted(maps.Keys(ld.open)) {
+	for _, l := range ld.open {
+		ld.noteRename(&l) // the carried ones too
+	}
+	type ending struct {
+		end  End
+		left *ID
+	}
+	ends := map[uint64]ending{}
+	seqs := slices.Sorted(maps.Keys(ld.open))
+	for _, seq := range slices.Backward(seqs) {
 		l := ld.open[seq]
-		p, to := j.lookup(string(l.Path)), j.lookup(string(l.To))
+		p, to := j.lookup(ld.renames.Since(string(l.Path), seq)), j.lookup(ld.renames.Since(string(l.To), seq))
 		after, before := judge(&l, p, to)
-		end := Done
-		var left *ID
+		e := ending{end: Done}
 		switch {
 		case after:
 			j.recovery.Done++
 			if l.After == nil && l.Before == nil && p.found {
-				left = &p.id
+				e.left = &p.id
 			}
 		case before:
 			j.recovery.Aborted++
-			end = Aborted
+			e.end = Aborted
+			ld.renames.Drop(seq)
 			if l.Kept && j.dropLink(seq) {
 				j.recovery.KeptRemoved++
 			}
 		default:
 			j.recovery.Outside++
 		}
+		ends[seq] = e
+	}
+	for _, seq := range seqs {
 		if _, ok := ld.kept[seq]; ok {
-			ld.kept[seq] = end
+			ld.kept[seq] = ends[seq].end
 		}
-		if err := j.appendEnd(seq, end, left); err != nil {
+		if err := j.appendEnd(seq, ends[seq].end, ends[seq].left); err != nil {
 			return err
 		}
 	}

@@ -266,3 +266,49 @@ func TestInterruptedPrune(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryFollowsRenames: an open intent is judged at the name the
+// renames after it left: a symlink made in dK, then dK renamed to d5, is
+// done whether the rename's end was lost too or written, and a rename
+// that did not happen moves nothing. Before, the symlink's intent was
+// judged at dK/s, found nothing, and was aborted, and undo left it.
+func TestRecoveryFollowsRenames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rename string // "open", "ended", "not made"
+	}{
+		{"the rename's end lost too", "open"},
+		{"the rename ended", "ended"},
+		{"the rename not made", "not made"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBacking(t)
+			must(t, os.Mkdir(filepath.Join(b.path, "dK"), 0o755))
+			j := b.open(t, Options{})
+			c, err := j.Begin(Record{Op: OpSymlink, Path: "dK/s"}, NoKeep)
+			must(t, err)
+			made := c.Seq()
+			must(t, os.Symlink("target", filepath.Join(b.path, "dK/s")))
+			r, err := j.Begin(Record{Op: OpRename, Path: "dK", To: "d5", Before: ObjectOf(b.stat(t, "dK"))}, NoKeep)
+			must(t, err)
+			if tc.rename != "not made" {
+				mv(t, b, "dK", "d5")
+			}
+			if tc.rename == "ended" {
+				must(t, r.Done(nil))
+			}
+			must(t, j.Close()) // as a kill -9
+			j = b.open(t, Options{})
+			defer j.Close()
+			recs, err := j.Records(Filter{})
+			must(t, err)
+			where := map[bool]string{true: "dK/s", false: "d5/s"}[tc.rename == "not made"]
+			st := b.stat(t, where)
+			for _, rec := range recs {
+				if rec.Seq == made && (rec.End != Done || rec.After == nil || *rec.After != (ID{st.Dev, st.Ino})) {
+					t.Errorf("the symlink's record: end %s, after %v; want done, the symlink at %s", rec.End, rec.After, where)
+				}
+			}
+		})
+	}
+}

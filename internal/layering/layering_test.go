@@ -60,6 +60,7 @@ var layers = map[string]int{
 	// The protocol, the policy, /proc.
 	"fusefs/writeproto": 5, "policy": 5, "procinfo": 5,
 	"fusefs/journal/keptname": 5, // the names of kept/'s entries, pure: the journal's and its readers
+	"fusefs/journal/moved":    5, // an open intent's names carried through the renames after it, pure: recovery
 	"fusefs/journal/carry":    5, // the intents not yet on the device, in an attribute jbd2 orders
 	"fusefs/journal/rootbind": 5, // a journal outside BACKING bound to the BACKING it records
 	"fusefs/journal/ownerarg": 5, // --owner OWNER@INCARNATION, as the commands and undo read it
