@@ -141,3 +141,20 @@ func TestNewFileViolations(t *testing.T) {
 		})
 	}
 }
+
+// TestNewFileOtherWriterCommits: a new file's opener that has written
+// nothing holds no other close back: another process of the owner that
+// opens it, writes and closes commits, as natively the create made the
+// file and that close shows its bytes (TestModel seed 401229706001).
+func TestNewFileOtherWriterCommits(t *testing.T) {
+	p := newProc(t)
+	newFile(p)
+	other := p.open(Open{Write: true, Truncate: true, Opener: 2})
+	p.write(other, 5, 0)
+	if !p.w.FlushStart(other) {
+		t.Fatal("the writer's close has nothing to commit")
+	}
+	if a := p.w.Flush(other, FlushFacts{}); a != FlushCommit {
+		t.Fatalf("the writer's close: %v, want %v (the creating handle wrote nothing)", a, FlushCommit)
+	}
+}

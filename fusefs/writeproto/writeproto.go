@@ -319,12 +319,14 @@ func (w *Write) Open(o Open) *Handle {
 }
 
 // Truncated: h's O_TRUNC made the temp empty: a change, and h's opener
-// writes from here on.
+// writes from here on. A new file's open (Open.New) cut nothing: its
+// opener writes only once it does, so that another process's close of
+// the same owner commits the file as natively it shows it.
 func (w *Write) Truncated(h *Handle) {
 	w.step(EvTruncated, h, Pending)
 	w.end(opening)
 	w.overwrites = !w.unpublished // a new file's truncation cuts nothing
-	if !h.writing {
+	if !h.writing && !w.unpublished {
 		h.writing = true
 		w.writing++
 	}
