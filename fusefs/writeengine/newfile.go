@@ -25,7 +25,9 @@ import (
 //
 // Anything but the write's own handles that reaches the file or its name
 // before the commit (a lookup, an open, a stat by another owner, a
-// readdir, a rename: fusefs's contacts) first makes it real (MakeReal):
+// readdir, a rename: fusefs's contacts) first makes it real (MakeReal).
+// A temp of appends alone (or nothing) is published as it is, which is
+// what appends in place would have shown (publishNow). Any other gets
 // the empty file at the name, as a create made it before, with its
 // journal record; the node's identity and the write's lock move onto it,
 // as a commit moves them the other way (replace). From there on the write
@@ -110,21 +112,11 @@ func (w *Write[N]) publish() (unix.Stat_t, error) {
 // protect rule on the place.
 func (w *Write[N]) commitNew(ctx context.Context, unlock func(), syncDir bool) (syscall.Errno, bool) {
 	g := w.eng
-	var ts unix.Stat_t
-	if err := dirfd.Fstat(w.temp, &ts); err != nil {
-		unlock()
-		return w.fail(ctx, StageBeforeRename, err), false
-	}
-	end, errno := g.host.JournalCreate(ctx, w.entry.Owner(), w.place())
-	if errno != 0 {
-		unlock()
-		w.dropTemp()
-		return errno, false
-	}
-	st, err := w.publish()
+	st, errno, err := w.publishJournaled(ctx)
 	unlock()
-	if end != nil {
-		end(err, &journal.ID{Dev: ts.Dev, Ino: ts.Ino})
+	if errno != 0 {
+		w.dropTemp() // the journal refused
+		return errno, false
 	}
 	if errors.Is(err, unix.EEXIST) {
 		// The host made the name since the look: its file stays, the
@@ -138,6 +130,26 @@ func (w *Write[N]) commitNew(ctx context.Context, unlock func(), syncDir bool) (
 		(*p)()
 	}
 	return w.settle(ctx, syncDir, &st), true
+}
+
+// publishJournaled is publish with the journal's record of the create
+// (the temp's identity) around it; the caller holds the name lock
+// (Host.LockNames) and checked the protect rule on the place. errno: the
+// journal refused, and nothing was done; err: the publish failed.
+func (w *Write[N]) publishJournaled(ctx context.Context) (unix.Stat_t, syscall.Errno, error) {
+	var ts unix.Stat_t
+	if err := dirfd.Fstat(w.temp, &ts); err != nil {
+		return ts, 0, err
+	}
+	end, errno := w.eng.host.JournalCreate(ctx, w.entry.Owner(), w.place())
+	if errno != 0 {
+		return ts, errno, nil
+	}
+	st, err := w.publish()
+	if end != nil {
+		end(err, &journal.ID{Dev: ts.Dev, Ino: ts.Ino})
+	}
+	return st, 0, err
 }
 
 // conflictNew keeps an unpublished write's bytes as a copy beside the
@@ -263,17 +275,9 @@ func (w *Write[N]) publishNow(ctx context.Context) syscall.Errno {
 	if errno := g.host.DenyCommit(ctx, w); errno != 0 {
 		return errno
 	}
-	var ts unix.Stat_t
-	if err := dirfd.Fstat(w.temp, &ts); err != nil {
-		return dirfd.Errno(err)
-	}
-	end, errno := g.host.JournalCreate(ctx, w.entry.Owner(), w.place())
+	st, errno, err := w.publishJournaled(ctx)
 	if errno != 0 {
 		return errno
-	}
-	st, err := w.publish()
-	if end != nil {
-		end(err, &journal.ID{Dev: ts.Dev, Ino: ts.Ino})
 	}
 	if errors.Is(err, unix.EEXIST) {
 		return 0 // the host made the name: the commit keeps a conflict copy
