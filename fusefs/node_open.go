@@ -182,23 +182,33 @@ func (n *Node) newReader(fd int, key locks.Key, owner locks.Owner) (fs.FileHandl
 }
 
 // createFile is Create's step under nsMu (shared): the name prepared, the
-// file made (O_CREAT|O_EXCL, given to the caller) and recorded if made at
-// a credential path, the journal's record naming owner (the caller's:
+// file made (O_CREAT|O_EXCL, given to the caller): as the temp alone,
+// named temp, where it is published later (FS.publishesLater:
+// nameops.Ops.CreateTemp), else at its name, recorded if made at a
+// credential path, the journal's record naming owner (the caller's:
 // nameops.Ops.Create); st is its stat. It returns the directory's fd, the
 // file's, its generation, and the release of the directory's fd (pinned:
 // done); EEXIST when the name exists.
-func (n *Node) createFile(ctx context.Context, owner locks.Owner, name string, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, done func(), errno syscall.Errno) {
-	defer n.fsys.nsLock(false)()
+func (n *Node) createFile(ctx context.Context, owner locks.Owner, name string, flags, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, temp string, done func(), errno syscall.Errno) {
+	f := n.fsys
+	defer f.nsLock(false)()
 	pfd, dir, done, errno := n.prepare(ctx, "create", name, guard.Makes)
 	if errno != 0 {
-		return -1, -1, 0, noUnpin, errno
+		return -1, -1, 0, "", noUnpin, errno
 	}
-	fd, gen, errno = n.fsys.nameOps.Create(ctx, owner, n, pfd, admit.Join(dir, name), name, mode, st)
+	if rel := admit.Join(dir, name); f.publishesLater(n, name, rel, flags) {
+		temp = f.engine.NewTempName()
+		if fd, gen, errno = f.nameOps.CreateTemp(ctx, n, pfd, rel, name, temp, mode, st); errno != 0 {
+			f.engine.TempMade(temp, false)
+		}
+	} else {
+		fd, gen, errno = f.nameOps.Create(ctx, owner, n, pfd, rel, name, mode, st)
+	}
 	if errno != 0 {
 		done()
-		return -1, -1, 0, noUnpin, errno
+		return -1, -1, 0, "", noUnpin, errno
 	}
-	return pfd, fd, gen, done, 0
+	return pfd, fd, gen, temp, done, 0
 }
 
 // Create makes a new, empty regular file with O_CREAT|O_EXCL, so the file is
@@ -216,17 +226,18 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno := n.fsys.contactName(ctx, n, name); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	if child, fh, fuseFlags, errno, handled := f.createNew(ctx, n, owner, name, flags, mode, out); handled {
-		return child, fh, fuseFlags, openErrno(errno)
-	}
 	var st unix.Stat_t
-	pfd, fd, gen, done, errno := n.createFile(ctx, owner, name, mode, &st)
+	pfd, fd, gen, temp, done, errno := n.createFile(ctx, owner, name, flags, mode, &st)
 	defer done()
 	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		return n.openExisting(ctx, name, flags, out)
 	}
 	if errno != 0 {
 		return nil, nil, 0, openErrno(errno)
+	}
+	if temp != "" {
+		child, fh, fuseFlags, errno := f.createNew(ctx, n, owner, name, flags, pfd, temp, fd, gen, &st, out)
+		return child, fh, fuseFlags, openErrno(errno)
 	}
 	f.fillEntry(out, &st)
 	child := n.newChild(ctx, &st, gen)

@@ -9,9 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/dirfd"
-	"github.com/realm-dev/realm/fusefs/guard"
 	"github.com/realm-dev/realm/fusefs/setattr"
 	"github.com/realm-dev/realm/fusefs/unpublished"
 	"github.com/realm-dev/realm/locks"
@@ -48,10 +46,16 @@ func (f *FS) contactNode(ctx context.Context, n *Node) syscall.Errno {
 }
 
 func (f *FS) contactName(ctx context.Context, dir *Node, name string) syscall.Errno {
+	if f.unpublished.Empty() { // every lookup asks: not even dir's key then
+		return 0
+	}
 	return f.unpublished.ContactName(ctx, unpublished.Name{Dir: dir.key(), Name: name}, f.makeReal)
 }
 
 func (f *FS) contactDir(ctx context.Context, dir *Node, all bool) syscall.Errno {
+	if f.unpublished.Empty() {
+		return 0
+	}
 	return f.unpublished.ContactDir(ctx, dir.key(), all, f.makeReal)
 }
 
@@ -98,24 +102,13 @@ func (f *FS) setattrUnpublished(ctx context.Context, n *Node, in *fuse.SetAttrIn
 	return f.ownUnpublished(ctx, n, func(fd int) syscall.Errno { return setattr.Apply(fd, in) })
 }
 
-// createNew is Create of a file made unpublished (publishesLater) in dir:
-// the temp, its node, its lock and the write's first handle. handled
-// false: the name exists in BACKING, or the file is one to create as
-// before; the caller does.
-func (f *FS) createNew(ctx context.Context, dir *Node, owner locks.Owner, name string, flags, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, _ syscall.Errno, handled bool) {
-	var st unix.Stat_t
-	pfd, fd, gen, temp, done, errno := f.createTemp(ctx, dir, name, flags, mode, &st)
-	defer done()
-	switch errno {
-	case 0:
-	case syscall.EEXIST, syscall.ENOTSUP:
-		return nil, nil, 0, 0, false
-	default:
-		return nil, nil, 0, errno, true
-	}
-	child := dir.newChild(ctx, &st, gen)
+// createNew is Create's end for a file made unpublished in dir (fd
+// pfd): the temp temp (fd, its stat st and generation gen) gets its
+// node, its lock and the write's first handle.
+func (f *FS) createNew(ctx context.Context, dir *Node, owner locks.Owner, name string, flags uint32, pfd int, temp string, fd int, gen uint64, st *unix.Stat_t, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	child := dir.newChild(ctx, st, gen)
 	cn := asNode(child)
-	lease, err := f.writeLocks.AcquireMode(locks.KeyOf(&st), owner, locks.ModeFor(flags))
+	lease, err := f.writeLocks.AcquireMode(locks.KeyOf(st), owner, locks.ModeFor(flags))
 	if err != nil || !cn.opens.AdmitShared(true, time.Now()) {
 		// A fresh inode no lock holds yet, unless an entry is stale under
 		// its number (as Engine.Join's created case).
@@ -124,44 +117,20 @@ func (f *FS) createNew(ctx context.Context, dir *Node, owner locks.Owner, name s
 		dirfd.Unlink(pfd, temp, 0)
 		f.engine.TempMade(temp, false)
 		f.logf("%s: the new file's inode number is held (ino %d); refused", dir.Rel(name), st.Ino)
-		return nil, nil, 0, syscall.EIO, true
+		return nil, nil, 0, syscall.EIO
 	}
 	lease.Shared().NoteOpener(caller(ctx).Pid)
 	e := lease.Shared()
 	e.Lock()
-	f.unpublished.Add(unpublished.Name{Dir: dir.key(), Name: name}, unpublished.Entry[*Node]{Node: cn, Key: locks.KeyOf(&st), Owner: owner})
-	file, err := f.engine.OpenNew(ctx, e, lease, owner, cn, child.StableAttr().Ino, dir, pfd, name, temp, fd, &st, flags, f.processOf(caller(ctx).Pid))
+	f.unpublished.Add(unpublished.Name{Dir: dir.key(), Name: name}, unpublished.Entry[*Node]{Node: cn, Key: locks.KeyOf(st), Owner: owner})
+	file, err := f.engine.OpenNew(ctx, e, lease, owner, cn, child.StableAttr().Ino, dir, pfd, name, temp, fd, st, flags, f.processOf(caller(ctx).Pid))
 	e.Unlock()
 	if err != nil {
 		f.unpublished.Remove(cn)
 		cn.opens.SharedGone()
-		return nil, nil, 0, dirfd.Errno(err), true
+		return nil, nil, 0, dirfd.Errno(err)
 	}
-	f.fillEntry(out, &st)
+	f.fillEntry(out, st)
 	out.SetAttrTimeout(cn.opens.CreatedAttrValid(f.attrTimeout))
-	return child, &writeHandle{handle: handle{node: cn}, file: file}, fuse.FOPEN_DIRECT_IO, 0, true
-}
-
-// createTemp is createNew's step under nsMu (shared): the name prepared
-// in dir, the file made as a temp (nameops.Ops.CreateTemp). ENOTSUP: the
-// file is one to create as before (publishesLater).
-func (f *FS) createTemp(ctx context.Context, dir *Node, name string, flags, mode uint32, st *unix.Stat_t) (pfd, fd int, gen uint64, temp string, done func(), errno syscall.Errno) {
-	defer f.nsLock(false)()
-	pfd, path, done, errno := dir.prepare(ctx, "create", name, guard.Makes)
-	if errno != 0 {
-		return -1, -1, 0, "", noUnpin, errno
-	}
-	rel := admit.Join(path, name)
-	if !f.publishesLater(dir, name, rel, flags) {
-		done()
-		return -1, -1, 0, "", noUnpin, syscall.ENOTSUP
-	}
-	temp = f.engine.NewTempName()
-	fd, gen, errno = f.nameOps.CreateTemp(ctx, dir, pfd, rel, name, temp, mode, st)
-	if errno != 0 {
-		f.engine.TempMade(temp, false)
-		done()
-		return -1, -1, 0, "", noUnpin, errno
-	}
-	return pfd, fd, gen, temp, done, 0
+	return child, &writeHandle{handle: handle{node: cn}, file: file}, fuse.FOPEN_DIRECT_IO, 0
 }
