@@ -43,6 +43,14 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	if rec.Op != OpUnlink && rec.Op != OpRmdir {
 		return 0, fmt.Errorf("journal: Remove of op %q", rec.Op)
 	}
+	dfd := -1
+	if rec.Op == OpRmdir {
+		var err error
+		if dfd, err = openEmpty(dir, name, &rec); err != nil { // the usual ENOTEMPTY: no record
+			return 0, err
+		}
+		defer dirfd.Close(dfd)
+	}
 	if rec.Before == nil {
 		var st unix.Stat_t
 		if err := dirfd.Lstat(dir, name, &st); err != nil {
@@ -52,11 +60,6 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 	}
 	if err := removable(rec.Op, rec.Before.Type == "dir"); err != nil {
 		return 0, err
-	}
-	if rec.Op == OpRmdir {
-		if err := emptyDir(dir, name); err != nil { // the usual ENOTEMPTY: no record
-			return 0, err
-		}
 	}
 	rec.Kept = true
 	entry, err := j.removeIntent(&rec)
@@ -72,7 +75,7 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 		return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 	}
 	var moved unix.Stat_t
-	if verr := j.verifyRemoved(entry, &rec, &moved); verr != nil {
+	if verr := j.verifyRemoved(entry, &rec, dfd, &moved); verr != nil {
 		return seq, j.unmove(verr, entry, &rec, &moved, dir, name)
 	}
 	return seq, j.removed(&rec, &moved, false)
@@ -186,8 +189,8 @@ func removable(op Op, isDir bool) error {
 
 // verifyRemoved checks what Remove moved into kept/ (entry), whose stat it
 // leaves in st: rec's Before, of the type its op removes, and a directory
-// empty.
-func (j *Journal) verifyRemoved(entry string, rec *Record, st *unix.Stat_t) error {
+// (which dfd, open for reading, is then) empty.
+func (j *Journal) verifyRemoved(entry string, rec *Record, dfd int, st *unix.Stat_t) error {
 	if err := dirfd.Lstat(j.kept, entry, st); err != nil {
 		return err
 	}
@@ -201,22 +204,57 @@ func (j *Journal) verifyRemoved(entry string, rec *Record, st *unix.Stat_t) erro
 	if !isDir {
 		return nil
 	}
-	return emptyDir(j.kept, entry)
+	return emptyDir(dfd)
 }
 
-// emptyDir answers ENOTEMPTY for the directory name in dir if it has
-// entries.
-func emptyDir(dir int, name string) error {
-	fd, err := dirfd.OpenDir(dir, name)
+// openEmpty opens the directory an rmdir (rec) removes, name in dir, for
+// reading, and answers ENOTEMPTY if it has entries: the rmdir's open,
+// which verifyRemoved reads again once it is in kept/ (an entry made from
+// outside in between). rec.Before, if nil, becomes what it opened; if
+// set and another object, it is ErrChanged. A symlink is ENOTDIR, as
+// rmdir answers; another name the open refuses (a mount point) keeps its
+// refusal.
+func openEmpty(dir int, name string, rec *Record) (int, error) {
+	fd, err := dirfd.OpenDirRead(dir, name)
+	if errors.Is(err, dirfd.ErrEscape) {
+		var st unix.Stat_t
+		if dirfd.Lstat(dir, name, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return -1, unix.ENOTDIR
+		}
+	}
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := dirfd.Fstat(fd, &st); err != nil {
+		dirfd.Close(fd)
+		return -1, err
+	}
+	switch {
+	case rec.Before == nil:
+		rec.Before = ObjectOf(&st)
+	case rec.Before.ID() != (ID{st.Dev, st.Ino}):
+		dirfd.Close(fd)
+		return -1, ErrChanged
+	}
+	if err := emptyDir(fd); err != nil {
+		dirfd.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// emptyDir answers ENOTEMPTY for the directory open for reading as fd
+// if it has entries.
+func emptyDir(fd int) error {
+	if fd < 0 {
+		return unix.EBADF
+	}
+	empty, err := dirfd.Empty(fd)
 	if err != nil {
 		return err
 	}
-	defer dirfd.Close(fd)
-	ents, err := dirfd.ReadDir(fd)
-	if err != nil {
-		return err
-	}
-	if len(ents) > 0 {
+	if !empty {
 		return unix.ENOTEMPTY
 	}
 	return nil

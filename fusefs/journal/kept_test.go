@@ -47,6 +47,16 @@ func TestRemove(t *testing.T) {
 			target: "d/e", wantErr: unix.EISDIR},
 		{name: "rmdir a file", op: OpRmdir, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
 			target: "d/f", wantErr: unix.ENOTDIR},
+		{name: "rmdir a symlink to a directory", op: OpRmdir, setup: func(t *testing.T, b *backing) {
+			must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o700))
+			must(t, os.Symlink("e", filepath.Join(b.path, "d/l")))
+		}, target: "d/l", wantErr: unix.ENOTDIR},
+		{name: "rmdir a directory swapped", op: OpRmdir, setup: func(t *testing.T, b *backing) {
+			must(t, os.MkdirAll(filepath.Join(b.path, "d/e"), 0o700))
+		}, target: "d/e", swap: func(t *testing.T, b *backing) {
+			mv(t, b, "d/e", "d/old")
+			must(t, os.Mkdir(filepath.Join(b.path, "d/e"), 0o700))
+		}, wantErr: ErrChanged},
 		{name: "unlink nothing", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
 			target: "d/absent", wantErr: unix.ENOENT},
 		{name: "unlink a file swapped", op: OpUnlink, setup: func(t *testing.T, b *backing) { b.write(t, "d/f", "x") },
