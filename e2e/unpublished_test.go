@@ -99,6 +99,29 @@ func TestCreatedFileUnpublished(t *testing.T) {
 			}
 			return ""
 		}, "", ""},
+		{"mv of a name beside it", func(t *testing.T, rel string, f *os.File) string {
+			other := filepath.Join(filepath.Dir(m.Path(rel)), "other")
+			if err := os.WriteFile(other, []byte("o"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(other, other+"2"); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "part whole", ""},
+		{"mv and rmdir of a directory beside it", func(t *testing.T, rel string, f *os.File) string {
+			sub := filepath.Join(filepath.Dir(m.Path(rel)), "sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(sub, sub+"2"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(sub + "2"); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}, "part whole", ""},
 		{"rmdir of its directory", func(t *testing.T, rel string, f *os.File) string {
 			err := os.Remove(filepath.Dir(m.Path(rel)))
 			if !errors.Is(err, syscall.ENOTEMPTY) {
@@ -139,6 +162,45 @@ func TestCreatedFileUnpublished(t *testing.T) {
 				t.Errorf("%s: temps left: %v", tc.name, temps)
 			}
 		})
+	}
+}
+
+// TestCreatedFileDirectoryMoved: a rename of a directory above a created
+// file makes it real where it is (the empty file at its new place), and
+// its close fills it there; the rename of a directory not above it, or
+// over another one, leaves it unpublished.
+func TestCreatedFileDirectoryMoved(t *testing.T) {
+	t.Parallel()
+	m := mount(t)
+	for _, d := range []string{"a/b", "x", "y/z"} {
+		if err := os.MkdirAll(m.Path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := created(t, m, "a/b/f", "part")
+	if err := os.Rename(m.Path("x"), m.Path("x2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.Path("y/z"), m.Path("a/z")); err != nil {
+		t.Fatal(err)
+	}
+	assertAbsent(t, m.BackingPath("a/b/f"))
+	if err := os.Rename(m.Path("a"), m.Path("c")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, m.BackingPath("c/b/f")); got != "" {
+		t.Errorf("c/b/f in BACKING after its directory moved: %q, want the empty file", got)
+	}
+	if _, err := f.WriteString(" whole"); err != nil {
+		t.Fatal(err)
+	}
+	closeFile(t, f)
+	if got := readFile(t, m.BackingPath("c/b/f")); got != "part whole" {
+		t.Errorf("c/b/f after the close: %q, want %q", got, "part whole")
+	}
+	assertAbsent(t, m.BackingPath("a"))
+	if temps := tempsIn(t, m.BackingPath("c/b")); len(temps) > 0 {
+		t.Errorf("temps left: %v", temps)
 	}
 }
 

@@ -128,7 +128,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, errno // the owner holds its bound of handles (admit.Gate.AdmitOpen)
 	}
 	// A listing shows every name: the unpublished ones made real first.
-	if errno := n.fsys.contactDir(ctx, n, false); errno != 0 {
+	if errno := n.fsys.contactDir(ctx, n); errno != 0 {
 		return nil, 0, openErrno(errno)
 	}
 	pfd, done, errno := n.dirFd(ctx)

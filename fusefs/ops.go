@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"cmp"
 	"context"
 	"syscall"
 
@@ -261,7 +260,11 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 	defer n.enter()()
 	// An rmdir meets the names of the directory it removes, which are
 	// not n's.
-	if errno := cmp.Or(n.fsys.contactName(ctx, n, name), n.fsys.contactDir(ctx, n, flags&unix.AT_REMOVEDIR != 0)); errno != 0 {
+	errno := n.fsys.contactName(ctx, n, name)
+	if errno == 0 && flags&unix.AT_REMOVEDIR != 0 {
+		errno = n.fsys.contactMoved(ctx, n, name, false)
+	}
+	if errno != 0 {
 		return errno
 	}
 	gen := n.fsys.nameOps.PathGen()
@@ -287,9 +290,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if np != n {
 		defer np.enter()()
 	}
-	// Either name, and any name in a directory it moves: every
-	// unpublished file is made real first.
-	if errno := n.fsys.contactDir(ctx, n, true); errno != 0 {
+	if errno := n.fsys.contactRename(ctx, n, name, np, newName); errno != 0 {
 		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/setattr"
 	"github.com/realm-dev/realm/fusefs/unpublished"
+	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -20,7 +22,8 @@ import (
 // than through the creating handle first makes it real (a contact, made
 // holding no realm lock): the node's own requests (Node.parentFd), a
 // lookup, create, mknod, mkdir, symlink, link or unlink of the name, a
-// readdir of its directory, every rename and rmdir.
+// readdir of its directory, a rename or rmdir of the name or of a
+// directory above it (contactMoved).
 
 // publishesLater reports whether a create of rel (name in dir) with flags
 // makes the file unpublished: not a path the guard keeps records of
@@ -39,8 +42,7 @@ func (f *FS) makeReal(ctx context.Context, e unpublished.Entry[*Node]) syscall.E
 }
 
 // contactNode, contactName and contactDir make real the unpublished file
-// n stands for, the one to be named name in dir, and those in dir (in
-// every directory: all).
+// n stands for, the one to be named name in dir, and those in dir.
 func (f *FS) contactNode(ctx context.Context, n *Node) syscall.Errno {
 	return f.unpublished.ContactNode(ctx, n, f.makeReal)
 }
@@ -52,11 +54,55 @@ func (f *FS) contactName(ctx context.Context, dir *Node, name string) syscall.Er
 	return f.unpublished.ContactName(ctx, unpublished.Name{Dir: dir.key(), Name: name}, f.makeReal)
 }
 
-func (f *FS) contactDir(ctx context.Context, dir *Node, all bool) syscall.Errno {
+func (f *FS) contactDir(ctx context.Context, dir *Node) syscall.Errno {
 	if f.unpublished.Empty() {
 		return 0
 	}
-	return f.unpublished.ContactDir(ctx, dir.key(), all, f.makeReal)
+	return f.unpublished.ContactDir(ctx, dir.key(), f.makeReal)
+}
+
+// contactMoved makes real the unpublished files beneath the directory
+// the kernel knows as name in dir (a rename moves it, an rmdir removes
+// it). Files elsewhere stay unpublished: a rename of one name costs no
+// other creator its temp. A name the kernel knows no node of holds none
+// of them (every directory above an unpublished file is a node): none
+// for the target of a rename (the kernel looked it up, and found
+// nothing), every one where the name is the object of the request, which
+// the kernel knows (a node forgotten meanwhile: the old rule).
+func (f *FS) contactMoved(ctx context.Context, dir *Node, name string, target bool) syscall.Errno {
+	if f.unpublished.Empty() {
+		return 0
+	}
+	moved := dir.childInode(name)
+	switch {
+	case moved == nil && target:
+		return 0
+	case moved == nil:
+		return f.unpublished.ContactWhere(ctx, func(*Node) bool { return true }, f.makeReal)
+	}
+	return f.unpublished.ContactWhere(ctx, func(n *Node) bool { return f.beneath(n, moved) }, f.makeReal)
+}
+
+// beneath reports whether n's node is below the node dir (its parents
+// as go-fuse knows them), or detached.
+func (f *FS) beneath(n *Node, dir *fs.Inode) bool {
+	lockorder.GoFuse("Inode.Parent")
+	for in := n.EmbeddedInode(); in != f.root.EmbeddedInode(); {
+		_, in = in.Parent()
+		if in == nil || in == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// contactRename makes real what a rename of name in dir to newName in
+// newDir meets: the file either name stands for, and those beneath a
+// directory either name holds (a rename moves the one, an exchange both;
+// a directory replaced must be empty).
+func (f *FS) contactRename(ctx context.Context, dir *Node, name string, newDir *Node, newName string) syscall.Errno {
+	return cmp.Or(f.contactName(ctx, dir, name), f.contactName(ctx, newDir, newName),
+		f.contactMoved(ctx, dir, name, false), f.contactMoved(ctx, newDir, newName, true))
 }
 
 // ownUnpublished runs fn on the content of n's file (its write's temp)

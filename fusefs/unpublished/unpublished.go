@@ -138,10 +138,25 @@ func (t *Table[N]) ContactName(ctx context.Context, name Name, makeReal MakeReal
 	return 0
 }
 
-// ContactDir makes real the files to be named in the directory dir (in
-// every directory: all), up to the first refusal.
-func (t *Table[N]) ContactDir(ctx context.Context, dir locks.Key, all bool, makeReal MakeReal[N]) syscall.Errno {
-	for _, e := range t.In(dir, all) {
+// ContactWhere makes real the files whose node beneath says so, up to
+// the first refusal. beneath runs without the table's lock (a leaf of the
+// lock order): it may take the node tree's.
+func (t *Table[N]) ContactWhere(ctx context.Context, beneath func(N) bool, makeReal MakeReal[N]) syscall.Errno {
+	for _, e := range t.In(locks.Key{}, true) {
+		if !beneath(e.Node) {
+			continue
+		}
+		if errno := makeReal(ctx, e); errno != 0 {
+			return errno
+		}
+	}
+	return 0
+}
+
+// ContactDir makes real the files to be named in the directory dir, up
+// to the first refusal.
+func (t *Table[N]) ContactDir(ctx context.Context, dir locks.Key, makeReal MakeReal[N]) syscall.Errno {
+	for _, e := range t.In(dir, false) {
 		if errno := makeReal(ctx, e); errno != 0 {
 			return errno
 		}

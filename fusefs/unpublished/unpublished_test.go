@@ -67,8 +67,9 @@ func TestContacts(t *testing.T) {
 		{"its node", func() syscall.Errno { return tb.ContactNode(ctx, 3, real) }, 1},
 		{"another node", func() syscall.Errno { return tb.ContactNode(ctx, 9, real) }, 0},
 		{"its name", func() syscall.Errno { return tb.ContactName(ctx, Name{d2, "a"}, real) }, 1},
-		{"its directory", func() syscall.Errno { return tb.ContactDir(ctx, d1, false, real) }, 2},
-		{"every directory", func() syscall.Errno { return tb.ContactDir(ctx, d1, true, real) }, 3},
+		{"its directory", func() syscall.Errno { return tb.ContactDir(ctx, d1, real) }, 2},
+		{"those a test picks", func() syscall.Errno { return tb.ContactWhere(ctx, func(n int) bool { return n != 2 }, real) }, 2},
+		{"none picked", func() syscall.Errno { return tb.ContactWhere(ctx, func(int) bool { return false }, real) }, 0},
 	} {
 		made = nil
 		if errno := tc.contact(); errno != 0 || len(made) != tc.want {
@@ -77,7 +78,7 @@ func TestContacts(t *testing.T) {
 	}
 	refuse := func(context.Context, Entry[int]) syscall.Errno { made = append(made, 0); return syscall.EACCES }
 	made = nil
-	if errno := tb.ContactDir(ctx, d1, true, refuse); errno != syscall.EACCES || len(made) != 1 {
+	if errno := tb.ContactWhere(ctx, func(int) bool { return true }, refuse); errno != syscall.EACCES || len(made) != 1 {
 		t.Errorf("a refusal: %v after %d tries; want EACCES after 1", errno, len(made))
 	}
 }
