@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
 	"syscall"
 
@@ -258,13 +259,9 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // (nameops.DirPath): one readlink less.
 func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.Errno {
 	defer n.enter()()
-	// An rmdir meets the names of the directory it removes, which are
-	// not n's.
-	errno := n.fsys.contactName(ctx, n, name)
-	if errno == 0 && flags&unix.AT_REMOVEDIR != 0 {
-		errno = n.fsys.contactMoved(ctx, n, name, false)
-	}
-	if errno != 0 {
+	// An rmdir meets the names of the directory it removes; an unlink's
+	// file holds none.
+	if errno := cmp.Or(n.fsys.contactName(ctx, n, name), n.fsys.contactMoved(ctx, n, name, flags == 0)); errno != 0 {
 		return errno
 	}
 	gen := n.fsys.nameOps.PathGen()
@@ -290,7 +287,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if np != n {
 		defer np.enter()()
 	}
-	if errno := n.fsys.contactRename(ctx, n, name, np, newName); errno != 0 {
+	// Either name's file, and those beneath a directory either holds (one
+	// moves, or both; a directory replaced must be empty).
+	if errno := cmp.Or(n.fsys.contactName(ctx, n, name), n.fsys.contactName(ctx, np, newName),
+		n.fsys.contactMoved(ctx, n, name, false), n.fsys.contactMoved(ctx, np, newName, true)); errno != 0 {
 		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0

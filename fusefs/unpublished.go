@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"cmp"
 	"context"
 	"syscall"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/setattr"
 	"github.com/realm-dev/realm/fusefs/unpublished"
-	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -63,46 +61,17 @@ func (f *FS) contactDir(ctx context.Context, dir *Node) syscall.Errno {
 
 // contactMoved makes real the unpublished files beneath the directory
 // the kernel knows as name in dir (a rename moves it, an rmdir removes
-// it). Files elsewhere stay unpublished: a rename of one name costs no
-// other creator its temp. A name the kernel knows no node of holds none
-// of them (every directory above an unpublished file is a node): none
-// for the target of a rename (the kernel looked it up, and found
-// nothing), every one where the name is the object of the request, which
-// the kernel knows (a node forgotten meanwhile: the old rule).
+// it), not others. Every directory above one is a node: a target without
+// one (the kernel found nothing) holds none; another name any.
 func (f *FS) contactMoved(ctx context.Context, dir *Node, name string, target bool) syscall.Errno {
 	if f.unpublished.Empty() {
 		return 0
 	}
 	moved := dir.childInode(name)
-	switch {
-	case moved == nil && target:
+	if moved == nil && target {
 		return 0
-	case moved == nil:
-		return f.unpublished.ContactWhere(ctx, func(*Node) bool { return true }, f.makeReal)
 	}
-	return f.unpublished.ContactWhere(ctx, func(n *Node) bool { return f.beneath(n, moved) }, f.makeReal)
-}
-
-// beneath reports whether n's node is below the node dir (its parents
-// as go-fuse knows them), or detached.
-func (f *FS) beneath(n *Node, dir *fs.Inode) bool {
-	lockorder.GoFuse("Inode.Parent")
-	for in := n.EmbeddedInode(); in != f.root.EmbeddedInode(); {
-		_, in = in.Parent()
-		if in == nil || in == dir {
-			return true
-		}
-	}
-	return false
-}
-
-// contactRename makes real what a rename of name in dir to newName in
-// newDir meets: the file either name stands for, and those beneath a
-// directory either name holds (a rename moves the one, an exchange both;
-// a directory replaced must be empty).
-func (f *FS) contactRename(ctx context.Context, dir *Node, name string, newDir *Node, newName string) syscall.Errno {
-	return cmp.Or(f.contactName(ctx, dir, name), f.contactName(ctx, newDir, newName),
-		f.contactMoved(ctx, dir, name, false), f.contactMoved(ctx, newDir, newName, true))
+	return f.unpublished.ContactBeneath(ctx, moved, f.root.EmbeddedInode(), (*Node).EmbeddedInode, f.makeReal)
 }
 
 // ownUnpublished runs fn on the content of n's file (its write's temp)

@@ -2,6 +2,7 @@ package dirfd
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"golang.org/x/sys/unix"
 )
@@ -10,6 +11,39 @@ import (
 // (Empty), one open where OpenDir and ReopenDir are two.
 func OpenDirRead(dir int, name string) (int, error) {
 	return openName(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+}
+
+// OpenEmptyDir opens the directory name in dir for reading, as an rmdir
+// finds it: ENOTDIR for another object (a symlink too: rmdir follows
+// none), ENOTEMPTY if it has entries; st gets its stat. Another refusal
+// of the open (a mount point: ErrEscape) comes back as it is.
+func OpenEmptyDir(dir int, name string, st *unix.Stat_t) (int, error) {
+	fd, err := OpenDirRead(dir, name)
+	if errors.Is(err, ErrEscape) && Lstat(dir, name, st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return -1, unix.ENOTDIR
+	}
+	if err != nil {
+		return -1, err
+	}
+	if err := Fstat(fd, st); err != nil {
+		Close(fd)
+		return -1, err
+	}
+	if err := CheckEmpty(fd); err != nil {
+		Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// CheckEmpty answers ENOTEMPTY for the directory open for reading as fd
+// if it has entries (Empty).
+func CheckEmpty(fd int) error {
+	empty, err := Empty(fd)
+	if err == nil && !empty {
+		err = unix.ENOTEMPTY
+	}
+	return err
 }
 
 // Empty reports whether the directory fd (opened for reading, as

@@ -204,60 +204,25 @@ func (j *Journal) verifyRemoved(entry string, rec *Record, dfd int, st *unix.Sta
 	if !isDir {
 		return nil
 	}
-	return emptyDir(dfd)
+	return dirfd.CheckEmpty(dfd)
 }
 
-// openEmpty opens the directory an rmdir (rec) removes, name in dir, for
-// reading, and answers ENOTEMPTY if it has entries: the rmdir's open,
-// which verifyRemoved reads again once it is in kept/ (an entry made from
-// outside in between). rec.Before, if nil, becomes what it opened; if
-// set and another object, it is ErrChanged. A symlink is ENOTDIR, as
-// rmdir answers; another name the open refuses (a mount point) keeps its
-// refusal.
+// openEmpty is dirfd.OpenEmptyDir of the directory an rmdir (rec)
+// removes, which verifyRemoved reads again once it is in kept/. Before,
+// if nil, becomes what it opened; if another object, it is ErrChanged.
 func openEmpty(dir int, name string, rec *Record) (int, error) {
-	fd, err := dirfd.OpenDirRead(dir, name)
-	if errors.Is(err, dirfd.ErrEscape) {
-		var st unix.Stat_t
-		if dirfd.Lstat(dir, name, &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return -1, unix.ENOTDIR
-		}
-	}
-	if err != nil {
-		return -1, err
-	}
 	var st unix.Stat_t
-	if err := dirfd.Fstat(fd, &st); err != nil {
-		dirfd.Close(fd)
-		return -1, err
-	}
+	fd, err := dirfd.OpenEmptyDir(dir, name, &st)
 	switch {
+	case err != nil:
+		return -1, err
 	case rec.Before == nil:
 		rec.Before = ObjectOf(&st)
 	case rec.Before.ID() != (ID{st.Dev, st.Ino}):
 		dirfd.Close(fd)
 		return -1, ErrChanged
 	}
-	if err := emptyDir(fd); err != nil {
-		dirfd.Close(fd)
-		return -1, err
-	}
 	return fd, nil
-}
-
-// emptyDir answers ENOTEMPTY for the directory open for reading as fd
-// if it has entries.
-func emptyDir(fd int) error {
-	if fd < 0 {
-		return unix.EBADF
-	}
-	empty, err := dirfd.Empty(fd)
-	if err != nil {
-		return err
-	}
-	if !empty {
-		return unix.ENOTEMPTY
-	}
-	return nil
 }
 
 // Restore puts the version change seq kept back at name in the directory

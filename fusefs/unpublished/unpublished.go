@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/locks"
 )
@@ -138,12 +140,12 @@ func (t *Table[N]) ContactName(ctx context.Context, name Name, makeReal MakeReal
 	return 0
 }
 
-// ContactWhere makes real the files whose node beneath says so, up to
-// the first refusal. beneath runs without the table's lock (a leaf of the
-// lock order): it may take the node tree's.
-func (t *Table[N]) ContactWhere(ctx context.Context, beneath func(N) bool, makeReal MakeReal[N]) syscall.Errno {
+// ContactWhere makes real the files whose node pick says so, up to the
+// first refusal. pick runs without the table's lock (a leaf of the lock
+// order): it may take the node tree's.
+func (t *Table[N]) ContactWhere(ctx context.Context, pick func(N) bool, makeReal MakeReal[N]) syscall.Errno {
 	for _, e := range t.In(locks.Key{}, true) {
-		if !beneath(e.Node) {
+		if !pick(e.Node) {
 			continue
 		}
 		if errno := makeReal(ctx, e); errno != 0 {
@@ -151,6 +153,24 @@ func (t *Table[N]) ContactWhere(ctx context.Context, beneath func(N) bool, makeR
 		}
 	}
 	return 0
+}
+
+// ContactBeneath makes real the files whose inodes (inode) are beneath
+// the directory dir, every one if dir is nil: go-fuse's parents of each,
+// up to root, hold dir, or end detached. It takes go-fuse's tree locks.
+func (t *Table[N]) ContactBeneath(ctx context.Context, dir, root *fs.Inode, inode func(N) *fs.Inode, makeReal MakeReal[N]) syscall.Errno {
+	return t.ContactWhere(ctx, func(n N) bool {
+		if dir == nil {
+			return true
+		}
+		lockorder.GoFuse("Inode.Parent")
+		for in := inode(n); in != root; {
+			if _, in = in.Parent(); in == nil || in == dir {
+				return true
+			}
+		}
+		return false
+	}, makeReal)
 }
 
 // ContactDir makes real the files to be named in the directory dir, up
