@@ -564,25 +564,42 @@ func ReadDir(dir int) ([]Dirent, error) {
 	}
 }
 
-// parseDirents decodes linux_dirent64 records: ino (8), off (8),
-// reclen (2), type (1), then a NUL-terminated name.
+// parseDirents decodes linux_dirent64 records (nextDirent) but "." and
+// "..".
 func parseDirents(b []byte, out []Dirent) []Dirent {
-	for len(b) >= 19 {
-		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-		if reclen < 19 || reclen > len(b) {
-			break
+	for {
+		ino, typ, name, rest, ok := nextDirent(b)
+		if !ok {
+			return out
 		}
-		name := b[19:reclen]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
+		if !dotName(name) {
+			out = append(out, Dirent{Name: string(name), Ino: ino, Type: typ})
 		}
-		if s := string(name); s != "." && s != ".." {
-			out = append(out, Dirent{Name: s, Ino: binary.NativeEndian.Uint64(b[0:8]), Type: b[18]})
-		}
-		b = b[reclen:]
+		b = rest
 	}
-	return out
 }
+
+// nextDirent decodes the first linux_dirent64 record of b, ino (8), off
+// (8), reclen (2), type (1), then a NUL-terminated name (returned
+// without its NUL), and the records after it; ok false: none, or a
+// malformed one.
+func nextDirent(b []byte) (ino uint64, typ byte, name, rest []byte, ok bool) {
+	if len(b) < 19 {
+		return 0, 0, nil, nil, false
+	}
+	reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+	if reclen < 19 || reclen > len(b) {
+		return 0, 0, nil, nil, false
+	}
+	name = b[19:reclen]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return binary.NativeEndian.Uint64(b[0:8]), b[18], name, b[reclen:], true
+}
+
+// dotName: "." or "..".
+func dotName(name []byte) bool { return string(name) == "." || string(name) == ".." }
 
 // CloneOrCopy fills dst, an empty file, with the first size bytes of src
 // (all of it if size < 0): a reflink (FICLONE) of the whole file where the

@@ -1,15 +1,14 @@
 package dirfd
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"golang.org/x/sys/unix"
 )
 
-// OpenDirRead opens the directory name in dir for reading its entries
-// (Empty), one open where OpenDir and ReopenDir are two.
-func OpenDirRead(dir int, name string) (int, error) {
+// openDirRead opens the directory name in dir for reading its entries
+// (empty), one open where OpenDir and ReopenDir are two.
+func openDirRead(dir int, name string) (int, error) {
 	return openName(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 }
 
@@ -18,7 +17,7 @@ func OpenDirRead(dir int, name string) (int, error) {
 // none), ENOTEMPTY if it has entries; st gets its stat. Another refusal
 // of the open (a mount point: ErrEscape) comes back as it is.
 func OpenEmptyDir(dir int, name string, st *unix.Stat_t) (int, error) {
-	fd, err := OpenDirRead(dir, name)
+	fd, err := openDirRead(dir, name)
 	if errors.Is(err, ErrEscape) && Lstat(dir, name, st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return -1, unix.ENOTDIR
 	}
@@ -37,54 +36,42 @@ func OpenEmptyDir(dir int, name string, st *unix.Stat_t) (int, error) {
 }
 
 // CheckEmpty answers ENOTEMPTY for the directory open for reading as fd
-// if it has entries (Empty).
+// (OpenEmptyDir's) if it has entries, read from its start: a second call
+// on one fd reads the directory again.
 func CheckEmpty(fd int) error {
-	empty, err := Empty(fd)
-	if err == nil && !empty {
+	ok, err := empty(fd)
+	if err == nil && !ok {
 		err = unix.ENOTEMPTY
 	}
 	return err
 }
 
-// Empty reports whether the directory fd (opened for reading, as
-// OpenDirRead opens one) holds no entry but "." and "..", read from its
-// start: a second call on one fd reads the directory again. It stops at
-// the first other entry, and reads into a buffer of its own stack: an
-// rmdir asks twice (journal.Remove), and most directories it asks of are
-// empty.
-func Empty(fd int) (bool, error) {
+// empty reports whether the directory fd holds no entry but "." and
+// "..". It stops at the first other entry, and reads into a buffer of
+// its own stack: an rmdir asks twice (journal.Remove), and most
+// directories it asks of are empty.
+func empty(fd int) (bool, error) {
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
 		return false, err
 	}
 	var buf [512]byte
 	for {
-		n, err := ignoringEINTR2(func() (int, error) { return unix.Getdents(fd, buf[:]) })
-		if err != nil {
-			return false, err
+		n, err := unix.Getdents(fd, buf[:]) // no closure (ignoringEINTR2): buf stays on the stack
+		if err == unix.EINTR {
+			continue
 		}
-		if n <= 0 {
-			return true, nil
+		if err != nil || n <= 0 {
+			return err == nil, err
 		}
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
+		for b := buf[:n]; ; {
+			_, _, name, rest, ok := nextDirent(b)
+			if !ok {
 				break
 			}
-			if !dotName(b[19:reclen]) {
+			if !dotName(name) {
 				return false, nil
 			}
-			b = b[reclen:]
+			b = rest
 		}
 	}
-}
-
-// dotName: a NUL-terminated dirent name that is "." or "..".
-func dotName(name []byte) bool {
-	switch {
-	case len(name) >= 2 && name[0] == '.' && name[1] == 0:
-		return true
-	case len(name) >= 3 && name[0] == '.' && name[1] == '.' && name[2] == 0:
-		return true
-	}
-	return false
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestEmpty: Empty sees any entry but "." and "..", names like them
+// TestEmpty: empty sees any entry but "." and "..", names like them
 // included, however long and however many, and reads the directory from
 // its start each time it is asked.
 func TestEmpty(t *testing.T) {
@@ -36,14 +36,14 @@ func TestEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer Close(parent)
-			fd, err := OpenDirRead(parent, filepath.Base(dir))
+			fd, err := openDirRead(parent, filepath.Base(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer Close(fd)
 			for range 2 { // the second read starts again
-				if got, err := Empty(fd); err != nil || got != tc.want {
-					t.Fatalf("Empty = %v, %v; want %v", got, err, tc.want)
+				if got, err := empty(fd); err != nil || got != tc.want {
+					t.Fatalf("empty = %v, %v; want %v", got, err, tc.want)
 				}
 			}
 		})
@@ -73,8 +73,8 @@ func TestOpenDirReadRefusesSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Close(root)
-	if fd, err := OpenDirRead(root, "l"); err == nil {
+	if fd, err := openDirRead(root, "l"); err == nil {
 		Close(fd)
-		t.Fatal("OpenDirRead followed a symlink")
+		t.Fatal("openDirRead followed a symlink")
 	}
 }
