@@ -62,13 +62,14 @@ func (f *FS) contactDir(ctx context.Context, dir *Node) syscall.Errno {
 // contactMoved makes real the unpublished files beneath the directory
 // the kernel knows as name in dir (a rename moves it, an rmdir removes
 // it), not others. Every directory above one is a node: a target without
-// one (the kernel found nothing) holds none; another name any.
+// one (the kernel found nothing) holds none, nor does a file's; another
+// name without one may hold any.
 func (f *FS) contactMoved(ctx context.Context, dir *Node, name string, target bool) syscall.Errno {
 	if f.unpublished.Empty() {
 		return 0
 	}
 	moved := dir.childInode(name)
-	if moved == nil && target {
+	if moved == nil && target || moved != nil && !moved.IsDir() {
 		return 0
 	}
 	return f.unpublished.ContactBeneath(ctx, moved, f.root.EmbeddedInode(), (*Node).EmbeddedInode, f.makeReal)
