@@ -1069,6 +1069,26 @@ func TestModelTraces(t *testing.T) {
 			{Kind: "close", Proc: "B1", Slot: "s1"},
 			{Kind: "close", Proc: "B2", Slot: "s3"},
 		},
+	}, {
+		// Two owners append to f0; A's ftruncate through its appending
+		// handle made a temp, which A's close commits by a rename while
+		// B appends. B's append went into the file between the commit's
+		// look and its rename, and was lost with the file the rename
+		// replaced (seed 111242256013): the file's lock, shared by every
+		// owner's entry (locks.FileLock), keeps appends out of that
+		// window now. A narrow race here; writeengine's
+		// TestEngineAppendWaitsForAnotherOwnersCommit holds it open.
+		name: "append-racing-another-owners-commit",
+		seed: 1,
+		ops: []mop{
+			{Kind: "open", Proc: "A0", Slot: "s1", Name: "f0", Mode: "APPEND"},
+			{Kind: "write", Proc: "A0", Slot: "s1", Data: "a1|"},
+			{Kind: "trunc", Proc: "A0", Slot: "s1", Size: 1},
+			{Kind: "write", Proc: "A0", Slot: "s1", Data: "a3|"},
+			{Kind: "open", Proc: "B0", Slot: "s2", Name: "f0", Mode: "APPEND"},
+			{Kind: "race", Proc: "A0", First: &mop{Kind: "close", Proc: "A0", Slot: "s1"}, Other: &mop{Kind: "write", Proc: "B0", Slot: "s2", Data: "b5|"}},
+			{Kind: "close", Proc: "B0", Slot: "s2"},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran, step, msg := runModel(t, tc.seed, tc.ops)

@@ -87,11 +87,12 @@ type Entry struct {
 	mu    lockorder.Mutex[lockorder.Entry]
 	Value any // guarded by Lock/Unlock
 
-	owner   Owner // immutable
-	key     Key   // guarded by Table.mu; changes on Rekey
-	refs    int   // guarded by Table.mu; unreleased leases
-	writes  int   // guarded by Table.mu; of those, Write leases
-	closing int   // guarded by Table.mu; of those, marked Closing
+	owner   Owner     // immutable
+	file    *FileLock // immutable; shared by every owner's entry of the file
+	key     Key       // guarded by Table.mu; changes on Rekey
+	refs    int       // guarded by Table.mu; unreleased leases
+	writes  int       // guarded by Table.mu; of those, Write leases
+	closing int       // guarded by Table.mu; of those, marked Closing
 	// opener is the pid of the open that took the entry first (NoteOpener),
 	// 0 if unknown: what an audit line of a conflict names besides the
 	// owner. Not the entry's only process: an owner's other opens share
@@ -112,6 +113,23 @@ func (e *Entry) LockOrdered(key uint64) { e.mu.LockOrdered(key) }
 
 // Owner returns the owner that holds the entry.
 func (e *Entry) Owner() Owner { return e.owner }
+
+// FileLock orders what several owners do to one file itself while each
+// holds it: appenders of different owners share a key (Append), and one
+// may commit a rewrite (an ftruncate through its appending handle) by
+// renaming a new file over the one the others append to, or by copying
+// into it. Shared by an append in place, exclusive by a commit, it keeps
+// another owner's append out of the window between a commit's look at
+// the file and its rename (and the Rekey after it), where the append
+// would land in the file being replaced and be lost with it. One per
+// file: every owner's entry of a key has the same one, and Rekey moves
+// it with them. Taken under the caller's entry lock (internal/lockorder:
+// locks.FileLock).
+type FileLock = lockorder.RWMutex[lockorder.FileMu]
+
+// File returns the lock of the file the entry holds, which every owner's
+// entry of the file shares.
+func (e *Entry) File() *FileLock { return e.file }
 
 // NoteOpener records pid as the entry's opener, unless one is recorded.
 func (e *Entry) NoteOpener(pid uint32) { e.opener.CompareAndSwap(0, pid) }
@@ -167,6 +185,11 @@ func (t *Table) AcquireMode(key Key, owner Owner, mode Mode) (*Lease, error) {
 	}
 	if own == nil {
 		own = &Entry{owner: owner, key: key}
+		if es := t.entries[key]; len(es) > 0 {
+			own.file = es[0].file
+		} else {
+			own.file = new(FileLock)
+		}
 		t.entries[key] = append(t.entries[key], own)
 	}
 	own.refs++

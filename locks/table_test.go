@@ -624,3 +624,51 @@ func TestOpener(t *testing.T) {
 		t.Errorf("Opener after release = %d, want 0", got)
 	}
 }
+
+// TestFileLockShared: every owner's entry of one file has one FileLock,
+// which Rekey moves with them; another file's entry has its own, and so
+// does a new entry of a key whose entries all went.
+func TestFileLockShared(t *testing.T) {
+	tab := NewTable()
+	k1, k2, k3 := Key{1, 1}, Key{1, 2}, Key{1, 3}
+	a, err := tab.AcquireMode(k1, "a", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tab.AcquireMode(k1, "b", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tab.Acquire(k2, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := a.Shared().File()
+	if file == nil || b.Shared().File() != file {
+		t.Fatalf("two owners' entries of one file have locks %p and %p, want one", file, b.Shared().File())
+	}
+	if other.Shared().File() == file {
+		t.Error("another file's entry shares the first file's lock")
+	}
+	if err := tab.Rekey(k1, k3); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tab.AcquireMode(k3, "c", Append)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shared().File() != file {
+		t.Error("an entry joining the owners Rekey moved has a lock of its own")
+	}
+	for _, l := range []*Lease{a, b, c, other} {
+		l.Release()
+	}
+	again, err := tab.Acquire(k3, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if again.Shared().File() == file {
+		t.Error("a new entry of a key whose entries all went has the old one's lock")
+	}
+}

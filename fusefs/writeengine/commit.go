@@ -263,6 +263,11 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	if stage, err := w.seal(syncTemp); err != nil {
 		return w.fail(ctx, stage, err), false
 	}
+	// From the look to the lock's move no other owner appends in place
+	// (appendData): an append the look missed would land in the file the
+	// rename replaces, and be lost with it.
+	free := w.excludeAppends()
+	defer free()
 	var now unix.Stat_t
 	name, lookErr := w.look(&now)
 	verdict := w.m.Judge(name, uint64(w.links(&now)))
@@ -325,6 +330,7 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 	}
 	st, err := w.replace(&ts)
 	unlock()
+	free()
 	endChange(end, err == nil)
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false
@@ -337,6 +343,21 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		w.xattrsLost = nil
 	}
 	return w.settle(ctx, syncDir, &st), true
+}
+
+// excludeAppends takes the file's lock (locks.FileLock) exclusively, for
+// a commit's look and replacement; the func it returns frees it, once
+// however often it is called. The caller holds w.entry's lock.
+func (w *Write[N]) excludeAppends() (free func()) {
+	file := w.entry.File()
+	file.Lock()
+	held := true
+	return func() {
+		if held {
+			held = false
+			file.Unlock()
+		}
+	}
 }
 
 // look is what the file's name leads to at a commit (now: its stat), for

@@ -426,3 +426,55 @@ func (h *fakeHost) Published(*fakeNode, *fakeNode, string) {
 	defer h.mu.Unlock()
 	h.published++
 }
+
+// TestEngineAppendWaitsForAnotherOwnersCommit: two owners append to one
+// file, and A's ftruncate through its appending handle made a temp, which
+// its close commits by a rename. B's append, asked while A's commit is
+// between its look at the file and its rename, must not go into the file
+// the rename replaces (lost with it, as TestModel seed 111242256013 found):
+// it waits for the rename and lands in the file A put in place.
+func TestEngineAppendWaitsForAnotherOwnersCommit(t *testing.T) {
+	d := newEngineDir(t, "old|")
+	ctx := context.Background()
+	a := d.open(t, "a", unix.O_APPEND)
+	b := d.open(t, "b", unix.O_APPEND)
+	if errno := a.Truncate(ctx, 0); errno != 0 {
+		t.Fatalf("ftruncate: %v", errno)
+	}
+	d.write(t, a, true, "a|", 0)
+	appended := make(chan syscall.Errno, 1)
+	var once sync.Once
+	d.g.cfg.FailAt = func(s Stage) bool {
+		if s != StageBeforeRename {
+			return false
+		}
+		once.Do(func() {
+			if file := b.Pending().Entry().File(); file.TryRLock() {
+				file.RUnlock()
+				t.Error("another owner may append while a commit is between its look and its rename")
+			}
+			go func() {
+				n, errno := b.Write(ctx, 1, unix.O_APPEND, true, []byte("b|"), 0)
+				if errno == 0 && n != 2 {
+					errno = syscall.EIO
+				}
+				appended <- errno
+			}()
+		})
+		return false
+	}
+	if errno := d.close(a); errno != 0 {
+		t.Fatalf("A's close = %v", errno)
+	}
+	if errno := <-appended; errno != 0 {
+		t.Fatalf("B's append = %v", errno)
+	}
+	d.want(t, "f", "a|b|", "after A's commit and B's append")
+	if errno := d.close(b); errno != 0 {
+		t.Fatalf("B's close = %v", errno)
+	}
+	d.want(t, "f", "a|b|", "after B's close")
+	if got := d.others(t); len(got) != 0 {
+		t.Errorf("left beside the file: %q", got)
+	}
+}

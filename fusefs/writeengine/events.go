@@ -84,22 +84,10 @@ func WriteFlags(flags uint32) bool {
 // append, if appends: at the end, whatever off). The owner's temp takes
 // it, made on the first write; a short or failed write marks the temp
 // failed, and it is then never committed. An append with nothing of the
-// owner's uncommitted goes into the file in place (appendsInPlace).
+// owner's uncommitted goes into the file in place (appendData).
 func (w *Write[N]) writeData(ctx context.Context, h *writeproto.Handle, via N, appends bool, data []byte, off int64) (int, syscall.Errno) {
-	if w.appendsInPlace(h, appends) {
-		if errno := w.eng.take(ctx, int64(len(data)), w.place); errno != 0 {
-			return 0, errno
-		}
-		if w.m.PlaceMoved() {
-			if errno := w.eng.host.DenyCommit(ctx, w); errno != 0 {
-				return 0, errno
-			}
-			w.m.PlaceChecked()
-		}
-		if w.appendJournaled {
-			return w.appendInPlace(h, via, data)
-		}
-		return w.firstAppendInPlace(ctx, h, via, data)
+	if n, errno, inPlace := w.appendData(ctx, h, via, appends, data); inPlace {
+		return n, errno
 	}
 	if err := w.ensureTemp(ctx, true); err != nil {
 		return 0, dirfd.Errno(err)

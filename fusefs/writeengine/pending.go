@@ -179,6 +179,41 @@ func (w *Write[N]) appendsInPlace(h *writeproto.Handle, appends bool) bool {
 	return true
 }
 
+// appendData writes data through h at the end of the file itself where
+// the write goes there (appendsInPlace), and reports whether it did. It
+// holds the file's lock shared (locks.FileLock) from appendsInPlace's
+// catch-up with another owner's commit through the write(2): no commit
+// looks at the file or renames a new one over it between the two, so the
+// append is either in the file the commit judges (which then keeps a
+// conflict copy) or in the file it put in place. The caller holds
+// w.entry's lock.
+func (w *Write[N]) appendData(ctx context.Context, h *writeproto.Handle, via N, appends bool, data []byte) (n int, errno syscall.Errno, inPlace bool) {
+	if !appends {
+		return 0, 0, false // never in place
+	}
+	file := w.entry.File()
+	file.RLock()
+	defer file.RUnlock()
+	if !w.appendsInPlace(h, appends) {
+		return 0, 0, false
+	}
+	if errno := w.eng.take(ctx, int64(len(data)), w.place); errno != 0 {
+		return 0, errno, true
+	}
+	if w.m.PlaceMoved() {
+		if errno := w.eng.host.DenyCommit(ctx, w); errno != 0 {
+			return 0, errno, true
+		}
+		w.m.PlaceChecked()
+	}
+	if w.appendJournaled {
+		n, errno = w.appendInPlace(h, via, data)
+	} else {
+		n, errno = w.firstAppendInPlace(ctx, h, via, data)
+	}
+	return n, errno, true
+}
+
 // appendInPlace writes data through h, a handle opened on node via, at
 // the end of the file itself. The file's new size and times become the
 // observed ones: the owner's own change is no conflict for a later commit.

@@ -17,34 +17,35 @@
 // (LockOrdered). The tree is the table below, drawn:
 //
 //	locks.Entry
-//	└─ FS.nsMu
-//	   └─ FS.commitMu
-//	      └─ guard.Guard.storeMu
-//	         └─ guard.Guard.madeOpMu
-//	            ├─ Node.mu
-//	            │  ├─ inodes.Table.mu
-//	            │  ├─ nodeopens.Set.mu
-//	            │  └─ reclock.Heirs.mu
-//	            ├─ handle.mu
-//	            ├─ reclock.Set.mu
-//	            ├─ Engine.tempsMu
-//	            ├─ guard.IDs.mu
-//	            ├─ guard.MadeSet.mu
-//	            ├─ watch.Watcher.mu
-//	            ├─ kernelnotify.Notifier.mu
-//	            ├─ Auditor.mu
-//	            ├─ fdbudget.Counts.mu
-//	            ├─ dircache.Cache.mu
-//	            ├─ requestnotes.Notes.mu
-//	            ├─ Engine.movesMu
-//	            ├─ readhold.Holds.mu
-//	            ├─ locks.Table.mu
-//	            ├─ procinfo.Resolver.fdMu
-//	            ├─ procinfo.Resolver.mu
-//	            ├─ procinfo.Resolver.tablesMu
-//	            ├─ journal.Journal.mu
-//	            ├─ journal.describedNames.mu
-//	            └─ unpublished.Table.mu
+//	└─ locks.FileLock
+//	   └─ FS.nsMu
+//	      └─ FS.commitMu
+//	         └─ guard.Guard.storeMu
+//	            └─ guard.Guard.madeOpMu
+//	               ├─ Node.mu
+//	               │  ├─ inodes.Table.mu
+//	               │  ├─ nodeopens.Set.mu
+//	               │  └─ reclock.Heirs.mu
+//	               ├─ handle.mu
+//	               ├─ reclock.Set.mu
+//	               ├─ Engine.tempsMu
+//	               ├─ guard.IDs.mu
+//	               ├─ guard.MadeSet.mu
+//	               ├─ watch.Watcher.mu
+//	               ├─ kernelnotify.Notifier.mu
+//	               ├─ Auditor.mu
+//	               ├─ fdbudget.Counts.mu
+//	               ├─ dircache.Cache.mu
+//	               ├─ requestnotes.Notes.mu
+//	               ├─ Engine.movesMu
+//	               ├─ readhold.Holds.mu
+//	               ├─ locks.Table.mu
+//	               ├─ procinfo.Resolver.fdMu
+//	               ├─ procinfo.Resolver.mu
+//	               ├─ procinfo.Resolver.tablesMu
+//	               ├─ journal.Journal.mu
+//	               ├─ journal.describedNames.mu
+//	               └─ unpublished.Table.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
 // goes to the kernel (fusefs/kernelnotify), while the mount-time scan is
@@ -81,6 +82,12 @@ var (
 	// sharing it. Two are held together only by CopyFileRange, in the
 	// order their writes began (writeengine lockPair).
 	entry = class{name: "locks.Entry", ordered: "pendingWrite.seq"}
+	// One file's, shared by every owner's entry of it (locks.FileLock):
+	// shared by an append in place from its look at the file (catchUp)
+	// through its write(2); exclusive by a commit from its look at the
+	// file through the move of the lock (Rekey), so that no other owner's
+	// append lands in the file a commit is replacing.
+	fileMu = class{name: "locks.FileLock", under: &entry}
 	// Shared by every op that puts a name into a directory (create, mknod,
 	// mkdir, symlink, link, a rename of a file, a commit's rename) from
 	// its protect and credential checks through its system call; exclusive
@@ -89,7 +96,7 @@ var (
 	// admit.Gate.HeldByOther comes before it) nor while guard.IDs.Has
 	// waits for the mount-time scan (Link waits for the scan before it
 	// takes nsMu).
-	nsMu = class{name: "FS.nsMu", under: &entry}
+	nsMu = class{name: "FS.nsMu", under: &fileMu}
 	// Written by a commit's rename together with the move of the file's
 	// lock to the new file (writeengine Write.replace, which takes it
 	// through Host.LockCommit), read by the opens and stats that verify
@@ -166,6 +173,7 @@ type breach struct {
 // The classes, one type each, named for the lock.
 type (
 	Entry          struct{}
+	FileMu         struct{}
 	NsMu           struct{}
 	CommitMu       struct{}
 	MadeOpMu       struct{}
@@ -197,6 +205,7 @@ type (
 )
 
 func (Entry) class() *class          { return &entry }
+func (FileMu) class() *class         { return &fileMu }
 func (NsMu) class() *class           { return &nsMu }
 func (CommitMu) class() *class       { return &commitMu }
 func (MadeOpMu) class() *class       { return &madeOpMu }
