@@ -54,8 +54,6 @@ const (
 	lockName      = jdir.Lock
 	logName       = "log"
 	keptName      = "kept"
-	prunedName    = "pruned"
-	prunedTemp    = "pruned.tmp"
 	segmentSuffix = ".jsonl"
 )
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 )
 
@@ -145,7 +146,7 @@ func TestLayout(t *testing.T) {
 	if got, _ := os.ReadFile(b.jpath(lockName)); strings.TrimSpace(string(got)) != strconv.Itoa(os.Getpid()) {
 		t.Errorf("LOCK holds %q, want our pid", got)
 	}
-	if _, err := os.Stat(b.jpath(prunedName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(b.jpath(jdir.Pruned)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pruned exists before any prune: %v", err)
 	}
 	c, err := j.Begin(Record{Op: OpCreate, Path: "a"}, NoKeep)

@@ -17,14 +17,13 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 )
 
 // Bounds are what Prune holds the journal to. A bound ≤ 0 is none.
@@ -283,7 +282,7 @@ func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
 		last = max(last, s.last)
 	}
 	if last > j.pruned.Load() {
-		if err := writePruned(j.dir, last); err != nil {
+		if err := jdir.WritePruned(j.dir, last); err != nil {
 			return stats, err
 		}
 	}
@@ -448,34 +447,4 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 		stats.Records += s.intents
 	}
 	return stats, errors.Join(errs...)
-}
-
-// writePruned makes pruned name seq, durably: a temp written, synced and
-// renamed over it, the directory synced.
-func writePruned(dir int, seq uint64) error {
-	if err := dirfd.Unlink(dir, prunedTemp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("journal: removing %s: %w", prunedTemp, err)
-	}
-	fd, err := dirfd.Open(dir, prunedTemp, unix.O_WRONLY|unix.O_CREAT, 0o600)
-	if err != nil {
-		return fmt.Errorf("journal: making %s: %w", prunedTemp, err)
-	}
-	f := os.NewFile(uintptr(fd), prunedTemp)
-	_, err = f.Write([]byte(strconv.FormatUint(seq, 10) + "\n"))
-	if err == nil {
-		err = dirfd.Fdatasync(fd)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = dirfd.Rename(dir, prunedTemp, dir, prunedName, 0)
-	}
-	if err == nil {
-		err = dirfd.SyncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("journal: writing %s: %w", prunedName, err)
-	}
-	return nil
 }

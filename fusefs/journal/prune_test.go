@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 )
 
 // rewrites makes n rewrites of f through the journal, each keeping the
@@ -53,7 +55,7 @@ func checkPruned(t *testing.T, b *backing, j *Journal, seq, last uint64) {
 	if j.Pruned() != seq {
 		t.Errorf("Pruned %d, want %d", j.Pruned(), seq)
 	}
-	if got, err := os.ReadFile(b.jpath(prunedName)); err != nil || strings.TrimSpace(string(got)) != strconv.FormatUint(seq, 10) {
+	if got, err := os.ReadFile(b.jpath(jdir.Pruned)); err != nil || strings.TrimSpace(string(got)) != strconv.FormatUint(seq, 10) {
 		t.Errorf("pruned holds %q (%v), want %d", got, err, seq)
 	}
 	recs, err := j.Records(Filter{})

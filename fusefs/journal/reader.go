@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 )
@@ -118,7 +119,7 @@ func (r *Reader) Close() error {
 
 // Pruned is the last seq the bounds dropped (0: none), as the pruned
 // file says now.
-func (r *Reader) Pruned() (uint64, error) { return readPruned(r.dir) }
+func (r *Reader) Pruned() (uint64, error) { return jdir.ReadPruned(r.dir) }
 
 // Records returns the changes f selects, oldest first (by seq), each an
 // intent with its End (and the After its end said) filled in: End "" is

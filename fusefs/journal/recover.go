@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/carry"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 	"github.com/realm-dev/realm/fusefs/journal/moved"
 )
@@ -39,7 +37,7 @@ func (ld *loaded) noteRename(l *line) {
 // load reads the pruned mark and the segments, cuts a torn tail, resolves
 // the open intents and sweeps kept/ of what no record needs.
 func (j *Journal) load() error {
-	pruned, err := readPruned(j.dir)
+	pruned, err := jdir.ReadPruned(j.dir)
 	if err != nil {
 		return err
 	}
@@ -156,29 +154,6 @@ func (j *Journal) loadSegment(num uint64, last bool, pruned uint64, ld *loaded) 
 	j.recovery.CutBytes = sc.dirty - sc.valid
 	j.cur = seg
 	return nil
-}
-
-// readPruned reads the last seq the bounds dropped (0: no pruned file).
-func readPruned(dir int) (uint64, error) {
-	fd, err := dirfd.Open(dir, prunedName, unix.O_RDONLY, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("journal: opening %s: %w", prunedName, err)
-	}
-	f := os.NewFile(uintptr(fd), prunedName)
-	defer f.Close()
-	buf := make([]byte, 32)
-	n, err := f.ReadAt(buf, 0)
-	if n == 0 && err != nil {
-		return 0, fmt.Errorf("journal: reading %s: %w", prunedName, err)
-	}
-	seq, err := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("journal: %s holds %q: %w", prunedName, buf[:n], err)
-	}
-	return seq, nil
 }
 
 // place is what a name leads to now: nothing (absent), an object (found,

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
@@ -243,7 +244,7 @@ func TestInterruptedPrune(t *testing.T) {
 		t.Fatalf("%d segments: the test wants several", len(j.segs))
 	}
 	cut := j.segs[1].last
-	must(t, writePruned(j.dir, cut))
+	must(t, jdir.WritePruned(j.dir, cut))
 	must(t, j.Close())
 
 	j = b.open(t, Options{SegmentSize: 1024})
