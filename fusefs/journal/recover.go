@@ -229,10 +229,15 @@ func (j *Journal) resolveAll(ld *loaded) error {
 	}
 	ends := map[uint64]ending{}
 	seqs := slices.Sorted(maps.Keys(ld.open))
-	for _, seq := range slices.Backward(seqs) {
+	for i, seq := range slices.Backward(seqs) {
 		l := ld.open[seq]
 		p, to := j.lookup(ld.renames.Since(string(l.Path), seq)), j.lookup(ld.renames.Since(string(l.To), seq))
 		after, before := judge(&l, p, to)
+		if before && p.absent && madeOps[l.Op] && l.Before == nil && l.After == nil {
+			if id, ok := ld.madeThen(&l, seqs[i+1:]); ok {
+				after, before, p = true, false, place{found: true, id: id}
+			}
+		}
 		e := ending{end: Done}
 		switch {
 		case after:
@@ -261,6 +266,50 @@ func (j *Journal) resolveAll(ld *loaded) error {
 		}
 	}
 	return nil
+}
+
+// madeThen is the object an open intent that made one (l: a create,
+// mkdir, symlink or mknod whose object was not known) left at its name,
+// as the first later open intent (later: their seqs, ascending) that
+// names it, carried through the renames between, found it: its Before
+// there (a removal or a rename of it), or what a rename over it replaced.
+// A kill -9 that lost the make's end can lose that removal's too (and its
+// intent, which its described kept/ entry rebuilds), and an empty name
+// alone reads as a make never done: undo would put the removed object
+// back and leave it. The kernel orders two changes of one name (its
+// directory's lock), and a make that failed writes its aborted end at
+// once, before it answers: what a later change found there, of the type
+// the make makes, is what it made.
+func (ld *loaded) madeThen(l *line, later []uint64) (ID, bool) {
+	for _, seq := range later {
+		r := ld.open[seq]
+		obj := r.Before
+		switch ld.renames.Between(string(l.Path), l.Seq, seq) {
+		case string(r.Path):
+		case string(r.To):
+			obj = r.Replaced
+		default:
+			continue
+		}
+		if obj == nil || !makes(l.Op, obj.Type) {
+			return ID{}, false
+		}
+		return obj.ID(), true
+	}
+	return ID{}, false
+}
+
+// makes reports whether op makes an object of type typ.
+func makes(op Op, typ string) bool {
+	switch op {
+	case OpCreate:
+		return typ == "file"
+	case OpMkdir:
+		return typ == "dir"
+	case OpSymlink:
+		return typ == "symlink"
+	}
+	return op == OpMknod && typ != "file" && typ != "dir" && typ != "symlink"
 }
 
 // dropLink removes kept/<seq> where it is a link to an object linked

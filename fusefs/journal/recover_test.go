@@ -313,3 +313,68 @@ func TestRecoveryFollowsRenames(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryMadeThenRemoved: a symlink made, then unlinked into kept/,
+// and a kill -9 that lost both ends (and the removal's intent, where its
+// described kept/ entry rebuilds it): the name is empty now, which alone
+// reads as a make never done, and undo would put the symlink back and
+// leave it (ci98). The removal's Before, at the name the make's carried
+// to, is the symlink made: recovery ends the make done, naming it. An
+// object of another type found there proves nothing: the make stays
+// aborted.
+func TestRecoveryMadeThenRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		describes, moveDir bool
+		other              bool // a file at the name, not the symlink
+		want               End
+	}{
+		{"the removal described", true, false, false, Done},
+		{"the removal written", false, false, false, Done},
+		{"its directory renamed between", true, true, false, Done},
+		{"another type found there", true, false, true, Aborted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBacking(t)
+			must(t, os.Mkdir(filepath.Join(b.path, "dK"), 0o755))
+			j := b.open(t, Options{Durable: true})
+			j.describes = tc.describes
+			c, err := j.Begin(Record{Op: OpSymlink, Path: "dK/s"}, NoKeep)
+			must(t, err)
+			made, dir := c.Seq(), "dK"
+			if tc.other {
+				b.write(t, "dK/s", "a file")
+			} else {
+				must(t, os.Symlink("target", filepath.Join(b.path, "dK/s")))
+			}
+			st := b.stat(t, "dK/s")
+			if tc.moveDir {
+				_, err := j.Begin(Record{Op: OpRename, Path: "dK", To: "d5", Before: ObjectOf(b.stat(t, "dK"))}, NoKeep)
+				must(t, err)
+				mv(t, b, "dK", "d5")
+				dir = "d5"
+			}
+			_, err = j.Remove(Record{Owner: "pid:2", Op: OpUnlink, Path: dir + "/s"}, b.dirFd(t, dir), "s")
+			must(t, err)
+			j.crash()
+
+			j = b.open(t, Options{Durable: true})
+			defer j.Close()
+			recs, err := j.Records(Filter{})
+			must(t, err)
+			found := false
+			for _, rec := range recs {
+				if rec.Seq != made {
+					continue
+				}
+				found = true
+				if rec.End != tc.want || tc.want == Done && (rec.After == nil || *rec.After != (ID{st.Dev, st.Ino})) {
+					t.Errorf("the symlink's record: end %s, after %v; want %s, naming ino %d", rec.End, rec.After, tc.want, st.Ino)
+				}
+			}
+			if !found {
+				t.Errorf("no record of the symlink (seq %d) in %d records", made, len(recs))
+			}
+		})
+	}
+}

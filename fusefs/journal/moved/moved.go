@@ -9,6 +9,7 @@ package moved
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 )
@@ -45,6 +46,13 @@ func (l *Log) Drop(seq uint64) {
 
 // Since is path carried through the renames after seq, in seq order.
 func (l *Log) Since(path string, seq uint64) string {
+	return l.Between(path, seq, math.MaxUint64)
+}
+
+// Between is path carried through the renames after seq and before end,
+// in seq order: where a change's name was when a later change (end) was
+// recorded.
+func (l *Log) Between(path string, seq, end uint64) string {
 	if path == "" || len(l.by) == 0 {
 		return path
 	}
@@ -56,6 +64,9 @@ func (l *Log) Since(path string, seq uint64) string {
 	}
 	i, _ := slices.BinarySearchFunc(l.sorted, seq+1, func(r Rename, s uint64) int { return cmp.Compare(r.Seq, s) })
 	for _, r := range l.sorted[i:] {
+		if r.Seq >= end {
+			break
+		}
 		switch {
 		case path == r.From:
 			path = r.To

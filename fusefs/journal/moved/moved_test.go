@@ -27,3 +27,23 @@ func TestSince(t *testing.T) {
 		}
 	}
 }
+
+func TestBetween(t *testing.T) {
+	var l Log
+	l.Add(Rename{Seq: 5, From: "dK", To: "d5"})
+	l.Add(Rename{Seq: 7, From: "d5/s", To: "t"})
+	for _, tc := range []struct {
+		path     string
+		seq, end uint64
+		want     string
+	}{
+		{"dK/s", 1, 5, "dK/s"}, // the rename at end is not before it
+		{"dK/s", 1, 6, "d5/s"},
+		{"dK/s", 1, 8, "t"},
+		{"dK/s", 5, 8, "dK/s"}, // neither after seq 5 moves dK/s
+	} {
+		if got := l.Between(tc.path, tc.seq, tc.end); got != tc.want {
+			t.Errorf("Between(%q, %d, %d) = %q, want %q", tc.path, tc.seq, tc.end, got, tc.want)
+		}
+	}
+}
