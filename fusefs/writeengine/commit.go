@@ -608,10 +608,10 @@ func (w *Write[N]) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno
 		return w.conflictNew(ctx) // the name is the host's: no file of the write's to rebase on
 	}
 	if copyName, err := w.keepCopy("conflict"); err != nil {
-		g.host.Logf("%s: changed from outside the mount while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), copyName, err)
+		g.host.Logf("%s: changed %s while written; the new bytes are lost: cannot keep them as %s: %v", w.place(), w.changedBy(), copyName, err)
 		w.dropTemp()
 	} else {
-		g.host.Logf("%s: changed from outside the mount while written; the new bytes are kept as %s", w.place(), copyName)
+		g.host.Logf("%s: changed %s while written; the new bytes are kept as %s", w.place(), w.changedBy(), copyName)
 	}
 	if err := g.table.Rekey(locks.KeyOf(&w.observed), locks.KeyOf(now)); err != nil {
 		g.host.Logf("%s: the lock table kept the old identity: %v", w.place(), err)
@@ -619,6 +619,19 @@ func (w *Write[N]) conflict(ctx context.Context, now *unix.Stat_t) syscall.Errno
 	w.observed = *now
 	w.rebase(ctx, now)
 	return g.host.Conflicted(ctx, w.fileParent, w.fileName)
+}
+
+// changedBy says who may have changed the file a commit found changed:
+// another owner appending to it through the mount (appenders share a
+// file), where one holds it, else a process outside the mount.
+func (w *Write[N]) changedBy() string {
+	g := w.eng
+	for _, e := range g.table.Entries(g.table.EntryKey(w.entry)) {
+		if e != w.entry {
+			return fmt.Sprintf("by another owner's appends (%s) or from outside the mount", e.Owner())
+		}
+	}
+	return "from outside the mount"
 }
 
 // keepCopy makes the temp a visible file beside the one being written,

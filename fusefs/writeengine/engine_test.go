@@ -478,3 +478,36 @@ func TestEngineAppendWaitsForAnotherOwnersCommit(t *testing.T) {
 		t.Errorf("left beside the file: %q", got)
 	}
 }
+
+// TestEngineConflictNamesTheAppender: A's rewrite of a file B appends to
+// meets B's append in place at its commit: the file keeps B's bytes, A's
+// are kept beside it, and the daemon's log names B's appends as a cause,
+// not only a change from outside.
+func TestEngineConflictNamesTheAppender(t *testing.T) {
+	d := newEngineDir(t, "old|")
+	ctx := context.Background()
+	a := d.open(t, "a", unix.O_APPEND)
+	b := d.open(t, "b", unix.O_APPEND)
+	if errno := a.Truncate(ctx, 0); errno != 0 {
+		t.Fatalf("ftruncate: %v", errno)
+	}
+	d.write(t, a, true, "a|", 0)
+	d.write(t, b, true, "b|", 0)
+	d.want(t, "f", "old|b|", "after B's append in place")
+	if errno := d.close(a); errno != syscall.EBUSY {
+		t.Errorf("A's close = %v, want the host's EBUSY", errno)
+	}
+	d.want(t, "f", "old|b|", "after A's conflict")
+	if got := d.others(t); len(got) != 1 || !strings.HasPrefix(got[0], "f.realm-conflict-") {
+		t.Errorf("beside the file: %q, want one conflict copy", got)
+	}
+	d.host.mu.Lock()
+	logs := strings.Join(d.host.logs, "\n")
+	d.host.mu.Unlock()
+	if !strings.Contains(logs, "another owner's appends (b)") {
+		t.Errorf("the conflict's log line does not name B's appends:\n%s", logs)
+	}
+	if errno := d.close(b); errno != 0 {
+		t.Fatalf("B's close = %v", errno)
+	}
+}
