@@ -247,6 +247,19 @@ func (d *engineDir) close(f *File[*fakeNode]) syscall.Errno {
 	return errno
 }
 
+// closedClean closes f (an errno is fatal), then checks that the file
+// holds content and nothing is left beside it.
+func (d *engineDir) closedClean(t *testing.T, f *File[*fakeNode], content, when string) {
+	t.Helper()
+	if errno := d.close(f); errno != 0 {
+		t.Fatalf("%s: close = %v", when, errno)
+	}
+	d.want(t, "f", content, when)
+	if got := d.others(t); len(got) != 0 {
+		t.Errorf("%s: left beside the file: %q", when, got)
+	}
+}
+
 // write writes data at off through f as thread 1 (an append, if appends).
 func (d *engineDir) write(t *testing.T, f *File[*fakeNode], appends bool, data string, off int64) {
 	t.Helper()
@@ -342,13 +355,7 @@ func TestEngineAppendsInPlace(t *testing.T) {
 	if uncommitted {
 		t.Error("an append in place made a temp")
 	}
-	if errno := d.close(f); errno != 0 {
-		t.Fatalf("close = %v", errno)
-	}
-	d.want(t, "f", "a\nb\n", "after the close")
-	if got := d.others(t); len(got) != 0 {
-		t.Errorf("left beside the file: %q", got)
-	}
+	d.closedClean(t, f, "a\nb\n", "after the close")
 }
 
 // TestEngineFailedWriteNeverCommits: a change that failed for want of
@@ -427,6 +434,22 @@ func (h *fakeHost) Published(*fakeNode, *fakeNode, string) {
 	h.published++
 }
 
+// rewriteBesideAppender opens "old|" for appending by owners a and b, and
+// has a rewrite it through its appending handle (an ftruncate, then "a|"
+// into its temp): a's close commits by a rename over the file b appends
+// to in place.
+func rewriteBesideAppender(t *testing.T) (d *engineDir, a, b *File[*fakeNode]) {
+	t.Helper()
+	d = newEngineDir(t, "old|")
+	a = d.open(t, "a", unix.O_APPEND)
+	b = d.open(t, "b", unix.O_APPEND)
+	if errno := a.Truncate(context.Background(), 0); errno != 0 {
+		t.Fatalf("ftruncate: %v", errno)
+	}
+	d.write(t, a, true, "a|", 0)
+	return d, a, b
+}
+
 // TestEngineAppendWaitsForAnotherOwnersCommit: two owners append to one
 // file, and A's ftruncate through its appending handle made a temp, which
 // its close commits by a rename. B's append, asked while A's commit is
@@ -434,14 +457,8 @@ func (h *fakeHost) Published(*fakeNode, *fakeNode, string) {
 // the rename replaces (lost with it, as TestModel seed 111242256013 found):
 // it waits for the rename and lands in the file A put in place.
 func TestEngineAppendWaitsForAnotherOwnersCommit(t *testing.T) {
-	d := newEngineDir(t, "old|")
+	d, a, b := rewriteBesideAppender(t)
 	ctx := context.Background()
-	a := d.open(t, "a", unix.O_APPEND)
-	b := d.open(t, "b", unix.O_APPEND)
-	if errno := a.Truncate(ctx, 0); errno != 0 {
-		t.Fatalf("ftruncate: %v", errno)
-	}
-	d.write(t, a, true, "a|", 0)
 	appended := make(chan syscall.Errno, 1)
 	var once sync.Once
 	d.g.cfg.FailAt = func(s Stage) bool {
@@ -470,13 +487,7 @@ func TestEngineAppendWaitsForAnotherOwnersCommit(t *testing.T) {
 		t.Fatalf("B's append = %v", errno)
 	}
 	d.want(t, "f", "a|b|", "after A's commit and B's append")
-	if errno := d.close(b); errno != 0 {
-		t.Fatalf("B's close = %v", errno)
-	}
-	d.want(t, "f", "a|b|", "after B's close")
-	if got := d.others(t); len(got) != 0 {
-		t.Errorf("left beside the file: %q", got)
-	}
+	d.closedClean(t, b, "a|b|", "after B's close")
 }
 
 // TestEngineConflictNamesTheAppender: A's rewrite of a file B appends to
@@ -484,14 +495,7 @@ func TestEngineAppendWaitsForAnotherOwnersCommit(t *testing.T) {
 // are kept beside it, and the daemon's log names B's appends as a cause,
 // not only a change from outside.
 func TestEngineConflictNamesTheAppender(t *testing.T) {
-	d := newEngineDir(t, "old|")
-	ctx := context.Background()
-	a := d.open(t, "a", unix.O_APPEND)
-	b := d.open(t, "b", unix.O_APPEND)
-	if errno := a.Truncate(ctx, 0); errno != 0 {
-		t.Fatalf("ftruncate: %v", errno)
-	}
-	d.write(t, a, true, "a|", 0)
+	d, a, b := rewriteBesideAppender(t)
 	d.write(t, b, true, "b|", 0)
 	d.want(t, "f", "old|b|", "after B's append in place")
 	if errno := d.close(a); errno != syscall.EBUSY {
