@@ -117,6 +117,21 @@ func typeOf(mode uint32) string {
 	return "unknown"
 }
 
+// MakeOp is the op that makes an object of type typ (Object.Type): what
+// undo restores a removed object as, and what recovery takes a later
+// record's object for.
+func MakeOp(typ string) Op {
+	switch typ {
+	case "file":
+		return OpCreate
+	case "dir":
+		return OpMkdir
+	case "symlink":
+		return OpSymlink
+	}
+	return OpMknod
+}
+
 // Record is one change: its intent and, once known, its end. Begin sets
 // Seq, Time and Kept; the producer the rest. Records returns intents with
 // their End (and After, where the end carried it) filled in.

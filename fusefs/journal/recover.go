@@ -291,25 +291,12 @@ func (ld *loaded) madeThen(l *line, later []uint64) (ID, bool) {
 		default:
 			continue
 		}
-		if obj == nil || !makes(l.Op, obj.Type) {
+		if obj == nil || MakeOp(obj.Type) != l.Op {
 			return ID{}, false
 		}
 		return obj.ID(), true
 	}
 	return ID{}, false
-}
-
-// makes reports whether op makes an object of type typ.
-func makes(op Op, typ string) bool {
-	switch op {
-	case OpCreate:
-		return typ == "file"
-	case OpMkdir:
-		return typ == "dir"
-	case OpSymlink:
-		return typ == "symlink"
-	}
-	return op == OpMknod && typ != "file" && typ != "dir" && typ != "symlink"
 }
 
 // dropLink removes kept/<seq> where it is a link to an object linked

@@ -41,19 +41,6 @@ func (u *undoer) unmake(r *journal.Record, path string, id *journal.ID, remove j
 	return "removed", nil
 }
 
-// makeOp is the op that makes an object of type typ.
-func makeOp(typ string) journal.Op {
-	switch typ {
-	case "file":
-		return journal.OpCreate
-	case "dir":
-		return journal.OpMkdir
-	case "symlink":
-		return journal.OpSymlink
-	}
-	return journal.OpMknod
-}
-
 // unremove puts back what an unlink or an rmdir removed: the object
 // itself, out of the journal's kept/.
 func (u *undoer) unremove(r *journal.Record) (string, error) {
@@ -68,7 +55,7 @@ func (u *undoer) unremove(r *journal.Record) (string, error) {
 	if obj != nil {
 		return "", fmt.Errorf("%s exists again: made since, from outside the mount", r.Path)
 	}
-	if _, err := u.s.Restore(u.record(makeOp(r.Before.Type), r.Path, nil), r.Seq, journal.NoKeep, dir, name); err != nil {
+	if _, err := u.s.Restore(u.record(journal.MakeOp(r.Before.Type), r.Path, nil), r.Seq, journal.NoKeep, dir, name); err != nil {
 		return "", journaled(err)
 	}
 	return "restored", nil

@@ -104,7 +104,7 @@ func (u *undoer) unreplace(r *journal.Record, tdir int, tname string) (string, e
 	rp := r.Replaced
 	switch {
 	case r.Kept:
-		if _, err := u.s.Restore(u.record(makeOp(rp.Type), r.To, nil), r.Seq, journal.NoKeep, tdir, tname); err != nil {
+		if _, err := u.s.Restore(u.record(journal.MakeOp(rp.Type), r.To, nil), r.Seq, journal.NoKeep, tdir, tname); err != nil {
 			return "", fmt.Errorf("moved back, but what it replaced at %s could not be restored: %w", r.To, journaled(err))
 		}
 		return "moved back; what it replaced restored", nil
