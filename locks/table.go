@@ -87,12 +87,16 @@ type Entry struct {
 	mu    lockorder.Mutex[lockorder.Entry]
 	Value any // guarded by Lock/Unlock
 
-	owner   Owner     // immutable
-	file    *FileLock // immutable; shared by every owner's entry of the file
-	key     Key       // guarded by Table.mu; changes on Rekey
-	refs    int       // guarded by Table.mu; unreleased leases
-	writes  int       // guarded by Table.mu; of those, Write leases
-	closing int       // guarded by Table.mu; of those, marked Closing
+	owner Owner     // immutable
+	file  *FileLock // immutable; shared by every owner's entry of the file
+	// fileLock is the file's lock where this entry was the file's first
+	// (file points here; the others' too, keeping this entry alive): no
+	// allocation of its own on a write open.
+	fileLock FileLock
+	key      Key // guarded by Table.mu; changes on Rekey
+	refs     int // guarded by Table.mu; unreleased leases
+	writes   int // guarded by Table.mu; of those, Write leases
+	closing  int // guarded by Table.mu; of those, marked Closing
 	// opener is the pid of the open that took the entry first (NoteOpener),
 	// 0 if unknown: what an audit line of a conflict names besides the
 	// owner. Not the entry's only process: an owner's other opens share
@@ -188,7 +192,7 @@ func (t *Table) AcquireMode(key Key, owner Owner, mode Mode) (*Lease, error) {
 		if es := t.entries[key]; len(es) > 0 {
 			own.file = es[0].file
 		} else {
-			own.file = new(FileLock)
+			own.file = &own.fileLock
 		}
 		t.entries[key] = append(t.entries[key], own)
 	}
