@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -264,9 +265,11 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		return w.fail(ctx, stage, err), false
 	}
 	// From the look to the lock's move no other owner appends in place
-	// (appendData): an append the look missed would land in the file the
+	// (appendData; locks.FileLock): an append the look missed would land in the file the
 	// rename replaces, and be lost with it.
-	free := w.excludeAppends()
+	file := w.entry.File()
+	file.Lock()
+	free := sync.OnceFunc(file.Unlock)
 	defer free()
 	var now unix.Stat_t
 	name, lookErr := w.look(&now)
@@ -343,21 +346,6 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		w.xattrsLost = nil
 	}
 	return w.settle(ctx, syncDir, &st), true
-}
-
-// excludeAppends takes the file's lock (locks.FileLock) exclusively, for
-// a commit's look and replacement; the func it returns frees it, once
-// however often it is called. The caller holds w.entry's lock.
-func (w *Write[N]) excludeAppends() (free func()) {
-	file := w.entry.File()
-	file.Lock()
-	held := true
-	return func() {
-		if held {
-			held = false
-			file.Unlock()
-		}
-	}
 }
 
 // look is what the file's name leads to at a commit (now: its stat), for
