@@ -372,3 +372,45 @@ func TestRemoveDirPath(t *testing.T) {
 		t.Errorf("the unlinks' paths: %q, want %q", paths, want)
 	}
 }
+
+// TestRenameDirPath: a rename takes its directories' paths from the
+// checks of their fds (nameops.DirPath) only while no directory has been
+// renamed through the mount since the checks: after a rename, its record
+// has the paths the kernel gives now.
+func TestRenameDirPath(t *testing.T) {
+	tf, j := newJournalFS(t)
+	ctx := as(1)
+	var out fuse.EntryOut
+	if _, errno := tf.root.Mkdir(ctx, "d", 0o755, &out); errno != 0 {
+		t.Fatal(errno)
+	}
+	tf.write(t, "d/f", "f")
+	tf.write(t, "d/g", "g")
+	d := tf.lookup(t, "d")
+	pfd, done, errno := d.dirFd(ctx)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer done()
+	// The paths read with the count as it is now stand, unread again.
+	at := nameops.DirPath{Rel: "as-read", Gen: tf.nameOps.PathGen(), Known: true}
+	if errno := tf.nameOps.Rename(ctx, d, pfd, at, "f", d, pfd, at, "f2", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	// A directory renamed since the reads: the kernel's paths.
+	if errno := tf.root.Rename(ctx, "d", tf.root, "e", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := tf.nameOps.Rename(ctx, d, pfd, at, "g", d, pfd, at, "g2", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	var paths []string
+	for _, r := range records(t, j) {
+		if r.Op == journal.OpRename && r.Path != "d" {
+			paths = append(paths, r.Path+" -> "+r.To)
+		}
+	}
+	if want := []string{"as-read/f -> as-read/f2", "e/g -> e/g2"}; !slices.Equal(paths, want) {
+		t.Errorf("the renames' paths: %q, want %q", paths, want)
+	}
+}

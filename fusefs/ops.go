@@ -80,16 +80,6 @@ func (n *Node) prepareWhere(ctx context.Context, op, name string, use guard.Use)
 	return n.dirFdWhere(ctx)
 }
 
-// prepareDir is prepare up to the name's judgement: read-only mount, hidden
-// name (guard.AdmitEntry), n's verified fd (pinned until done). Rename
-// judges its names itself, under nsMu (nameops.Ops.Rename).
-func (n *Node) prepareDir(ctx context.Context, op, name string, use guard.Use) (int, func(), syscall.Errno) {
-	if errno := n.fsys.gate.AdmitEntry(ctx, op, n, name, use); errno != 0 {
-		return -1, noUnpin, errno
-	}
-	return n.dirFd(ctx)
-}
-
 // createNamed finishes making a directory, fifo, socket or symlink by name
 // in n, whose fd pfd prepare returned (rel: the new name's workspace
 // path), through nameops.Ops.Make (which says how the object is known for
@@ -275,7 +265,8 @@ func (n *Node) remove(ctx context.Context, op, name string, flags int) syscall.E
 
 // Rename is one renameat2 between two verified directory fds; flags
 // (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through. Each name's directory
-// is prepared (prepareDir: the source, then the target); the names are
+// is prepared up to the name's judgement (prepareWhere: the source, then
+// the target; one directory's fd and path serve both names); the names are
 // judged, under nsMu, and renamed by nameops.Ops.Rename, which says in
 // what order.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -294,15 +285,26 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0
-	ofd, doneOld, errno := n.prepareDir(ctx, "rename", name, guard.MovesFrom)
+	gen := n.fsys.nameOps.PathGen()
+	ofd, oldDir, oldKnown, doneOld, errno := n.prepareWhere(ctx, "rename", name, guard.MovesFrom)
 	defer doneOld()
 	if errno != 0 {
 		return errno
 	}
-	nfd, doneNew, errno := np.prepareDir(ctx, "rename", newName, guard.RenameTarget(exchange))
-	defer doneNew()
+	// Within one directory (most renames: a save, git's lockfiles) its fd
+	// and the path its check read serve both names.
+	nfd, newDir, newKnown := ofd, oldDir, oldKnown
+	if np != n {
+		var doneNew func()
+		nfd, newDir, newKnown, doneNew, errno = np.prepareWhere(ctx, "rename", newName, guard.RenameTarget(exchange))
+		defer doneNew()
+	} else {
+		errno = n.fsys.gate.AdmitEntry(ctx, "rename", n, newName, guard.RenameTarget(exchange))
+	}
 	if errno != 0 {
 		return errno
 	}
-	return n.fsys.nameOps.Rename(ctx, n, ofd, name, np, nfd, newName, flags)
+	oldAt := nameops.DirPath{Rel: oldDir, Gen: gen, Known: oldKnown}
+	newAt := nameops.DirPath{Rel: newDir, Gen: gen, Known: newKnown}
+	return n.fsys.nameOps.Rename(ctx, n, ofd, oldAt, name, np, nfd, newAt, newName, flags)
 }

@@ -16,7 +16,7 @@ import (
 
 // Rename renames name in from to newName in to, whose fds ofd and nfd the
 // caller prepared (the source, then the target: their directories' checks
-// only, the names are judged here); flags (RENAME_NOREPLACE,
+// only, whose paths oldAt and newAt are; the names are judged here); flags (RENAME_NOREPLACE,
 // RENAME_EXCHANGE) pass through to the one renameat2. RENAME_WHITEOUT is
 // refused (PATH_ESCAPE: it would leave a 0:0 character device at the
 // source name, a device node mknod refuses), then a file another owner is
@@ -28,7 +28,7 @@ import (
 // a directory moved shallower: admit.Gate.DenyLinkMove), and the rename
 // itself (renameJudged). The writes in progress on the files moved follow
 // them.
-func (o *Ops[N]) Rename(ctx context.Context, from N, ofd int, name string, to N, nfd int, newName string, flags uint32) syscall.Errno {
+func (o *Ops[N]) Rename(ctx context.Context, from N, ofd int, oldAt DirPath, name string, to N, nfd int, newAt DirPath, newName string, flags uint32) syscall.Errno {
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	if flags&unix.RENAME_WHITEOUT != 0 {
 		return o.Gate.Refuse(ctx, "rename", from, name, errcode.PathEscape, admit.RuleEscapeWhiteout)
@@ -51,7 +51,7 @@ func (o *Ops[N]) Rename(ctx context.Context, from N, ofd int, name string, to N,
 	defer endMove()
 	replaced := dst.Held // by the caller's owner: another's was refused
 	src, dst = ls[0], ls[1]
-	r := renaming[N]{from: from, to: to, ofd: ofd, nfd: nfd, name: name, newName: newName, flags: flags, me: o.Gate.Owner(ctx)}
+	r := renaming[N]{from: from, to: to, ofd: ofd, nfd: nfd, oldAt: oldAt, newAt: newAt, name: name, newName: newName, flags: flags, me: o.Gate.Owner(ctx)}
 	if errno := o.renameJudged(ctx, &r); errno != 0 {
 		return errno
 	}
@@ -80,6 +80,7 @@ func (o *Ops[N]) Rename(ctx context.Context, from N, ofd int, name string, to N,
 type renaming[N Node] struct {
 	from, to       N
 	ofd, nfd       int
+	oldAt, newAt   DirPath // the directories' paths as their fds' checks read them
 	name, newName  string
 	flags          uint32
 	oldRel, newRel string
@@ -116,15 +117,17 @@ func (r *renaming[N]) names() guard.RenameNames {
 }
 
 // renameUnder is renameJudged's step under nsMu: the names at their
-// places now (admit.Gate.DirRel), judged (guard.Guard.JudgeRename: both
+// places now (their directories' paths as the caller's checks read them
+// while no directory has been renamed through the mount since, else read
+// again: Ops.dirRel), judged (guard.Guard.JudgeRename: both
 // names of an exchange against the protect rule, then each name's own
 // checks), each directory moved (admit.Gate.DenyDirRename, exclusive only:
 // again is true when one is met under the shared lock), then renameat2.
 func (o *Ops[N]) renameUnder(ctx context.Context, r *renaming[N], exclusive bool) (errno syscall.Errno, again bool) {
 	g := o.Gate
 	exchange := r.flags&unix.RENAME_EXCHANGE != 0
-	r.oldRel = admit.Join(g.DirRel(r.from, r.ofd), r.name)
-	r.newRel = admit.Join(g.DirRel(r.to, r.nfd), r.newName)
+	r.oldRel = admit.Join(o.dirRel(r.from, r.ofd, r.oldAt), r.name)
+	r.newRel = admit.Join(o.dirRel(r.to, r.nfd, r.newAt), r.newName)
 	if errno := g.JudgeRename(ctx, r.names()); errno != 0 {
 		return errno, false
 	}
