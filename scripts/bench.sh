@@ -49,7 +49,9 @@
 #                     guard, writes in place): what FUSE itself costs on this
 #                     machine, the floor under any FUSE filesystem; 0 to skip
 #   WORKLOADS=        only these kinds, e.g. "appends sparse1" (default: all;
-#                     a kind that needs another's files needs it listed too)
+#                     a kind that needs another's files needs it listed too, or the
+#                     script stops: stat, read after create, git and grep after
+#                     untar, rmrf after either)
 #   REALMFS_OPTS=     extra -o options for the realmfs mounts (comma-separated)
 #   REALMFS_FLAGS=    extra realmfs flags, e.g. "--policy FILE"
 #   REALMFS_BIN=      use this realmfs instead of building ./cmd/realmfs
@@ -96,6 +98,23 @@ TIMED=${TIMED:-1}
 COUNTS=${COUNTS:-1}
 COUNT_SRC=${COUNT_SRC:-$SRC}
 COUNT_TARGETS=${COUNT_TARGETS:-native native_fsyncs realmfs realmfs_atomic loopback}
+if [ -n "${WORKLOADS:-}" ]; then
+	# A kind that works on another's files, kept without it, would time
+	# work on nothing (an rm -rf of no tree takes milliseconds).
+	for need in "stat create" "stat2 create" "read create" "rmrf create untar" \
+		"gitcommit untar" "gitstatus untar" "gitstatus2 untar" "grep untar" "grep2 untar"; do
+		read -r -a words <<<"$need"
+		kind=${words[0]}
+		case " $WORKLOADS " in *" $kind "*) ;; *) continue ;; esac
+		found=0
+		for k in "${words[@]:1}"; do case " $WORKLOADS " in *" $k "*) found=1 ;; esac; done
+		if [ "$found" = 0 ]; then
+			alt=$(printf '%s or ' "${words[@]:1}")
+			echo "bench.sh: WORKLOADS has $kind, which works on the files of ${alt% or } (list it too)" >&2
+			exit 2
+		fi
+	done
+fi
 if [ "$LOOPBACK" != 1 ]; then # no loopback built: none counted
 	COUNT_TARGETS=$(echo " $COUNT_TARGETS " | sed 's/ loopback / /')
 fi
