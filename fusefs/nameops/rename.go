@@ -16,10 +16,11 @@ import (
 
 // Rename renames name in from to newName in to, whose fds ofd and nfd the
 // caller prepared (the source, then the target: their directories' checks
-// only, whose paths oldAt and newAt are; the names are judged here); flags (RENAME_NOREPLACE,
-// RENAME_EXCHANGE) pass through to the one renameat2. RENAME_WHITEOUT is
-// refused (PATH_ESCAPE: it would leave a 0:0 character device at the
-// source name, a device node mknod refuses), then a file another owner is
+// only, which read their paths oldAt and newAt; the names are judged
+// here); flags (RENAME_NOREPLACE, RENAME_EXCHANGE) pass through to the
+// one renameat2. RENAME_WHITEOUT is refused (PATH_ESCAPE: it would leave a
+// 0:0 character device at the source name, a device node mknod refuses),
+// then a file another owner is
 // writing (a wait of the lock table: before nsMu), then, under nsMu, the
 // names judged once at their places now (admit.Gate.JudgeRename: a
 // credential, a protected target), a directory holding a credential or
