@@ -331,13 +331,10 @@ func TestUndoTempsAreHidden(t *testing.T) {
 	}
 }
 
-// TestRemoveDirPath: an unlink takes its directory's path from the check
-// of the directory's fd (nameops.DirPath) only while no directory has been
-// renamed through the mount since the check: after a rename, its record
-// has the path the kernel gives now.
-func TestRemoveDirPath(t *testing.T) {
-	tf, j := newJournalFS(t)
-	ctx := as(1)
+// dirOfTwoFiles makes directory d holding files f and g, and returns its
+// node and fd (pinned until the test ends).
+func dirOfTwoFiles(t *testing.T, tf *testFS, ctx context.Context) (*Node, int) {
+	t.Helper()
 	var out fuse.EntryOut
 	if _, errno := tf.root.Mkdir(ctx, "d", 0o755, &out); errno != 0 {
 		t.Fatal(errno)
@@ -349,7 +346,18 @@ func TestRemoveDirPath(t *testing.T) {
 	if errno != 0 {
 		t.Fatal(errno)
 	}
-	defer done()
+	t.Cleanup(done)
+	return d, pfd
+}
+
+// TestRemoveDirPath: an unlink takes its directory's path from the check
+// of the directory's fd (nameops.DirPath) only while no directory has been
+// renamed through the mount since the check: after a rename, its record
+// has the path the kernel gives now.
+func TestRemoveDirPath(t *testing.T) {
+	tf, j := newJournalFS(t)
+	ctx := as(1)
+	d, pfd := dirOfTwoFiles(t, tf, ctx)
 	// The path read with the count as it is now stands, unread again.
 	at := nameops.DirPath{Rel: "as-read", Gen: tf.nameOps.PathGen(), Known: true}
 	if errno := tf.nameOps.Remove(ctx, "unlink", d, pfd, at, "f", 0); errno != 0 {
@@ -380,18 +388,7 @@ func TestRemoveDirPath(t *testing.T) {
 func TestRenameDirPath(t *testing.T) {
 	tf, j := newJournalFS(t)
 	ctx := as(1)
-	var out fuse.EntryOut
-	if _, errno := tf.root.Mkdir(ctx, "d", 0o755, &out); errno != 0 {
-		t.Fatal(errno)
-	}
-	tf.write(t, "d/f", "f")
-	tf.write(t, "d/g", "g")
-	d := tf.lookup(t, "d")
-	pfd, done, errno := d.dirFd(ctx)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	defer done()
+	d, pfd := dirOfTwoFiles(t, tf, ctx)
 	// The paths read with the count as it is now stand, unread again.
 	at := nameops.DirPath{Rel: "as-read", Gen: tf.nameOps.PathGen(), Known: true}
 	if errno := tf.nameOps.Rename(ctx, d, pfd, at, "f", d, pfd, at, "f2", 0); errno != 0 {
