@@ -265,8 +265,8 @@ func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, boo
 		return w.fail(ctx, stage, err), false
 	}
 	// From the look to the lock's move no other owner appends in place
-	// (appendData; locks.FileLock): an append the look missed would land in the file the
-	// rename replaces, and be lost with it.
+	// (appendData; locks.FileLock): an append the look missed would land
+	// in the file the rename replaces, and be lost with it.
 	file := w.entry.File()
 	file.Lock()
 	free := sync.OnceFunc(file.Unlock)
