@@ -15,6 +15,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
+	"github.com/realm-dev/realm/fusefs/journal/segfile"
 )
 
 // segment is one file of log/: records appended from offset 0, the rest
@@ -117,7 +118,7 @@ func parseSegment(data []byte) scan {
 // readSegment reads segment num's first limit bytes (all of it: limit
 // < 0), with no readahead: what readahead brings into the page cache are
 // large folios, which the appends to the last segment after a mount would
-// walk buffer by buffer (zeroPages), and the read asks for the whole
+// walk buffer by buffer (segfile.ZeroPages), and the read asks for the whole
 // segment anyway.
 func readSegment(log int, num uint64, limit int64) ([]byte, error) {
 	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDONLY, 0)
@@ -154,7 +155,7 @@ func listSegments(log int) ([]uint64, error) {
 }
 
 // makeSegment makes segment num, rotated at size, preallocated to as
-// much of it as the filesystem's free space allows (preallocSize). With
+// much of it as the filesystem's free space allows (segfile.PreallocSize). With
 // durable its preallocated blocks are written (zeros) and made durable,
 // and its name: an append's fdatasync then flushes the record's data
 // only, no block allocation nor unwritten extent to convert, no size to
@@ -166,7 +167,7 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 		return nil, fmt.Errorf("journal: making log/%s: %w", segmentName(num), err)
 	}
 	f := os.NewFile(uintptr(fd), segmentName(num))
-	err = preallocate(f, preallocSize(fd, size), durable)
+	err = segfile.Preallocate(f, segfile.PreallocSize(fd, size), durable)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		err = f.Truncate(0) // no room even for that: appends allocate as they go
 	}
@@ -184,75 +185,6 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 	return &segment{num: num, f: f, cap: size}, nil
 }
 
-// minPrealloc is the least worth preallocating: below it, none.
-const minPrealloc = 64 << 10
-
-// preallocSize is how much of a segment of size to preallocate on the
-// filesystem of fd: all of it where it takes at most a sixteenth of the
-// free space, else that sixteenth (in 4 KiB blocks), none below
-// minPrealloc. A segment never takes the room the changes it records
-// need.
-func preallocSize(fd int, size int64) int64 {
-	var st unix.Statfs_t
-	if dirfd.Fstatfs(fd, &st) != nil {
-		return size
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	if n := free / 16 &^ 4095; n < size {
-		if n < minPrealloc {
-			return 0
-		}
-		return n
-	}
-	return size
-}
-
-// preallocate gives f size bytes of zeros: allocated (fallocate; a sparse
-// size where the filesystem has no fallocate) and, with durable, written
-// (zeroPages) and synced.
-func preallocate(f *os.File, size int64, durable bool) error {
-	if size == 0 {
-		return nil
-	}
-	fd := int(f.Fd())
-	if err := dirfd.Fallocate(fd, 0, 0, size); err != nil {
-		if !errors.Is(err, unix.EOPNOTSUPP) {
-			return err
-		}
-		if err := f.Truncate(size); err != nil {
-			return err
-		}
-	}
-	if !durable {
-		return nil
-	}
-	if err := zeroPages(f, 0, size); err != nil {
-		return err
-	}
-	return dirfd.Fdatasync(fd)
-}
-
-// zeroPages writes zeros to f from off to end, one page a write. A write
-// the size of a page leaves a page of the cache behind it; a larger one
-// can leave a large folio (ext4 has them since Linux 6.16), which every
-// later write into it walks block by block, preparing and then committing
-// each of its buffers: a 300-byte append into a segment zeroed 1 MiB a
-// write cost 5.4 to 6.5 µs, 2.9 to 3.7 µs into one zeroed a page a write
-// (docs/PERFORMANCE.md), and the segment's appends are most of the
-// journal's system calls.
-func zeroPages(f *os.File, off, end int64) error {
-	page := int64(os.Getpagesize())
-	zeros := make([]byte, page)
-	for off < end {
-		n := min(page-off%page, end-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return err
-		}
-		off += n
-	}
-	return nil
-}
-
 // openSegment opens the last segment, num, to append to it at off, its
 // bytes from off to dirty (a torn line) zeroed first.
 func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
@@ -267,7 +199,7 @@ func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
 		return fmt.Errorf("journal: log/%s: %w", segmentName(seg.num), err)
 	}
 	if dirty > off {
-		err = zeroPages(f, off, dirty)
+		err = segfile.ZeroPages(f, off, dirty)
 		if err == nil && durable {
 			err = dirfd.Fdatasync(fd)
 		}

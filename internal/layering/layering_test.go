@@ -66,6 +66,7 @@ var layers = map[string]int{
 	"fusefs/journal/ownerarg": 5, // --owner OWNER@INCARNATION, as the commands and undo read it
 	"fusefs/journal/makers":   5, // the fresh objects' makers: bounded, no pointer per object
 	"fusefs/journal/jdir":     5, // the journal's directory opened: its modes, owner, filesystem, LOCK
+	"fusefs/journal/segfile":  5, // a log segment's file: its blocks preallocated, a torn tail zeroed
 	// The lock table (procinfo names its owners); the one syscall layer
 	// on BACKING.
 	"locks": 6, "fusefs/dirfd": 6,
