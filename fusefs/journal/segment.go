@@ -117,9 +117,9 @@ func parseSegment(data []byte) scan {
 
 // readSegment reads segment num's first limit bytes (all of it: limit
 // < 0), with no readahead: what readahead brings into the page cache are
-// large folios, which the appends to the last segment after a mount would
-// walk buffer by buffer (segfile.ZeroPages), and the read asks for the whole
-// segment anyway.
+// large folios, which the appends to the last segment after a mount
+// would walk buffer by buffer (segfile.ZeroPages), and the read asks for
+// the whole segment anyway.
 func readSegment(log int, num uint64, limit int64) ([]byte, error) {
 	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDONLY, 0)
 	if err != nil {
@@ -155,11 +155,11 @@ func listSegments(log int) ([]uint64, error) {
 }
 
 // makeSegment makes segment num, rotated at size, preallocated to as
-// much of it as the filesystem's free space allows (segfile.PreallocSize). With
-// durable its preallocated blocks are written (zeros) and made durable,
-// and its name: an append's fdatasync then flushes the record's data
-// only, no block allocation nor unwritten extent to convert, no size to
-// change. Past them, appends extend the file: slower to sync, but a
+// much of it as the filesystem's free space allows
+// (segfile.PreallocSize). With durable its preallocated blocks are
+// written (zeros) and made durable, and its name: an append's fdatasync
+// then flushes the record's data only, no block allocation nor unwritten
+// extent to convert, no size to change. Past them, appends extend the file: slower to sync, but a
 // filesystem short of space still records the changes it has room for.
 func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error) {
 	fd, err := dirfd.Open(log, segmentName(num), unix.O_RDWR|unix.O_CREAT, 0o600)

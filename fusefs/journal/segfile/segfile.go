@@ -15,13 +15,13 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 )
 
-// MinPrealloc is the least worth preallocating: below it, none.
-const MinPrealloc = 64 << 10
+// minPrealloc is the least worth preallocating: below it, none.
+const minPrealloc = 64 << 10
 
 // PreallocSize is how much of a segment of size to preallocate on the
 // filesystem of fd: all of it where it takes at most a sixteenth of the
 // free space, else that sixteenth (in 4 KiB blocks), none below
-// MinPrealloc. A segment never takes the room the changes it records
+// minPrealloc. A segment never takes the room the changes it records
 // need.
 func PreallocSize(fd int, size int64) int64 {
 	var st unix.Statfs_t
@@ -30,7 +30,7 @@ func PreallocSize(fd int, size int64) int64 {
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if n := free / 16 &^ 4095; n < size {
-		if n < MinPrealloc {
+		if n < minPrealloc {
 			return 0
 		}
 		return n
