@@ -263,6 +263,28 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 	return c.seq, c.Done(nil)
 }
 
+// KeptLinks is how many of the links of the object (dev, ino) are kept/'s,
+// not a name in the workspace: what the mount takes from its st_nlink.
+// Each is checked to be a link to that object still (an undo, or a prune,
+// may have moved it meanwhile); only objects the journal keeps a link to
+// cost more than a map lookup.
+func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
+	var buf [4]uint64
+	var n uint32
+	for _, seq := range j.links.seqs(ID{dev, ino}, buf[:0]) {
+		if id, ok := keptID(j.kept, j.keptName(seq)); ok && id == (ID{dev, ino}) {
+			n++
+		}
+	}
+	return n
+}
+
+// forgetKept notes that kept/<seq> is gone.
+func (j *Journal) forgetKept(seq uint64) {
+	j.described.Delete(seq)
+	j.links.forget(seq)
+}
+
 // keptID is the identity of kept/<name> where it is no directory.
 func keptID(kept int, name string) (ID, bool) {
 	var st unix.Stat_t
