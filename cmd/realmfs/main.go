@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 
@@ -95,6 +96,9 @@ Mount options (-o, comma-separated):
                        default: half the daemon's descriptor limit, and
                        never more than half of what other owners left);
                        past it an open is EMFILE (RESOURCE_LIMIT)
+  procs=N              CPUs the daemon's Go code may use at once (GOMAXPROCS;
+                       default all): 1 speeds one writer's small-file work,
+                       slows parallel writers that fsync
   journal=on|off       record every change made through the mount, and keep
                        what it replaced or removed by link, in
                        BACKING/.realm-journal, for realmfs journal list,
@@ -370,12 +374,7 @@ func serve(cfg config, stderr io.Writer) int {
 	// kill the daemon and leave the mount dead. They wait in the channel.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	// The kernel sends each caller's mode unmasked and the daemon applies
-	// the caller's umask (fusefs/admit: Gate.NewMode); its own must not
-	// apply on top. What the daemon makes for itself has explicit modes (0600).
-	unix.Umask(0)
-	limit := raiseFileLimit()
-	os.Chdir("/")
+	limit := setupProcess(cfg.mount)
 	var logger *slog.Logger
 	fail := func(format string, args ...any) int {
 		msg := fmt.Sprintf(format, args...)
@@ -455,7 +454,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	stopProfile := testProfile()
 	logger.Info("mounted", "backing", cfg.backing, "mountpoint", cfg.mountpoint, "version", versionString(),
-		"pid", os.Getpid(), "passthrough", fsys.Passthrough(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
+		"pid", os.Getpid(), "procs", runtime.GOMAXPROCS(0), "passthrough", fsys.Passthrough(), "allow_other", cfg.mount.allowOther, "read_only", cfg.mount.readOnly,
 		"policy", cmp.Or(cfg.policyFile, "built-in"), "audit_log", cfg.auditLog, "made_store", cmp.Or(cfg.madeStore, "none"))
 	notifyParent("")
 	sdNotify("READY=1")
@@ -639,24 +638,6 @@ func logMountNotes(fsys *fusefs.FS, server *fuse.Server, cfg config, logger *slo
 	}
 }
 
-// raiseFileLimit lifts the soft fd limit to the hard one (each open file
-// holds at least one fd in the daemon, each directory in use one) and
-// returns the limit in force, 0 if unknown.
-func raiseFileLimit() uint64 {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
-		return 0
-	}
-	if lim.Cur < lim.Max {
-		raised := lim
-		raised.Cur = raised.Max
-		if unix.Setrlimit(unix.RLIMIT_NOFILE, &raised) == nil {
-			lim = raised
-		}
-	}
-	return lim.Cur
-}
-
 // maxFdsPerOwner is the bound of the descriptors the daemon holds per
 // lock owner: the max_fds_per_owner option, else half the daemon's
 // descriptor limit (fusefs's budget for all owners, FdLimit, bounds each
@@ -667,10 +648,7 @@ func maxFdsPerOwner(opt int, limit uint64) int {
 	if opt > 0 {
 		return opt
 	}
-	if limit == 0 || limit >= 1<<30 {
-		return 0
-	}
-	return int(limit / 2)
+	return fdLimit(limit) / 2
 }
 
 // fdLimit is the daemon's descriptor limit as fusefs.Options.FdLimit

@@ -30,6 +30,7 @@ type mountOptions struct {
 	logFormat  string
 	stateDir   string // the -o form of --state-dir
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
+	procs      int    // procs: the daemon's GOMAXPROCS; 0: Go's default (procs.go)
 	journal    bool   // record every change made through the mount (default on)
 	// journalAsked: -o journal=on or journal_dir was given, so a journal
 	// that cannot be opened fails the mount instead of being left off.
@@ -164,11 +165,13 @@ func parseMountOptions(values []string) (mountOptions, error) {
 					mo.cache.Negative = d
 				}
 			case key == "max_fds_per_owner" && hasVal:
-				n, err := strconv.Atoi(val)
-				if err != nil || n < 1 {
-					return mo, badValue(key, val, "want a number of open files, at least 1")
+				if mo.maxFds, err = wholeNumber(key, val, math.MaxInt32, "want a number of open files, at least 1"); err != nil {
+					return mo, err
 				}
-				mo.maxFds = n
+			case key == "procs" && hasVal:
+				if mo.procs, err = wholeNumber(key, val, 1024, "want how many CPUs the daemon's Go code may use at once, 1 to 1024"); err != nil {
+					return mo, err
+				}
 			case genericOptions[key] && !hasVal, strings.HasPrefix(key, "x-"), key == "comment":
 			default:
 				return mo, misused(key, val, hasVal)
@@ -176,6 +179,15 @@ func parseMountOptions(values []string) (mountOptions, error) {
 		}
 	}
 	return mo, nil
+}
+
+// wholeNumber reads a whole number from 1 to most; want says what it is.
+func wholeNumber(key, val string, most int, want string) (int, error) {
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 1 || n > most {
+		return 0, badValue(key, val, want)
+	}
+	return n, nil
 }
 
 // setJournal sets a journal option: journal, journal_dir, journal_max,

@@ -39,6 +39,8 @@ func TestParseMountOptions(t *testing.T) {
 		}},
 		{"nonempty", []string{"nonempty"}, func(m *mountOptions) { m.nonempty = true }},
 		{"descriptor bound", []string{"max_fds_per_owner=50"}, func(m *mountOptions) { m.maxFds = 50 }},
+		{"one P", []string{"procs=1"}, func(m *mountOptions) { m.procs = 1 }},
+		{"the most Ps", []string{"procs=1024"}, func(m *mountOptions) { m.procs = 1024 }},
 		{"journal on by default; asked for, elsewhere", []string{"journal=on,journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
 		{"journal asked for by its directory", []string{"journal_dir=/srv/j"}, func(m *mountOptions) { m.journalAsked, m.journalDir = true, "/srv/j" }},
 		{"journal off", []string{"journal=off"}, func(m *mountOptions) { m.journal = false }},
@@ -67,6 +69,7 @@ func TestParseMountOptionsRefuses(t *testing.T) {
 		"entry_timeout=-1", "attr_timeout=abc", "negative_timeout=NaN", "entry_timeout=3601", "attr_timeout=",
 		"policy=", "audit_log", "log=", "log_format=xml", "nonempty=1",
 		"max_fds_per_owner=0", "max_fds_per_owner=-3", "max_fds_per_owner=many", "max_fds_per_owner",
+		"procs=0", "procs=-1", "procs=1025", "procs=two", "procs",
 		"journal=yes", "journal", "journal_dir=",
 		"journal_max=", "journal_max=0", "journal_max=10X", "journal_keep=0", "journal_keep=-1h", "journal_keep=7w",
 	} {
@@ -179,6 +182,10 @@ func TestMountOptionValueErrors(t *testing.T) {
 		"max_fds_per_owner": {
 			{"max_fds_per_owner=0", "-o max_fds_per_owner=0: want a number of open files, at least 1"},
 			{"max_fds_per_owner=many", "-o max_fds_per_owner=many: want a number of open files, at least 1"},
+		},
+		"procs": {
+			{"procs=0", "-o procs=0: want how many CPUs the daemon's Go code may use at once, 1 to 1024"},
+			{"procs=1025", "-o procs=1025: want how many CPUs the daemon's Go code may use at once, 1 to 1024"},
 		},
 		"journal":     {{"journal=yes", "-o journal=yes: want on or off"}},
 		"journal_dir": {{"journal_dir=", "-o journal_dir=: want journal_dir=DIR"}},

@@ -1,6 +1,6 @@
 # bash completion for realmfs, generated from its flag sets, its -o table and
 # errcode's codes by `make completions` (cmd/realmfs/distgen_test.go): do not edit.
-_realmfs_options="allow_other default_permissions ro fsname= subtype= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic policy= audit_log= log= log_format=text log_format=json state_dir=none state_dir= nonempty debug auto_unmount max_fds_per_owner= journal=on journal=off journal_dir= journal_max= journal_max_files= journal_keep= watch=on watch=off entry_timeout= attr_timeout= negative_timeout="
+_realmfs_options="allow_other default_permissions ro fsname= subtype= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic policy= audit_log= log= log_format=text log_format=json state_dir=none state_dir= nonempty debug auto_unmount max_fds_per_owner= procs= journal=on journal=off journal_dir= journal_max= journal_max_files= journal_keep= watch=on watch=off entry_timeout= attr_timeout= negative_timeout="
 _realmfs_codes="PATH_ESCAPE PROTECTED_PATH_DENIED CREDENTIAL_PATH_DENIED LOCK_CONFLICT WRITE_NOT_ATOMIC SCHEMA_INVALID REALM_NOT_ACTIVE TOOL_TIMEOUT REALM_STOPPING DEVICE_NODE_DENIED WRITER_KILLED_COMMITTED WRITER_KILLED_RECOVERED RESOURCE_LIMIT XATTR_NOT_KEPT PRIVILEGE_DENIED JOURNAL_FAILED"
 _realmfs() {
 	local cur prev words cword

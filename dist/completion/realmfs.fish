@@ -2,7 +2,7 @@
 # errcode's codes by `make completions` (cmd/realmfs/distgen_test.go): do not edit.
 function __realmfs_options
 	set -l pre (string match -r '^.*,' -- (commandline -ct))
-	for o in allow_other default_permissions ro fsname= subtype= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic policy= audit_log= log= log_format=text log_format=json state_dir=none state_dir= nonempty debug auto_unmount max_fds_per_owner= journal=on journal=off journal_dir= journal_max= journal_max_files= journal_keep= watch=on watch=off entry_timeout= attr_timeout= negative_timeout=
+	for o in allow_other default_permissions ro fsname= subtype= passthrough=on passthrough=off lockowner=cgroup lockowner=session lockowner=pid durability=full durability=atomic policy= audit_log= log= log_format=text log_format=json state_dir=none state_dir= nonempty debug auto_unmount max_fds_per_owner= procs= journal=on journal=off journal_dir= journal_max= journal_max_files= journal_keep= watch=on watch=off entry_timeout= attr_timeout= negative_timeout=
 		echo $pre$o
 	end
 end

@@ -20,6 +20,7 @@ _realmfs_options() {
 		'debug[the -o form of -d]' \
 		'auto_unmount[unmount when the daemon dies]' \
 		'max_fds_per_owner[descriptors the daemon may hold for one lock owner]:N:' \
+		'procs[CPUs the daemon'\''s Go code may use at once]:N:' \
 		'journal[record every change made through the mount, and keep what it]:value:(on off)' \
 		'journal_dir[the journal'\''s directory instead]:DIR:_directories' \
 		'journal_max[bound the journal'\''s blocks]:SIZE:' \

@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestOneProc: a mount with -o procs=1 runs the daemon's Go code on one P
+// (its mounted line says procs=1) and still serves what one P could
+// stall, were a request to wait for a P another holds in a long system
+// call: four shells writing and fsyncing files at once, each file whole
+// after, and SQLite's WAL shared by two owners (TestSQLiteWALTwoOwners).
+func TestOneProc(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "python3", "sqlite3", "setsid", "dd")
+	m := mount(t, Opts("lockowner=session,procs=1"))
+	if !strings.Contains(readFile(t, m.LogFile), " procs=1 ") {
+		t.Fatalf("the daemon's mounted line does not say procs=1:\n%s", m.logTail())
+	}
+
+	const writers, saves = 4, 40
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			script := `i=1; while [ $i -le $2 ]; do printf 'writer %s save %s\n' "$1" $i | dd of="$3" conv=fsync status=none || exit 1; i=$((i+1)); done`
+			out, err := exec.Command("sh", "-c", script, "sh", fmt.Sprint(w), fmt.Sprint(saves), m.Path(fmt.Sprintf("w%d", w))).CombinedOutput()
+			if err != nil {
+				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	for w := range writers {
+		if errs[w] != nil {
+			t.Fatal(errs[w])
+		}
+		if got, want := readFile(t, m.BackingPath(fmt.Sprintf("w%d", w))), fmt.Sprintf("writer %d save %d\n", w, saves); got != want {
+			t.Errorf("w%d holds %q, want %q", w, got, want)
+		}
+	}
+	sqliteWALTwoOwners(t, m)
+}
