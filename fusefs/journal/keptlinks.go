@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"slices"
+
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -62,7 +64,7 @@ func (t *keptLinkTable) forget(seq uint64) {
 	}
 	delete(t.bySeq, seq)
 	s := t.byID[id]
-	switch i := indexOf(s.more, seq); {
+	switch i := slices.Index(s.more, seq); {
 	case s.first == seq && len(s.more) == 0:
 		delete(t.byID, id)
 		return
@@ -83,14 +85,4 @@ func (t *keptLinkTable) seqs(id ID, buf []uint64) []uint64 {
 		return buf
 	}
 	return append(append(buf, s.first), s.more...)
-}
-
-// indexOf is the index of seq in seqs, -1 where it is not there.
-func indexOf(seqs []uint64, seq uint64) int {
-	for i, s := range seqs {
-		if s == seq {
-			return i
-		}
-	}
-	return -1
 }
