@@ -39,8 +39,24 @@ func DefaultPolicy(many int) Policy {
 	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, LowerWindow: 20, LowerBelow: 1.25}
 }
 
-// Interval is how often the count is sampled.
-const Interval = 50 * time.Millisecond
+// Interval is how often the count is sampled; IdleInterval, once it has
+// read 0 for IdleAfter samples running at one P, so that an idle mount
+// wakes the daemon twice a second, not twenty times (work after it is
+// seen within one IdleInterval).
+const (
+	Interval     = 50 * time.Millisecond
+	IdleInterval = 500 * time.Millisecond
+	IdleAfter    = 20
+)
+
+// interval is the sampling interval after zeros samples of 0 running, at
+// cur Ps.
+func interval(zeros, cur int) time.Duration {
+	if zeros >= IdleAfter && cur == 1 {
+		return IdleInterval
+	}
+	return Interval
+}
 
 // Decide is the Ps to run with, running with cur, after samples (the
 // newest last).
@@ -48,7 +64,8 @@ func (p Policy) Decide(cur int, samples []int) int {
 	if cur < p.Many && mean(samples, p.RaiseWindow) >= p.RaiseAt {
 		return p.Many
 	}
-	if cur > 1 && len(samples) >= p.LowerWindow && mean(samples, p.LowerWindow) < p.LowerBelow {
+	if cur > 1 && len(samples) >= p.LowerWindow && mean(samples, p.LowerWindow) < p.LowerBelow &&
+		mean(samples, p.RaiseWindow) < p.RaiseAt { // not while they overlap now, after an idle while
 		return 1
 	}
 	return cur
@@ -103,13 +120,14 @@ func Start(path string, fixed bool, logger *slog.Logger) (stop func()) {
 	}
 }
 
-// run samples path every Interval until done, setting GOMAXPROCS as p
+// run samples path (at interval) until done, setting GOMAXPROCS as p
 // decides.
 func run(path string, p Policy, done <-chan struct{}, logger *slog.Logger) {
-	tick := time.NewTicker(Interval)
+	every := Interval
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	samples := make([]int, 0, 2*max(p.RaiseWindow, p.LowerWindow))
-	cur := 1
+	cur, zeros := 1, 0
 	for {
 		select {
 		case <-done:
@@ -129,7 +147,16 @@ func run(path string, p Policy, done <-chan struct{}, logger *slog.Logger) {
 		if next := p.Decide(cur, samples); next != cur {
 			runtime.GOMAXPROCS(next)
 			logger.Info("procs", "procs", next, "waiting_mean", mean(samples, p.RaiseWindow))
-			cur = next
+			cur, samples = next, samples[:0] // each change is judged on samples after it
+		}
+		if n == 0 {
+			zeros++
+		} else {
+			zeros = 0
+		}
+		if iv := interval(zeros, cur); iv != every {
+			every = iv
+			tick.Reset(every)
 		}
 	}
 }

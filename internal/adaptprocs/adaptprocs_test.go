@@ -30,12 +30,30 @@ func TestDecide(t *testing.T) {
 		{"a quiet second returns to one P", 4, slices.Repeat([]int{1}, 20), 1},
 		{"an idle second returns to one P", 4, make([]int, 20), 1},
 		{"a second with a burst in it stays", 4, append(slices.Repeat([]int{1}, 15), 4, 4, 4, 1, 1), 4},
+		{"a burst after an idle while stays", 4, append(make([]int, 17), 4, 4, 4), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := p.Decide(tc.cur, tc.samples); got != tc.want {
 				t.Errorf("Decide(%d, %v) = %d, want %d", tc.cur, tc.samples, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestInterval(t *testing.T) {
+	for _, tc := range []struct {
+		zeros, cur int
+		want       time.Duration
+	}{
+		{0, 1, Interval},
+		{IdleAfter - 1, 1, Interval},
+		{IdleAfter, 1, IdleInterval},
+		{IdleAfter * 10, 1, IdleInterval},
+		{IdleAfter, 4, Interval}, // raised: sampled on until it returns
+	} {
+		if got := interval(tc.zeros, tc.cur); got != tc.want {
+			t.Errorf("interval(%d, %d) = %v, want %v", tc.zeros, tc.cur, got, tc.want)
+		}
 	}
 }
 
