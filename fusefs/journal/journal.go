@@ -137,8 +137,9 @@ type Journal struct {
 	// renewed: when Prune last weighed every segment again by lstat
 	// (renewAfter), under pruning; zero until the first Prune.
 	renewed time.Time
-	// links: kept/'s links to objects by identity (keptlinks.go).
-	links keptLinkTable
+	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
+	// written under mu, read with no lock.
+	keptLinks sync.Map
 	// nameMax is the longest name kept/'s filesystem takes; describes:
 	// a removal may go to a described entry (described.go).
 	nameMax   int
@@ -175,7 +176,8 @@ type tail struct {
 	// fresh: the objects their makers may change with no sync of the
 	// record (fresh.go), by identity; nil without Options.Durable, where
 	// no record is synced.
-	fresh *makers.Table[ID]
+	fresh     *makers.Table[ID]
+	keptByseq map[uint64]ID // keptLinks' seqs, to their identities
 	// untallied: what kept objects added (bytes, files) whose intents
 	// are held still, for the segment that notes them (countKept).
 	untallied  map[uint64][2]int64

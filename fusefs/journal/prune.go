@@ -66,14 +66,14 @@ func (j *Journal) addHeld(bytes, files int64) {
 // (negative: one leaving kept/) in Held and in its segment's tally; where
 // seq's intent is held still, for the segment that notes it (noteIn).
 // With link (an object kept that is no directory) it also notes kept/<seq>
-// as a link to it (keptLinkTable).
+// as a link to it (noteKeptLocked): one lock for both, on every removal.
 func (j *Journal) countKept(seq uint64, bytes, files int64, link *ID) {
 	j.addHeld(bytes, files)
-	if link != nil {
-		j.links.note(*link, seq)
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if link != nil {
+		j.noteKeptLocked(*link, seq)
+	}
 	s, past := j.keptSegment(seq)
 	switch {
 	case s != nil:

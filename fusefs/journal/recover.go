@@ -348,7 +348,7 @@ func (j *Journal) sweepKept(ents []dirfd.Dirent, ld *loaded) error {
 			fallthrough
 		default:
 			if id, ok := keptID(j.kept, e.Name); ok {
-				j.links.note(id, seq)
+				j.noteKeptLocked(id, seq) // Open: no other caller yet
 			}
 		}
 	}

@@ -45,7 +45,6 @@
 //	               ├─ procinfo.Resolver.tablesMu
 //	               ├─ journal.Journal.mu
 //	               ├─ journal.describedNames.mu
-//	               ├─ journal.keptLinkTable.mu
 //	               └─ unpublished.Table.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
@@ -154,9 +153,6 @@ var (
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
 	describedMu = class{name: "journal.describedNames.mu", under: &madeOpMu, noGoFuse: true}
-	// journal.keptLinkTable.mu: kept/'s links by identity; two maps read
-	// or written, nothing under it, never taken under Journal.mu.
-	keptLinksMu = class{name: "journal.keptLinkTable.mu", under: &madeOpMu, noGoFuse: true}
 	// unpublished.Table.mu: the names of created files not yet in BACKING
 	// (fusefs/unpublished); two maps read or written, nothing under it.
 	unpublishedMu = class{name: "unpublished.Table.mu", under: &madeOpMu, noGoFuse: true}
@@ -205,7 +201,6 @@ type (
 	ResolverTabMu  struct{}
 	JournalMu      struct{}
 	DescribedMu    struct{}
-	KeptLinksMu    struct{}
 	UnpublishedMu  struct{}
 )
 
@@ -238,5 +233,4 @@ func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
 func (JournalMu) class() *class      { return &journalMu }
 func (DescribedMu) class() *class    { return &describedMu }
-func (KeptLinksMu) class() *class    { return &keptLinksMu }
 func (UnpublishedMu) class() *class  { return &unpublishedMu }
