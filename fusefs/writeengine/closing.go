@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/realm-dev/realm/fusefs/writeproto"
+	"github.com/realm-dev/realm/locks"
 	"github.com/realm-dev/realm/procinfo"
 )
 
@@ -46,7 +47,9 @@ type Processes interface {
 //     reader beside the rewrite) holds nothing back;
 //   - the closes of an opener that a signal is killing: what it wrote is
 //     committed where that tears nothing old, and kept as a recovery copy
-//     beside the file otherwise (Write.killed);
+//     beside the file otherwise (Write.killed), once the RELEASEs of the
+//     owner's other write opens that their openers closed have landed
+//     (awaitReleases);
 //   - a close while a write(2) through the same open is in flight in
 //     another thread (a WRITE request of it, or a COPY_FILE_RANGE into
 //     the file, is being served or waits for the entry's lock):
@@ -78,6 +81,9 @@ func (f *File[N]) Flush(ctx context.Context, tid uint32) syscall.Errno {
 		return 0
 	}
 	facts := f.closeFacts(tid, inos, like)
+	if facts.Signal != 0 {
+		f.awaitReleases()
+	}
 	return f.settled(func(w *Write[N]) syscall.Errno {
 		// A WRITE counts itself before it waits for the entry's lock.
 		facts.WriteGoesOn = facts.WriteGoesOn || f.writes.Load() > 0
@@ -116,6 +122,38 @@ func (f *File[N]) closeFacts(tid uint32, inos []uint64, like procinfo.SameOpen) 
 		}
 	}
 	return facts
+}
+
+// awaitReleases lets the RELEASEs on their way land before a killed
+// opener's close is judged (writeproto.Write.KillAwaits): the kernel
+// queued them before this close, and the rule must not count their
+// handles as sharing the bytes. It waits, holding no lock, until a
+// release leaves the writer alone or one of the others active, or up to
+// locks.ReleaseWait: a RELEASE that does not come is a descriptor a forked
+// child still holds, and its handle does share them.
+func (f *File[N]) awaitReleases() {
+	deadline := time.NewTimer(locks.ReleaseWait)
+	defer deadline.Stop()
+	for {
+		var ch chan struct{}
+		f.locked(func(w *Write[N]) syscall.Errno {
+			if w.m.KillAwaits(f.h) {
+				if w.released == nil {
+					w.released = make(chan struct{})
+				}
+				ch = w.released
+			}
+			return 0
+		})
+		if ch == nil {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // writeGoesOn reports whether a write(2) through f by a thread other than

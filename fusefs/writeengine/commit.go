@@ -150,6 +150,9 @@ type Write[N comparable] struct {
 	// at once (a node retired while a handle of it lives), and a close's
 	// scan of the opener's descriptors must see all of them (Flush).
 	inos map[uint64]int
+	// released, if not nil, is closed when a handle of the write is
+	// released: a killed writer's close waits on it (awaitReleases).
+	released chan struct{}
 
 	// m is the write's state in the protocol: what is uncommitted, which
 	// handles write, when a close commits. Every commit decision is its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -316,4 +317,79 @@ func TestFileCopies(t *testing.T) {
 	d.close(g)
 	d.want(t, "f", "Ggfg", "after the close")
 	d.want(t, "g", "Gggg", "after its close")
+}
+
+// TestFileKilledBesideAClosedSibling: a writer killed after another
+// process of its owner closed its own open of the file (whose RELEASE the
+// kernel queued first, and the daemon serves second) is judged alone once
+// that RELEASE lands: its rewrite of old content is kept as a recovery
+// copy, the file unchanged. A sibling whose RELEASE does not come (a
+// forked child holds its descriptor) shares the bytes: the kill commits
+// nothing, and the owner's last release commits them all.
+func TestFileKilledBesideAClosedSibling(t *testing.T) {
+	for _, released := range []bool{true, false} {
+		t.Run(map[bool]string{true: "released", false: "held by a child"}[released], func(t *testing.T) {
+			d := newEngineDir(t, "old content")
+			killed, err := d.openAs("a", "f", unix.O_RDWR, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sibling, err := d.openAs("a", "f", unix.O_RDWR, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.write(t, sibling, false, "SIB", 0)
+			d.write(t, killed, false, "KILLED", 3)
+			ctx := context.Background()
+			if errno := sibling.Flush(ctx, 2); errno != 0 {
+				t.Fatalf("the sibling's close = %v", errno)
+			}
+			d.want(t, "f", "old content", "after the sibling's close beside a writer")
+			d.procs.set(func(p *procFacts) { p.signal = int(unix.SIGKILL) })
+			done := make(chan syscall.Errno)
+			go func() { done <- killed.Flush(ctx, 1) }()
+			if released {
+				waitAwaiting(t, killed, done)
+				sibling.Release(ctx)
+			}
+			if errno := <-done; errno != 0 {
+				t.Fatalf("the killed writer's close = %v", errno)
+			}
+			killed.Release(ctx)
+			if !released {
+				d.want(t, "f", "old content", "before the child's release")
+				sibling.Release(ctx)
+				d.want(t, "f", "SIBKILLEDnt", "after the owner's last release")
+				return
+			}
+			d.want(t, "f", "old content", "after the killed writer's release")
+			copies := d.others(t)
+			if len(copies) != 1 || !strings.HasPrefix(copies[0], "f.realm-recovered-") {
+				t.Fatalf("beside the file: %q, want one recovery copy", copies)
+			}
+			d.want(t, copies[0], "SIBKILLEDnt", "the recovery copy")
+		})
+	}
+}
+
+// waitAwaiting returns once f's close waits for a release (awaitReleases);
+// a close that ends first (done) fails t.
+func waitAwaiting(t *testing.T, f *File[*fakeNode], done <-chan syscall.Errno) {
+	t.Helper()
+	for {
+		select {
+		case errno := <-done:
+			t.Fatalf("the killed writer's close returned (%v) without waiting for the sibling's release", errno)
+		default:
+		}
+		var waits bool
+		f.locked(func(w *Write[*fakeNode]) syscall.Errno {
+			waits = w.released != nil
+			return 0
+		})
+		if waits {
+			return
+		}
+		runtime.Gosched()
+	}
 }

@@ -116,6 +116,10 @@ func (w *Write[N]) release(ctx context.Context, e *locks.Entry, lease *locks.Lea
 	if last {
 		e.Value = nil
 	}
+	if w.released != nil {
+		close(w.released)
+		w.released = nil
+	}
 	lease.Release()
 	if last {
 		w.close(ctx)

@@ -884,6 +884,31 @@ func (w *Write) Killed(h *Handle) KillAction {
 	return KillRecover
 }
 
+// KillAwaits reports whether the kill rule for h, whose opener a signal
+// is killing, should first hear RELEASEs on their way: every other handle
+// that may write is closing (its opener closed its last descriptor, so
+// the kernel queued its RELEASE before this close), and until those land
+// Killed would count them as sharing the bytes (KillNothing), where the
+// processes say h's opener wrote them alone. The kernel queues the
+// RELEASE first; the daemon serves requests concurrently and may serve it
+// second. A closing handle whose RELEASE does not come (a forked child
+// holds a descriptor of it) does share them: the caller waits for the
+// releases up to a bound and asks Killed then. The caller holds the
+// write's lock, and releases it while it waits.
+func (w *Write) KillAwaits(h *Handle) bool {
+	others := 0
+	for _, x := range w.hs {
+		if x == h || !x.open.Write {
+			continue
+		}
+		if !x.closing {
+			return false
+		}
+		others++
+	}
+	return others > 0
+}
+
 // writeHandles counts the open handles that may change the file.
 func (w *Write) writeHandles() int {
 	n := 0

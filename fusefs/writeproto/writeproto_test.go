@@ -431,6 +431,61 @@ func TestKilledTable(t *testing.T) {
 	}
 }
 
+// TestKillAwaits: a killed opener's kill rule waits for the RELEASEs on
+// their way (every other write handle closing) and for nothing else; once
+// they land the writer is alone, and its bytes are judged as its own.
+func TestKillAwaits(t *testing.T) {
+	other := Open{Write: true, Opener: 2}
+	for _, tc := range []struct {
+		name  string
+		setup func(p *proc) // opens the handles beside the killed one
+		want  bool
+	}{
+		{"alone", func(p *proc) {}, false},
+		{"beside a reader", func(p *proc) { p.open(reader) }, false},
+		{"beside a closing reader", func(p *proc) { p.close(p.open(Open{Opener: 2}), true, FlushFacts{}) }, false},
+		{"beside a write handle", func(p *proc) { p.write(p.open(other), 1, 0) }, false},
+		{"beside a closing write handle", func(p *proc) {
+			o := p.open(other)
+			p.write(o, 1, 0)
+			p.close(o, true, FlushFacts{})
+		}, true},
+		{"beside a closing and an open write handle", func(p *proc) {
+			o := p.open(other)
+			p.write(o, 1, 0)
+			p.close(o, true, FlushFacts{})
+			p.open(Open{Write: true, Opener: 3})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProc(t)
+			h := p.open(Open{Write: true, Opener: 1})
+			p.write(h, 5, 0)
+			tc.setup(p)
+			if got := p.w.KillAwaits(h); got != tc.want {
+				t.Fatalf("KillAwaits = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("the release landed", func(t *testing.T) {
+		p := newProc(t)
+		h := p.open(Open{Write: true, Opener: 1})
+		o := p.open(other)
+		p.write(o, 1, 0)
+		p.write(h, 5, 0)
+		if a, _ := p.close(o, true, FlushFacts{}); a != FlushNone {
+			t.Fatalf("close beside a writer: %v", a)
+		}
+		p.release(o)
+		if p.w.KillAwaits(h) {
+			t.Fatal("KillAwaits after the release: true")
+		}
+		if a, k := p.close(h, true, FlushFacts{Signal: 9}); a != FlushKilled || k != KillRecover {
+			t.Fatalf("kill: %v, %v; want killed, %v", a, k, KillRecover)
+		}
+	})
+}
+
 func TestJudgeTable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
