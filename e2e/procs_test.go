@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -43,4 +45,44 @@ func TestOneProc(t *testing.T) {
 		}
 	}
 	sqliteWALTwoOwners(t, m)
+}
+
+// TestAdaptiveProcs: a mount that asks for no Ps runs at one P while
+// requests come one at a time, raises its Ps while four writers that
+// fsync overlap, and returns to one P once they stop, each change in its
+// log. Where fusectl's count cannot be read, or Go gives the daemon one P
+// anyway, the log says so and the Ps stay as Go gave them.
+func TestAdaptiveProcs(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "dd")
+	m := mount(t)
+	mounted := waitForLine(t, m.LogFile, "msg=mounted")
+	if runtime.NumCPU() == 1 {
+		waitForLine(t, m.LogFile, `msg="procs: fixed"`, "procs=1")
+		return
+	}
+	if _, err := os.Stat("/sys/fs/fuse/connections"); err != nil {
+		waitForLine(t, m.LogFile, `msg="procs: not adapted`)
+		return
+	}
+	if !strings.Contains(mounted, " procs=1 ") {
+		t.Fatalf("the mounted line does not say procs=1:\n%s", m.logTail())
+	}
+	stop := m.Path("stop")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			script := `while [ ! -e "$1" ]; do echo x | dd of="$2" conv=fsync status=none || exit 1; done`
+			if out, err := exec.Command("sh", "-c", script, "sh", stop, m.Path(fmt.Sprintf("w%d", w))).CombinedOutput(); err != nil {
+				t.Errorf("writer %d: %v: %s", w, err, out)
+			}
+		})
+	}
+	raised := waitForLine(t, m.LogFile, "msg=procs ", "waiting_mean=")
+	writeFile(t, stop, "")
+	wg.Wait()
+	if strings.Contains(raised, " procs=1 ") {
+		t.Fatalf("the first change was not a raise: %s", raised)
+	}
+	waitForLine(t, m.LogFile, "msg=procs procs=1 ")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
+	"github.com/realm-dev/realm/internal/adaptprocs"
 	"github.com/realm-dev/realm/internal/capdrop"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/policy"
@@ -97,8 +98,8 @@ Mount options (-o, comma-separated):
                        never more than half of what other owners left);
                        past it an open is EMFILE (RESOURCE_LIMIT)
   procs=N              CPUs the daemon's Go code may use at once (GOMAXPROCS;
-                       default all): 1 speeds one writer's small-file work,
-                       slows parallel writers that fsync
+                       default: 1 while requests come one at a time, all
+                       while several wait, by fusectl's count)
   journal=on|off       record every change made through the mount, and keep
                        what it replaced or removed by link, in
                        BACKING/.realm-journal, for realmfs journal list,
@@ -431,6 +432,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
+	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, logger)()
 	if devKnown {
 		startWatcher(realMountpoint, dev, cfg.mount.autoUnmount, logger)
 	} else if cfg.mount.autoUnmount {

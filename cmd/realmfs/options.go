@@ -30,7 +30,7 @@ type mountOptions struct {
 	logFormat  string
 	stateDir   string // the -o form of --state-dir
 	maxFds     int    // max_fds_per_owner; 0: half the daemon's descriptor limit
-	procs      int    // procs: the daemon's GOMAXPROCS; 0: Go's default (process.go)
+	procs      int    // procs: the daemon's GOMAXPROCS; 0: adapted (process.go, internal/adaptprocs)
 	journal    bool   // record every change made through the mount (default on)
 	// journalAsked: -o journal=on or journal_dir was given, so a journal
 	// that cannot be opened fails the mount instead of being left off.
