@@ -30,6 +30,7 @@ import (
 	"github.com/realm-dev/realm/internal/adaptprocs"
 	"github.com/realm-dev/realm/internal/capdrop"
 	"github.com/realm-dev/realm/internal/lockorder"
+	"github.com/realm-dev/realm/internal/mountwatch"
 	"github.com/realm-dev/realm/policy"
 	"github.com/realm-dev/realm/procinfo"
 )
@@ -132,8 +133,8 @@ Mount options (-o, comma-separated):
 var version = ""
 
 func main() {
-	if isWatcher() {
-		os.Exit(runWatcher(os.Args[1:]))
+	if mountwatch.IsWatcher() {
+		os.Exit(mountwatch.Run(os.Args[1:], mountDevice))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -434,7 +435,7 @@ func serve(cfg config, stderr io.Writer) int {
 	defer recordMount(cfg, realMountpoint, logger)()
 	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, logger)()
 	if devKnown {
-		startWatcher(realMountpoint, dev, cfg.mount.autoUnmount, logger)
+		mountwatch.Start(realMountpoint, dev, cfg.mount.autoUnmount, logger)
 	} else if cfg.mount.autoUnmount {
 		logger.Warn("auto_unmount: no watcher: the mount's device number is unknown")
 	}

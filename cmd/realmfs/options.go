@@ -44,7 +44,7 @@ type mountOptions struct {
 	journalKeep     time.Duration
 
 	// sshfs habits: -o debug is -d; auto_unmount unmounts when the
-	// daemon dies (autounmount.go).
+	// daemon dies (internal/mountwatch).
 	debug, autoUnmount bool
 }
 

@@ -1,4 +1,7 @@
-package main
+// Package mountwatch is realmfs's watcher: a process of its own that
+// outlives the daemon, aborts its FUSE connection, and with -o
+// auto_unmount detaches its mount.
+package mountwatch
 
 import (
 	"errors"
@@ -52,12 +55,13 @@ func connAbortPath(dev uint64) string {
 	return "/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(unix.Minor(dev)), 10) + "/abort"
 }
 
-// startWatcher starts the watcher of the mount at mnt of device dev
-// (from mountinfo), detaching it at the daemon's end if autoUnmount. Its
-// pipe's write end stays open as long as the daemon lives. Without a
+// Start starts the watcher of the mount at mnt of device dev (from
+// mountinfo), detaching it at the daemon's end if autoUnmount. It runs
+// this executable again, which must call Run first thing when IsWatcher.
+// Its pipe's write end stays open as long as the daemon lives. Without a
 // watcher (fusectl not mounted and no auto_unmount, or a failure, logged)
 // the daemon serves as before.
-func startWatcher(mnt string, dev uint64, autoUnmount bool, logger *slog.Logger) {
+func Start(mnt string, dev uint64, autoUnmount bool, logger *slog.Logger) {
 	abort, aerr := os.OpenFile(connAbortPath(dev), os.O_WRONLY|syscall.O_CLOEXEC, 0)
 	if aerr != nil {
 		const msg = "no watcher to abort the FUSE connection if the daemon is killed"
@@ -105,13 +109,15 @@ func startWatcher(mnt string, dev uint64, autoUnmount bool, logger *slog.Logger)
 // keepOpen holds the watchers' pipes open for the daemon's life.
 var keepOpen []*os.File
 
-// isWatcher reports whether this process is a watcher.
-func isWatcher() bool { return os.Getenv(watchEnv) == "1" }
+// IsWatcher reports whether this process is a watcher Start started.
+func IsWatcher() bool { return os.Getenv(watchEnv) == "1" }
 
-// runWatcher is the watcher: args are the mountpoint, the mount's device,
+// Run is the watcher: args are the mountpoint, the mount's device,
 // whether to detach it and whether fd 4 is the connection's abort file;
-// fd 3 is the daemon's pipe.
-func runWatcher(args []string) int {
+// fd 3 is the daemon's pipe. deviceAt reads the device of the mount at a
+// directory (mountinfo), to detach only the daemon's. It returns the
+// process's exit status.
+func Run(args []string, deviceAt func(dir string) (uint64, error)) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	if len(args) != 4 {
 		return 2
@@ -139,7 +145,7 @@ func runWatcher(args []string) int {
 	if !autoUnmount {
 		return status
 	}
-	if d, err := mountDevice(args[0]); err != nil || d != dev {
+	if d, err := deviceAt(args[0]); err != nil || d != dev {
 		return status // unmounted cleanly, or someone else's mount now
 	}
 	if err := detachMount(args[0]); err != nil {
