@@ -6,7 +6,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/nodeopens"
@@ -70,7 +69,7 @@ func (h *readHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 // Fsync syncs the file the handle reads.
 func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return dirfd.Errno(unix.Fsync(h.fd))
+	return dirfd.Errno(dirfd.Fsync(h.fd))
 }
 
 // Release ends the handle when its last descriptor is gone: its record

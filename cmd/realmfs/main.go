@@ -100,7 +100,8 @@ Mount options (-o, comma-separated):
                        past it an open is EMFILE (RESOURCE_LIMIT)
   procs=N              CPUs the daemon's Go code may use at once (GOMAXPROCS;
                        default: 1 while requests come one at a time, all
-                       while several wait, by fusectl's count)
+                       while several wait, by fusectl's count, or while
+                       the daemon fsyncs often)
   journal=on|off       record every change made through the mount, and keep
                        what it replaced or removed by link, in
                        BACKING/.realm-journal, for realmfs journal list,
@@ -433,7 +434,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
-	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, logger)()
+	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, dirfd.Syncs, logger)()
 	if devKnown {
 		mountwatch.Start(realMountpoint, dev, cfg.mount.autoUnmount, logger)
 	} else if cfg.mount.autoUnmount {

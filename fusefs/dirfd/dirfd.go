@@ -628,7 +628,7 @@ func SyncDir(dir int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return ignoringEINTR(func() error { return unix.Fsync(fd) })
+	return Fsync(fd)
 }
 
 // Statx stats name in dir without following a symlink ("" stats dir

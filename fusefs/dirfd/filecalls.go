@@ -1,15 +1,27 @@
 package dirfd
 
-import "golang.org/x/sys/unix"
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
 
 // The calls on an open file that the journal (fusefs/journal) makes on
 // its own files beneath BACKING: its segments, kept durable by
 // preallocation and fdatasync, and the flock of its one writer. Each
 // acts on the object fd holds and names nothing.
 
+// syncs counts the fsyncs and fdatasyncs made through this package.
+var syncs atomic.Uint64
+
+// Syncs is how many fsyncs and fdatasyncs the process has made through
+// this package: the daemon's Ps follow their rate (internal/adaptprocs).
+func Syncs() uint64 { return syncs.Load() }
+
 // Fsync makes the object fd holds durable: its data and its metadata (a
 // directory's entries, for an fd of one opened for reading: ReopenDir).
 func Fsync(fd int) error {
+	syncs.Add(1)
 	return ignoringEINTR(func() error { return unix.Fsync(fd) })
 }
 
@@ -17,6 +29,7 @@ func Fsync(fd int) error {
 // metadata only what reading that data needs (its size): on a file whose
 // blocks are written already (preallocated and zeroed), the data alone.
 func Fdatasync(fd int) error {
+	syncs.Add(1)
 	return ignoringEINTR(func() error { return unix.Fdatasync(fd) })
 }
 

@@ -107,7 +107,7 @@ func (w *Write[N]) links(st *unix.Stat_t) uint64 {
 
 // syncTemp fsyncs the temp.
 func (w *Write[N]) syncTemp() error {
-	if err := unix.Fsync(w.temp); err != nil {
+	if err := dirfd.Fsync(w.temp); err != nil {
 		return err
 	}
 	w.eng.synced("temp")
@@ -578,7 +578,7 @@ func (w *Write[N]) commitInPlace(ctx context.Context) (syscall.Errno, bool) {
 		if err := dirfd.CloneOrCopy(out, w.temp, tst.Size); err != nil {
 			return err
 		}
-		return unix.Fsync(out)
+		return dirfd.Fsync(out)
 	})
 	if err != nil {
 		return w.fail(ctx, StageBeforeRename, err), false

@@ -136,7 +136,7 @@ func (f *File[N]) Commit(ctx context.Context, durable bool) syscall.Errno {
 	return f.settled(func(w *Write[N]) syscall.Errno {
 		errno, committed := w.commit(ctx, durable)
 		if errno == 0 && durable && !committed {
-			errno = dirfd.Errno(unix.Fsync(w.cur()))
+			errno = dirfd.Errno(dirfd.Fsync(w.cur()))
 		}
 		return errno
 	})

@@ -130,7 +130,7 @@ func (p *InPlace) CopyIn(ctx context.Context, src int, offIn, offOut, size, flag
 // Fsync syncs the file: its data only for fdatasync(2) (dataOnly).
 func (p *InPlace) Fsync(dataOnly bool) syscall.Errno {
 	if dataOnly {
-		return dirfd.Errno(unix.Fdatasync(p.fd))
+		return dirfd.Errno(dirfd.Fdatasync(p.fd))
 	}
-	return dirfd.Errno(unix.Fsync(p.fd))
+	return dirfd.Errno(dirfd.Fsync(p.fd))
 }

@@ -304,7 +304,7 @@ func (w *Write[N]) syncAppendFd(ctx context.Context) syscall.Errno {
 	g := w.eng
 	err := g.failAt(StageSyncAppends)
 	if err == nil {
-		err = unix.Fsync(w.appendFd)
+		err = dirfd.Fsync(w.appendFd)
 	}
 	if err != nil {
 		g.syncFailed(ctx, StageSyncAppends, w.place(), err)

@@ -22,21 +22,39 @@ import (
 )
 
 // Policy decides the Ps from samples of the count of the connection's
-// requests not yet answered.
+// requests not yet answered and of the rate of the daemon's fsyncs.
 type Policy struct {
 	Many        int     // the Ps while requests overlap
 	RaiseWindow int     // samples whose mean decides a raise
 	RaiseAt     float64 // a mean at or past it raises to Many
 	LowerWindow int     // samples whose mean decides a return to one P
 	LowerBelow  float64 // a mean below it returns to one P
+	// SyncRaise: a mean rate of fsyncs (a second) at or past it over
+	// RaiseWindow raises to Many; SyncLower: one below it over LowerWindow
+	// lets the Ps return to one. An fsync is a long system call, and at
+	// one P it holds the P: Go's monitor takes it back and hands it to
+	// another thread while the call sleeps, and the request that made it
+	// waits for the P again when it returns (an untar with
+	// durability=full: 7 % slower at one P than at two).
+	SyncRaise, SyncLower float64
+}
+
+// A Sample is one look at the daemon: the count of its connection's
+// requests not yet answered, and its fsyncs a second since the last.
+type Sample struct {
+	Waiting     int
+	SyncsPerSec float64
 }
 
 // DefaultPolicy is the policy for a daemon Go gives many Ps. A sequential
 // writer's samples are 1 with a 2 now and then (a RELEASE answered after
 // the next request came); four parallel writers' are 4 (measured:
 // docs/PERFORMANCE.md). A raise takes three samples, a return a second's.
+// A writer that fsyncs each file (durability=full, or its own fsync) makes
+// hundreds a second; an editor's occasional save makes none to speak of.
 func DefaultPolicy(many int) Policy {
-	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, LowerWindow: 20, LowerBelow: 1.25}
+	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, LowerWindow: 20, LowerBelow: 1.25,
+		SyncRaise: 80, SyncLower: 20}
 }
 
 // Interval is how often the count is sampled; IdleInterval, once it has
@@ -60,29 +78,32 @@ func interval(zeros, cur int) time.Duration {
 
 // Decide is the Ps to run with, running with cur, after samples (the
 // newest last).
-func (p Policy) Decide(cur int, samples []int) int {
-	if cur < p.Many && mean(samples, p.RaiseWindow) >= p.RaiseAt {
+func (p Policy) Decide(cur int, samples []Sample) int {
+	waiting := func(n int) float64 { return mean(samples, n, func(s Sample) float64 { return float64(s.Waiting) }) }
+	syncs := func(n int) float64 { return mean(samples, n, func(s Sample) float64 { return s.SyncsPerSec }) }
+	busy := waiting(p.RaiseWindow) >= p.RaiseAt || syncs(p.RaiseWindow) >= p.SyncRaise
+	if cur < p.Many && busy {
 		return p.Many
 	}
-	if cur > 1 && len(samples) >= p.LowerWindow && mean(samples, p.LowerWindow) < p.LowerBelow &&
-		mean(samples, p.RaiseWindow) < p.RaiseAt { // not while they overlap now, after an idle while
+	if cur > 1 && len(samples) >= p.LowerWindow && waiting(p.LowerWindow) < p.LowerBelow &&
+		syncs(p.LowerWindow) < p.SyncLower && !busy { // not while they overlap now, after an idle while
 		return 1
 	}
 	return cur
 }
 
-// mean is the mean of the last n samples (of fewer where there are fewer;
-// 0 of none).
-func mean(samples []int, n int) float64 {
+// mean is the mean of f over the last n samples (of fewer where there are
+// fewer; 0 of none).
+func mean(samples []Sample, n int, f func(Sample) float64) float64 {
 	samples = samples[max(0, len(samples)-n):]
 	if len(samples) == 0 {
 		return 0
 	}
-	sum := 0
+	sum := 0.0
 	for _, s := range samples {
-		sum += s
+		sum += f(s)
 	}
-	return float64(sum) / float64(len(samples))
+	return sum / float64(len(samples))
 }
 
 // WaitingFile is fusectl's count of the requests not yet answered of the
@@ -92,13 +113,14 @@ func WaitingFile(minor uint32) string {
 	return "/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(minor), 10) + "/waiting"
 }
 
-// Start adapts GOMAXPROCS to the count in path, from one P, until stop is
-// called; each change is logged. It changes nothing, and says why in the
+// Start adapts GOMAXPROCS to the count in path and to the rate of the
+// daemon's fsyncs (syncs: how many it has made so far; nil: none
+// counted), from one P, until stop is called; each change is logged. It changes nothing, and says why in the
 // log, where fixed says so (-o procs asked for Ps, or the mount's device
 // is unknown), where GOMAXPROCS is in the environment, where Go gives one
 // P anyway, or where the count cannot be read (no fusectl mounted, a
 // daemon not allowed to read it).
-func Start(path string, fixed bool, logger *slog.Logger) (stop func()) {
+func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (stop func()) {
 	many := runtime.GOMAXPROCS(0)
 	if fixed || os.Getenv("GOMAXPROCS") != "" || many == 1 {
 		logger.Info("procs: fixed", "procs", many)
@@ -112,7 +134,7 @@ func Start(path string, fixed bool, logger *slog.Logger) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
-		run(path, DefaultPolicy(many), done, logger)
+		run(path, syncs, DefaultPolicy(many), done, logger)
 	}()
 	return func() {
 		close(done)
@@ -120,14 +142,15 @@ func Start(path string, fixed bool, logger *slog.Logger) (stop func()) {
 	}
 }
 
-// run samples path (at interval) until done, setting GOMAXPROCS as p
-// decides.
-func run(path string, p Policy, done <-chan struct{}, logger *slog.Logger) {
+// run samples path and syncs (at interval) until done, setting GOMAXPROCS
+// as p decides.
+func run(path string, syncs func() uint64, p Policy, done <-chan struct{}, logger *slog.Logger) {
 	every := Interval
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	samples := make([]int, 0, 2*max(p.RaiseWindow, p.LowerWindow))
+	samples := make([]Sample, 0, 2*max(p.RaiseWindow, p.LowerWindow))
 	cur, zeros := 1, 0
+	rate := syncRate(syncs)
 	for {
 		select {
 		case <-done:
@@ -143,13 +166,17 @@ func run(path string, p Policy, done <-chan struct{}, logger *slog.Logger) {
 		if len(samples) == cap(samples) {
 			samples = append(samples[:0], samples[len(samples)/2:]...)
 		}
-		samples = append(samples, n)
+		r := rate()
+		samples = append(samples, Sample{Waiting: n, SyncsPerSec: r})
 		if next := p.Decide(cur, samples); next != cur {
 			runtime.GOMAXPROCS(next)
-			logger.Info("procs", "procs", next, "waiting_mean", mean(samples, p.RaiseWindow))
+			last := samples[max(0, len(samples)-p.RaiseWindow):]
+			logger.Info("procs", "procs", next,
+				"waiting_mean", mean(last, len(last), func(s Sample) float64 { return float64(s.Waiting) }),
+				"fsyncs_per_sec", mean(last, len(last), func(s Sample) float64 { return s.SyncsPerSec }))
 			cur, samples = next, samples[:0] // each change is judged on samples after it
 		}
-		if n == 0 {
+		if n == 0 && r == 0 {
 			zeros++
 		} else {
 			zeros = 0
@@ -158,6 +185,25 @@ func run(path string, p Policy, done <-chan struct{}, logger *slog.Logger) {
 			every = iv
 			tick.Reset(every)
 		}
+	}
+}
+
+// syncRate returns a function that gives the rate of syncs (a second)
+// since its last call (or since syncRate): 0 where syncs is nil.
+func syncRate(syncs func() uint64) func() float64 {
+	if syncs == nil {
+		return func() float64 { return 0 }
+	}
+	last, at := syncs(), time.Now()
+	return func() float64 {
+		n, now := syncs(), time.Now()
+		d := now.Sub(at).Seconds()
+		r := 0.0
+		if d > 0 {
+			r = float64(n-last) / d
+		}
+		last, at = n, now
+		return r
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -31,6 +32,43 @@ func TestDecide(t *testing.T) {
 		{"an idle second returns to one P", 4, make([]int, 20), 1},
 		{"a second with a burst in it stays", 4, append(slices.Repeat([]int{1}, 15), 4, 4, 4, 1, 1), 4},
 		{"a burst after an idle while stays", 4, append(make([]int, 17), 4, 4, 4), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.Decide(tc.cur, waits(tc.samples)); got != tc.want {
+				t.Errorf("Decide(%d, %v) = %d, want %d", tc.cur, tc.samples, got, tc.want)
+			}
+		})
+	}
+}
+
+// waits are samples of the counts ns with no fsyncs.
+func waits(ns []int) []Sample {
+	var s []Sample
+	for _, n := range ns {
+		s = append(s, Sample{Waiting: n})
+	}
+	return s
+}
+
+// TestDecideSyncs: a rate of fsyncs a writer of every file makes raises
+// the Ps, requests coming one at a time or not; an editor's now and then
+// does not; they return to one P after a second of few.
+func TestDecideSyncs(t *testing.T) {
+	p := DefaultPolicy(4)
+	one := func(rate float64, n int) []Sample { return slices.Repeat([]Sample{{1, rate}}, n) }
+	for _, tc := range []struct {
+		name    string
+		cur     int
+		samples []Sample
+		want    int
+	}{
+		{"an fsync a file raises", 1, one(800, 3), 4},
+		{"an fsync now and then does not", 1, one(10, 30), 1},
+		{"one burst sample among quiet ones does not", 1, append(one(0, 2), Sample{1, 200}), 1},
+		{"raised stays while they go on", 4, one(100, 20), 4},
+		{"raised stays above the lower mark", 4, one(50, 20), 4},
+		{"a second of few returns to one P", 4, one(5, 20), 1},
+		{"a quiet second ending in a burst stays", 4, append(one(0, 17), one(800, 3)...), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := p.Decide(tc.cur, tc.samples); got != tc.want {
@@ -78,8 +116,9 @@ func (e events) Handle(_ context.Context, r slog.Record) error {
 }
 
 // TestStartFollowsTheCount: from one P, up to every P while the count
-// says four requests wait, down to one once it says one again; a count
-// asked for is left alone.
+// says four requests wait, down to one once it says one again; up again
+// for a burst of fsyncs, down after a second without; a count asked for
+// is left alone.
 func TestStartFollowsTheCount(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "") // the Ps not asked for
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
@@ -91,7 +130,8 @@ func TestStartFollowsTheCount(t *testing.T) {
 	}
 	write("1")
 	ev := make(events, 4)
-	stop := Start(path, false, slog.New(ev))
+	var syncs atomic.Uint64
+	stop := Start(path, false, syncs.Load, slog.New(ev))
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("after Start: GOMAXPROCS %d, want 1", got)
 	}
@@ -110,17 +150,21 @@ func TestStartFollowsTheCount(t *testing.T) {
 	expect(3)
 	write("1")
 	expect(1)
+	syncs.Add(1 << 20) // a sample's rate far past the raise
+	expect(3)
+	write("0")
+	expect(1) // no fsync since, nothing waiting: a second of idle samples
 	stop()
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Errorf("stop changed the Ps to %d", got)
 	}
 
 	runtime.GOMAXPROCS(3)
-	Start(path, true, slog.New(ev))()
+	Start(path, true, nil, slog.New(ev))()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("asked for: GOMAXPROCS %d, want 3 left alone", got)
 	}
-	Start(filepath.Join(t.TempDir(), "none"), false, slog.New(ev))()
+	Start(filepath.Join(t.TempDir(), "none"), false, nil, slog.New(ev))()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("no count to read: GOMAXPROCS %d, want 3 left alone", got)
 	}
