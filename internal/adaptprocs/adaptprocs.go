@@ -79,8 +79,8 @@ func interval(zeros, cur int) time.Duration {
 // Decide is the Ps to run with, running with cur, after samples (the
 // newest last).
 func (p Policy) Decide(cur int, samples []Sample) int {
-	waiting := func(n int) float64 { return mean(samples, n, func(s Sample) float64 { return float64(s.Waiting) }) }
-	syncs := func(n int) float64 { return mean(samples, n, func(s Sample) float64 { return s.SyncsPerSec }) }
+	waiting := func(n int) float64 { return mean(samples, n, waitingOf) }
+	syncs := func(n int) float64 { return mean(samples, n, syncsOf) }
 	busy := waiting(p.RaiseWindow) >= p.RaiseAt || syncs(p.RaiseWindow) >= p.SyncRaise
 	if cur < p.Many && busy {
 		return p.Many
@@ -91,6 +91,10 @@ func (p Policy) Decide(cur int, samples []Sample) int {
 	}
 	return cur
 }
+
+// waitingOf and syncsOf are what mean averages of a sample.
+func waitingOf(s Sample) float64 { return float64(s.Waiting) }
+func syncsOf(s Sample) float64   { return s.SyncsPerSec }
 
 // mean is the mean of f over the last n samples (of fewer where there are
 // fewer; 0 of none).
@@ -115,11 +119,11 @@ func WaitingFile(minor uint32) string {
 
 // Start adapts GOMAXPROCS to the count in path and to the rate of the
 // daemon's fsyncs (syncs: how many it has made so far; nil: none
-// counted), from one P, until stop is called; each change is logged. It changes nothing, and says why in the
-// log, where fixed says so (-o procs asked for Ps, or the mount's device
-// is unknown), where GOMAXPROCS is in the environment, where Go gives one
-// P anyway, or where the count cannot be read (no fusectl mounted, a
-// daemon not allowed to read it).
+// counted), from one P, until stop is called; each change is logged. It
+// changes nothing, and says why in the log, where fixed says so (-o procs
+// asked for Ps, or the mount's device is unknown), where GOMAXPROCS is in
+// the environment, where Go gives one P anyway, or where the count cannot
+// be read (no fusectl mounted, a daemon not allowed to read it).
 func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (stop func()) {
 	many := runtime.GOMAXPROCS(0)
 	if fixed || os.Getenv("GOMAXPROCS") != "" || many == 1 {
@@ -170,10 +174,8 @@ func run(path string, syncs func() uint64, p Policy, done <-chan struct{}, logge
 		samples = append(samples, Sample{Waiting: n, SyncsPerSec: r})
 		if next := p.Decide(cur, samples); next != cur {
 			runtime.GOMAXPROCS(next)
-			last := samples[max(0, len(samples)-p.RaiseWindow):]
-			logger.Info("procs", "procs", next,
-				"waiting_mean", mean(last, len(last), func(s Sample) float64 { return float64(s.Waiting) }),
-				"fsyncs_per_sec", mean(last, len(last), func(s Sample) float64 { return s.SyncsPerSec }))
+			logger.Info("procs", "procs", next, "waiting_mean", mean(samples, p.RaiseWindow, waitingOf),
+				"fsyncs_per_sec", mean(samples, p.RaiseWindow, syncsOf))
 			cur, samples = next, samples[:0] // each change is judged on samples after it
 		}
 		if n == 0 && r == 0 {
