@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 )
@@ -138,6 +139,14 @@ func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (s
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
+		defer func() {
+			// A fault of the controller must not end the daemon: it
+			// leaves the Ps as Go gives them, as an unreadable count does.
+			if v := recover(); v != nil {
+				runtime.GOMAXPROCS(many)
+				logger.Error("procs: the controller failed; back to every P", "procs", many, "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
 		run(path, syncs, DefaultPolicy(many), done, logger)
 	}()
 	return func() {

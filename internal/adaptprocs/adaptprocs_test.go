@@ -169,3 +169,41 @@ func TestStartFollowsTheCount(t *testing.T) {
 		t.Errorf("no count to read: GOMAXPROCS %d, want 3 left alone", got)
 	}
 }
+
+// failures is a slog handler that hands each error record's message to a
+// channel.
+type failures chan string
+
+func (f failures) Enabled(context.Context, slog.Level) bool { return true }
+func (f failures) WithAttrs([]slog.Attr) slog.Handler       { return f }
+func (f failures) WithGroup(string) slog.Handler            { return f }
+func (f failures) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		f <- r.Message
+	}
+	return nil
+}
+
+// TestStartSurvivesAFault: a panic in the controller (here, the fsync
+// counter it reads) is logged and leaves every P; the daemon goes on and
+// stop still returns.
+func TestStartSurvivesAFault(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	path := filepath.Join(t.TempDir(), "waiting")
+	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fails := make(failures, 1)
+	stop := Start(path, false, func() uint64 { panic("a counter's fault") }, slog.New(fails))
+	select {
+	case msg := <-fails:
+		t.Logf("logged: %s", msg)
+	case <-time.After(time.Minute): // a deadline for a hang, not a measure
+		t.Fatal("no failure logged")
+	}
+	stop()
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("after the fault: GOMAXPROCS %d, want every P (3)", got)
+	}
+}
