@@ -29,6 +29,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
 	"github.com/realm-dev/realm/internal/adaptprocs"
 	"github.com/realm-dev/realm/internal/capdrop"
+	"github.com/realm-dev/realm/internal/gcroom"
 	"github.com/realm-dev/realm/internal/lockorder"
 	"github.com/realm-dev/realm/internal/mountwatch"
 	"github.com/realm-dev/realm/policy"
@@ -434,6 +435,7 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
+	defer gcroom.Start(logger)()
 	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, dirfd.Syncs, logger)()
 	if devKnown {
 		mountwatch.Start(realMountpoint, dev, cfg.mount.autoUnmount, logger)
