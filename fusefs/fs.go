@@ -35,6 +35,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/admit"
 	"github.com/realm-dev/realm/fusefs/audit"
+	"github.com/realm-dev/realm/fusefs/callers"
 	"github.com/realm-dev/realm/fusefs/dircache"
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/diskroom"
@@ -215,6 +216,7 @@ type FS struct {
 	// (writeHandle.Write). Notes.Of answers false for a call that did not
 	// come through the mount (the unit tests).
 	umasks, writeIns requestnotes.Notes
+	callers          callers.Set // the threads that made requests (callers.FS), for TakeCallers
 
 	// attrTimeout is how long the kernel may keep attributes (set by
 	// MountOptions, before the mount); see Node.attrValid.
@@ -531,21 +533,19 @@ func (f *FS) processOf(pid uint32) uint32 { return f.processes.Process(pid) }
 
 // Mount mounts the filesystem at dir, as fs.Mount does, with the handles
 // of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
-// request that makes an object and the flags of each WRITE noted
-// (requestnotes.NotingFS), and returns once the mount is ready.
+// request that makes an object, the flags of each WRITE (requestnotes.NotingFS) and
+// each caller's thread (callers.FS) noted, and returns once the mount is ready.
 //
 // Ready is when NewServer returns: on Linux it mounts and answers the
-// kernel's INIT before it does. The daemon does not call go-fuse's
-// WaitMount, whose "poll hack" opens and closes a file on the mount from a
-// daemon thread: killed while that thread waits for its own answer, the
-// daemon could not die (the thread holds the descriptor table, and so the
-// FUSE device, open; the kernel never aborts the connection). The hack
-// exists for a daemon that polls files on its own mount, which this one
-// never touches; another process's POLL gets ENOSYS, as it would after the
-// hack.
+// kernel's INIT before it does. Not go-fuse's WaitMount, whose "poll hack"
+// opens and closes a file on the mount from a daemon thread: killed while
+// that thread waits for its own answer, the daemon could not die (the
+// thread holds the FUSE device open; the kernel never aborts the
+// connection). The hack serves a daemon that polls files on its own
+// mount, which this one never touches; another's POLL gets ENOSYS.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks, WriteIns: &f.writeIns}
-	raw := &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds, Owner: f.owner}
+	raw := &callers.FS{RawFileSystem: &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds, Owner: f.owner}, Seen: &f.callers}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err
@@ -553,6 +553,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	go server.Serve()
 	return server, nil
 }
+
+// TakeCallers: how many threads made requests since the last call (adaptprocs.Counters).
+func (f *FS) TakeCallers() int { return f.callers.Take() }
 
 // Passthrough says what the kernel serves without the daemon: "off",
 // "on" (read-only opens of plain files, and coordinated files), or

@@ -436,7 +436,8 @@ func serve(cfg config, stderr io.Writer) int {
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
 	defer gcroom.Start(logger)()
-	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown, dirfd.Syncs, logger)()
+	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown,
+		adaptprocs.Counters{Syncs: dirfd.Syncs, Callers: fsys.TakeCallers}, logger)()
 	if devKnown {
 		mountwatch.Start(realMountpoint, dev, cfg.mount.autoUnmount, logger)
 	} else if cfg.mount.autoUnmount {

@@ -28,6 +28,14 @@ type Policy struct {
 	Many        int     // the Ps while requests overlap
 	RaiseWindow int     // samples whose mean decides a raise
 	RaiseAt     float64 // a mean at or past it raises to Many
+	// CallersAt: the requests overlap for callers that run in parallel
+	// only where the mean count of threads making requests over
+	// RaiseWindow is at or past it. One caller's requests overlap the
+	// kernel's own (the RELEASEDIR of the directory an rm -rf read, sent
+	// at its close, waits beside the UNLINKs that follow), and more Ps
+	// serve one caller slower (in the rounds that rose, an rm -rf 1.3
+	// times, a tar x 1.5: docs/PERFORMANCE.md, "One caller is not two").
+	CallersAt   float64
 	LowerWindow int     // samples whose mean decides a return to one P
 	LowerBelow  float64 // a mean below it returns to one P
 	// SyncRaise: a mean rate of fsyncs (a second) at or past it over
@@ -41,11 +49,18 @@ type Policy struct {
 }
 
 // A Sample is one look at the daemon: the count of its connection's
-// requests not yet answered, and its fsyncs a second since the last.
+// requests not yet answered, its fsyncs a second since the last, and the
+// threads that made requests since the last (UnknownCallers where they
+// are not counted).
 type Sample struct {
 	Waiting     int
 	SyncsPerSec float64
+	Callers     int
 }
+
+// UnknownCallers is a sample's Callers where the daemon does not count
+// them: the count of waiting requests alone decides.
+const UnknownCallers = 1 << 20
 
 // DefaultPolicy is the policy for a daemon Go gives many Ps. A sequential
 // writer's samples are 1 with a 2 now and then (a RELEASE answered after
@@ -54,7 +69,7 @@ type Sample struct {
 // A writer that fsyncs each file (durability=full, or its own fsync) makes
 // hundreds a second; an editor's occasional save makes none to speak of.
 func DefaultPolicy(many int) Policy {
-	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, LowerWindow: 20, LowerBelow: 1.25,
+	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, CallersAt: 1.5, LowerWindow: 20, LowerBelow: 1.25,
 		SyncRaise: 80, SyncLower: 20}
 }
 
@@ -82,7 +97,8 @@ func interval(zeros, cur int) time.Duration {
 func (p Policy) Decide(cur int, samples []Sample) int {
 	waiting := func(n int) float64 { return mean(samples, n, waitingOf) }
 	syncs := func(n int) float64 { return mean(samples, n, syncsOf) }
-	busy := waiting(p.RaiseWindow) >= p.RaiseAt || syncs(p.RaiseWindow) >= p.SyncRaise
+	parallel := waiting(p.RaiseWindow) >= p.RaiseAt && mean(samples, p.RaiseWindow, callersOf) >= p.CallersAt
+	busy := parallel || syncs(p.RaiseWindow) >= p.SyncRaise
 	if cur < p.Many && busy {
 		return p.Many
 	}
@@ -93,9 +109,10 @@ func (p Policy) Decide(cur int, samples []Sample) int {
 	return cur
 }
 
-// waitingOf and syncsOf are what mean averages of a sample.
+// waitingOf, syncsOf and callersOf are what mean averages of a sample.
 func waitingOf(s Sample) float64 { return float64(s.Waiting) }
 func syncsOf(s Sample) float64   { return s.SyncsPerSec }
+func callersOf(s Sample) float64 { return float64(s.Callers) }
 
 // mean is the mean of f over the last n samples (of fewer where there are
 // fewer; 0 of none).
@@ -118,14 +135,21 @@ func WaitingFile(minor uint32) string {
 	return "/sys/fs/fuse/connections/" + strconv.FormatUint(uint64(minor), 10) + "/waiting"
 }
 
-// Start adapts GOMAXPROCS to the count in path and to the rate of the
-// daemon's fsyncs (syncs: how many it has made so far; nil: none
-// counted), from one P, until stop is called; each change is logged. It
-// changes nothing, and says why in the log, where fixed says so (-o procs
-// asked for Ps, or the mount's device is unknown), where GOMAXPROCS is in
-// the environment, where Go gives one P anyway, or where the count cannot
-// be read (no fusectl mounted, a daemon not allowed to read it).
-func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (stop func()) {
+// Counters are what the daemon counts for the controller beside
+// fusectl's count; nil: not counted.
+type Counters struct {
+	Syncs   func() uint64 // the fsyncs it has made so far (dirfd.Syncs)
+	Callers func() int    // the threads that made requests since the last call (fusefs/callers)
+}
+
+// Start adapts GOMAXPROCS to the count in path, to the rate of the
+// daemon's fsyncs and to the threads making requests (c), from one P,
+// until stop is called; each change is logged. It changes nothing, and
+// says why in the log, where fixed says so (-o procs asked for Ps, or the
+// mount's device is unknown), where GOMAXPROCS is in the environment,
+// where Go gives one P anyway, or where the count cannot be read (no
+// fusectl mounted, a daemon not allowed to read it).
+func Start(path string, fixed bool, c Counters, logger *slog.Logger) (stop func()) {
 	many := runtime.GOMAXPROCS(0)
 	if fixed || os.Getenv("GOMAXPROCS") != "" || many == 1 {
 		logger.Info("procs: fixed", "procs", many)
@@ -147,7 +171,7 @@ func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (s
 				logger.Error("procs: the controller failed; back to every P", "procs", many, "panic", v, "stack", string(debug.Stack()))
 			}
 		}()
-		run(path, syncs, DefaultPolicy(many), done, logger)
+		run(path, c, DefaultPolicy(many), done, logger)
 	}()
 	return func() {
 		close(done)
@@ -155,15 +179,19 @@ func Start(path string, fixed bool, syncs func() uint64, logger *slog.Logger) (s
 	}
 }
 
-// run samples path and syncs (at interval) until done, setting GOMAXPROCS
-// as p decides.
-func run(path string, syncs func() uint64, p Policy, done <-chan struct{}, logger *slog.Logger) {
+// run samples path and c (at interval) until done, setting GOMAXPROCS as
+// p decides.
+func run(path string, c Counters, p Policy, done <-chan struct{}, logger *slog.Logger) {
 	every := Interval
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	samples := make([]Sample, 0, 2*max(p.RaiseWindow, p.LowerWindow))
 	cur, zeros := 1, 0
-	rate := syncRate(syncs)
+	rate := syncRate(c.Syncs)
+	callers := func() int { return UnknownCallers }
+	if c.Callers != nil {
+		callers = c.Callers
+	}
 	for {
 		select {
 		case <-done:
@@ -180,11 +208,11 @@ func run(path string, syncs func() uint64, p Policy, done <-chan struct{}, logge
 			samples = append(samples[:0], samples[len(samples)/2:]...)
 		}
 		r := rate()
-		samples = append(samples, Sample{Waiting: n, SyncsPerSec: r})
+		samples = append(samples, Sample{Waiting: n, SyncsPerSec: r, Callers: callers()})
 		if next := p.Decide(cur, samples); next != cur {
 			runtime.GOMAXPROCS(next)
 			logger.Info("procs", "procs", next, "waiting_mean", mean(samples, p.RaiseWindow, waitingOf),
-				"fsyncs_per_sec", mean(samples, p.RaiseWindow, syncsOf))
+				"fsyncs_per_sec", mean(samples, p.RaiseWindow, syncsOf), "callers_mean", mean(samples, p.RaiseWindow, callersOf))
 			cur, samples = next, samples[:0] // each change is judged on samples after it
 		}
 		if n == 0 && r == 0 {

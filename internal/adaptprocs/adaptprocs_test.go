@@ -41,13 +41,40 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// waits are samples of the counts ns with no fsyncs.
+// waits are samples of the counts ns with no fsyncs, from as many
+// callers as requests wait (at least one).
 func waits(ns []int) []Sample {
 	var s []Sample
 	for _, n := range ns {
-		s = append(s, Sample{Waiting: n})
+		s = append(s, Sample{Waiting: n, Callers: max(n, 1)})
 	}
 	return s
+}
+
+// TestDecideCallers: requests that overlap for one caller (its own and
+// the RELEASEDIRs the kernel sends at its closes) do not raise the Ps;
+// two callers' do; uncounted callers leave the count to decide.
+func TestDecideCallers(t *testing.T) {
+	p := DefaultPolicy(4)
+	for _, tc := range []struct {
+		name    string
+		samples []Sample
+		want    int
+	}{
+		{"one caller, two waiting", slices.Repeat([]Sample{{Waiting: 2, Callers: 1}}, 10), 1},
+		{"one caller, a burst of three", slices.Repeat([]Sample{{Waiting: 3, Callers: 1}}, 3), 1},
+		{"two callers, two waiting", slices.Repeat([]Sample{{Waiting: 2, Callers: 2}}, 3), 4},
+		{"a second caller in one sample of three", []Sample{{2, 0, 1}, {2, 0, 2}, {2, 0, 1}}, 1},
+		{"two callers in two samples of three", []Sample{{2, 0, 2}, {2, 0, 1}, {2, 0, 2}}, 4},
+		{"callers not counted", slices.Repeat([]Sample{{Waiting: 2, Callers: UnknownCallers}}, 3), 4},
+		{"one caller's fsyncs still raise", slices.Repeat([]Sample{{1, 800, 1}}, 3), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.Decide(1, tc.samples); got != tc.want {
+				t.Errorf("Decide(1, %v) = %d, want %d", tc.samples, got, tc.want)
+			}
+		})
+	}
 }
 
 // TestDecideSyncs: a rate of fsyncs a writer of every file makes raises
@@ -55,7 +82,7 @@ func waits(ns []int) []Sample {
 // does not; they return to one P after a second of few.
 func TestDecideSyncs(t *testing.T) {
 	p := DefaultPolicy(4)
-	one := func(rate float64, n int) []Sample { return slices.Repeat([]Sample{{1, rate}}, n) }
+	one := func(rate float64, n int) []Sample { return slices.Repeat([]Sample{{1, rate, 1}}, n) }
 	for _, tc := range []struct {
 		name    string
 		cur     int
@@ -64,7 +91,7 @@ func TestDecideSyncs(t *testing.T) {
 	}{
 		{"an fsync a file raises", 1, one(800, 3), 4},
 		{"an fsync now and then does not", 1, one(10, 30), 1},
-		{"one burst sample among quiet ones does not", 1, append(one(0, 2), Sample{1, 200}), 1},
+		{"one burst sample among quiet ones does not", 1, append(one(0, 2), Sample{1, 200, 1}), 1},
 		{"raised stays while they go on", 4, one(100, 20), 4},
 		{"raised stays above the lower mark", 4, one(50, 20), 4},
 		{"a second of few returns to one P", 4, one(5, 20), 1},
@@ -131,7 +158,7 @@ func TestStartFollowsTheCount(t *testing.T) {
 	write("1")
 	ev := make(events, 4)
 	var syncs atomic.Uint64
-	stop := Start(path, false, syncs.Load, slog.New(ev))
+	stop := Start(path, false, Counters{Syncs: syncs.Load}, slog.New(ev))
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("after Start: GOMAXPROCS %d, want 1", got)
 	}
@@ -160,11 +187,11 @@ func TestStartFollowsTheCount(t *testing.T) {
 	}
 
 	runtime.GOMAXPROCS(3)
-	Start(path, true, nil, slog.New(ev))()
+	Start(path, true, Counters{}, slog.New(ev))()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("asked for: GOMAXPROCS %d, want 3 left alone", got)
 	}
-	Start(filepath.Join(t.TempDir(), "none"), false, nil, slog.New(ev))()
+	Start(filepath.Join(t.TempDir(), "none"), false, Counters{}, slog.New(ev))()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("no count to read: GOMAXPROCS %d, want 3 left alone", got)
 	}
@@ -195,7 +222,7 @@ func TestStartSurvivesAFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	fails := make(failures, 1)
-	stop := Start(path, false, func() uint64 { panic("a counter's fault") }, slog.New(fails))
+	stop := Start(path, false, Counters{Syncs: func() uint64 { panic("a counter's fault") }}, slog.New(fails))
 	select {
 	case msg := <-fails:
 		t.Logf("logged: %s", msg)

@@ -53,7 +53,7 @@ var layers = map[string]int{
 	// audit log, the descriptor counts, the callers' umasks); the journal
 	// of changes' store, which the engine's commit and the name ops append
 	// to.
-	"fusefs/guard": 4, "fusefs/audit": 4, "fusefs/fdbudget": 4, "fusefs/requestnotes": 4,
+	"fusefs/guard": 4, "fusefs/audit": 4, "fusefs/fdbudget": 4, "fusefs/requestnotes": 4, "fusefs/callers": 4,
 	"fusefs/diskroom": 4, // the room a write may take: root's reserve stays the host's
 	"fusefs/journal":  4,
 	"fusefs/templive": 4, // which daemon's temps are alive: the sweep asks, the engine names its temps by it

@@ -1,0 +1,75 @@
+package callers
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+func TestSet(t *testing.T) {
+	var s Set
+	if n := s.Take(); n != 0 {
+		t.Fatalf("empty set: %d", n)
+	}
+	for range 100 {
+		s.Note(4242) // one thread, many requests
+	}
+	s.Note(0) // the kernel's own
+	if n := s.Take(); n != 1 {
+		t.Fatalf("one thread: %d, want 1", n)
+	}
+	if n := s.Take(); n != 0 {
+		t.Fatalf("after a take: %d, want 0", n)
+	}
+	s.Note(1000)
+	s.Note(1001)
+	s.Note(1002)
+	s.Note(1000 + slots) // shares 1000's slot: counts once
+	if n := s.Take(); n != 3 {
+		t.Fatalf("four threads, two sharing a slot: %d, want 3", n)
+	}
+}
+
+// TestSetConcurrent: notes from many goroutines while another takes lose
+// no thread between takes (run with -race).
+func TestSetConcurrent(t *testing.T) {
+	var s Set
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				s.Note(uint32(100 + g))
+			}
+		})
+	}
+	total := 0
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			total += s.Take()
+			if total < 8 {
+				t.Fatalf("saw %d threads over the takes, want at least 8", total)
+			}
+			return
+		default:
+			total += s.Take()
+		}
+	}
+}
+
+func TestFSNotesCallersNotReleases(t *testing.T) {
+	var s Set
+	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), Seen: &s}
+	fs.Lookup(nil, &fuse.InHeader{Caller: fuse.Caller{Pid: 7}}, "a", &fuse.EntryOut{})
+	fs.Unlink(nil, &fuse.InHeader{Caller: fuse.Caller{Pid: 8}}, "a")
+	in := &fuse.ReleaseIn{}
+	in.Caller.Pid = 9
+	fs.ReleaseDir(in)
+	fs.Release(nil, in)
+	if n := s.Take(); n != 2 {
+		t.Fatalf("a LOOKUP, an UNLINK and two releases: %d callers, want 2", n)
+	}
+}
