@@ -554,8 +554,8 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	return server, nil
 }
 
-// TakeCallers: how many threads made requests since the last call (adaptprocs.Counters).
-func (f *FS) TakeCallers() int { return f.callers.Take() }
+// TakeCallers: how many processes made requests since the last call (adaptprocs.Counters).
+func (f *FS) TakeCallers() int { return f.callers.Take(procinfo.ThreadGroup) }
 
 // Passthrough says what the kernel serves without the daemon: "off",
 // "on" (read-only opens of plain files, and coordinated files), or

@@ -1,7 +1,7 @@
-// Package callers counts the threads that make requests of the mount, so
-// that the daemon's Ps (internal/adaptprocs) rise for callers that run in
-// parallel and not for one caller beside the requests the kernel sends on
-// its own. The kernel's count of requests not yet answered (fusectl's
+// Package callers counts the processes that make requests of the mount,
+// so that the daemon's Ps (internal/adaptprocs) rise for callers that run
+// in parallel and not for one caller beside the requests the kernel sends
+// on its own. The kernel's count of requests not yet answered (fusectl's
 // waiting) counts both: the RELEASE or RELEASEDIR a close sends is
 // answered after the caller's next request has come (a tar x's next
 // CREATE, an rm -rf's next UNLINK), so that the count says two for a
@@ -10,10 +10,12 @@
 // two").
 //
 // A raw filesystem layer (FS) notes each request's thread (the pid of its
-// header: a thread id) in a Set, which the daemon empties at each sample.
+// header: a thread id) in a Set, which the daemon empties at each sample,
+// counting the threads' processes.
 package callers
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -25,10 +27,18 @@ const slots = 64
 
 // A Set is the threads seen since it was last taken, in a table of slots
 // by thread id: two threads whose ids share a slot count once, which can
-// only delay a rise. Note and Take are safe to call concurrently.
+// only delay a rise. Note is safe to call concurrently with itself and
+// with Take; Take is one caller's (the sampler of the daemon's Ps).
 type Set struct {
 	s [slots]atomic.Uint32
+
+	groups map[uint32]uint32 // thread → its process, as Take's tgid said: Take's alone
 }
+
+// maxGroups bounds the threads whose process a Set remembers; past it
+// it forgets them all (a thread id the kernel gave to another process
+// since is then read anew).
+const maxGroups = 1024
 
 // Note adds thread tid (0, the kernel's own requests: none).
 func (c *Set) Note(tid uint32) {
@@ -41,16 +51,45 @@ func (c *Set) Note(tid uint32) {
 	}
 }
 
-// Take returns how many threads were noted since the last Take, and
-// forgets them.
-func (c *Set) Take() int {
+// Take returns how many processes the threads noted since the last Take
+// belong to, by tgid (a thread's process, read once a thread; nil counts
+// threads), and forgets the threads. A process counts once however many
+// of its threads made requests: a Go program's goroutines move between
+// threads, and its requests, one after another, come from several.
+func (c *Set) Take(tgid func(tid uint32) uint32) int {
+	var seen [slots]uint32
 	n := 0
 	for i := range c.s {
-		if c.s[i].Load() != 0 && c.s[i].Swap(0) != 0 {
+		if c.s[i].Load() == 0 {
+			continue
+		}
+		tid := c.s[i].Swap(0)
+		if tid == 0 {
+			continue
+		}
+		p := tid
+		if tgid != nil {
+			p = c.group(tid, tgid)
+		}
+		if !slices.Contains(seen[:n], p) {
+			seen[n] = p
 			n++
 		}
 	}
 	return n
+}
+
+// group is thread tid's process, remembered.
+func (c *Set) group(tid uint32, tgid func(uint32) uint32) uint32 {
+	if p, ok := c.groups[tid]; ok {
+		return p
+	}
+	if c.groups == nil || len(c.groups) >= maxGroups {
+		c.groups = make(map[uint32]uint32)
+	}
+	p := tgid(tid)
+	c.groups[tid] = p
+	return p
 }
 
 // FS is a raw filesystem that notes in Seen the thread of each request a

@@ -9,24 +9,24 @@ import (
 
 func TestSet(t *testing.T) {
 	var s Set
-	if n := s.Take(); n != 0 {
+	if n := s.Take(nil); n != 0 {
 		t.Fatalf("empty set: %d", n)
 	}
 	for range 100 {
 		s.Note(4242) // one thread, many requests
 	}
 	s.Note(0) // the kernel's own
-	if n := s.Take(); n != 1 {
+	if n := s.Take(nil); n != 1 {
 		t.Fatalf("one thread: %d, want 1", n)
 	}
-	if n := s.Take(); n != 0 {
+	if n := s.Take(nil); n != 0 {
 		t.Fatalf("after a take: %d, want 0", n)
 	}
 	s.Note(1000)
 	s.Note(1001)
 	s.Note(1002)
 	s.Note(1000 + slots) // shares 1000's slot: counts once
-	if n := s.Take(); n != 3 {
+	if n := s.Take(nil); n != 3 {
 		t.Fatalf("four threads, two sharing a slot: %d, want 3", n)
 	}
 }
@@ -49,13 +49,13 @@ func TestSetConcurrent(t *testing.T) {
 	for {
 		select {
 		case <-done:
-			total += s.Take()
+			total += s.Take(nil)
 			if total < 8 {
 				t.Fatalf("saw %d threads over the takes, want at least 8", total)
 			}
 			return
 		default:
-			total += s.Take()
+			total += s.Take(nil)
 		}
 	}
 }
@@ -69,7 +69,29 @@ func TestFSNotesCallersNotReleases(t *testing.T) {
 	in.Caller.Pid = 9
 	fs.ReleaseDir(in)
 	fs.Release(nil, in)
-	if n := s.Take(); n != 2 {
+	if n := s.Take(nil); n != 2 {
 		t.Fatalf("a LOOKUP, an UNLINK and two releases: %d callers, want 2", n)
+	}
+}
+
+// TestSetCountsProcesses: threads of one process count once; the
+// process of a thread is asked once.
+func TestSetCountsProcesses(t *testing.T) {
+	var s Set
+	asked := map[uint32]int{}
+	tgid := func(tid uint32) uint32 { asked[tid]++; return tid / 100 * 100 }
+	s.Note(501)
+	s.Note(502)
+	s.Note(503) // three threads of process 500
+	s.Note(700) // process 700
+	if n := s.Take(tgid); n != 2 {
+		t.Fatalf("three threads of one process and one of another: %d, want 2", n)
+	}
+	s.Note(501)
+	if n := s.Take(tgid); n != 1 {
+		t.Fatalf("one thread again: %d, want 1", n)
+	}
+	if asked[501] != 1 {
+		t.Errorf("thread 501's process read %d times, want once", asked[501])
 	}
 }

@@ -29,15 +29,18 @@ type Policy struct {
 	RaiseWindow int     // samples whose mean decides a raise
 	RaiseAt     float64 // a mean at or past it raises to Many
 	// CallersAt: the requests overlap for callers that run in parallel
-	// only where the mean count of threads making requests over
-	// RaiseWindow is at or past it. One caller's requests overlap the
-	// kernel's own (the RELEASEDIR of the directory an rm -rf read, sent
-	// at its close, waits beside the UNLINKs that follow), and more Ps
-	// serve one caller slower (in the rounds that rose, an rm -rf 1.3
-	// times, a tar x 1.5: docs/PERFORMANCE.md, "One caller is not two").
-	CallersAt   float64
-	LowerWindow int     // samples whose mean decides a return to one P
-	LowerBelow  float64 // a mean below it returns to one P
+	// only where the mean count of processes making requests over
+	// RaiseWindow is at or past it, or where the mean count of waiting
+	// requests is at or past CrowdAt whoever makes them (the threads of
+	// one process). One sequential caller's requests overlap the kernel's
+	// own (the RELEASE of a file or directory, sent at a close and
+	// answered after the caller's next request), and more Ps serve it
+	// slower (in the rounds that rose, an rm -rf 1.3 times, a tar x 1.5,
+	// a Go program creating files 1.4: docs/PERFORMANCE.md, "One caller
+	// is not two").
+	CallersAt, CrowdAt float64
+	LowerWindow        int     // samples whose mean decides a return to one P
+	LowerBelow         float64 // a mean below it returns to one P
 	// SyncRaise: a mean rate of fsyncs (a second) at or past it over
 	// RaiseWindow raises to Many; SyncLower: one below it over LowerWindow
 	// lets the Ps return to one. An fsync is a long system call, and at
@@ -50,7 +53,7 @@ type Policy struct {
 
 // A Sample is one look at the daemon: the count of its connection's
 // requests not yet answered, its fsyncs a second since the last, and the
-// threads that made requests since the last (UnknownCallers where they
+// processes that made requests since the last (UnknownCallers where they
 // are not counted).
 type Sample struct {
 	Waiting     int
@@ -69,7 +72,7 @@ const UnknownCallers = 1 << 20
 // A writer that fsyncs each file (durability=full, or its own fsync) makes
 // hundreds a second; an editor's occasional save makes none to speak of.
 func DefaultPolicy(many int) Policy {
-	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, CallersAt: 1.5, LowerWindow: 20, LowerBelow: 1.25,
+	return Policy{Many: many, RaiseWindow: 3, RaiseAt: 1.75, CallersAt: 1.5, CrowdAt: 4, LowerWindow: 20, LowerBelow: 1.25,
 		SyncRaise: 80, SyncLower: 20}
 }
 
@@ -97,7 +100,8 @@ func interval(zeros, cur int) time.Duration {
 func (p Policy) Decide(cur int, samples []Sample) int {
 	waiting := func(n int) float64 { return mean(samples, n, waitingOf) }
 	syncs := func(n int) float64 { return mean(samples, n, syncsOf) }
-	parallel := waiting(p.RaiseWindow) >= p.RaiseAt && mean(samples, p.RaiseWindow, callersOf) >= p.CallersAt
+	w := waiting(p.RaiseWindow)
+	parallel := w >= p.RaiseAt && mean(samples, p.RaiseWindow, callersOf) >= p.CallersAt || w >= p.CrowdAt
 	busy := parallel || syncs(p.RaiseWindow) >= p.SyncRaise
 	if cur < p.Many && busy {
 		return p.Many
@@ -139,11 +143,11 @@ func WaitingFile(minor uint32) string {
 // fusectl's count; nil: not counted.
 type Counters struct {
 	Syncs   func() uint64 // the fsyncs it has made so far (dirfd.Syncs)
-	Callers func() int    // the threads that made requests since the last call (fusefs/callers)
+	Callers func() int    // the processes that made requests since the last call (fusefs/callers)
 }
 
 // Start adapts GOMAXPROCS to the count in path, to the rate of the
-// daemon's fsyncs and to the threads making requests (c), from one P,
+// daemon's fsyncs and to the processes making requests (c), from one P,
 // until stop is called; each change is logged. It changes nothing, and
 // says why in the log, where fixed says so (-o procs asked for Ps, or the
 // mount's device is unknown), where GOMAXPROCS is in the environment,

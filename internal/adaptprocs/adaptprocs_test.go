@@ -52,8 +52,9 @@ func waits(ns []int) []Sample {
 }
 
 // TestDecideCallers: requests that overlap for one caller (its own and
-// the RELEASEDIRs the kernel sends at its closes) do not raise the Ps;
-// two callers' do; uncounted callers leave the count to decide.
+// the RELEASEs the kernel sends at its closes) do not raise the Ps; two
+// callers' do, and a crowd of one process's; uncounted callers leave the
+// count to decide.
 func TestDecideCallers(t *testing.T) {
 	p := DefaultPolicy(4)
 	for _, tc := range []struct {
@@ -62,7 +63,9 @@ func TestDecideCallers(t *testing.T) {
 		want    int
 	}{
 		{"one caller, two waiting", slices.Repeat([]Sample{{Waiting: 2, Callers: 1}}, 10), 1},
-		{"one caller, a burst of three", slices.Repeat([]Sample{{Waiting: 3, Callers: 1}}, 3), 1},
+		{"one caller, two or three waiting", []Sample{{2, 0, 1}, {3, 0, 1}, {2, 0, 1}}, 1},
+		{"one process's threads, three waiting", slices.Repeat([]Sample{{Waiting: 3, Callers: 1}}, 3), 1},
+		{"one process's threads, four waiting", slices.Repeat([]Sample{{Waiting: 4, Callers: 1}}, 3), 4},
 		{"two callers, two waiting", slices.Repeat([]Sample{{Waiting: 2, Callers: 2}}, 3), 4},
 		{"a second caller in one sample of three", []Sample{{2, 0, 1}, {2, 0, 2}, {2, 0, 1}}, 1},
 		{"two callers in two samples of three", []Sample{{2, 0, 2}, {2, 0, 1}, {2, 0, 2}}, 4},
