@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -216,5 +217,79 @@ func TestFollowAudit(t *testing.T) {
 	close(stop)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lateWriter is realmfs audit's stdout for TestAuditFollowsWhatComesAfterTheHeader:
+// its first write (the header) appends a line to the log, as a refusal
+// that a caller waiting for the header causes; seen is closed once a
+// printed row names that line's path.
+type lateWriter struct {
+	t    *testing.T
+	log  string
+	mu   sync.Mutex
+	out  bytes.Buffer
+	seen chan struct{}
+}
+
+func (w *lateWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.out.Len() == 0 {
+		f, err := os.OpenFile(w.log, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			w.t.Error(err)
+		} else {
+			fmt.Fprintf(f, `{"time":"2026-12-03T10:10:00Z","op":"open","path":"late","code":"CREDENTIAL_PATH_DENIED","errno":"EACCES","pid":9,"comm":"cat","exe":"/usr/bin/cat","uid":0,"owner":"pid:9"}`+"\n")
+			f.Close()
+		}
+	}
+	w.out.Write(b)
+	if strings.Contains(w.out.String(), "late") && w.seen != nil {
+		close(w.seen)
+		w.seen = nil
+	}
+	return len(b), nil
+}
+
+// TestAuditFollowsWhatComesAfterTheHeader: with -f -n 0 a line written
+// once the header is out is printed: the tail is the log as it stood
+// before the header, so a read to its end that comes after the line does
+// not swallow it as an old one (TestRealmfsAuditFollow lost a row so on a
+// loaded machine). Without -f the line is not printed: it came after.
+func TestAuditFollowsWhatComesAfterTheHeader(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		log := filepath.Join(t.TempDir(), "audit.jsonl")
+		if err := os.WriteFile(log, []byte(`{"time":"2026-12-03T10:00:00Z","op":"open","path":"old","code":"CREDENTIAL_PATH_DENIED","errno":"EACCES","pid":8,"comm":"cat","exe":"/usr/bin/cat","uid":0,"owner":"pid:8"}`+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w := &lateWriter{t: t, log: log, seen: make(chan struct{})}
+		seen := w.seen
+		args := []string{log, "-n", "-1"}
+		if !follow {
+			var errb bytes.Buffer
+			if code := auditUntil(args, w, &errb, nil); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			if out := w.out.String(); strings.Contains(out, "late") || !strings.Contains(out, "old") {
+				t.Errorf("without -f: want the old line and not the late one:\n%s", out)
+			}
+			continue
+		}
+		stop := make(chan struct{})
+		done := make(chan int)
+		var errb bytes.Buffer
+		go func() { done <- auditUntil(append(args, "-f", "-n", "0"), w, &errb, stop) }()
+		select {
+		case <-seen:
+		case code := <-done:
+			t.Fatalf("audit -f returned %d before the late line: %s", code, errb.String())
+		case <-time.After(time.Minute): // a deadline for a hang, not a measure
+			t.Fatal("audit -f -n 0 never printed the line written after its header")
+		}
+		close(stop)
+		if code := <-done; code != 0 {
+			t.Errorf("exit %d: %s", code, errb.String())
+		}
 	}
 }

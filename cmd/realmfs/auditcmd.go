@@ -53,6 +53,12 @@ const defaultAuditLines = 50
 
 // runAudit is realmfs audit.
 func runAudit(args []string, stdout, stderr io.Writer) int {
+	return auditUntil(args, stdout, stderr, nil)
+}
+
+// auditUntil is realmfs audit, following (-f) until stop is closed (nil:
+// until it is killed).
+func auditUntil(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	ac, code, ok := parseAuditArgs(args, stdout, stderr, time.Now())
 	if !ok {
 		return code
@@ -63,9 +69,18 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 		return errcode.ExitFailure
 	}
 	defer f.Close()
+	// The tail is the log as it stands before the header is out; what is
+	// written after is followed, not taken for old and left out by -n: a
+	// caller that waits for the header and then meets a refusal sees
+	// its row.
+	st, err := f.Stat()
+	if err != nil {
+		fmt.Fprintf(stderr, "realmfs audit: %v\n", err)
+		return errcode.ExitFailure
+	}
 	p := audit.NewPrinter(stdout, ac.json)
 	p.Header()
-	rest, err := audit.Tail(f, ac.filter, ac.lines, p)
+	rest, err := audit.Tail(io.LimitReader(f, st.Size()), ac.filter, ac.lines, p)
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs audit: %v\n", err)
 		return errcode.ExitFailure
@@ -73,7 +88,7 @@ func runAudit(args []string, stdout, stderr io.Writer) int {
 	if !ac.follow {
 		return 0
 	}
-	err = audit.Follow(f, ac.source, rest, nil, func(line []byte) { p.Print(line, ac.filter) })
+	err = audit.Follow(f, ac.source, rest, stop, func(line []byte) { p.Print(line, ac.filter) })
 	if err != nil {
 		fmt.Fprintf(stderr, "realmfs audit: %v\n", err)
 		return errcode.ExitFailure
