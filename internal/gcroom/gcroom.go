@@ -19,7 +19,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 )
 
 // Room is the least the heap may grow past the live heap before the
@@ -60,8 +59,8 @@ const liveMetric = "/gc/heap/live:bytes"
 type pacer struct {
 	room    uint64
 	set     func(int) int // debug.SetGCPercent; a test's recorder
-	stopped atomic.Bool
-	mu      sync.Mutex // cur, between a cycle's cleanup and stop
+	mu      sync.Mutex    // stopped and cur, between a cycle's cleanup and stop
+	stopped bool
 	cur     int
 	sample  [1]metrics.Sample
 }
@@ -84,7 +83,7 @@ func (p *pacer) arm() {
 func (p *pacer) afterGC() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped.Load() {
+	if p.stopped {
 		return
 	}
 	metrics.Read(p.sample[:])
@@ -101,7 +100,8 @@ func (p *pacer) afterGC() {
 func (p *pacer) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.stopped.Swap(true) {
+	if !p.stopped {
+		p.stopped = true
 		p.set(100)
 		p.cur = 100
 	}
