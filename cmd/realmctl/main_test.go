@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,6 +85,26 @@ func TestFailExitStatus(t *testing.T) {
 		}
 		if !strings.HasPrefix(out.String(), `{"error":{"code":"`) {
 			t.Errorf("fail(%v) printed %q", tt.err, out.String())
+		}
+	}
+}
+
+// TestLimitMemory: realmctl sets its soft memory limit unless GOMEMLIMIT
+// is in the environment.
+func TestLimitMemory(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want []int64
+	}{{"", []int64{memoryLimit}}, {"1GiB", nil}} {
+		var got []int64
+		limitMemory(func(k string) string {
+			if k == "GOMEMLIMIT" {
+				return tc.env
+			}
+			return ""
+		}, func(n int64) int64 { got = append(got, n); return 0 })
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("GOMEMLIMIT=%q: set %v, want %v", tc.env, got, tc.want)
 		}
 	}
 }
