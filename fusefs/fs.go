@@ -575,7 +575,11 @@ func (f *FS) Passthrough() string {
 // fillAttr fills a FUSE attribute from a backing stat: the mount's inode
 // number (inodes.Number), and its links less the journal's (kept links,
 // the root's hidden directories), so st_nlink reads as with no journal.
-func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
+func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) { f.fillAttrLinks(a, s, true) }
+
+// fillAttrLinks is fillAttr; kept says whether the journal may keep a
+// link to the object: where it cannot, its kept links are not looked up.
+func (f *FS) fillAttrLinks(a *fuse.Attr, s *unix.Stat_t, kept bool) {
 	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
 	a.Blocks = uint64(s.Blocks)
@@ -585,7 +589,9 @@ func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) {
 	a.Mode = s.Mode
 	a.Nlink = uint32(s.Nlink)
 	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
-		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
+		if kept {
+			a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
+		}
 	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 {
 		a.Nlink -= min(f.hiddenDirs(), a.Nlink-2)
 	}
@@ -608,8 +614,13 @@ func (f *FS) hiddenDirs() uint32 {
 	return n
 }
 
+// fillEntry fills an entry from the stat of the name it answers for. That
+// name is one of the object's st_nlink links, so an object of one link has
+// none in kept/ and the journal is not asked: a lookup of a file in a
+// tree the journal keeps thousands of objects from (an rm -rf) costs no
+// search of its table (docs/PERFORMANCE.md).
 func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
-	f.fillAttr(&out.Attr, st)
+	f.fillAttrLinks(&out.Attr, st, st.Nlink > 1)
 }
 
 // depth counts the directories between the root and n.
