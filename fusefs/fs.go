@@ -531,18 +531,15 @@ func (f *FS) owner(ctx context.Context) locks.Owner {
 // status would need); the thread itself if that fails.
 func (f *FS) processOf(pid uint32) uint32 { return f.processes.Process(pid) }
 
-// Mount mounts the filesystem at dir, as fs.Mount does, with the handles
-// of each owner counted (Options.MaxFdsPerOwner, Options.FdLimit), the umask of each
-// request that makes an object, the flags of each WRITE (requestnotes.NotingFS) and
-// each caller's thread (callers.FS) noted, and returns once the mount is ready.
+// Mount mounts the filesystem at dir, as fs.Mount does, with each owner's
+// handles counted (Options.MaxFdsPerOwner, FdLimit), each making request's
+// umask, each WRITE's flags (requestnotes) and each caller (callers.FS)
+// noted, and returns once the mount is ready.
 //
-// Ready is when NewServer returns: on Linux it mounts and answers the
-// kernel's INIT before it does. Not go-fuse's WaitMount, whose "poll hack"
-// opens and closes a file on the mount from a daemon thread: killed while
-// that thread waits for its own answer, the daemon could not die (the
-// thread holds the FUSE device open; the kernel never aborts the
-// connection). The hack serves a daemon that polls files on its own
-// mount, which this one never touches; another's POLL gets ENOSYS.
+// Ready is when NewServer returns (on Linux it answers the kernel's INIT
+// first). Not go-fuse's WaitMount: its "poll hack" opens a file on the
+// mount from a daemon thread, and killed while that thread waits for its
+// own answer the daemon could not die. Another's POLL gets ENOSYS.
 func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	bridge := requestnotes.NotingFS{RawFileSystem: fs.NewNodeFS(f.root, opts), Umasks: &f.umasks, WriteIns: &f.writeIns}
 	raw := &callers.FS{RawFileSystem: &fdbudget.CountingFS{RawFileSystem: bridge, Counts: &f.fds, Owner: f.owner}, Seen: &f.callers}
@@ -558,10 +555,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 func (f *FS) TakeCallers() int { return f.callers.Take(procinfo.ThreadGroup) }
 
 // Passthrough says what the kernel serves without the daemon: "off",
-// "on" (read-only opens of plain files, and coordinated files), or
-// "reads" where coordinated files are read and written through the
-// daemon because BACKING's file system keeps blocks for root
-// (FS.passCoord).
+// "on" (read-only opens of plain files, and coordinated files), or "reads"
+// where coordinated files go through the daemon because BACKING's file
+// system keeps blocks for root (FS.passCoord).
 func (f *FS) Passthrough() string {
 	switch {
 	case !f.opts.Passthrough:
@@ -575,11 +571,8 @@ func (f *FS) Passthrough() string {
 // fillAttr fills a FUSE attribute from a backing stat: the mount's inode
 // number (inodes.Number), and its links less the journal's (kept links,
 // the root's hidden directories), so st_nlink reads as with no journal.
-func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t) { f.fillAttrLinks(a, s, true) }
-
-// fillAttrLinks is fillAttr; kept says whether the journal may keep a
-// link to the object: where it cannot, its kept links are not looked up.
-func (f *FS) fillAttrLinks(a *fuse.Attr, s *unix.Stat_t, kept bool) {
+// kept says whether kept/ may hold a link of the object (fillEntry).
+func (f *FS) fillAttr(a *fuse.Attr, s *unix.Stat_t, kept bool) {
 	a.Ino = inodes.Number(f.rootDev, s.Dev, s.Ino)
 	a.Size = uint64(s.Size)
 	a.Blocks = uint64(s.Blocks)
@@ -588,11 +581,9 @@ func (f *FS) fillAttrLinks(a *fuse.Attr, s *unix.Stat_t, kept bool) {
 	a.Ctime, a.Ctimensec = uint64(s.Ctim.Sec), uint32(s.Ctim.Nsec)
 	a.Mode = s.Mode
 	a.Nlink = uint32(s.Nlink)
-	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
-		if kept {
-			a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
-		}
-	} else if s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 {
+	if isDir := s.Mode&unix.S_IFMT == unix.S_IFDIR; !isDir && kept {
+		a.Nlink -= min(f.journal.KeptLinks(s.Dev, s.Ino), a.Nlink)
+	} else if isDir && s.Dev == f.rootDev && s.Ino == f.rootIno && a.Nlink > 2 {
 		a.Nlink -= min(f.hiddenDirs(), a.Nlink-2)
 	}
 	a.Uid, a.Gid = s.Uid, s.Gid
@@ -614,13 +605,11 @@ func (f *FS) hiddenDirs() uint32 {
 	return n
 }
 
-// fillEntry fills an entry from the stat of the name it answers for. That
-// name is one of the object's st_nlink links, so an object of one link has
-// none in kept/ and the journal is not asked: a lookup of a file in a
-// tree the journal keeps thousands of objects from (an rm -rf) costs no
-// search of its table (docs/PERFORMANCE.md).
+// fillEntry fills an entry from the stat of the name it answers for, one
+// of st_nlink's links: an object of one link has none in kept/, and the
+// journal is not asked (an rm -rf's lookups, docs/PERFORMANCE.md).
 func (f *FS) fillEntry(out *fuse.EntryOut, st *unix.Stat_t) {
-	f.fillAttrLinks(&out.Attr, st, st.Nlink > 1)
+	f.fillAttr(&out.Attr, st, st.Nlink > 1)
 }
 
 // depth counts the directories between the root and n.

@@ -435,7 +435,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if errno := n.stat(ctx, fh, &st); errno != 0 {
 		return errno
 	}
-	n.fsys.fillAttr(&out.Attr, &st)
+	n.fsys.fillAttr(&out.Attr, &st, true)
 	// The mount's inode number stays the one the kernel knows, even after an
 	// atomic write has replaced the backing file.
 	out.Ino = n.StableAttr().Ino
@@ -529,7 +529,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			n.ownChange(nil)
 		}
 		if h == nil {
-			n.fsys.fillAttr(&out.Attr, &view)
+			n.fsys.fillAttr(&out.Attr, &view, true)
 			out.Ino = n.StableAttr().Ino
 			out.SetTimeout(n.attrValid())
 			return 0
