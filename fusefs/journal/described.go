@@ -7,6 +7,7 @@ import (
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
+	"github.com/realm-dev/realm/fusefs/journal/seqtable"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -74,36 +75,33 @@ func describedIntent(e *keptname.Entry, st *unix.Stat_t) line {
 }
 
 // describedNames are the described kept/ entries' names by seq, for
-// keptName. A map under a lock of its own: a sync.Map's Store, once a
-// removal, allocated three objects and cost 3.5 µs of its 32
-// (docs/PERFORMANCE.md); the readers (a prune's removals, KeptLinks of
-// an object the journal keeps a link to, undo) are few.
+// keptName. A table under a lock of its own: a sync.Map's Store, once a
+// removal, allocated three objects and cost 3.5 µs of its 32, and a map's
+// insert a microsecond (docs/PERFORMANCE.md); the readers (a prune's
+// removals, KeptLinks of an object the journal keeps a link to, undo)
+// are few.
 type describedNames struct {
 	mu    lockorder.Mutex[lockorder.DescribedMu]
-	names map[uint64]string
+	names seqtable.Table[string]
 }
 
 // Store notes name as seq's described entry.
 func (d *describedNames) Store(seq uint64, name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.names == nil {
-		d.names = map[uint64]string{}
-	}
-	d.names[seq] = name
+	d.names.Store(seq, name)
 }
 
 // Load is seq's described entry, if one was noted.
 func (d *describedNames) Load(seq uint64) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	name, ok := d.names[seq]
-	return name, ok
+	return d.names.Load(seq)
 }
 
 // Delete forgets seq's described entry.
 func (d *describedNames) Delete(seq uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.names, seq)
+	d.names.Delete(seq)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/makers"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
+	"github.com/realm-dev/realm/fusefs/journal/seqtable"
 	"github.com/realm-dev/realm/internal/lockorder"
 )
 
@@ -177,7 +178,7 @@ type tail struct {
 	// record (fresh.go), by identity; nil without Options.Durable, where
 	// no record is synced.
 	fresh     *makers.Table[ID]
-	keptByseq map[uint64]ID // keptLinks' seqs, to their identities
+	keptByseq seqtable.Table[ID] // keptLinks' seqs, to their identities
 	// untallied: what kept objects added (bytes, files) whose intents
 	// are held still, for the segment that notes them (countKept).
 	untallied  map[uint64][2]int64

@@ -65,6 +65,7 @@ var layers = map[string]int{
 	"fusefs/journal/rootbind": 5, // a journal outside BACKING bound to the BACKING it records
 	"fusefs/journal/ownerarg": 5, // --owner OWNER@INCARNATION, as the commands and undo read it
 	"fusefs/journal/makers":   5, // the fresh objects' makers: bounded, no pointer per object
+	"fusefs/journal/seqtable": 5, // values by change seq in chunks of consecutive seqs, pure: kept/'s tables
 	"fusefs/journal/jdir":     5, // the journal's directory opened: its modes, owner, filesystem, LOCK
 	"fusefs/journal/segfile":  5, // a log segment's file: its blocks preallocated, a torn tail zeroed
 	// The lock table (procinfo names its owners); the one syscall layer
