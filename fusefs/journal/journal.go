@@ -145,8 +145,10 @@ type Journal struct {
 	// a removal may go to a described entry (described.go).
 	nameMax   int
 	describes bool
-	// described: the described kept/ entries' names by seq (described.go).
+	// described: the described kept/ entries' names by seq (described.go),
+	// as paths beneath kept/; groups, the groups they go to.
 	described describedNames
+	groups    jdir.Groups
 	// grown is signalled (never blocking) when the journal has grown
 	// enough to apply the bounds again: Grown.
 	grown chan struct{}
@@ -284,6 +286,7 @@ func (j *Journal) open(rootFd, dir int) error {
 	if j.kept, err = jdir.Subdir(j.dir, keptName); err != nil {
 		return err
 	}
+	j.groups.Init(j.kept, 0) // the lowest group: Open's listing (listKept)
 	if j.keptRead, err = dirfd.ReopenDir(j.kept); err != nil {
 		return fmt.Errorf("journal: opening kept/: %w", err)
 	}
@@ -343,6 +346,7 @@ func (j *Journal) Close() error {
 
 // closeFds closes the descriptors Open took (LOCK's lets go of the lock).
 func (j *Journal) closeFds() {
+	j.groups.Close()
 	if j.cur != nil {
 		j.cur.f.Close()
 		j.cur = nil

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
@@ -62,21 +63,22 @@ func (j *Journal) Remove(rec Record, dir int, name string) (uint64, error) {
 		return 0, err
 	}
 	rec.Kept = true
-	entry, err := j.removeIntent(&rec)
+	kdir, entry, done, err := j.removeIntent(&rec)
 	if err != nil {
 		return 0, err
 	}
+	defer done()
 	seq := rec.Seq
 	if testHookBeforeMove != nil {
 		testHookBeforeMove()
 	}
-	if err := moveNoReplace(dir, name, j.kept, entry); err != nil {
+	if err := moveNoReplace(dir, name, kdir, entry); err != nil {
 		j.described.Delete(seq)
 		return seq, errors.Join(err, j.appendEnd(seq, Aborted, nil))
 	}
 	var moved unix.Stat_t
-	if verr := j.verifyRemoved(entry, &rec, dfd, &moved); verr != nil {
-		return seq, j.unmove(verr, entry, &rec, &moved, dir, name)
+	if verr := j.verifyRemoved(kdir, entry, &rec, dfd, &moved); verr != nil {
+		return seq, j.unmove(verr, kdir, entry, &rec, &moved, dir, name)
 	}
 	return seq, j.removed(&rec, &moved, false)
 }
@@ -110,11 +112,11 @@ func (j *Journal) removed(rec *Record, moved *unix.Stat_t, renamed bool) error {
 // type rec removes (ErrChanged), was removed as unlinkat would have
 // removed what the name held, and the end names it; else the change is
 // done with an error (no errno, no ErrChanged: no caller looks again).
-func (j *Journal) unmove(verr error, entry string, rec *Record, moved *unix.Stat_t, dir int, name string) error {
+func (j *Journal) unmove(verr error, kdir int, entry string, rec *Record, moved *unix.Stat_t, dir int, name string) error {
 	if testHookAfterMove != nil {
 		testHookAfterMove()
 	}
-	err := moveNoReplace(j.kept, entry, dir, name)
+	err := moveNoReplace(kdir, entry, dir, name)
 	if err == nil {
 		j.described.Delete(rec.Seq)
 		return errors.Join(verr, j.appendEnd(rec.Seq, Aborted, nil))
@@ -126,32 +128,37 @@ func (j *Journal) unmove(verr error, entry string, rec *Record, moved *unix.Stat
 	return errors.Join(verr, j.removed(rec, moved, false))
 }
 
-// removeIntent records the intent of the removal rec and returns the name
-// in kept/ the object goes to: a described one, the intent held
-// (described.go), where the filesystem and the fields allow; else
-// kept/<seq>, the intent appended and made durable (Options.Durable)
-// before the rename.
-func (j *Journal) removeIntent(rec *Record) (string, error) {
+// removeIntent records the intent of the removal rec and returns where in
+// kept/ the object goes (the directory, its name there, and done to
+// release the directory): a described entry in its group, the intent
+// held (described.go, package jdir), where the filesystem and the fields
+// allow; else kept/<seq>, the intent appended and made durable
+// (Options.Durable) before the rename.
+func (j *Journal) removeIntent(rec *Record) (kdir int, entry string, done func(), err error) {
 	if j.describes {
 		if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok {
 			if _, _, err := j.appendIntent(rec, true); err != nil {
-				return "", err
+				return -1, "", nil, err
 			}
 			entry := keptEntry(rec.Seq) + suffix
-			j.described.Store(rec.Seq, entry)
-			return entry, nil
+			g, err := j.groups.Acquire(rec.Seq, true)
+			if err != nil {
+				return -1, "", nil, errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
+			}
+			j.described.Store(rec.Seq, jdir.GroupPath(rec.Seq, entry))
+			return g.FD, entry, func() { j.groups.Release(g) }, nil
 		}
 	}
 	pos, lazy, err := j.appendIntent(rec, false)
 	if err != nil {
-		return "", err
+		return -1, "", nil, err
 	}
 	if j.opts.Durable && !lazy {
 		if err := j.settle(rec.Op, pos, 0); err != nil {
-			return "", errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
+			return -1, "", nil, errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
 		}
 	}
-	return keptEntry(rec.Seq), nil
+	return j.kept, keptEntry(rec.Seq), func() {}, nil
 }
 
 // testHookBeforeMove and testHookAfterMove, set by a test, run between
@@ -187,11 +194,11 @@ func removable(op Op, isDir bool) error {
 	return nil
 }
 
-// verifyRemoved checks what Remove moved into kept/ (entry), whose stat it
-// leaves in st: rec's Before, of the type its op removes, and a directory
-// (which dfd, open for reading, is then) empty.
-func (j *Journal) verifyRemoved(entry string, rec *Record, dfd int, st *unix.Stat_t) error {
-	if err := dirfd.Lstat(j.kept, entry, st); err != nil {
+// verifyRemoved checks what Remove moved into kept/ (entry, in kdir), whose
+// stat it leaves in st: rec's Before, of the type its op removes, and a
+// directory (which dfd, open for reading, is then) empty.
+func (j *Journal) verifyRemoved(kdir int, entry string, rec *Record, dfd int, st *unix.Stat_t) error {
+	if err := dirfd.Lstat(kdir, entry, st); err != nil {
 		return err
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
@@ -240,9 +247,13 @@ func openEmpty(dir int, name string, rec *Record) (int, error) {
 // kept/<seq> is gone; a reader finds the object at the name it came back
 // to, by identity.
 func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string) (uint64, error) {
-	entry := j.keptName(seq)
+	kdir, entry, done, err := j.keptAt(seq)
+	if err != nil {
+		return 0, fmt.Errorf("journal: the version change %d kept: %w", seq, err)
+	}
+	defer done()
 	var st unix.Stat_t
-	if err := dirfd.Lstat(j.kept, entry, &st); err != nil {
+	if err := dirfd.Lstat(kdir, entry, &st); err != nil {
 		return 0, fmt.Errorf("journal: the version change %d kept: %w", seq, err)
 	}
 	id := ID{st.Dev, st.Ino}
@@ -252,9 +263,9 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 		return 0, err
 	}
 	if keep != NoKeep {
-		err = dirfd.Rename(j.kept, entry, dir, name, 0)
+		err = dirfd.Rename(kdir, entry, dir, name, 0)
 	} else {
-		err = moveNoReplace(j.kept, entry, dir, name)
+		err = moveNoReplace(kdir, entry, dir, name)
 	}
 	if err != nil {
 		return c.seq, errors.Join(err, c.Abort())
@@ -332,18 +343,75 @@ func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
 	}
 	var n uint32
 	for _, seq := range v.([]uint64) {
-		if id, ok := keptID(j.kept, j.keptName(seq)); ok && id == (ID{dev, ino}) {
+		kdir, entry, done, err := j.keptAt(seq)
+		if err != nil {
+			continue
+		}
+		if id, ok := keptID(kdir, entry); ok && id == (ID{dev, ino}) {
 			n++
 		}
+		done()
 	}
 	return n
 }
 
-// keptName is kept/'s name for change seq's kept version: the described
-// one where Remove or Open noted one, else kept/SEQ.
+// keptName is the path beneath kept/ of change seq's kept version: the
+// described one where Remove or Open noted one (in its group, or, made
+// before groups, in kept/: package jdir), else SEQ (keptAt opens
+// its directory).
 func (j *Journal) keptName(seq uint64) string {
 	if name, ok := j.described.Load(seq); ok {
 		return name
 	}
 	return keptEntry(seq)
+}
+
+// keptAt is where change seq's kept version is: its directory (kept/, or
+// a group of it: package jdir) and its name there. done releases
+// the directory once its fd is no longer used. A group gone is ENOENT.
+func (j *Journal) keptAt(seq uint64) (dir int, name string, done func(), err error) {
+	group, name := jdir.SplitKept(j.keptName(seq))
+	if group == "" {
+		return j.kept, name, func() {}, nil
+	}
+	g, err := j.groups.Acquire(seq, false)
+	if err != nil {
+		return -1, "", nil, err
+	}
+	return g.FD, name, func() { j.groups.Release(g) }, nil
+}
+
+// lstatKept stats change seq's kept version.
+func (j *Journal) lstatKept(seq uint64, st *unix.Stat_t) error {
+	kdir, entry, done, err := j.keptAt(seq)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return dirfd.Lstat(kdir, entry, st)
+}
+
+// removeKeptOf removes change seq's kept version (jdir.RemoveKept): gone
+// already, or its group gone, is no error.
+func (j *Journal) removeKeptOf(seq uint64) error {
+	kdir, entry, done, err := j.keptAt(seq)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer done()
+	return jdir.RemoveKept(kdir, entry)
+}
+
+// listKept lists kept/ and its groups for Open's recovery (jdir.ListKept)
+// and tells the groups the lowest left. done closes their descriptors.
+func (j *Journal) listKept() (ents []jdir.KeptEnt, done func(), err error) {
+	ents, low, done, err := jdir.ListKept(j.kept, keptname.Seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	j.groups.Init(j.kept, min(low, (j.pruned.Load()+1)>>jdir.GroupBits))
+	return ents, done, nil
 }

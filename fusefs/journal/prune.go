@@ -290,7 +290,9 @@ func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
 	j.segs = j.segs[n:]
 	j.pruned.Store(last)
 	j.mu.Unlock()
-	return j.remove(drop)
+	stats, err := j.remove(drop)
+	j.groups.RemoveThrough(last)
+	return stats, err
 }
 
 // renewAfter is how long a weighing trusts the weights and tallies of
@@ -385,7 +387,7 @@ func (j *Journal) weighOne(s pruneSeg) (bytes, files int64, err error) {
 		return max(w+s.tally[0], 1), files + s.tally[1], nil
 	}
 	for _, seq := range s.kept {
-		if dirfd.Lstat(j.kept, j.keptName(seq), &st) != nil {
+		if j.lstatKept(seq, &st) != nil {
 			continue
 		}
 		files++
@@ -431,7 +433,7 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 	var errs []error
 	for _, s := range drop {
 		for _, seq := range s.kept {
-			if err := removeKept(j.kept, j.keptName(seq)); err != nil {
+			if err := j.removeKeptOf(seq); err != nil {
 				errs = append(errs, fmt.Errorf("journal: removing kept/%d: %w", seq, err))
 				continue
 			}

@@ -237,12 +237,22 @@ func grown(j *Journal) bool {
 	}
 }
 
-// keptEntries is how many entries kept/ holds.
+// keptEntries is how many kept objects kept/ and its groups hold.
 func keptEntries(t *testing.T, b *backing) int64 {
 	t.Helper()
 	ents, err := os.ReadDir(b.jpath(keptName))
 	must(t, err)
-	return int64(len(ents))
+	n := int64(0)
+	for _, e := range ents {
+		if _, ok := jdir.GroupNum(e.Name()); !ok {
+			n++
+			continue
+		}
+		in, err := os.ReadDir(b.jpath(keptName, e.Name()))
+		must(t, err)
+		n += int64(len(in))
+	}
+	return n
 }
 
 // removeEmpty makes and removes (through the journal) an empty file.

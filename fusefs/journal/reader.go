@@ -208,22 +208,34 @@ func (r *Reader) OpenKept(seq uint64) (int, error) {
 		return fd, err
 	}
 	if r.described == nil { // once: a listing of kept/ for its described names
-		ents, err := dirfd.ReadDir(r.kept)
-		if err != nil {
-			return -1, fmt.Errorf("journal: listing %s/: %w", keptName, err)
+		m, lerr := describedIn(r.kept)
+		if lerr != nil {
+			return -1, lerr
 		}
-		r.described = map[uint64]string{}
-		for _, de := range ents {
-			if e, ok := keptname.Parse(de.Name); ok {
-				r.described[e.Seq] = e.Name
-			}
-		}
+		r.described = m
 	}
-	name, ok := r.described[seq]
+	rel, ok := r.described[seq]
 	if !ok {
 		return -1, err
 	}
-	return dirfd.OpenPath(r.kept, name)
+	return jdir.OpenKept(r.kept, rel)
+}
+
+// describedIn maps the described entries of kept (kept/) and its groups
+// by seq to their paths beneath kept/: for a Reader, which notes none.
+func describedIn(kept int) (map[uint64]string, error) {
+	ents, _, done, err := jdir.ListKept(kept, keptname.Seq)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	m := map[uint64]string{}
+	for _, de := range ents {
+		if e, ok := keptname.Parse(de.Name); ok {
+			m[e.Seq] = de.Rel
+		}
+	}
+	return m, nil
 }
 
 // Filter selects records; each field set narrows the selection.
@@ -307,5 +319,5 @@ func (j *Journal) Records(f Filter) ([]Record, error) {
 // OpenKept opens kept/<seq>, the version change seq replaced or removed,
 // as an O_PATH fd (the caller's to close; dirfd.Reopen reads a file's).
 func (j *Journal) OpenKept(seq uint64) (int, error) {
-	return dirfd.OpenPath(j.kept, j.keptName(seq))
+	return jdir.OpenKept(j.kept, j.keptName(seq))
 }

@@ -53,10 +53,11 @@ func (j *Journal) load() error {
 		}
 		j.lastNum = num
 	}
-	ents, err := dirfd.ReadDir(j.kept)
+	ents, closeGroups, err := j.listKept()
 	if err != nil {
-		return fmt.Errorf("journal: listing kept/: %w", err)
+		return err
 	}
+	defer closeGroups()
 	carried, err := carriedPast(int(j.lock.Fd()), ld.maxSeq)
 	if err != nil {
 		return err
@@ -71,6 +72,7 @@ func (j *Journal) load() error {
 	if err := j.sweepKept(ents, &ld); err != nil {
 		return err
 	}
+	j.groups.RemoveThrough(j.pruned.Load())
 	if j.opts.Durable && j.written > 0 {
 		if err := j.syncTo(j.written, 0, true); err != nil {
 			return err
@@ -303,15 +305,19 @@ func (ld *loaded) madeThen(l *line, later []uint64) (ID, bool) {
 // elsewhere too (an aborted change's: the object is still at its name),
 // never the only link to one, and reports whether it did.
 func (j *Journal) dropLink(seq uint64) bool {
-	entry := j.keptName(seq)
+	kdir, entry, done, err := j.keptAt(seq)
+	if err != nil {
+		return false
+	}
+	defer done()
 	var st unix.Stat_t
-	if err := dirfd.Lstat(j.kept, entry, &st); err != nil {
+	if err := dirfd.Lstat(kdir, entry, &st); err != nil {
 		return false
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink < 2 {
 		return false
 	}
-	if dirfd.Unlink(j.kept, entry, 0) != nil {
+	if dirfd.Unlink(kdir, entry, 0) != nil {
 		return false
 	}
 	j.described.Delete(seq)
@@ -323,20 +329,20 @@ func (j *Journal) dropLink(seq uint64) bool {
 // its change was never made, or made with no durable record), and an
 // aborted change's link. An entry of a change recorded done, or that
 // cannot be told, stays.
-func (j *Journal) sweepKept(ents []dirfd.Dirent, ld *loaded) error {
+func (j *Journal) sweepKept(ents []jdir.KeptEnt, ld *loaded) error {
 	pruned := j.pruned.Load()
 	for _, e := range ents {
 		seq, ok := keptname.Seq(e.Name)
 		if !ok {
 			continue
 		}
-		if e.Name != keptEntry(seq) && j.keptName(seq) != e.Name {
+		if e.Rel != keptEntry(seq) && j.keptName(seq) != e.Rel {
 			continue // neither kept/<seq> nor a described entry
 		}
 		end, recorded := ld.kept[seq]
 		switch {
 		case seq <= pruned || seq > ld.maxSeq:
-			if removeKept(j.kept, e.Name) == nil {
+			if jdir.RemoveKept(e.Dir, e.Name) == nil {
 				j.described.Delete(seq)
 				j.recovery.KeptRemoved++
 			}
@@ -347,25 +353,12 @@ func (j *Journal) sweepKept(ents []dirfd.Dirent, ld *loaded) error {
 			}
 			fallthrough
 		default:
-			if id, ok := keptID(j.kept, e.Name); ok {
+			if id, ok := keptID(e.Dir, e.Name); ok {
 				j.noteKeptLocked(id, seq) // Open: no other caller yet
 			}
 		}
 	}
 	return nil
-}
-
-// removeKept removes the kept object name: a file, a symlink, a node or
-// an empty directory. ENOENT is no error.
-func removeKept(kept int, name string) error {
-	err := dirfd.Unlink(kept, name, 0)
-	if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) {
-		err = dirfd.Unlink(kept, name, unix.AT_REMOVEDIR)
-	}
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	return err
 }
 
 // rebuildLost appends the intents a crash lost from the log, past every
@@ -374,20 +367,20 @@ func removeKept(kept int, name string) error {
 // power loss lost, and those LOCK carried past it (carried).
 // Each is left open in ld, for resolveAll to end by what its path leads
 // to now. Every described entry's name is noted for keptName first.
-func (j *Journal) rebuildLost(ents []dirfd.Dirent, carried []line, ld *loaded) error {
+func (j *Journal) rebuildLost(ents []jdir.KeptEnt, carried []line, ld *loaded) error {
 	lost := carried
 	for _, de := range ents {
 		e, ok := keptname.Parse(de.Name)
 		if !ok {
 			continue
 		}
-		j.described.Store(e.Seq, e.Name)
+		j.described.Store(e.Seq, de.Rel)
 		if e.Seq <= ld.maxSeq {
 			continue
 		}
 		var st unix.Stat_t
-		if err := dirfd.Lstat(j.kept, e.Name, &st); err != nil {
-			return fmt.Errorf("journal: kept/%s: %w", e.Name, err)
+		if err := dirfd.Lstat(de.Dir, de.Name, &st); err != nil {
+			return fmt.Errorf("journal: kept/%s: %w", de.Rel, err)
 		}
 		lost = append(lost, describedIntent(&e, &st))
 	}

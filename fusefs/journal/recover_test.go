@@ -41,10 +41,13 @@ func mv(t *testing.T, b *backing, from, to string) {
 }
 
 // keptPath is the path of change seq's entry in kept/: kept/<seq>, or its
-// described name (described.go) where kept/ has one.
+// described name (described.go) where its group (groups.go) or kept/ has
+// one.
 func (b *backing) keptPath(seq uint64) string {
-	if m, _ := filepath.Glob(b.jpath(keptName, keptEntry(seq)+string(keptname.Sep)+"*")); len(m) == 1 {
-		return m[0]
+	for _, dir := range []string{b.jpath(keptName, jdir.GroupName(seq)), b.jpath(keptName)} {
+		if m, _ := filepath.Glob(filepath.Join(dir, keptEntry(seq)+string(keptname.Sep)+"*")); len(m) == 1 {
+			return m[0]
+		}
 	}
 	return b.jpath(keptName, keptEntry(seq))
 }

@@ -45,6 +45,7 @@
 //	               ├─ procinfo.Resolver.tablesMu
 //	               ├─ journal.Journal.mu
 //	               ├─ journal.describedNames.mu
+//	               ├─ journal.keptGroups.mu
 //	               └─ unpublished.Table.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
@@ -153,6 +154,10 @@ var (
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
 	describedMu = class{name: "journal.describedNames.mu", under: &madeOpMu, noGoFuse: true}
+	// journal.keptGroups.mu: the groups of kept/ held open; nothing under
+	// it but the close of a group's descriptor, and never taken under
+	// Journal.mu or describedNames.mu.
+	keptGroupsMu = class{name: "journal.keptGroups.mu", under: &madeOpMu, noGoFuse: true}
 	// unpublished.Table.mu: the names of created files not yet in BACKING
 	// (fusefs/unpublished); two maps read or written, nothing under it.
 	unpublishedMu = class{name: "unpublished.Table.mu", under: &madeOpMu, noGoFuse: true}
@@ -201,6 +206,7 @@ type (
 	ResolverTabMu  struct{}
 	JournalMu      struct{}
 	DescribedMu    struct{}
+	KeptGroupsMu   struct{}
 	UnpublishedMu  struct{}
 )
 
@@ -233,4 +239,5 @@ func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
 func (JournalMu) class() *class      { return &journalMu }
 func (DescribedMu) class() *class    { return &describedMu }
+func (KeptGroupsMu) class() *class   { return &keptGroupsMu }
 func (UnpublishedMu) class() *class  { return &unpublishedMu }
