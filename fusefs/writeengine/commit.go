@@ -70,14 +70,16 @@ const (
 
 // syncPlan says which fsyncs a commit makes: of the temp before the rename
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
-// the mount's durability. With DurabilityFull a commit makes both, but for
+// the mount's durability, but for a new file's first version with
+// DurabilityAtomic (newName): its data, not its name, as POSIX has it
+// (writeproto.SyncPlan). With DurabilityFull a commit makes both, but for
 // one that replaces an empty file on a filesystem that writes a renamed
 // file's data before the rename (emptyOrdered: journaled ext4, OrdersRenamedData):
 // there nothing old can be torn, the rename lands only with the data, and
 // the directory's fsync after it makes both durable. DurabilityAtomic
 // syncs nothing unasked.
-func syncPlan(asked bool, d Durability, emptyOrdered bool) (temp, dir bool) {
-	return writeproto.SyncPlan(asked, d == DurabilityFull, emptyOrdered)
+func syncPlan(asked bool, d Durability, emptyOrdered, newName bool) (temp, dir bool) {
+	return writeproto.SyncPlan(asked, d == DurabilityFull, emptyOrdered, newName)
 }
 
 // replacesEmpty reports whether the write replaces an empty file with one
@@ -254,7 +256,7 @@ func sameFile(a, b *unix.Stat_t) bool {
 // FOPEN_KEEP_CACHE), as NFS's close-to-open does.
 func (w *Write[N]) commit(ctx context.Context, durable bool) (syscall.Errno, bool) {
 	g := w.eng
-	syncTemp, syncDir := syncPlan(durable, g.cfg.Durability, w.emptyOrdered())
+	syncTemp, syncDir := syncPlan(durable, g.cfg.Durability, w.emptyOrdered(), w.m.Unpublished())
 	durable = durable || g.cfg.Durability == DurabilityFull
 	switch w.m.Commit() {
 	case writeproto.StartNothing:

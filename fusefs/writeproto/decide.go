@@ -12,16 +12,23 @@ import "time"
 
 // SyncPlan says which fsyncs a commit makes: of the temp before the rename
 // and of the directory after it. An fsync(2) (asked) makes both, whatever
-// the mount's durability. With full durability (full) a commit makes
-// both, but for one that replaces an empty file on a filesystem that
-// writes a renamed file's data before the rename (emptyOrdered: journaled
-// ext4): there nothing old can be torn, the rename lands only with the
-// data, and the directory's fsync after it makes both durable. Atomic
-// durability syncs nothing unasked.
-func SyncPlan(asked, full, emptyOrdered bool) (temp, dir bool) {
+// the mount's durability: the rename puts what it synced at the name, and
+// without the directory's fsync a power loss could give the name its old
+// content back. But for a file whose name is new (newName: the first
+// version of a file made through the mount, published by this commit)
+// with atomic durability: as POSIX has it, an fsync(2) makes the file's
+// data durable, and its new name takes an fsync of the directory (an
+// editor's save of a temp: its fsync, then its rename). With full
+// durability (full) a commit makes both, its close's promise, but for
+// one that replaces an empty file on a filesystem that writes a renamed
+// file's data before the rename (emptyOrdered: journaled ext4): there
+// nothing old can be torn, the rename lands only with the data, and the
+// directory's fsync after it makes both durable. Atomic durability syncs
+// nothing unasked.
+func SyncPlan(asked, full, emptyOrdered, newName bool) (temp, dir bool) {
 	switch {
 	case asked:
-		return true, true
+		return true, full || !newName
 	case full:
 		return !emptyOrdered, true
 	}

@@ -7,19 +7,23 @@ import (
 
 func TestSyncPlan(t *testing.T) {
 	for _, tc := range []struct {
-		name                      string
-		asked, full, emptyOrdered bool
-		temp, dir                 bool
+		name                               string
+		asked, full, emptyOrdered, newName bool
+		temp, dir                          bool
 	}{
-		{"fsync(2) asked", true, false, false, true, true},
-		{"fsync(2) asked of an empty file on ext4", true, true, true, true, true},
-		{"full durability", false, true, false, true, true},
-		{"full durability, an empty file on ext4: the rename orders the data", false, true, true, false, true},
-		{"atomic durability", false, false, false, false, false},
-		{"atomic durability, an empty file on ext4", false, false, true, false, false},
+		{"fsync(2) asked", true, false, false, false, true, true},
+		{"fsync(2) asked of an empty file on ext4", true, true, true, false, true, true},
+		{"fsync(2) asked of a new file, atomic: its data, not its name", true, false, false, true, true, false},
+		{"fsync(2) asked of a new file, full: the close's promise too", true, true, false, true, true, true},
+		{"full durability", false, true, false, false, true, true},
+		{"full durability, a new file", false, true, false, true, true, true},
+		{"full durability, an empty file on ext4: the rename orders the data", false, true, true, false, false, true},
+		{"atomic durability", false, false, false, false, false, false},
+		{"atomic durability, a new file", false, false, false, true, false, false},
+		{"atomic durability, an empty file on ext4", false, false, true, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if temp, dir := SyncPlan(tc.asked, tc.full, tc.emptyOrdered); temp != tc.temp || dir != tc.dir {
+			if temp, dir := SyncPlan(tc.asked, tc.full, tc.emptyOrdered, tc.newName); temp != tc.temp || dir != tc.dir {
 				t.Fatalf("SyncPlan = temp %v, dir %v; want %v, %v", temp, dir, tc.temp, tc.dir)
 			}
 		})
