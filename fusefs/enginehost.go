@@ -122,14 +122,6 @@ func (h engineHost) Published(node, _ *Node, _ string) { h.f.unpublished.Remove(
 func (h engineHost) NotifyEntry(dir *Node, name string) { h.f.notify.Entry(dir.EmbeddedInode(), name) }
 func (h engineHost) NotifyInode(n *Node)                { h.f.notify.Inode(n.EmbeddedInode()) }
 
-// Quiet and Unquiet spare the watcher the daemon's own changes to a temp.
-func (h engineHost) Quiet(fd int) bool { return h.f.watch != nil && h.f.watch.Quiet(fd) }
-func (h engineHost) Unquiet(fd int) {
-	if h.f.watch != nil {
-		h.f.watch.Unquiet(fd)
-	}
-}
-
 // ChargeWrite charges owner admit.PendingFds for a write in progress, if the
 // mount bounds descriptors (fusefs/admit: fds.go); ReleaseWrite gives them back.
 func (h engineHost) ChargeWrite(owner locks.Owner) bool {

@@ -757,19 +757,6 @@ func FanotifyMark(fan, fd int, mask uint64, remove bool) error {
 	return unix.FanotifyMark(fan, flags|unix.FAN_MARK_ONLYDIR, mask, fd, ".")
 }
 
-// FanotifyIgnore adds an ignore mask of mask to the file held by fd in
-// fanotify group fan (or, remove, takes it off): the group queues no event
-// of mask on that file, neither its own marks' nor those its directory's
-// mark reports for its children. The mask survives the file's
-// modification (FAN_MARK_IGNORED_SURV_MODIFY).
-func FanotifyIgnore(fan, fd int, mask uint64, remove bool) error {
-	flags := uint(unix.FAN_MARK_ADD | unix.FAN_MARK_IGNORED_MASK | unix.FAN_MARK_IGNORED_SURV_MODIFY)
-	if remove {
-		flags = unix.FAN_MARK_REMOVE | unix.FAN_MARK_IGNORED_MASK
-	}
-	return unix.FanotifyMark(fan, flags, mask, fd, "")
-}
-
 // InotifyWatch adds an inotify watch of mask on the directory held by fd,
 // named through /proc/self/fd/N, which is exactly that directory.
 func InotifyWatch(in, fd int, mask uint32) (int, error) {

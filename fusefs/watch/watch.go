@@ -34,9 +34,11 @@ import (
 //   - fanotify, where the daemon may use it (CAP_SYS_ADMIN), with a mark on
 //     each directory reporting the directory's file handle and the name of
 //     the child (FAN_REPORT_DFID_NAME). Events carry the pid of the process
-//     that caused them, so the daemon's own changes are skipped; those to
-//     its temps are not even queued (an ignore mask on each temp, taken
-//     off before the temp becomes the file: Watcher.Quiet).
+//     that caused them, so the daemon's own changes are skipped, its
+//     temps' too. (An ignore mask on each temp, taken off before the temp
+//     became the file, kept them out of the queue until 2026-12-07: the
+//     inode marks it left cost every later change of the file more than
+//     the wakes they spared; docs/PERFORMANCE.md.)
 //   - inotify otherwise, one watch per directory through /proc/self/fd/N.
 //     The daemon's own changes come back too (names of temps are skipped);
 //     invalidating them costs a lookup, never correctness.
@@ -229,31 +231,6 @@ func (w *Watcher[D]) Remove(dir D, fd int) {
 		}
 	} else {
 		unix.InotifyRmWatch(w.fd, uint32(id.wd))
-	}
-}
-
-// Quiet keeps the changes of the temp held by fd (its owner, mode,
-// content, close) out of fanotify's queue: they are the daemon's own,
-// which the watcher would only read and skip, at a wake and two system
-// calls each. The name events of the temp's directory (its creation, the
-// commit's rename) still come: an ignore mask applies to the file it is
-// set on, not to names in a directory. It reports whether the temp is
-// quiet; Unquiet must undo it before the temp becomes a file the host may
-// change. With inotify it does nothing.
-func (w *Watcher[D]) Quiet(fd int) bool {
-	if !w.fan {
-		return false
-	}
-	return dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, false) == nil
-}
-
-// Unquiet undoes Quiet: the file held by fd is about to be a file under a
-// name, whose changes by the host must be seen. Should the kernel refuse
-// (logged), the host's changes to that file show only when the kernel's
-// cache of it expires.
-func (w *Watcher[D]) Unquiet(fd int) {
-	if err := dirfd.FanotifyIgnore(w.fd, fd, fanChildChange, true); err != nil {
-		w.logf("watch BACKING: cannot stop ignoring a temp: %v", err)
 	}
 }
 

@@ -136,7 +136,6 @@ type Write[N comparable] struct {
 	// through appendFd (firstAppendInPlace).
 	appendJournaled bool
 	tempName        string      // its name in tempDir
-	tempQuiet       bool        // the watcher ignores the temp's changes (Host.Quiet)
 	observed        unix.Stat_t // the file as this owner last saw it commit
 	// justStarted: observed is base as start saw it, still under the lock
 	// hold of the open that started the write (its Open uses it).
@@ -467,7 +466,6 @@ func (w *Write[N]) replace(ts *tempStat) (unix.Stat_t, error) {
 	// it catches up when it meets the new file (fusefs Node.verify and
 	// inodes.Table.Succeeded).
 	nodes := []N{w.node, g.host.Child(w.fileParent, w.fileName)}
-	w.unquiet() // before the temp becomes the file: the host's changes to it must be seen
 	defer g.host.LockCommit()()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, 0); err != nil {
 		return st, err
@@ -634,7 +632,6 @@ func (w *Write[N]) changedBy() string {
 func (w *Write[N]) keepCopy(kind string) (string, error) {
 	g := w.eng
 	at := time.Now()
-	w.unquiet() // the copy is a file the host may change
 	for n := 0; ; n++ {
 		name := sideName(w.fileName, kind, at, n)
 		err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, name, unix.RENAME_NOREPLACE)

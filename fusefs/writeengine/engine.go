@@ -37,7 +37,6 @@ type Host[N comparable] interface {
 	Guard[N]
 	Identity[N]
 	Notifier[N]
-	Watcher
 	FdCharger
 	Journal
 }
@@ -137,14 +136,6 @@ type Notifier[N comparable] interface {
 	// NotifyInode that n's attributes changed.
 	NotifyEntry(dir N, name string)
 	NotifyInode(n N)
-}
-
-// Watcher is the watcher of BACKING's changes behind the mount.
-type Watcher interface {
-	// Quiet has the watcher ignore the changes of the file fd holds
-	// (false: it cannot, or there is no watcher); Unquiet ends it.
-	Quiet(fd int) bool
-	Unquiet(fd int)
 }
 
 // FdCharger is the mount's descriptor budget.

@@ -76,8 +76,6 @@ func (h *fakeHost) Replaced(nodes []*fakeNode, _ locks.Key, _, _ FileID, _ *unix
 
 func (h *fakeHost) NotifyEntry(*fakeNode, string) {}
 func (h *fakeHost) NotifyInode(*fakeNode)         {}
-func (h *fakeHost) Quiet(int) bool                { return false }
-func (h *fakeHost) Unquiet(int)                   {}
 func (h *fakeHost) ChargeWrite(locks.Owner) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -68,7 +68,6 @@ func (g *Engine[N]) OpenNew(ctx context.Context, e *locks.Entry, lease *locks.Le
 	w := &Write[N]{eng: g, node: node, entry: e, fileParent: dir, fileDir: fileDir, fileName: name,
 		tempDir: tempDir, base: -1, temp: fd, tempName: tempName, appendFd: -1, observed: *st,
 		justStarted: true, seq: g.seq.Add(1)}
-	w.tempQuiet = g.host.Quiet(fd)
 	e.Value = w
 	if g.host.ChargeWrite(owner) { // admitted with the create (fusefs/admit: Gate.AdmitOpen)
 		w.chargedTo = owner
@@ -92,7 +91,6 @@ func (w *Write[N]) openNew(h *writeproto.Handle) {
 func (w *Write[N]) publish() (unix.Stat_t, error) {
 	g := w.eng
 	var st unix.Stat_t
-	w.unquiet() // before the temp becomes the file: the host's changes to it must be seen
 	defer g.host.LockCommit()()
 	if err := dirfd.Rename(w.tempDir, w.tempName, w.fileDir, w.fileName, unix.RENAME_NOREPLACE); err != nil {
 		return st, err
@@ -286,7 +284,7 @@ func (w *Write[N]) publishNow(ctx context.Context) syscall.Errno {
 		return dirfd.Errno(err)
 	}
 	w.m.MadeReal()
-	w.base, w.temp, w.tempName, w.tempQuiet, w.observed = w.temp, -1, "", false, st
+	w.base, w.temp, w.tempName, w.observed = w.temp, -1, "", st
 	w.m.TempGone() // the temp is the file
 	if full {
 		if err := dirfd.SyncDir(w.fileDir); err != nil {

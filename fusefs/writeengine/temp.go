@@ -39,9 +39,6 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 		g.TempMade(name, false)
 		return err
 	}
-	// The daemon's own changes to the temp (its owner, mode, content)
-	// need no invalidation: the watcher's kernel queue is spared them.
-	quiet := g.host.Quiet(fd)
 	fail := func(err error) error {
 		dirfd.Close(fd)
 		dirfd.Unlink(w.tempDir, name, 0)
@@ -83,7 +80,7 @@ func (w *Write[N]) ensureTemp(ctx context.Context, seed bool) error {
 	// cannot keep (a label a daemon that is not root may not set) is named
 	// by the commit that makes the temp the file (Write.xattrsLost).
 	w.xattrsLost = dirfd.CopyXattrs(fd, w.base, "security.capability")
-	w.temp, w.tempName, w.tempQuiet = fd, name, quiet
+	w.temp, w.tempName = fd, name
 	w.m.TempMade()
 	return nil
 }
@@ -110,15 +107,6 @@ func (g *Engine[N]) tempName() string {
 	return cmp.Or(g.cfg.TempPrefix, TempPrefix) + hex.EncodeToString(rnd[:])
 }
 
-// unquiet has the watcher see the temp's changes again, before the temp
-// becomes a file under a name the host may change.
-func (w *Write[N]) unquiet() {
-	if w.tempQuiet {
-		w.eng.host.Unquiet(w.temp)
-		w.tempQuiet = false
-	}
-}
-
 // dropTemp removes the temp and forgets its changes; an unpublished
 // file's temp is the file, which ends with it (vanish).
 func (w *Write[N]) dropTemp() {
@@ -127,7 +115,7 @@ func (w *Write[N]) dropTemp() {
 		dirfd.Unlink(w.tempDir, w.tempName, 0)
 		w.eng.TempMade(w.tempName, false)
 	}
-	w.temp, w.tempName, w.tempQuiet = -1, "", false
+	w.temp, w.tempName = -1, ""
 	w.m.TempGone()
 	w.vanish()
 }
