@@ -45,7 +45,7 @@
 //	               ├─ procinfo.Resolver.tablesMu
 //	               ├─ journal.Journal.mu
 //	               ├─ journal.describedNames.mu
-//	               ├─ journal.keptGroups.mu
+//	               ├─ jdir.Groups.mu
 //	               └─ unpublished.Table.mu
 //
 // Besides, no realm lock is held (AssertNoneHeld) while a notification
@@ -154,10 +154,10 @@ var (
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
 	describedMu = class{name: "journal.describedNames.mu", under: &madeOpMu, noGoFuse: true}
-	// journal.keptGroups.mu: the groups of kept/ held open; nothing under
-	// it but the close of a group's descriptor, and never taken under
-	// Journal.mu or describedNames.mu.
-	keptGroupsMu = class{name: "journal.keptGroups.mu", under: &madeOpMu, noGoFuse: true}
+	// jdir.Groups.mu: the groups of kept/ held open; nothing under it but
+	// the close of a group's descriptor, and never taken under Journal.mu
+	// or describedNames.mu.
+	keptGroupsMu = class{name: "jdir.Groups.mu", under: &madeOpMu, noGoFuse: true}
 	// unpublished.Table.mu: the names of created files not yet in BACKING
 	// (fusefs/unpublished); two maps read or written, nothing under it.
 	unpublishedMu = class{name: "unpublished.Table.mu", under: &madeOpMu, noGoFuse: true}

@@ -1,6 +1,6 @@
 // A journal keeps its described kept/ entries in groups:
 //
-//	kept/gN/SEQ~OWNER~OWNER_START~SESSION~PATH	(N = SEQ >> Bits)
+//	kept/gN/SEQ~OWNER~OWNER_START~SESSION~PATH	(N = SEQ >> GroupBits)
 //
 // not in kept/ itself (fusefs/journal, described.go). The rename that
 // removes a name looks the new name up in its target directory and adds
@@ -9,8 +9,8 @@
 // and its leaves split as it grows (perf of the daemon over an rm -rf of
 // 20,260 removals: 9 µs a removal in ext4_dx_find_entry and
 // ext4_dx_add_entry). A group is made by the first removal of its seqs
-// and holds at most 1<<Bits entries: the entries a removal looks through
-// are those the removals just before it touched.
+// and holds at most 1<<GroupBits entries: the entries a removal looks
+// through are those the removals just before it touched.
 //
 // Groups hold described entries only, which are made only where a rename
 // is whole after a crash (a filesystem journaling its metadata) or where
