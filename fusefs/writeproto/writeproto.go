@@ -750,7 +750,11 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // A close with nothing to commit is taken for the opener's last one
 // without a scan (h is closing): a conflicting open waits for its RELEASE
 // (Hold). If the opener still holds a descriptor, that open waits in vain
-// until its bound and fails then, as it would have at once.
+// until its bound and fails then, as it would have at once. That includes
+// the close of a handle that wrote when an fsync has committed everything
+// since (an editor's save: write, fsync, close), unless appends in place
+// wait for their sync or a kill of the opener is to be audited for them
+// (Killed: KillInFile).
 //
 // A handle opened read-only (a reader that joined the owner's write) never
 // commits at its close: it changed nothing, and its descriptors cannot be
@@ -760,7 +764,17 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // owner's writers have gone is committed by the owner's last RELEASE.
 func (w *Write) FlushStart(h *Handle) bool {
 	w.step(EvFlushStart, h, w.st)
-	if !h.open.Write || !w.Dirty() && !h.writing {
+	switch {
+	case !h.open.Write || !w.Dirty() && !h.writing:
+		h.markClosing()
+		return false
+	case !w.Dirty() && !w.appended && !h.inPlace:
+		// h wrote, and a commit since (an fsync) took all of it: the
+		// close has nothing to commit, and h no bytes half written that
+		// another process's close of the owner must wait for. It leaves
+		// the writers as a clean close does; a write through a
+		// descriptor the opener still holds joins them again.
+		w.leave(h)
 		h.markClosing()
 		return false
 	}

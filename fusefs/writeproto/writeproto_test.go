@@ -176,6 +176,36 @@ func TestShellRedirectCommitsAtTheCommandsExit(t *testing.T) {
 	}
 }
 
+// TestCloseAfterFsyncNeedsNoScan: an editor's save writes, fsyncs (the
+// commit) and closes; that close has nothing to commit, so it asks for no
+// scan of the opener's descriptors (FlushStart false) and leaves the
+// writers: another process of the owner that writes and closes commits
+// at its own close, not at the first one's RELEASE.
+func TestCloseAfterFsyncNeedsNoScan(t *testing.T) {
+	p := newProc(t)
+	h := p.open(rewrite)
+	p.write(h, 3, 0)
+	if v := p.commit(); v != CommitRename || p.w.State() != Clean {
+		t.Fatalf("fsync: %v, state %v; want rename, clean", v, p.w.State())
+	}
+	if p.w.FlushStart(h) {
+		t.Fatal("the close after the fsync's commit asks for a scan")
+	}
+	if h.Writing() {
+		t.Fatal("the saved handle is still among the writers")
+	}
+	other := p.open(Open{Write: true, Opener: 2})
+	p.write(other, 2, 0)
+	if a, _ := p.close(other, true, clear); a != FlushCommit || p.commits != 2 {
+		t.Fatalf("the other process's close: %v, %d commits; want commit, 2", a, p.commits)
+	}
+	// A write through a descriptor the saver still held joins again.
+	p.write(h, 1, 0)
+	if !h.Writing() || !p.w.FlushStart(h) {
+		t.Fatal("a write after the clean close does not count the handle again")
+	}
+}
+
 func TestFlushTable(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -775,6 +805,10 @@ func (r *runner) close(l *live, i int) {
 		}
 	}
 	dirty, writing := p.w.Dirty(), l.h.Writing()
+	// What the close must commit: changes, or appends in place of l's
+	// (their sync, the audit of a kill); a writing handle's close after
+	// an fsync committed everything has nothing to.
+	mustCommit := dirty || writing && (p.w.Appended() || l.h.inPlace)
 	otherWriters := 0
 	for _, o := range hs {
 		// A sibling not held any more leaves with l's last close.
@@ -794,8 +828,13 @@ func (r *runner) close(l *live, i int) {
 	r.log("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State())
 	// Close-to-open: the opener's last close of a writing handle
 	// commits, when nothing else of the owner's is being written.
-	if byOpener && l.open.Write && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
+	if byOpener && l.open.Write && mustCommit && facts == clear && otherWriters == 0 && a != FlushCommit {
 		r.fail("the opener's last close did not commit")
+	}
+	// A close with nothing to commit holds no other close of the owner
+	// back: l leaves the writers (a later write joins them again).
+	if byOpener && l.open.Write && !mustCommit && l.h.Writing() {
+		r.fail("a close with nothing to commit left its handle among the writers")
 	}
 	// A reader's close commits nothing: it changed nothing.
 	if !l.open.Write && a != FlushNone {
