@@ -44,7 +44,7 @@ type segment struct {
 	// and its size; alloc, the bytes its blocks held when it was made or
 	// opened (its preallocation), and paid, how far past them its lines
 	// have taken BACKING's room (Options.Room).
-	f           *os.File
+	f           *segfile.File // appends copied into its mapping (segfile.Map)
 	off, cap    int64
 	alloc, paid int64
 }
@@ -166,8 +166,8 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 	if err != nil {
 		return nil, fmt.Errorf("journal: making log/%s: %w", segmentName(num), err)
 	}
-	f := os.NewFile(uintptr(fd), segmentName(num))
-	err = segfile.Preallocate(f, segfile.PreallocSize(fd, size), durable)
+	f := segfile.NewFile(fd, segmentName(num))
+	err = segfile.Preallocate(f.File, segfile.PreallocSize(fd, size), durable)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		err = f.Truncate(0) // no room even for that: appends allocate as they go
 	}
@@ -182,7 +182,7 @@ func makeSegment(log int, num uint64, size int64, durable bool) (*segment, error
 			return nil, fmt.Errorf("journal: syncing log/: %w", err)
 		}
 	}
-	return &segment{num: num, f: f, cap: size}, nil
+	return &segment{num: num, f: f.Mapped(), cap: size}, nil
 }
 
 // openSegment opens the last segment, num, to append to it at off, its
@@ -192,14 +192,14 @@ func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
 	if err != nil {
 		return fmt.Errorf("journal: opening log/%s: %w", segmentName(seg.num), err)
 	}
-	f := os.NewFile(uintptr(fd), segmentName(seg.num))
+	f := segfile.NewFile(fd, segmentName(seg.num))
 	var st unix.Stat_t
 	if err := dirfd.Fstat(fd, &st); err != nil {
 		f.Close()
 		return fmt.Errorf("journal: log/%s: %w", segmentName(seg.num), err)
 	}
 	if dirty > off {
-		err = segfile.ZeroPages(f, off, dirty)
+		err = segfile.ZeroPages(f.File, off, dirty)
 		if err == nil && durable {
 			err = dirfd.Fdatasync(fd)
 		}
@@ -208,6 +208,6 @@ func openSegment(log int, seg *segment, off, dirty int64, durable bool) error {
 			return fmt.Errorf("journal: cutting the torn tail of log/%s: %w", segmentName(seg.num), err)
 		}
 	}
-	seg.f, seg.off, seg.cap, seg.alloc = f, off, st.Size, st.Blocks*512
+	seg.f, seg.off, seg.cap, seg.alloc = f.Mapped(), off, st.Size, st.Blocks*512
 	return nil
 }

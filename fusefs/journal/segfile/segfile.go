@@ -1,7 +1,8 @@
 // Package segfile prepares the files of the journal's log/: the blocks a
 // segment is given when it is made (preallocated, and with durability
 // written as zeros and synced), so that an append neither allocates nor
-// converts an extent, and the zeros that cut a torn tail. It is a package
+// converts an extent, the zeros that cut a torn tail, and the mapping an
+// append copies its line into (mapping.go). It is a package
 // of its own because it knows nothing of records: only a file, its
 // filesystem's free space and its page cache.
 package segfile

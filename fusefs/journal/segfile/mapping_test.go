@@ -1,0 +1,84 @@
+package segfile
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func preallocated(t *testing.T, size int64) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "seg"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := Preallocate(f, size, false); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestMappingWrites: a line copied into the mapping is what a read of the
+// file finds, at once (the page cache is the file's); a line past the
+// mapping is left to the caller.
+func TestMappingWrites(t *testing.T) {
+	f := preallocated(t, 64<<10)
+	m := Map(f)
+	defer m.Close()
+	if m.b == nil {
+		t.Fatal("a preallocated file was not mapped")
+	}
+	line := []byte(`{"seq":1}` + "\n")
+	if !m.WriteAt(line, 4090) { // across a page boundary
+		t.Fatal("a line within the mapping was not copied")
+	}
+	got := make([]byte, len(line))
+	if _, err := f.ReadAt(got, 4090); err != nil || !bytes.Equal(got, line) {
+		t.Fatalf("read back %q, %v; want %q", got, err, line)
+	}
+	if m.WriteAt(line, 64<<10-3) {
+		t.Fatal("a line past the mapping's end was reported copied")
+	}
+}
+
+// TestMappingFaultIsNoCrash: a file cut behind the daemon makes the next
+// copy fault (SIGBUS); that is a false, the mapping dropped, not a crash.
+func TestMappingFaultIsNoCrash(t *testing.T) {
+	f := preallocated(t, 64<<10)
+	m := Map(f)
+	if m.b == nil {
+		t.Fatal("a preallocated file was not mapped")
+	}
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if m.WriteAt([]byte("line\n"), 8192) {
+		t.Fatal("a copy into the pages of a cut file was reported done")
+	}
+	if m.b != nil {
+		t.Fatal("the mapping that faulted is kept")
+	}
+	if m.WriteAt([]byte("line\n"), 0) {
+		t.Fatal("a dropped mapping copied")
+	}
+}
+
+// TestSparseFileIsNotMapped: a file with holes is never mapped (a store
+// into a hole allocates in the fault, and no room is a SIGBUS).
+func TestSparseFileIsNotMapped(t *testing.T) {
+	f, err := os.OpenFile(filepath.Join(t.TempDir(), "seg"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	m := Map(f)
+	defer m.Close()
+	if m.b != nil {
+		t.Fatal("a sparse file was mapped")
+	}
+}
