@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -80,5 +81,39 @@ func TestSparseFileIsNotMapped(t *testing.T) {
 	defer m.Close()
 	if m.b != nil {
 		t.Fatal("a sparse file was mapped")
+	}
+}
+
+// TestFileWritesPastTheMapping: a segment's File copies a line into its
+// mapping, and writes one past its preallocation, which extends the file;
+// both read back, and Close unmaps.
+func TestFileWritesPastTheMapping(t *testing.T) {
+	pre := preallocated(t, 8192)
+	fd, err := syscall.Dup(int(pre.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFile(fd, pre.Name()).Mapped()
+	if f.m.b == nil {
+		t.Fatal("a preallocated segment was not mapped")
+	}
+	in, past := []byte("in the mapping\n"), []byte("past it\n")
+	for _, w := range []struct {
+		b   []byte
+		off int64
+	}{{in, 100}, {past, 8192}} {
+		if n, err := f.WriteAt(w.b, w.off); err != nil || n != len(w.b) {
+			t.Fatalf("WriteAt at %d: %d, %v", w.off, n, err)
+		}
+		got := make([]byte, len(w.b))
+		if _, err := pre.ReadAt(got, w.off); err != nil || !bytes.Equal(got, w.b) {
+			t.Fatalf("at %d read back %q, %v; want %q", w.off, got, err, w.b)
+		}
+	}
+	if st, err := pre.Stat(); err != nil || st.Size() != 8192+int64(len(past)) {
+		t.Fatalf("size after the write past the mapping: %v, %v", st, err)
+	}
+	if err := f.Close(); err != nil || f.m.b != nil {
+		t.Fatalf("Close: %v, the mapping left: %v", err, f.m.b != nil)
 	}
 }
