@@ -191,9 +191,10 @@ type mhandle struct {
 	// lock: the lease's mode, "A" (locks.Append) or "W" (locks.Write).
 	lock string
 	// writing: a change (write, ftruncate, O_TRUNC) came through it since
-	// its opener last closed its last descriptor (docs/atomic-writes.md rule 4: "another
-	// of those processes that has written (or truncated) the file still
-	// holds it"; the code's File.writing, joinWriting/leaveWriting).
+	// its opener last closed its last descriptor and since the write's
+	// last commit (docs/atomic-writes.md rule 5: "another of those
+	// processes that has written (or truncated) the file since the last
+	// commit still holds it"; writeproto.Handle.writing).
 	writing bool
 	descs   int // descriptors of it, in all processes
 }
@@ -617,6 +618,11 @@ func (m *model) commit(w *mwrite) string {
 		obj.ver = &mver{*w.temp}
 		obj.stamp++
 		w.observed, w.base = obj.stamp, obj.ver
+		// What the writers wrote is the file now: none holds a close
+		// back until it changes the file again (writeproto's Committed).
+		for x := range w.hs {
+			x.writing = false
+		}
 	}
 	w.temp = nil
 	return "ok"
@@ -657,7 +663,8 @@ func (m *model) holdsOther(p *mproc, h *mhandle) bool {
 
 // othersWriting reports whether a handle of w other than h is writing
 // (rule 5: "A close commits nothing while another of those processes that
-// has written (or truncated) the file still holds it").
+// has written (or truncated) the file since the last commit still holds
+// it").
 func (m *model) othersWriting(w *mwrite, h *mhandle) bool {
 	for x := range w.hs {
 		if x != h && x.writing {

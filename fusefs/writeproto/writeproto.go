@@ -171,8 +171,8 @@ type Handle struct {
 	live bool
 	// changed: a write or truncate came through it; inPlace: an append
 	// through it went into the file; writing: it changed the file (or
-	// opened it O_TRUNC) and its opener still holds a descriptor of it:
-	// counted in Write.writing.
+	// opened it O_TRUNC) since the write's last commit and its opener
+	// still holds a descriptor of it: counted in Write.writing.
 	changed, inPlace, writing bool
 	// closing: its opener holds no descriptor of it, as far as the daemon
 	// can tell; Hold was told.
@@ -719,6 +719,12 @@ func (w *Write) Committed() {
 	w.end(committing)
 	w.failed, w.wrote, w.changing = 0, false, false
 	w.unpublished = false
+	// What the writers wrote is the file now: none of it is half written
+	// in the temp for a close to wait for. A handle counts again once a
+	// change comes through it.
+	for _, x := range w.hs {
+		w.leave(x)
+	}
 }
 
 // MadeReal: something other than the write's own handles reached the
@@ -751,10 +757,8 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // without a scan (h is closing): a conflicting open waits for its RELEASE
 // (Hold). If the opener still holds a descriptor, that open waits in vain
 // until its bound and fails then, as it would have at once. That includes
-// the close of a handle that wrote when an fsync has committed everything
-// since (an editor's save: write, fsync, close), unless appends in place
-// wait for their sync or a kill of the opener is to be audited for them
-// (Killed: KillInFile).
+// an editor's save (write, fsync, close): its fsync's commit took the
+// handle out of the writers (Committed).
 //
 // A handle opened read-only (a reader that joined the owner's write) never
 // commits at its close: it changed nothing, and its descriptors cannot be
@@ -764,17 +768,7 @@ func CloseMayCommit(byOpener bool) bool { return byOpener }
 // owner's writers have gone is committed by the owner's last RELEASE.
 func (w *Write) FlushStart(h *Handle) bool {
 	w.step(EvFlushStart, h, w.st)
-	switch {
-	case !h.open.Write || !w.Dirty() && !h.writing:
-		h.markClosing()
-		return false
-	case !w.Dirty() && !w.appended && !h.inPlace:
-		// h wrote, and a commit since (an fsync) took all of it: the
-		// close has nothing to commit, and h no bytes half written that
-		// another process's close of the owner must wait for. It leaves
-		// the writers as a clean close does; a write through a
-		// descriptor the opener still holds joins them again.
-		w.leave(h)
+	if !h.open.Write || !w.Dirty() && !h.writing {
 		h.markClosing()
 		return false
 	}

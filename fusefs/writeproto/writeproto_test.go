@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,11 +177,12 @@ func TestShellRedirectCommitsAtTheCommandsExit(t *testing.T) {
 	}
 }
 
-// TestCloseAfterFsyncNeedsNoScan: an editor's save writes, fsyncs (the
-// commit) and closes; that close has nothing to commit, so it asks for no
-// scan of the opener's descriptors (FlushStart false) and leaves the
-// writers: another process of the owner that writes and closes commits
-// at its own close, not at the first one's RELEASE.
+// TestCloseAfterFsyncNeedsNoScan: an editor's save writes, fsyncs and
+// closes. The fsync's commit made what it wrote the file and took its
+// handle out of the writers, so the close asks for no scan of the
+// opener's descriptors (FlushStart false), and another process of the
+// owner that writes and closes commits at its own close, not at the
+// first one's RELEASE.
 func TestCloseAfterFsyncNeedsNoScan(t *testing.T) {
 	p := newProc(t)
 	h := p.open(rewrite)
@@ -192,7 +194,7 @@ func TestCloseAfterFsyncNeedsNoScan(t *testing.T) {
 		t.Fatal("the close after the fsync's commit asks for a scan")
 	}
 	if h.Writing() {
-		t.Fatal("the saved handle is still among the writers")
+		t.Fatal("the saved handle is still among the writers after its close")
 	}
 	other := p.open(Open{Write: true, Opener: 2})
 	p.write(other, 2, 0)
@@ -203,6 +205,35 @@ func TestCloseAfterFsyncNeedsNoScan(t *testing.T) {
 	p.write(h, 1, 0)
 	if !h.Writing() || !p.w.FlushStart(h) {
 		t.Fatal("a write after the clean close does not count the handle again")
+	}
+}
+
+// TestWritersLeaveAtACommit: two processes of one owner write one file
+// (one temp). A commit makes what both wrote the file, so a process that
+// has written nothing since holds the other's close back no more (it may
+// hold descriptors yet); one that writes again does (TestModel seed
+// 544311063004).
+func TestWritersLeaveAtACommit(t *testing.T) {
+	p := newProc(t)
+	a := p.open(Open{Write: true, Opener: 1})
+	b := p.open(Open{Write: true, Opener: 2})
+	p.write(a, 3, 0)
+	p.write(b, 2, 0)
+	if v := p.commit(); v != CommitRename { // b's fsync
+		t.Fatalf("fsync: %v", v)
+	}
+	if a.Writing() || b.Writing() || p.w.Writers() != 0 {
+		t.Fatalf("after the commit: a writing %v, b writing %v, %d writers", a.Writing(), b.Writing(), p.w.Writers())
+	}
+	p.write(b, 1, 0)
+	if act, _ := p.close(b, true, clear); act != FlushCommit || p.commits != 2 {
+		t.Fatalf("b's last close beside a, which wrote before the commit only: %v, %d commits; want commit, 2", act, p.commits)
+	}
+	b2 := p.open(Open{Write: true, Opener: 2})
+	p.write(a, 1, 0)
+	p.write(b2, 1, 0)
+	if act, _ := p.close(b2, true, clear); act != FlushNone || p.commits != 2 {
+		t.Fatalf("b's close while a has written since the commit: %v, %d commits; want nothing, 2", act, p.commits)
 	}
 }
 
@@ -738,6 +769,15 @@ func (r *runner) step() {
 		if p.w.Dirty() && p.w.Failure() == 0 {
 			r.fail("fsync left the write %v", p.w.State())
 		}
+		// What was written is the file now: no handle holds another
+		// process's close back until a change comes through it again.
+		if v == CommitRename || v == CommitInPlace || v == CommitPublish {
+			for _, o := range r.hs {
+				if o.h.Writing() {
+					r.fail("h%d is still among the writers after the commit", slices.Index(r.hs, o))
+				}
+			}
+		}
 	case 5, 6: // close (FLUSH), then RELEASE as the kernel would
 		r.close(l, i)
 		if rng.Intn(2) != 0 { // else the release comes later
@@ -805,10 +845,6 @@ func (r *runner) close(l *live, i int) {
 		}
 	}
 	dirty, writing := p.w.Dirty(), l.h.Writing()
-	// What the close must commit: changes, or appends in place of l's
-	// (their sync, the audit of a kill); a writing handle's close after
-	// an fsync committed everything has nothing to.
-	mustCommit := dirty || writing && (p.w.Appended() || l.h.inPlace)
 	otherWriters := 0
 	for _, o := range hs {
 		// A sibling not held any more leaves with l's last close.
@@ -828,13 +864,8 @@ func (r *runner) close(l *live, i int) {
 	r.log("close h%d by opener %v %+v -> %v %v, %v", i, byOpener, facts, a, k, p.w.State())
 	// Close-to-open: the opener's last close of a writing handle
 	// commits, when nothing else of the owner's is being written.
-	if byOpener && l.open.Write && mustCommit && facts == clear && otherWriters == 0 && a != FlushCommit {
+	if byOpener && l.open.Write && (dirty || writing) && facts == clear && otherWriters == 0 && a != FlushCommit {
 		r.fail("the opener's last close did not commit")
-	}
-	// A close with nothing to commit holds no other close of the owner
-	// back: l leaves the writers (a later write joins them again).
-	if byOpener && l.open.Write && !mustCommit && l.h.Writing() {
-		r.fail("a close with nothing to commit left its handle among the writers")
 	}
 	// A reader's close commits nothing: it changed nothing.
 	if !l.open.Write && a != FlushNone {
