@@ -139,10 +139,16 @@ type fdTable struct {
 	tid     uint32
 	path    string
 	dir     int
-	used    bool              // dir has been listed: rewind it first
-	files   map[string]fdFile // descriptor number → its open fdinfo file
-	scanned uint64            // the scan that last saw each of files
-	cache   bool              // keep it after the scan
+	used    bool               // dir has been listed: rewind it first
+	files   map[string]*fdFile // descriptor number → its open fdinfo file
+	scanned uint64             // the scan that last saw each of files
+	cache   bool               // keep it after the scan
+	// buf holds a listing and info an fdinfo file at a time. They live
+	// with the table, not the scan: the listing's buffer made at each
+	// scan was 8 KiB of garbage at every committing close, half of what
+	// a created file allocated (docs/PERFORMANCE.md).
+	buf  [8192]byte
+	info [512]byte
 }
 
 type fdFile struct {
@@ -171,7 +177,7 @@ func (r *Resolver) openTable(tid uint32) (*fdTable, error) {
 	// The daemon's own threads are never cached: a scan of its own table
 	// would find the files of the scan before.
 	own := r.IsThreadOf(uint32(os.Getpid()), tid)
-	return &fdTable{tid: tid, path: dir, dir: dfd, files: make(map[string]fdFile), cache: !own}, nil
+	return &fdTable{tid: tid, path: dir, dir: dfd, files: make(map[string]*fdFile), cache: !own}, nil
 }
 
 // takeTable returns the cached table of thread tid, if any, for the
@@ -243,10 +249,9 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 	t.used = true
 	t.scanned++
 	var c Closing
-	var info [512]byte
 	var mounts []uint64 // the mount ids of the descriptors whose inode number is one of inos
 	seen := 0
-	buf := make([]byte, 8192)
+	buf := t.buf[:]
 	for {
 		n, err := unix.Getdents(t.dir, buf)
 		if err == unix.EINTR {
@@ -274,7 +279,7 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 			if seen++; seen > maxScan {
 				return Closing{}, nil, ErrTooManyDescriptors
 			}
-			got, err := t.read(string(name), info[:])
+			got, err := t.read(name, t.info[:])
 			if err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					continue // closed meanwhile
@@ -301,20 +306,22 @@ func (t *fdTable) scan(inos []uint64, like SameOpen) (Closing, []uint64, error) 
 	return c, mounts, nil
 }
 
-// read reads the fdinfo file of descriptor nm: through its open file if
-// the table has it, else opened by name (and kept, within bounds).
-func (t *fdTable) read(nm string, buf []byte) ([]byte, error) {
-	if f, ok := t.files[nm]; ok {
+// read reads the fdinfo file of the descriptor named name (the listing's
+// bytes: a file the table has is found without making a string of them):
+// through its open file if the table has it, else opened by name (and
+// kept, within bounds).
+func (t *fdTable) read(name []byte, buf []byte) ([]byte, error) {
+	if f, ok := t.files[string(name)]; ok {
 		n, err := pread(f.fd, buf)
 		if err == nil {
 			f.scan = t.scanned
-			t.files[nm] = f
 			return buf[:n], nil
 		}
 		unix.Close(f.fd)
-		delete(t.files, nm)
+		delete(t.files, string(name))
 		return nil, err // ENOENT: the number was closed meanwhile
 	}
+	nm := string(name)
 	fd, err := unix.Openat(t.dir, nm, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	for err == unix.EINTR {
 		fd, err = unix.Openat(t.dir, nm, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -333,7 +340,7 @@ func (t *fdTable) read(nm string, buf []byte) ([]byte, error) {
 		}
 		return buf[:n], nil
 	}
-	t.files[nm] = fdFile{fd: fd, scan: t.scanned}
+	t.files[nm] = &fdFile{fd: fd, scan: t.scanned}
 	return buf[:n], nil
 }
 

@@ -30,10 +30,11 @@ func testFailAt() func(fusefs.Stage) bool {
 
 // testProfile, in test builds, profiles the daemon for the benchmarks:
 // its CPU into REALMFS_CPUPROFILE, its mutex and blocking events into
-// REALMFS_MUTEXPROFILE and that name.block. The returned function writes
-// them out once the server has stopped.
+// REALMFS_MUTEXPROFILE and that name.block, its allocations into
+// REALMFS_ALLOCPROFILE. The returned function writes them out once the
+// server has stopped.
 func testProfile() func() {
-	return profiling.Start(os.Getenv("REALMFS_CPUPROFILE"), os.Getenv("REALMFS_MUTEXPROFILE"))
+	return profiling.Start(os.Getenv("REALMFS_CPUPROFILE"), os.Getenv("REALMFS_MUTEXPROFILE"), os.Getenv("REALMFS_ALLOCPROFILE"))
 }
 
 // testSysfail, in test builds, makes the backing filesystem look like one

@@ -863,8 +863,14 @@ func relTo(root, p string) (string, bool) {
 // fdPath is the kernel's path of the object held by fd.
 func (r *Root) fdPath(fd int) (string, error) {
 	name := strconv.Itoa(fd)
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
+	// The first read goes to the stack: a workspace path is short, and
+	// this runs for a directory at most requests.
+	var small [256]byte
+	for size := len(small); ; size *= 2 {
+		buf := small[:]
+		if size > len(small) {
+			buf = make([]byte, size)
+		}
 		n, err := unix.Readlinkat(r.procFd, name, buf)
 		if err != nil {
 			return "", err

@@ -133,6 +133,33 @@ func TestRootHolds(t *testing.T) {
 	must(t, os.Rename(root+"-moved", root))
 }
 
+// TestRootWhereLong: a path longer than fdPath's first buffer is read
+// whole (a second, larger read).
+func TestRootWhereLong(t *testing.T) {
+	root, _ := tree(t)
+	rfd := openRoot(t, root)
+	r, err := NewRoot(rfd)
+	must(t, err)
+	defer r.Close()
+	name := strings.Repeat("l", 200)
+	dir, err := unix.Dup(rfd)
+	must(t, err)
+	var rel []string
+	for range 3 { // 3 × 201 bytes: past the first 256
+		must(t, Mkdir(dir, name, 0o755))
+		next, err := OpenDir(dir, name)
+		must(t, err)
+		Close(dir)
+		dir = next
+		rel = append(rel, name)
+	}
+	defer Close(dir)
+	want := strings.Join(rel, "/")
+	if got, known, ok, err := r.Where(dir); err != nil || !ok || !known || got != want {
+		t.Errorf("Where = %d bytes %v %v %v; want the %d bytes of %q/...", len(got), known, ok, err, len(want), name[:8])
+	}
+}
+
 // TestRootHoldsDeep: past PATH_MAX the kernel gives no path, and Holds
 // walks up instead.
 func TestRootHoldsDeep(t *testing.T) {

@@ -26,20 +26,32 @@ import (
 // Go's default pacing).
 const Room = 64 << 20
 
-// maxPercent bounds the GOGC Percent sets for a live heap under a
-// hundredth of the room, such as a daemon's first moments.
+// heapMinimum is Go's least heap goal at GOGC=100 (the runtime's
+// defaultHeapMinimum). The runtime scales it with GOGC: the goal is never
+// under heapMinimum × GOGC/100, whatever the live heap.
+const heapMinimum = 4 << 20
+
+// maxPercent bounds the GOGC Percent sets for a room of hundreds of
+// heap minimums (a test's).
 const maxPercent = 10000
 
-// Percent is the GOGC that makes the heap goal live + max(live, room):
-// Go's 100 once the live heap is room or more, more below it.
+// Percent is the GOGC that makes the heap goal about live + max(live,
+// room): Go's 100 once the live heap is room or more, more below it. A
+// live heap under Go's heap minimum (none yet, before the first cycle)
+// is taken as the minimum: the GOGC that room/live would give there
+// scales the minimum past live + room (GOGC=10000 made the first goal 400
+// MiB: the daemon's heap grew by fresh pages, one fault each, to 250 MiB
+// over 20,000 creates without a collection), where room/minimum makes it
+// live + room.
 func Percent(live, room uint64) int {
 	if live >= room {
 		return 100
 	}
-	if live == 0 || room/live >= maxPercent/100 {
+	live = max(live, heapMinimum)
+	if room/live >= maxPercent/100 {
 		return maxPercent
 	}
-	return int(room * 100 / live)
+	return max(100, int(room*100/live))
 }
 
 // changed reports whether the GOGC next differs enough from cur to set:

@@ -14,14 +14,25 @@ func TestPercent(t *testing.T) {
 		live uint64
 		want int
 	}{
-		{"no live heap yet", 0, maxPercent},
-		{"a hundredth of the room", room / 100, maxPercent},
+		{"no live heap yet: the goal is the heap minimum scaled to the room", 0, 1600},
+		{"a hundredth of the room, under the heap minimum", room / 100, 1600},
+		{"the heap minimum", heapMinimum, 1600},
 		{"a daemon's 12 MiB", 12 << 20, 533},
 		{"half the room", room / 2, 200},
 		{"just under the room", room - 1, 100},
 		{"the room", room, 100},
 		{"past the room: Go's pacing", 4 * room, 100},
 	} {
+		t.Run(tc.name+": the goal", func(t *testing.T) {
+			// The runtime's goal: the live heap grown by GOGC percent,
+			// and never under the heap minimum scaled by it; within a
+			// heap minimum of live + max(live, room).
+			p := uint64(Percent(tc.live, room))
+			goal := max(tc.live+tc.live*p/100, heapMinimum*p/100)
+			if want := tc.live + max(tc.live, room); goal+heapMinimum < want || goal > want+heapMinimum {
+				t.Errorf("live %d: GOGC %d makes a goal of %d, want %d within %d", tc.live, p, goal, want, heapMinimum)
+			}
+		})
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Percent(tc.live, room); got != tc.want {
 				t.Errorf("Percent(%d, %d) = %d, want %d", tc.live, room, got, tc.want)

@@ -12,8 +12,8 @@ import (
 // as pprof reads them); none asked for, no file.
 func TestStart(t *testing.T) {
 	dir := t.TempDir()
-	cpu, mutex := filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex")
-	stop := Start(cpu, mutex)
+	cpu, mutex, allocs := filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex"), filepath.Join(dir, "allocs")
+	stop := Start(cpu, mutex, allocs)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 4 {
@@ -31,7 +31,7 @@ func TestStart(t *testing.T) {
 	}
 	wg.Wait()
 	stop()
-	for _, path := range []string{cpu, mutex, mutex + ".block"} {
+	for _, path := range []string{cpu, mutex, mutex + ".block", allocs} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +43,7 @@ func TestStart(t *testing.T) {
 
 	none := t.TempDir()
 	t.Chdir(none)
-	Start("", "")()
+	Start("", "", "")()
 	if ents, _ := os.ReadDir(none); len(ents) != 0 {
 		t.Errorf("profiles written though none was asked for: %v", ents)
 	}
