@@ -389,6 +389,54 @@ func Getxattr(fd int, attr string, dest []byte) (int, error) {
 	return ignoringEINTR2(func() (int, error) { return unix.Getxattr(procPath(fd), attr, dest) })
 }
 
+// noGetxattrat is set once getxattrat answered ENOSYS (a kernel before
+// 6.13); from then on DirGetxattr goes through /proc/self/fd.
+var noGetxattrat atomic.Bool
+
+// xattrArgs is the kernel's struct xattr_args of getxattrat(2). value is
+// a pointer, not a number, so that a buffer on the stack that moves is
+// followed (its __aligned_u64 is a pointer where pointers are 64 bits:
+// DirGetxattr asks nothing else).
+type xattrArgs struct {
+	value *byte
+	size  uint32
+	flags uint32
+}
+
+// DirGetxattr is Getxattr for fd a directory: getxattrat(2) of "."
+// beneath it, which walks no /proc magic link (a new file's default ACL is
+// read at every create). O_PATH fds take no AT_EMPTY_PATH there (EBADF),
+// hence ".". A kernel without the call gets Getxattr.
+func DirGetxattr(fd int, attr string, dest []byte) (int, error) {
+	if noGetxattrat.Load() || unsafe.Sizeof(xattrArgs{}) != 16 {
+		return Getxattr(fd, attr, dest)
+	}
+	name, err := unix.BytePtrFromString(attr)
+	if err != nil {
+		return 0, err
+	}
+	var args xattrArgs
+	if len(dest) > 0 {
+		args.value, args.size = &dest[0], uint32(min(len(dest), 1<<30))
+	}
+	n, err := ignoringEINTR2(func() (int, error) {
+		r, _, e := unix.Syscall6(unix.SYS_GETXATTRAT, uintptr(fd), uintptr(unsafe.Pointer(&dotPath[0])),
+			uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(name)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		noGetxattrat.Store(true)
+		return Getxattr(fd, attr, dest)
+	}
+	return n, err
+}
+
+// dotPath is "." as the kernel reads a path.
+var dotPath = [2]byte{'.', 0}
+
 // Setxattr writes attribute attr.
 func Setxattr(fd int, attr string, data []byte, flags int) error {
 	return ignoringEINTR(func() error { return unix.Setxattr(procPath(fd), attr, data, flags) })

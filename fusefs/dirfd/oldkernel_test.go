@@ -26,6 +26,7 @@ func withoutCalls(t *testing.T, nrs []uintptr, fn func()) {
 	t.Cleanup(func() {
 		noOpenat2.Store(false)
 		noFchmodat2.Store(false)
+		noGetxattrat.Store(false)
 	})
 	done := make(chan struct{})
 	go func() {
@@ -127,6 +128,51 @@ func TestOpenWithoutOpenat2(t *testing.T) {
 				Close(fd)
 				t.Errorf("OpenDir(%s) without openat2 followed the link", name)
 			}
+		}
+	})
+}
+
+// TestDirGetxattr: a directory's attribute read by getxattrat of "." and,
+// without the call, through /proc/self/fd: the value, its size asked with
+// no buffer, ERANGE for a short one, ENODATA for none.
+func TestDirGetxattr(t *testing.T) {
+	root, _ := tree(t)
+	if err := unix.Setxattr(filepath.Join(root, "a"), "user.realm-test", []byte("value-of-a"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", root, err)
+	}
+	rfd := openRoot(t, root)
+	check := func(how string) {
+		dir, err := OpenDir(rfd, "a")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer Close(dir)
+		buf := make([]byte, 64)
+		if n, err := DirGetxattr(dir, "user.realm-test", buf); err != nil || string(buf[:n]) != "value-of-a" {
+			t.Errorf("%s: %q, %v; want value-of-a", how, buf[:max(n, 0)], err)
+		}
+		if n, err := DirGetxattr(dir, "user.realm-test", nil); err != nil || n != len("value-of-a") {
+			t.Errorf("%s: size %d, %v; want %d", how, n, err, len("value-of-a"))
+		}
+		if _, err := DirGetxattr(dir, "user.realm-test", buf[:3]); err != unix.ERANGE {
+			t.Errorf("%s: a short buffer: %v, want ERANGE", how, err)
+		}
+		if _, err := DirGetxattr(dir, "user.realm-none", buf); err != unix.ENODATA {
+			t.Errorf("%s: no attribute: %v, want ENODATA", how, err)
+		}
+		if _, err := DirGetxattr(rfd, "user.realm-test", buf); err != unix.ENODATA {
+			t.Errorf("%s: the root, which has none: %v, want ENODATA", how, err)
+		}
+	}
+	check("getxattrat")
+	if noGetxattrat.Load() {
+		t.Log("this kernel has no getxattrat: both runs went through /proc")
+	}
+	withoutCalls(t, []uintptr{unix.SYS_GETXATTRAT}, func() {
+		check("without getxattrat")
+		if !noGetxattrat.Load() {
+			t.Error("the fallback was not taken")
 		}
 	})
 }

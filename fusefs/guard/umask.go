@@ -83,11 +83,11 @@ const (
 // none, as a filesystem without ACLs has none.
 func defaultACLPerm(pfd int) (uint32, bool) {
 	buf := make([]byte, 256)
-	n, err := dirfd.Getxattr(pfd, "system.posix_acl_default", buf)
+	n, err := dirfd.DirGetxattr(pfd, "system.posix_acl_default", buf)
 	if errors.Is(err, unix.ERANGE) {
-		if n, err = dirfd.Getxattr(pfd, "system.posix_acl_default", nil); err == nil {
+		if n, err = dirfd.DirGetxattr(pfd, "system.posix_acl_default", nil); err == nil {
 			buf = make([]byte, n)
-			n, err = dirfd.Getxattr(pfd, "system.posix_acl_default", buf)
+			n, err = dirfd.DirGetxattr(pfd, "system.posix_acl_default", buf)
 		}
 	}
 	if err != nil {
