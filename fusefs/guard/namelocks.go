@@ -89,14 +89,27 @@ func (n NameLocks) held(st *unix.Stat_t) FileLock {
 // marks, which the caller calls once every write of them has followed the
 // rename. A place that leads to no regular file marks nothing. A commit
 // that replaced a file between the look and the mark is met by a look
-// again: the file the name leads to now is marked instead.
-func (n NameLocks) BeginMove(begin func(keys []locks.Key) (end func()), places ...Place) (ls []FileLock, end func()) {
+// again: the file the name leads to now is marked instead. seen, if the
+// caller has it (one lock per place, else nil), is its own look at the
+// places: the first marks are taken from it, not from a look of their
+// own, and the look after them meets a file changed since seen as it meets
+// a commit (a rename looks at its names before it waits for another
+// owner's write: two lstats fewer). Then only the keys of ls are as the
+// marks found them.
+func (n NameLocks) BeginMove(begin func(keys []locks.Key) (end func()), seen []FileLock, places ...Place) (ls []FileLock, end func()) {
 	for {
-		ls = make([]FileLock, len(places))
+		if len(seen) == len(places) {
+			ls, seen = seen, nil
+		} else {
+			ls = make([]FileLock, len(places))
+			for i, p := range places {
+				ls[i] = n.LockOf(p.Dir, p.Name)
+			}
+		}
 		var keys []locks.Key // of regular files
-		for i, p := range places {
-			if ls[i] = n.LockOf(p.Dir, p.Name); ls[i].Regular() {
-				keys = append(keys, ls[i].Key)
+		for _, l := range ls {
+			if l.Regular() {
+				keys = append(keys, l.Key)
 			}
 		}
 		end = begin(keys)

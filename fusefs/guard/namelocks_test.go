@@ -60,7 +60,7 @@ func TestBeginMove(t *testing.T) {
 		marked = keys
 		return func() { ended = true }
 	}
-	ls, end := n.BeginMove(begin, Place{dir, "held"}, Place{dir, "d"}, Place{dir, "free"})
+	ls, end := n.BeginMove(begin, nil, Place{dir, "held"}, Place{dir, "d"}, Place{dir, "free"})
 	if !slices.Equal(marked, []locks.Key{held, free.Key}) {
 		t.Errorf("marked %v; want %v", marked, []locks.Key{held, free.Key})
 	}
@@ -74,6 +74,44 @@ func TestBeginMove(t *testing.T) {
 	if !ended {
 		t.Error("end did not end the marks")
 	}
+}
+
+// TestBeginMoveSeen: the caller's own look is marked first; a look of it
+// that no longer holds (the file at a name changed since: here a key that
+// is not free's) has its marks ended and the files the names lead to now
+// marked instead.
+func TestBeginMoveSeen(t *testing.T) {
+	_, dir := tree(t, "held", "free", "d/")
+	n, held := newNameLocks(t, dir, "held")
+	free, _ := identity(t, dir, "free")
+	places := []Place{{dir, "held"}, {dir, "free"}}
+	var marked [][]locks.Key
+	ends := 0
+	begin := func(keys []locks.Key) func() {
+		marked = append(marked, keys)
+		return func() { ends++ }
+	}
+	seen := []FileLock{n.LockOf(dir, "held"), n.LockOf(dir, "free")}
+	ls, end := n.BeginMove(begin, seen, places...)
+	if len(marked) != 1 || !slices.Equal(marked[0], []locks.Key{held, free.Key}) || ends != 0 {
+		t.Errorf("a look that holds: marked %v, %d ended; want one marking of %v", marked, ends, []locks.Key{held, free.Key})
+	}
+	if len(ls) != 2 || !ls[0].Held || ls[1].Key != free.Key {
+		t.Errorf("locks %+v", ls)
+	}
+	end()
+
+	marked, ends = nil, 0
+	stale := []FileLock{seen[0], {Key: locks.Key{Dev: free.Key.Dev, Ino: free.Key.Ino + 1000}}}
+	ls, end = n.BeginMove(begin, stale, places...)
+	want := [][]locks.Key{{held, stale[1].Key}, {held, free.Key}}
+	if len(marked) != 2 || !slices.Equal(marked[0], want[0]) || !slices.Equal(marked[1], want[1]) || ends != 1 {
+		t.Errorf("a stale look: marked %v, %d ended; want %v, the first ended", marked, ends, want)
+	}
+	if len(ls) != 2 || ls[1].Key != free.Key {
+		t.Errorf("locks after a stale look %+v; want free's key %v", ls, free.Key)
+	}
+	end()
 }
 
 // TestReplacesOthers: a rename replaces another owner's file at its new

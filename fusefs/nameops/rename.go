@@ -48,7 +48,7 @@ func (o *Ops[N]) Rename(ctx context.Context, from N, ofd int, oldAt DirPath, nam
 	// The files moved are marked from the look that finds their writes
 	// until the writes have followed: no commit of theirs meets a name
 	// half way (guard.NameLocks.BeginMove).
-	ls, endMove := names.BeginMove(o.Engine.BeginMoves, guard.Place{Dir: ofd, Name: name}, guard.Place{Dir: nfd, Name: newName})
+	ls, endMove := names.BeginMove(o.Engine.BeginMoves, []guard.FileLock{src, dst}, guard.Place{Dir: ofd, Name: name}, guard.Place{Dir: nfd, Name: newName})
 	defer endMove()
 	replaced := dst.Held // by the caller's owner: another's was refused
 	src, dst = ls[0], ls[1]
