@@ -455,6 +455,56 @@ func TestInodeNumbers(t *testing.T) {
 	}
 }
 
+// TestInodeNumbersAfterForget: a file the mount rewrote (a new backing
+// inode at each commit) keeps the number the kernel knew it by after the
+// kernel forgets its node (drop_caches), as a native file keeps its number
+// for its life: git's index records st_ino, and a number that changed had
+// git read every such file again. A file made through the mount keeps its
+// number too, and no two files share one.
+func TestInodeNumbersAfterForget(t *testing.T) {
+	t.Parallel()
+	const files = 30
+	m := mount(t, Prepare(func(m *Mount) {
+		for i := range files {
+			writeFile(t, m.BackingPath(fmt.Sprintf("d/old%02d", i)), "before the mount")
+		}
+	}))
+	names := make([]string, 0, 2*files)
+	for i := range files {
+		old, made := fmt.Sprintf("d/old%02d", i), fmt.Sprintf("d/new%02d", i)
+		writeFile(t, m.Path(old), "rewritten through the mount")
+		writeFile(t, m.Path(made), "made through the mount")
+		writeFile(t, m.Path(made), "and rewritten")
+		names = append(names, old, made)
+	}
+	before := map[string]uint64{}
+	for _, name := range names {
+		before[name] = lstat(t, m.Path(name)).Ino
+	}
+	rekeyed := 0
+	for _, name := range names {
+		if before[name] != lstat(t, m.BackingPath(name)).Ino {
+			rekeyed++
+		}
+	}
+	if rekeyed == 0 {
+		t.Fatal("no file's number on the mount differs from its backing inode's: nothing to forget")
+	}
+	dropCaches(t)
+	seen := map[uint64]string{}
+	for _, name := range names {
+		ino := lstat(t, m.Path(name)).Ino
+		if ino != before[name] {
+			t.Errorf("%s: st_ino %d after the kernel forgot it, %d before", name, ino, before[name])
+		}
+		if other, dup := seen[ino]; dup {
+			t.Errorf("%s and %s share st_ino %d", name, other, ino)
+		}
+		seen[ino] = name
+	}
+	t.Logf("%d of %d files answer to a number not their backing inode's", rekeyed, len(names))
+}
+
 // TestEscapingSymlinks: symlinks in BACKING that leave the root are refused
 // (EACCES on readlink and on open through them) and audited as PATH_ESCAPE;
 // inside symlinks work.

@@ -18,7 +18,8 @@ import (
 // TestMadeUpNumberIsKept: an object of any type whose backing inode number
 // a live node borrows gets a number the mount makes up, and every lookup
 // while the kernel knows its node, racing ones too, answers that node and
-// number; once forgotten, the object may get another.
+// number; once forgotten, the number is kept for the object
+// (inodes.Table.Forget), for its next node.
 func TestMadeUpNumberIsKept(t *testing.T) {
 	tf := newTestFS(t, nil)
 	if err := os.Mkdir(filepath.Join(tf.backing, "d"), 0o755); err != nil {
@@ -66,9 +67,13 @@ func TestMadeUpNumberIsKept(t *testing.T) {
 				t.Errorf("%s: lookup %d answered inode number %d, the first %d", name, i, in.StableAttr().Ino, first.StableAttr().Ino)
 			}
 		}
+		kept := tf.inos.Kept()
 		asNode(first).OnForget()
 		if objects, nodes := tf.inos.Entries(); objects+nodes != 0 {
 			t.Errorf("%s: %d entries left once the node is forgotten", name, objects+nodes)
+		}
+		if tf.inos.Kept() != kept+1 || !tf.inos.Borrowed(first.StableAttr().Ino) {
+			t.Errorf("%s: its made-up number %d not kept once its node is forgotten", name, first.StableAttr().Ino)
 		}
 	}
 }

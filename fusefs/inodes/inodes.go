@@ -16,12 +16,23 @@
 // "Rekeyed" is said only of commits; a rename through the mount is
 // "renamed".
 //
+// Such a number outlives the node: once the kernel forgets it (memory
+// pressure, drop_caches), the object's next node answers to the same
+// number (Table.Forget keeps it, Table.MadeUp gives it back), as a
+// native file keeps its number for its life. A program that compares
+// st_ino over time sees the same file: git's index records it, and a
+// changed number has git read every such file again (a cold git status
+// of an untarred tree took 4 times as long). The numbers kept go when a
+// commit replaces their object (Succeeded), and past maxNumbers the
+// oldest half go.
+//
 // It is a package of its own because it needs nothing of go-fuse: the
 // table is generic over the adapter's node N, which it only keeps and
 // hands back, and is told each node's inode number by its caller.
 package inodes
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +51,12 @@ const BorrowedBit = 1 << 63
 // maxSucceeded bounds the commits remembered for CatchUp; past it the
 // record starts again (a node older than that gets ESTALE, as before).
 const maxSucceeded = 4096
+
+// maxNumbers bounds the numbers kept for objects whose nodes the kernel
+// has forgotten (about 100 bytes each); past it the oldest half go, and
+// their objects get their own numbers (or made-up ones) at their next
+// lookup.
+const maxNumbers = 1 << 17
 
 // Table is a mount's record of inode numbers across commits. Its zero value
 // is empty and ready; N is the adapter's node, compared and kept, never
@@ -66,6 +83,13 @@ type Table[N comparable] struct {
 	// successors maps a backing file a commit replaced to its replacement
 	// (CatchUp).
 	successors map[FileID]FileID
+	// numbers holds the number of an object whose node the kernel has
+	// forgotten, where that number is not the object's own (it was in
+	// rekeyed); numberOf is the reverse: those numbers stay borrowed.
+	// numbersAge is their order of entry, for the bound.
+	numbers    map[FileID]uint64
+	numberOf   map[uint64]FileID
+	numbersAge []FileID
 	synthetic  atomic.Uint64 // the last inode number the mount made up
 }
 
@@ -114,22 +138,96 @@ func (t *Table[N]) dropLocked(m N) {
 // name racing (a revalidation of an entry is not serialized by the kernel)
 // answer one node: two made-up numbers would have the kernel drop the
 // first node's entry.
+//
+// An object whose forgotten node had a number not its own gets that
+// number back (Forget kept it), whether or not its own is borrowed.
 func (t *Table[N]) MadeUp(id FileID, ino uint64, mk func(ino uint64) (N, uint64)) (m N, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var zero N
-	if t.borrowed[ino] == zero {
+	kept, hasKept := t.numbers[id]
+	if !hasKept && !t.borrowedLocked(ino) {
 		return zero, false
 	}
 	if m := t.rekeyed[id]; m != zero {
 		return m, true
 	}
-	m, got := mk(BorrowedBit | t.synthetic.Add(1))
+	num := kept
+	if !hasKept {
+		num = BorrowedBit | t.synthetic.Add(1)
+	}
+	m, got := mk(num)
 	if m != zero {
+		t.unkeepLocked(id)
 		t.setLocked(id, m)
 		t.borrowed[got] = m
 	}
 	return m, true
+}
+
+// borrowedLocked reports whether number ino is a live node's or kept for
+// a forgotten one's object; mu is held.
+func (t *Table[N]) borrowedLocked(ino uint64) bool {
+	var zero N
+	if t.borrowed[ino] != zero {
+		return true
+	}
+	_, kept := t.numberOf[ino]
+	return kept
+}
+
+// keepLocked keeps number ino for object id, whose node is forgotten; mu
+// is held. Past maxNumbers the oldest half go first.
+func (t *Table[N]) keepLocked(id FileID, ino uint64) {
+	if t.numbers == nil {
+		t.numbers = make(map[FileID]uint64)
+		t.numberOf = make(map[uint64]FileID)
+	}
+	if len(t.numbers) >= maxNumbers {
+		t.compactAgeLocked()
+		old := t.numbersAge[:len(t.numbersAge)/2]
+		for _, o := range old {
+			t.unkeepLocked(o)
+		}
+		t.numbersAge = append(t.numbersAge[:0], t.numbersAge[len(old):]...)
+	} else if len(t.numbersAge) >= 2*len(t.numbers)+64 {
+		t.compactAgeLocked()
+	}
+	t.unkeepLocked(id)
+	if prev, ok := t.numberOf[ino]; ok {
+		t.unkeepLocked(prev)
+	}
+	t.numbers[id] = ino
+	t.numberOf[ino] = id
+	t.numbersAge = append(t.numbersAge, id)
+}
+
+// compactAgeLocked leaves in numbersAge only the objects numbers holds,
+// each once, at its latest place: an object taken back by MadeUp or
+// Succeeded, or kept again, left places behind. mu is held.
+func (t *Table[N]) compactAgeLocked() {
+	seen := make(map[FileID]bool, len(t.numbers))
+	kept := t.numbersAge[:0:0]
+	for i := len(t.numbersAge) - 1; i >= 0; i-- {
+		o := t.numbersAge[i]
+		if _, ok := t.numbers[o]; ok && !seen[o] {
+			seen[o] = true
+			kept = append(kept, o)
+		}
+	}
+	slices.Reverse(kept)
+	t.numbersAge = kept
+}
+
+// unkeepLocked drops the number kept for id, if any; mu is held. Its place
+// in numbersAge stays until compactAgeLocked.
+func (t *Table[N]) unkeepLocked(id FileID) {
+	if ino, ok := t.numbers[id]; ok {
+		delete(t.numbers, id)
+		if t.numberOf[ino] == id {
+			delete(t.numberOf, ino)
+		}
+	}
 }
 
 // Node returns the node the kernel knows the object id by, when that
@@ -156,6 +254,7 @@ func (t *Table[N]) Succeeded(old, new FileID) {
 		t.successors = make(map[FileID]FileID)
 	}
 	t.successors[old] = new
+	t.unkeepLocked(old) // that file is gone; its node, if any, is the new file's
 }
 
 // CatchUp reports whether commits of this mount replaced the file was,
@@ -194,10 +293,15 @@ func (t *Table[N]) CatchUp(n N, ino uint64, was, now FileID) bool {
 }
 
 // Forget drops the entries of node m, known by inode number ino, once the
-// kernel has forgotten it.
+// kernel has forgotten it. Where m stood for an object whose own number
+// ino is not (it was rekeyed or made up, and not retired since), ino is
+// kept for that object: its next node answers to it again (MadeUp).
 func (t *Table[N]) Forget(m N, ino uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if id, ok := t.rekeyedBy[m]; ok && t.rekeyed[id] == m && id.Key.Ino != ino {
+		t.keepLocked(id, ino)
+	}
 	t.dropLocked(m)
 	if t.borrowed[ino] == m {
 		delete(t.borrowed, ino)
@@ -239,12 +343,20 @@ func (t *Table[N]) HoldOf(key locks.Key) int64 {
 }
 
 // Borrowed reports whether a live node answers to inode number ino without
-// its backing object having it.
+// its backing object having it, or the number is kept for an object whose
+// node the kernel forgot (Forget).
 func (t *Table[N]) Borrowed(ino uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var zero N
-	return t.borrowed[ino] != zero
+	return t.borrowedLocked(ino)
+}
+
+// Kept is how many numbers are kept for objects whose nodes the kernel
+// has forgotten (Forget).
+func (t *Table[N]) Kept() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.numbers)
 }
 
 // Entries is how many objects the table leads to a node, and how many

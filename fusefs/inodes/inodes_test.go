@@ -17,8 +17,8 @@ type node struct {
 func file(ino, gen uint64) FileID { return FileID{Key: locks.Key{Dev: 1, Ino: ino}, Gen: gen} }
 
 // TestRekeyed: a rekeyed node is found by its new identity only, its
-// number is borrowed until it is forgotten, and it keeps one entry
-// however often it is rekeyed.
+// number is borrowed (while it lives, and kept for its object once it is
+// forgotten), and it keeps one entry however often it is rekeyed.
 func TestRekeyed(t *testing.T) {
 	var tb Table[*node]
 	n := &node{"f", 10}
@@ -45,8 +45,75 @@ func TestRekeyed(t *testing.T) {
 		t.Errorf("borrowed: 10 %v, 12 %v; want only the node's number", tb.Borrowed(10), tb.Borrowed(12))
 	}
 	tb.Forget(n, n.ino)
-	if objects, nodes := tb.Entries(); objects+nodes != 0 || tb.Borrowed(10) {
-		t.Errorf("after forget: entries %d, %d, borrowed %v", objects, nodes, tb.Borrowed(10))
+	if objects, nodes := tb.Entries(); objects+nodes != 0 || !tb.Borrowed(10) || tb.Kept() != 1 {
+		t.Errorf("after forget: entries %d, %d, borrowed %v, kept %d; want none, 10 kept for the file", objects, nodes, tb.Borrowed(10), tb.Kept())
+	}
+}
+
+// TestForgottenKeepsNumber: the object of a forgotten node whose number
+// was not its own (rekeyed, or made up) gets that number again at its next
+// node, whether or not its own number is borrowed; a number kept stays
+// borrowed, so no other object gets it; an object a commit replaces loses
+// its kept number; the node's own number is never kept.
+func TestForgottenKeepsNumber(t *testing.T) {
+	var tb Table[*node]
+	mk := func(ino uint64) (*node, uint64) { return &node{"again", ino}, ino }
+
+	// A commit gave the file (now inode 12) the node known as 10.
+	n := &node{"f", 10}
+	tb.Rekeyed(file(12, 1), n, n.ino)
+	tb.Forget(n, n.ino)
+	m, ok := tb.MadeUp(file(12, 1), 12, mk)
+	if !ok || m == nil || m.ino != 10 {
+		t.Fatalf("next node of the rekeyed file: %v, %v; want number 10", m, ok)
+	}
+	if tb.Kept() != 0 || !tb.Borrowed(10) {
+		t.Errorf("with its node back: kept %d, 10 borrowed %v; want 0, true (the live node's)", tb.Kept(), tb.Borrowed(10))
+	}
+	// The same number again after a second forget; another file given
+	// inode 10 by the backing filesystem meanwhile gets a made-up one.
+	tb.Forget(m, m.ino)
+	if other, ok := tb.MadeUp(file(10, 7), 10, mk); !ok || other.ino&BorrowedBit == 0 {
+		t.Errorf("a new file with inode 10: %v, %v; want a made-up number", other, ok)
+	}
+	if again, ok := tb.MadeUp(file(12, 1), 12, mk); !ok || again.ino != 10 {
+		t.Errorf("the rekeyed file after a second forget: %v, %v; want 10", again, ok)
+	} else {
+		tb.Forget(again, again.ino)
+	}
+	// A commit replaces the file: its kept number goes with it.
+	tb.Succeeded(file(12, 1), file(13, 1))
+	if _, ok := tb.MadeUp(file(12, 1), 12, mk); ok {
+		t.Error("a file a commit replaced still got a kept number")
+	}
+	if tb.Borrowed(10) {
+		t.Error("10 still borrowed once nothing is known by it")
+	}
+	// A node with its own number keeps nothing.
+	own := &node{"own", 30}
+	tb.Rekeyed(file(30, 1), own, own.ino) // CatchUp can leave a node its own number
+	tb.Forget(own, own.ino)
+	if tb.Borrowed(30) {
+		t.Error("a node's own number was kept")
+	}
+}
+
+// TestKeptBound: past maxNumbers the oldest half of the kept numbers go.
+func TestKeptBound(t *testing.T) {
+	var tb Table[*node]
+	for i := range uint64(maxNumbers + 10) {
+		n := &node{"f", BorrowedBit | i}
+		tb.Rekeyed(file(1_000_000+i, 1), n, n.ino)
+		tb.Forget(n, n.ino)
+	}
+	if got := tb.Kept(); got > maxNumbers || got < maxNumbers/2 {
+		t.Errorf("kept %d; want between %d and %d", got, maxNumbers/2, maxNumbers)
+	}
+	if tb.Borrowed(BorrowedBit) { // the first kept: BorrowedBit | 0
+		t.Error("the oldest kept number is still kept past the bound")
+	}
+	if !tb.Borrowed(BorrowedBit | (maxNumbers + 9)) {
+		t.Error("the newest kept number went")
 	}
 }
 
@@ -172,5 +239,26 @@ func TestNumber(t *testing.T) {
 	}
 	if want := uint64(other<<32^root<<32) ^ 7; a != want {
 		t.Errorf("Number(%#x, %#x, 7) = %#x, want %#x", root, other, a, want)
+	}
+}
+
+// TestKeptAgeCompacts: one file forgotten and looked up again and again
+// keeps one number and the table's record of their order stays small.
+func TestKeptAgeCompacts(t *testing.T) {
+	var tb Table[*node]
+	mk := func(ino uint64) (*node, uint64) { return &node{"again", ino}, ino }
+	n := &node{"f", 10}
+	tb.Rekeyed(file(12, 1), n, n.ino)
+	for range 10000 {
+		tb.Forget(n, n.ino)
+		m, ok := tb.MadeUp(file(12, 1), 12, mk)
+		if !ok || m.ino != 10 {
+			t.Fatalf("the file's next node: %v, %v; want number 10", m, ok)
+		}
+		n = m
+	}
+	tb.Forget(n, n.ino)
+	if tb.Kept() != 1 || len(tb.numbersAge) > 2*tb.Kept()+64 {
+		t.Errorf("kept %d, their order %d long", tb.Kept(), len(tb.numbersAge))
 	}
 }
