@@ -53,10 +53,12 @@ const BorrowedBit = 1 << 63
 const maxSucceeded = 4096
 
 // maxNumbers bounds the numbers kept for objects whose nodes the kernel
-// has forgotten (about 100 bytes each); past it the oldest half go, and
-// their objects get their own numbers (or made-up ones) at their next
-// lookup.
-const maxNumbers = 1 << 17
+// has forgotten (190 bytes each with the maps' room: 12 MiB at the
+// bound); past it the oldest half go, and their objects get their own
+// numbers (or made-up ones) at their next lookup. Numbers kept for files
+// removed since stay until then: only a commit that replaces a file is
+// told to the table.
+const maxNumbers = 1 << 16
 
 // Table is a mount's record of inode numbers across commits. Its zero value
 // is empty and ready; N is the adapter's node, compared and kept, never
