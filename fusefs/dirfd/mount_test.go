@@ -89,10 +89,7 @@ func TestMountsInsideAreRefusedWithoutOpenat2(t *testing.T) {
 
 func TestRootHolds(t *testing.T) {
 	root, outside := tree(t)
-	rfd := openRoot(t, root)
-	r, err := NewRoot(rfd)
-	must(t, err)
-	defer r.Close()
+	r, rfd := newRoot(t, root)
 	a, err := OpenDir(rfd, "a")
 	must(t, err)
 	defer Close(a)
@@ -133,28 +130,42 @@ func TestRootHolds(t *testing.T) {
 	must(t, os.Rename(root+"-moved", root))
 }
 
-// TestRootWhereLong: a path longer than fdPath's first buffer is read
-// whole (a second, larger read).
-func TestRootWhereLong(t *testing.T) {
-	root, _ := tree(t)
+// newRoot opens root, and a Root of it (both closed at the test's end).
+func newRoot(t *testing.T, root string) (*Root, int) {
+	t.Helper()
 	rfd := openRoot(t, root)
 	r, err := NewRoot(rfd)
 	must(t, err)
-	defer r.Close()
-	name := strings.Repeat("l", 200)
-	dir, err := unix.Dup(rfd)
+	t.Cleanup(func() { r.Close() })
+	return r, rfd
+}
+
+// nest makes levels directories named name, each in the one before, from
+// the directory held by from, and returns the deepest one's fd (closed at
+// the test's end).
+func nest(t *testing.T, from int, name string, levels int) int {
+	t.Helper()
+	dir, err := unix.Dup(from)
 	must(t, err)
-	var rel []string
-	for range 3 { // 3 × 201 bytes: past the first 256
+	for range levels {
 		must(t, Mkdir(dir, name, 0o755))
 		next, err := OpenDir(dir, name)
 		must(t, err)
 		Close(dir)
 		dir = next
-		rel = append(rel, name)
 	}
-	defer Close(dir)
-	want := strings.Join(rel, "/")
+	t.Cleanup(func() { Close(dir) })
+	return dir
+}
+
+// TestRootWhereLong: a path longer than fdPath's first buffer is read
+// whole (a second, larger read).
+func TestRootWhereLong(t *testing.T) {
+	root, _ := tree(t)
+	r, rfd := newRoot(t, root)
+	name := strings.Repeat("l", 200)
+	dir := nest(t, rfd, name, 3) // 3 × 201 bytes: past the first 256
+	want := strings.Join([]string{name, name, name}, "/")
 	if got, known, ok, err := r.Where(dir); err != nil || !ok || !known || got != want {
 		t.Errorf("Where = %d bytes %v %v %v; want the %d bytes of %q/...", len(got), known, ok, err, len(want), name[:8])
 	}
@@ -164,27 +175,9 @@ func TestRootWhereLong(t *testing.T) {
 // walks up instead.
 func TestRootHoldsDeep(t *testing.T) {
 	root, outside := tree(t)
-	rfd := openRoot(t, root)
-	r, err := NewRoot(rfd)
-	must(t, err)
-	defer r.Close()
+	r, rfd := newRoot(t, root)
 	name := strings.Repeat("d", 200)
-	dir, err := unix.Dup(rfd)
-	must(t, err)
-	var top int = -1
-	for i := 0; i < 30; i++ { // 30 × 201 bytes > PATH_MAX
-		must(t, Mkdir(dir, name, 0o755))
-		next, err := OpenDir(dir, name)
-		must(t, err)
-		if top < 0 {
-			top, err = unix.Dup(next)
-			must(t, err)
-		}
-		Close(dir)
-		dir = next
-	}
-	defer Close(dir)
-	defer Close(top)
+	dir := nest(t, rfd, name, 30) // 30 × 201 bytes > PATH_MAX
 	if _, err := r.fdPath(dir); err != unix.ENAMETOOLONG {
 		t.Fatalf("the kernel gave a path %d levels down: %v", 30, err)
 	}
