@@ -143,10 +143,10 @@ type fdTable struct {
 	files   map[string]*fdFile // descriptor number → its open fdinfo file
 	scanned uint64             // the scan that last saw each of files
 	cache   bool               // keep it after the scan
-	// buf holds a listing and info an fdinfo file at a time. They live
-	// with the table, not the scan: the listing's buffer made at each
-	// scan was 8 KiB of garbage at every committing close, half of what
-	// a created file allocated (docs/PERFORMANCE.md).
+	// buf holds a part of the listing, info one fdinfo file's text. They
+	// live with the table, not the scan: the listing's buffer made at
+	// each scan was 8 KiB of garbage at every committing close, half of
+	// what a created file allocated (docs/PERFORMANCE.md).
 	buf  [8192]byte
 	info [512]byte
 }
