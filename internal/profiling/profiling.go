@@ -1,8 +1,8 @@
 // Package profiling writes a program's CPU, mutex, blocking and allocation
 // profiles for the benchmarks (docs/PERFORMANCE.md): where a workload's
 // time goes, where the program serialises, and what it allocates (the
-// collector's work and the fresh pages the heap faults in). realmfs starts it in test builds only
-// (the tag realmtest).
+// collector's work and the fresh pages the heap faults in). realmfs starts
+// it in test builds only (the tag realmtest).
 package profiling
 
 import (
