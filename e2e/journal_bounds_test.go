@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -233,4 +235,51 @@ func TestNewObjectsLeaveInodeReserve(t *testing.T) {
 	if err := os.WriteFile(m.Path("one-more"), nil, 0o644); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("one more file through the mount: %v, want ENOSPC", err)
 	}
+}
+
+// keptFiles counts the objects the journal keeps that are no directory:
+// kept/'s files and its groups'.
+func keptFiles(t *testing.T, backing string) int {
+	n := 0
+	err := filepath.WalkDir(filepath.Join(backing, ".realm-journal", "kept"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestJournalPrunesWhenIdle: the pruner waits while the mount is busy
+// (the journal may pass its bounds by their slack meanwhile) and brings
+// the journal back within them once it is idle: after an rm -rf of 250
+// files made in BACKING, each kept, with journal_max_files=200 (past the
+// bound, within its slack), kept/ holds at most 200 files again. A pacer
+// that did not see the mount go idle would leave it past the bound until
+// a later busy spell took it past the slack.
+func TestJournalPrunesWhenIdle(t *testing.T) {
+	t.Parallel()
+	const bound, files = 200, 250
+	m := mount(t, Opts("journal=on", fmt.Sprintf("journal_max_files=%d", bound)), Prepare(func(m *Mount) {
+		if err := os.Mkdir(m.BackingPath("d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range files {
+			writeFile(t, m.BackingPath("d", fmt.Sprintf("f%d", i)), "x\n")
+		}
+	}))
+	run(t, "", nil, "rm", "-rf", m.Path("d"))
+	after := keptFiles(t, m.Backing)
+	deadline := time.Now().Add(stateTimeout)
+	for n := after; n > bound; n = keptFiles(t, m.Backing) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(m.LogFile)
+			t.Fatalf("kept/ holds %d files %v after the rm -rf, past journal_max_files=%d on an idle mount; log:\n%s", n, stateTimeout, bound, log)
+		}
+		time.Sleep(20 * time.Millisecond) // the daemon prunes; the test has no other event to wait on
+	}
+	t.Logf("kept/ held %d files right after the rm -rf of %d, at most %d once idle", after, files, bound)
 }

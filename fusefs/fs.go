@@ -551,6 +551,10 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 	return server, nil
 }
 
+// Requests is how many requests callers have made of the mount so far:
+// the journal's pruner waits while it changes (cmd/realmfs).
+func (f *FS) Requests() uint64 { return f.callers.Requests() }
+
 // TakeCallers: how many processes made requests since the last call (adaptprocs.Counters).
 func (f *FS) TakeCallers() int { return f.callers.Take(procinfo.ThreadGroup) }
 

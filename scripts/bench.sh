@@ -443,6 +443,23 @@ cold() {
 	if [ "$is_root" = 1 ]; then "$bt" dropcaches; else sleep 1.1; fi
 }
 
+# settle: wait until no daemon's CPU time moves by more than a tick in
+# 0.2 s (at most 60 s each). Work a daemon leaves for when its mount is
+# idle (the journal's prune) is then done before any target is timed, and
+# counted in the daemon CPU of the workload that left it.
+settle() {
+	local p a b i
+	for p in "${pid[@]}"; do
+		a=$("$bt" cpu "$p") || continue
+		for i in $(seq 300); do
+			sleep 0.2
+			b=$("$bt" cpu "$p") || break
+			awk -v a="$a" -v b="$b" 'BEGIN { exit !(b - a <= 0.011) }' && break
+			a=$b
+		done
+	done
+}
+
 total=$((ROUNDS * ${#workloads[@]}))
 n=0
 [ "$TIMED" = 1 ] || ROUNDS=0
@@ -462,6 +479,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		for t in "${order[@]}"; do
 			r=$(role "$t" "$kind")
 			[ "$r" = skip ] && continue
+			settle
 			c0=
 			[ -n "${pid[$t]:-}" ] && c0=$("$bt" cpu "${pid[$t]}")
 			if ! secs=$(step "$kind" "${dir[$t]}/r$round" "$t"); then
@@ -471,6 +489,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			[ "$r" = setup ] && continue
 			printf '%s\t%s\t%s\t%s\n' "${label// /_}" "$t" "$secs" "$round" >>"$results"
 			if [ -n "$c0" ] && [ "$secs" != FAIL ]; then
+				settle
 				c1=$("$bt" cpu "${pid[$t]}")
 				# milliseconds of daemon CPU per item, in the results' format
 				awk -v a="$c0" -v b="$c1" -v n="$(items "$kind")" -v l="${label// /_}" -v t="$t" -v r="$round" \

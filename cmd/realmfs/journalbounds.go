@@ -139,9 +139,12 @@ func journalBounds(j *journal.Journal, mo mountOptions) journal.Bounds {
 	return b
 }
 
-// pruneJournal applies the bounds once, logging what they dropped.
-func pruneJournal(j *journal.Journal, mo mountOptions, logger *slog.Logger) {
+// pruneJournal applies the bounds once, logging what they dropped; pace,
+// if set, paces its removals (journal.Bounds.Pace).
+func pruneJournal(j *journal.Journal, mo mountOptions, pace func(urgent func() bool), logger *slog.Logger) {
 	b := journalBounds(j, mo)
+	b.Pace = pace
+	start := time.Now()
 	st, err := j.Prune(b)
 	if err != nil {
 		logger.Error("journal prune", "err", err)
@@ -151,14 +154,23 @@ func pruneJournal(j *journal.Journal, mo mountOptions, logger *slog.Logger) {
 		bytes, files := j.Held()
 		logger.Info("journal pruned", "segments", st.Segments, "records", st.Records, "kept", st.Kept,
 			"bytes", st.Bytes, "pruned_to", j.Pruned(), "held_bytes", bytes, "held_files", files,
-			"journal_max", b.MaxBytes, "journal_max_files", b.MaxFiles, "journal_keep", b.Keep)
+			"journal_max", b.MaxBytes, "journal_max_files", b.MaxFiles, "journal_keep", b.Keep,
+			"took", time.Since(start).Round(time.Millisecond))
 	}
 }
 
+// A pruner applies a journal's bounds in the background (startPruner).
+type pruner struct {
+	pacer pacer
+	stop  func()
+}
+
 // startPruner applies the bounds whenever the journal grows and once an
-// hour, until stop is called (which waits for a prune under way).
-func startPruner(j *journal.Journal, mo mountOptions, logger *slog.Logger) (stop func()) {
+// hour, until Stop, its removals paced once paceBy names the mount's
+// count of requests.
+func startPruner(j *journal.Journal, mo mountOptions, logger *slog.Logger) *pruner {
 	done, exited := make(chan struct{}), make(chan struct{})
+	p := &pruner{pacer: pacer{done: done}}
 	go func() {
 		defer close(exited)
 		tick := time.NewTicker(pruneInterval)
@@ -170,11 +182,28 @@ func startPruner(j *journal.Journal, mo mountOptions, logger *slog.Logger) (stop
 			case <-j.Grown():
 			case <-tick.C:
 			}
-			pruneJournal(j, mo, logger)
+			pruneJournal(j, mo, p.pacer.pace, logger)
 		}
 	}()
-	return func() {
+	p.stop = func() {
 		close(done)
 		<-exited
+	}
+	return p
+}
+
+// paceBy paces the prunes' removals by the mount's count of requests
+// (fusefs.FS.Requests). Nil: no journal, nothing to pace.
+func (p *pruner) paceBy(requests func() uint64) {
+	if p != nil {
+		p.pacer.paceBy(requests)
+	}
+}
+
+// Stop stops the pruner, waiting for a prune under way, which stops
+// waiting for the mount to go idle. Nil: no journal.
+func (p *pruner) Stop() {
+	if p != nil {
+		p.stop()
 	}
 }

@@ -16,24 +16,24 @@ import (
 // fusefs/journal refuses on another filesystem or mount), durable as the
 // mount's durability says. What its recovery found is logged. Its bounds
 // are applied before it returns, and then by the pruner it starts
-// (journalbounds.go), which stopPruner stops.
+// (journalbounds.go), which closeJournal stops.
 //
 // A journal no option asked for (journalAsked) is left off where it has
 // nothing to record (a read-only mount) or cannot be opened (BACKING on a
 // read-only filesystem, its LOCK held by another mount of BACKING): the
 // mount serves without one, and says so. One asked for fails the mount.
-func openJournal(cfg config, root int, room *diskroom.Gauge, logger *slog.Logger) (j *journal.Journal, stopPruner func(), err error) {
+func openJournal(cfg config, root int, room *diskroom.Gauge, logger *slog.Logger) (j *journal.Journal, p *pruner, err error) {
 	if !cfg.mount.journal || cfg.mount.readOnly && !cfg.mount.journalAsked {
-		return nil, func() {}, nil
+		return nil, nil, nil
 	}
 	if j, err = openJournalDir(cfg, root, room, logger); err != nil {
 		if cfg.mount.journalAsked {
 			return nil, nil, err
 		}
 		logger.Warn("no journal of changes for this mount (realmfs journal list, diff and undo have nothing to show); -o journal=off says so without this warning", "error", err)
-		return nil, func() {}, nil
+		return nil, nil, nil
 	}
-	pruneJournal(j, cfg.mount, logger)
+	pruneJournal(j, cfg.mount, nil, logger)
 	return j, startPruner(j, cfg.mount, logger), nil
 }
 
@@ -89,11 +89,11 @@ func journalRoom(g *diskroom.Gauge) func(n int64) (refused, first bool) {
 
 // closeJournal stops the pruner and closes the journal, once the mount is
 // closed.
-func closeJournal(j *journal.Journal, stopPruner func(), logger *slog.Logger) {
+func closeJournal(j *journal.Journal, p *pruner, logger *slog.Logger) {
 	if j == nil {
 		return
 	}
-	stopPruner()
+	p.Stop()
 	if err := j.Close(); err != nil {
 		logger.Error("journal close", "err", err)
 	}

@@ -61,7 +61,7 @@ func TestOpenJournalDefault(t *testing.T) {
 				t.Fatalf("openJournal: %v, want an error: %v", err, tc.wantErr)
 			}
 			if err == nil {
-				stop()
+				stop.Stop()
 			}
 			if j != nil {
 				j.Close()

@@ -114,7 +114,9 @@ Mount options (-o, comma-separated):
   journal_max=SIZE     bound the journal's blocks (default 1G; suffixes K M G T):
                        past it the oldest records go, with what they kept
   journal_max_files=N  bound the files it holds, segments and kept versions
-                       (default a tenth of BACKING's inodes, at most 100000)
+                       (default a tenth of BACKING's inodes, at most 100000;
+                       both pruned when the mount is idle, and passed by at
+                       most half while it is busy)
   journal_keep=DURATION  bound its records' age (default 7d; 36h, 90m, 1.5d)
   watch=on|off         watch BACKING for changes made behind the mount and
                        tell the kernel to forget them (default on: fanotify
@@ -412,16 +414,17 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	defer dirfd.Close(root)
 	room := diskroom.ForRoot(root, os.Geteuid() == 0) // BACKING's room: the mount's writes and the journal's records
-	jnl, stopPruner, err := openJournal(cfg, root, room, logger)
+	jnl, pruner, err := openJournal(cfg, root, room, logger)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer closeJournal(jnl, stopPruner, logger)
+	defer closeJournal(jnl, pruner, logger)
 	fsys, err := fusefs.NewAt(root, cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl, room))
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer fsys.Close()
+	pruner.paceBy(fsys.Requests)
 	fopts := fsys.MountOptions(fuseOptions(cfg, logger))
 	// mountinfo names the mountpoint with symlinks resolved; resolving it
 	// once mounted would ask this daemon.

@@ -31,6 +31,7 @@ const slots = 64
 // with Take; Take is one caller's (the sampler of the daemon's Ps).
 type Set struct {
 	s [slots]atomic.Uint32
+	n atomic.Uint64 // the requests noted, ever
 
 	groups map[uint32]uint32 // thread → its process, as Take's tgid said: Take's alone
 }
@@ -42,6 +43,7 @@ const maxGroups = 1024
 
 // Note adds thread tid (0, the kernel's own requests: none).
 func (c *Set) Note(tid uint32) {
+	c.n.Add(1)
 	if tid == 0 {
 		return
 	}
@@ -50,6 +52,10 @@ func (c *Set) Note(tid uint32) {
 		sl.Store(tid)
 	}
 }
+
+// Requests is how many requests Note has noted: one that changed since
+// a look is a mount not idle meanwhile.
+func (c *Set) Requests() uint64 { return c.n.Load() }
 
 // Take returns how many processes the threads noted since the last Take
 // belong to, by tgid (a thread's process, read once a thread; nil counts

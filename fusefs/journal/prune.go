@@ -1,7 +1,7 @@
 package journal
 
-// The journal's bounds (Bounds: bytes, files, age) and Prune, which holds
-// the journal to them. What the journal holds is counted as it keeps
+// The journal's bounds (package bounds: bytes, files, age) and Prune, which
+// holds the journal to them, its removals paced by the daemon (Bounds.Pace). What the journal holds is counted as it keeps
 // (docs/JOURNAL.md, Bounds): the bytes of its segments' and kept objects'
 // blocks, and the files it holds (its segments and kept/'s entries: each
 // an inode of BACKING's filesystem). Open sets both from what is on disk,
@@ -23,25 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/fusefs/journal/bounds"
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
 )
 
-// Bounds are what Prune holds the journal to. A bound ≤ 0 is none.
-type Bounds struct {
-	// MaxBytes bounds the blocks of the segments and of the kept objects
-	// whose only link the journal holds (journal_max).
-	MaxBytes int64
-	// MaxFiles bounds the files it holds: its segments and kept/'s
-	// entries (journal_max_files).
-	MaxFiles int64
-	// Keep bounds the age of a segment's newest record (journal_keep).
-	Keep time.Duration
-}
-
-// over reports whether bytes or files pass b.
-func (b Bounds) over(bytes, files int64) bool {
-	return b.MaxBytes > 0 && bytes > b.MaxBytes || b.MaxFiles > 0 && files > b.MaxFiles
-}
+// Bounds are what Prune holds the journal to (package bounds).
+type Bounds = bounds.Bounds
 
 // Held is what the journal holds now, as counted: the bytes of its
 // segments' and kept objects' blocks (as Prune weighs them) and the files
@@ -57,7 +44,7 @@ func (j *Journal) addHeld(bytes, files int64) {
 	if bytes <= 0 && files <= 0 {
 		return
 	}
-	if bd := j.bounds.Load(); bd != nil && bd.over(b, f) {
+	if bd := j.bounds.Load(); bd != nil && bd.Over(b, f) {
 		j.signalGrown()
 	}
 }
@@ -149,28 +136,26 @@ type PruneStats struct {
 
 // pruneSeg is a segment as Prune weighs it.
 type pruneSeg struct {
-	num     uint64
-	last    uint64
-	intents int
-	newest  time.Time
-	kept    []uint64
-	tally   *[2]int64 // its kept objects' weight as counted (countKept), for weighOne's lstats
-	bytes   int64
-	files   int64 // the segment and its kept objects in kept/
+	num, last uint64
+	intents   int
+	newest    time.Time
+	kept      []uint64
+	tally     *[2]int64 // its kept objects' weight as counted (countKept), for weighOne's lstats
+	bytes     int64
+	files     int64 // the segment and its kept objects in kept/
 }
 
 // Prune applies the bounds b: whole segments are dropped, oldest first,
 // with the kept objects of their records, while the segments' and the
 // kept objects' blocks exceed b.MaxBytes, or the files they are (the
 // segments and kept/'s entries) b.MaxFiles, or a segment's newest record
-// is older than b.Keep. Before anything is removed, pruned is made to
-// name the last seq dropped (Pruned), so that a crash in between leaves
-// nothing Open does not finish removing. The segment appended to, if
-// dropped, is rotated first. What the journal holds (Held) is set from
-// what it weighed, less what it drops, and b become the bounds Grown
-// signals past. Where Options.Room refused an intent since the last
-// Prune, a segment's worth more is dropped than b asks. A Prune while
-// another runs returns at once, having done nothing.
+// is older than b.Keep. pruned names the last seq dropped (Pruned) before
+// anything is removed: Open finishes a prune a crash cut. The segment
+// appended to, if dropped, is rotated first. Held is set from what was
+// weighed less what is dropped; b become the bounds Grown signals past.
+// Where Options.Room refused an intent since the last Prune, a segment's
+// worth more is dropped, unpaced. A Prune while another runs returns at
+// once, having done nothing.
 func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	var stats PruneStats
 	if !j.pruning.CompareAndSwap(false, true) {
@@ -211,7 +196,7 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 			break // nothing to drop: dropping it would only rotate
 		}
 		old := drop.Keep > 0 && s.newest.Before(cutoff)
-		if !drop.over(total, files) && !old {
+		if !drop.Over(total, files) && !old {
 			break
 		}
 		total -= s.bytes
@@ -224,7 +209,10 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 	if n == 0 {
 		return stats, nil
 	}
-	return j.dropSegs(segs[:n], cur)
+	if squeezed {
+		b.Pace = nil // the disk is full: no waiting
+	}
+	return j.dropSegs(segs[:n], cur, b)
 }
 
 // withinBounds reports whether Prune may skip its weighing: what the
@@ -237,7 +225,7 @@ func (j *Journal) Prune(b Bounds) (PruneStats, error) {
 // it misses, the host growing a kept object behind the journal, the
 // renewing weighing finds.
 func (j *Journal) withinBounds(b Bounds, bytes, files int64) bool {
-	if j.renewDue() || b.over(bytes, files) {
+	if j.renewDue() || b.Over(bytes, files) {
 		return false
 	}
 	if b.Keep > 0 {
@@ -266,10 +254,10 @@ func (j *Journal) heldWritten() (bytes, files int64, err error) {
 	return bytes, files, nil
 }
 
-// dropSegs drops the segments of drop, oldest first, the last of which may be
-// cur, the one appended to: pruned written first, then their files and
-// kept objects removed.
-func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
+// dropSegs drops the segments of drop, oldest first, the last of which may
+// be cur, the one appended to: pruned written first, then their files and
+// kept objects removed (paced by b).
+func (j *Journal) dropSegs(drop []pruneSeg, cur uint64, b Bounds) (PruneStats, error) {
 	var stats PruneStats
 	n := len(drop)
 	if drop[n-1].num == cur {
@@ -290,7 +278,7 @@ func (j *Journal) dropSegs(drop []pruneSeg, cur uint64) (PruneStats, error) {
 	j.segs = j.segs[n:]
 	j.pruned.Store(last)
 	j.mu.Unlock()
-	stats, err := j.remove(drop)
+	stats, err := j.remove(drop, b)
 	j.groups.RemoveThrough(last)
 	return stats, err
 }
@@ -427,12 +415,23 @@ func (j *Journal) rotateFrom(num uint64) error {
 	return j.rotateLocked()
 }
 
-// remove removes the dropped segments' files and kept objects.
-func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
+// remove removes the dropped segments' files and kept objects, paced by b.
+func (j *Journal) remove(drop []pruneSeg, b Bounds) (PruneStats, error) {
 	var stats PruneStats
 	var errs []error
+	var pend [2]int64 // the bytes and files of the segments not yet dropped
+	for _, s := range drop {
+		pend[0], pend[1] = pend[0]+s.bytes, pend[1]+s.files
+	}
+	urgent := func() bool {
+		bytes, files := j.Held()
+		return b.Slackened().Over(bytes+pend[0], files+pend[1])
+	}
 	for _, s := range drop {
 		for _, seq := range s.kept {
+			if b.Pace != nil {
+				b.Pace(urgent)
+			}
 			if err := j.removeKeptOf(seq); err != nil {
 				errs = append(errs, fmt.Errorf("journal: removing kept/%d: %w", seq, err))
 				continue
@@ -440,6 +439,7 @@ func (j *Journal) remove(drop []pruneSeg) (PruneStats, error) {
 			j.forgetKept(seq)
 			stats.Kept++
 		}
+		pend[0], pend[1] = pend[0]-s.bytes, pend[1]-s.files
 		if err := dirfd.Unlink(j.log, segmentName(s.num), 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("journal: removing log/%s: %w", segmentName(s.num), err))
 			continue

@@ -108,6 +108,49 @@ func TestPruneBySize(t *testing.T) {
 	checkPruned(t, b, j, seq, 40)
 }
 
+// TestPrunePace: a paced Prune calls Pace before each kept object it
+// drops, and its urgent says whether the journal, the objects still to
+// drop counted, holds more than its bounds and their slack: not within
+// them, and yes once changes made during the prune take it past them.
+func TestPrunePace(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{SegmentSize: 1024})
+	rewrites(t, b, j, 40)
+	total := usage(t, b)
+	var urgents []bool
+	bounds := Bounds{MaxBytes: total * 4 / 5} // with its slack, more than all there is
+	bounds.Pace = func(urgent func() bool) {
+		urgents = append(urgents, urgent())
+		if len(urgents) == 2 {
+			j.addHeld(total*2, 0) // kept meanwhile: past the slack
+		}
+	}
+	st, err := j.Prune(bounds)
+	must(t, err)
+	if len(urgents) != st.Kept || st.Kept < 3 {
+		t.Fatalf("Pace called %d times for %d kept objects dropped, want one each (and at least 3)", len(urgents), st.Kept)
+	}
+	if urgents[0] || urgents[1] || !urgents[2] {
+		t.Errorf("urgent said %v; want false within the bound and its slack, true past them from the third", urgents)
+	}
+	checkPruned(t, b, j, j.Pruned(), 40)
+}
+
+// TestPruneSqueezedUnpaced: where the disk refused an intent (a squeeze),
+// Prune does not pace: the room is needed now.
+func TestPruneSqueezedUnpaced(t *testing.T) {
+	b := newBacking(t)
+	j := b.open(t, Options{SegmentSize: 1024})
+	rewrites(t, b, j, 20)
+	j.squeezed.Store(true)
+	paced := 0
+	st, err := j.Prune(Bounds{MaxBytes: 1 << 40, Pace: func(func() bool) { paced++ }})
+	must(t, err)
+	if st.Kept == 0 || paced != 0 {
+		t.Errorf("a squeezed Prune dropped %d kept objects and paced %d of them, want some and none", st.Kept, paced)
+	}
+}
+
 // TestWeighSealedOnce: a segment no longer appended to keeps the weight
 // of its first weighing (its records do not change), so that a Prune does
 // not lstat the whole journal; the first weighing renewAfter the last

@@ -68,6 +68,7 @@ var layers = map[string]int{
 	"fusefs/journal/seqtable": 5, // values by change seq in chunks of consecutive seqs, pure: kept/'s tables
 	"fusefs/journal/jdir":     5, // the journal's directory opened: its modes, owner, filesystem, LOCK
 	"fusefs/journal/segfile":  5, // a log segment's file: its blocks preallocated, a torn tail zeroed
+	"fusefs/journal/bounds":   5, // what the journal may hold, and its slack while a prune waits, pure
 	// The lock table (procinfo names its owners); the one syscall layer
 	// on BACKING.
 	"locks": 6, "fusefs/dirfd": 6,
