@@ -32,6 +32,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/carry"
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
+	"github.com/realm-dev/realm/fusefs/journal/keptlinks"
 	"github.com/realm-dev/realm/fusefs/journal/makers"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/fusefs/journal/seqtable"
@@ -138,9 +139,8 @@ type Journal struct {
 	// renewed: when Prune last weighed every segment again by lstat
 	// (renewAfter), under pruning; zero until the first Prune.
 	renewed time.Time
-	// keptLinks: kept/'s links to objects by identity (keptlinks.go),
-	// written under mu, read with no lock.
-	keptLinks sync.Map
+	// keptLinks: kept/'s links to objects by identity, written under mu.
+	keptLinks keptlinks.Table
 	// nameMax is the longest name kept/'s filesystem takes; describes:
 	// a removal may go to a described entry (described.go).
 	nameMax   int

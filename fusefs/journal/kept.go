@@ -7,12 +7,12 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/realm-dev/realm/fusefs/dirfd"
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
+	"github.com/realm-dev/realm/fusefs/journal/keptlinks"
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
 )
 
@@ -283,21 +283,16 @@ func (j *Journal) Restore(rec Record, seq uint64, keep int, dir int, name string
 // through the mount an unlinked open file's fstat says 0, a hard link's
 // other name the links the workspace has.
 //
-// Journal.keptLinks maps an identity to the seqs of its kept/ entries (a
-// []uint64 replaced whole, under mu, never changed in place; keptByseq
-// the other way, under mu), so that
-// KeptLinks reads it with no lock: a getattr of an object the journal
-// keeps nothing of costs one map lookup. Directories are not counted (an
-// rmdir's kept directory is no name of a directory in the workspace).
+// Journal.keptLinks maps an identity to the seqs of its kept/ entries
+// (package keptlinks; keptByseq the other way, under mu): a getattr of an
+// object the journal keeps nothing of costs one shard's read lock and a
+// map lookup, a removal's note no allocation. Directories are not counted
+// (an rmdir's kept directory is no name of a directory in the workspace).
 
 // noteKeptLocked notes kept/<seq>, a link to the object id. Under mu.
 func (j *Journal) noteKeptLocked(id ID, seq uint64) {
 	j.keptByseq.Store(seq, id)
-	// Mostly the first link kept of id (a removal's): one walk of the
-	// map, not a Load and a Store (1.8 µs a removal in the profile).
-	if v, had := j.keptLinks.LoadOrStore(id, []uint64{seq}); had {
-		j.keptLinks.Store(id, append(slices.Clip(v.([]uint64)), seq))
-	}
+	j.keptLinks.Add(keptlinks.Key(id), seq)
 }
 
 // forgetKept notes that kept/<seq> is gone.
@@ -305,20 +300,9 @@ func (j *Journal) forgetKept(seq uint64) {
 	j.described.Delete(seq)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	id, ok := j.keptByseq.Load(seq)
-	if !ok {
-		return
-	}
-	j.keptByseq.Delete(seq)
-	v, ok := j.keptLinks.Load(id)
-	if !ok {
-		return
-	}
-	seqs := slices.DeleteFunc(slices.Clone(v.([]uint64)), func(s uint64) bool { return s == seq })
-	if len(seqs) == 0 {
-		j.keptLinks.Delete(id)
-	} else {
-		j.keptLinks.Store(id, seqs)
+	if id, ok := j.keptByseq.Load(seq); ok {
+		j.keptByseq.Delete(seq)
+		j.keptLinks.Remove(keptlinks.Key(id), seq)
 	}
 }
 
@@ -337,22 +321,16 @@ func keptID(kept int, name string) (ID, bool) {
 // may have moved it meanwhile); only objects the journal keeps a link to
 // cost more than a map lookup.
 func (j *Journal) KeptLinks(dev, ino uint64) uint32 {
-	v, ok := j.keptLinks.Load(ID{dev, ino})
-	if !ok {
-		return 0
-	}
-	var n uint32
-	for _, seq := range v.([]uint64) {
+	id := ID{dev, ino}
+	return uint32(j.keptLinks.Each(keptlinks.Key(id), func(seq uint64) bool {
 		kdir, entry, done, err := j.keptAt(seq)
 		if err != nil {
-			continue
+			return false
 		}
-		if id, ok := keptID(kdir, entry); ok && id == (ID{dev, ino}) {
-			n++
-		}
-		done()
-	}
-	return n
+		defer done()
+		got, ok := keptID(kdir, entry)
+		return ok && got == id
+	}))
 }
 
 // keptName is the path beneath kept/ of change seq's kept version: the

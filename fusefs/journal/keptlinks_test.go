@@ -61,11 +61,7 @@ func TestKeptLinks(t *testing.T) {
 		t.Fatalf("prune removed no kept object: %+v", st)
 	}
 	count("a prune", 0)
-	j.mu.Lock()
-	left := 0
-	j.keptLinks.Range(func(any, any) bool { left++; return true })
-	j.mu.Unlock()
-	if left != 0 {
+	if left := j.keptLinks.Len(); left != 0 {
 		t.Errorf("%d identities still mapped after the prune", left)
 	}
 }

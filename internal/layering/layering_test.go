@@ -59,16 +59,17 @@ var layers = map[string]int{
 	"fusefs/templive": 4, // which daemon's temps are alive: the sweep asks, the engine names its temps by it
 	// The protocol, the policy, /proc.
 	"fusefs/writeproto": 5, "policy": 5, "procinfo": 5,
-	"fusefs/journal/keptname": 5, // the names of kept/'s entries, pure: the journal's and its readers
-	"fusefs/journal/moved":    5, // an open intent's names carried through the renames after it, pure: recovery
-	"fusefs/journal/carry":    5, // the intents not yet on the device, in an attribute jbd2 orders
-	"fusefs/journal/rootbind": 5, // a journal outside BACKING bound to the BACKING it records
-	"fusefs/journal/ownerarg": 5, // --owner OWNER@INCARNATION, as the commands and undo read it
-	"fusefs/journal/makers":   5, // the fresh objects' makers: bounded, no pointer per object
-	"fusefs/journal/seqtable": 5, // values by change seq in chunks of consecutive seqs, pure: kept/'s tables
-	"fusefs/journal/jdir":     5, // the journal's directory opened: its modes, owner, filesystem, LOCK
-	"fusefs/journal/segfile":  5, // a log segment's file: its blocks preallocated, a torn tail zeroed
-	"fusefs/journal/bounds":   5, // what the journal may hold, and its slack while a prune waits, pure
+	"fusefs/journal/keptname":  5, // the names of kept/'s entries, pure: the journal's and its readers
+	"fusefs/journal/moved":     5, // an open intent's names carried through the renames after it, pure: recovery
+	"fusefs/journal/carry":     5, // the intents not yet on the device, in an attribute jbd2 orders
+	"fusefs/journal/rootbind":  5, // a journal outside BACKING bound to the BACKING it records
+	"fusefs/journal/ownerarg":  5, // --owner OWNER@INCARNATION, as the commands and undo read it
+	"fusefs/journal/makers":    5, // the fresh objects' makers: bounded, no pointer per object
+	"fusefs/journal/seqtable":  5, // values by change seq in chunks of consecutive seqs, pure: kept/'s tables
+	"fusefs/journal/jdir":      5, // the journal's directory opened: its modes, owner, filesystem, LOCK
+	"fusefs/journal/segfile":   5, // a log segment's file: its blocks preallocated, a torn tail zeroed
+	"fusefs/journal/bounds":    5, // what the journal may hold, and its slack while a prune waits, pure
+	"fusefs/journal/keptlinks": 5, // kept/'s links to an object, by identity, for its st_nlink: pure
 	// The lock table (procinfo names its owners); the one syscall layer
 	// on BACKING.
 	"locks": 6, "fusefs/dirfd": 6,

@@ -44,6 +44,7 @@
 //	               ├─ procinfo.Resolver.mu
 //	               ├─ procinfo.Resolver.tablesMu
 //	               ├─ journal.Journal.mu
+//	               │  └─ keptlinks.Table.mu
 //	               ├─ journal.describedNames.mu
 //	               ├─ jdir.Groups.mu
 //	               └─ unpublished.Table.mu
@@ -148,8 +149,13 @@ var (
 	// journal.Journal.mu: the journal's tail (the next seq, the segment
 	// written and where, what is durable) and the group commit's state;
 	// held across a record's pwrite and a segment's rotation, never across
-	// the group commit's fdatasync. A leaf: nothing is taken under it.
+	// the group commit's fdatasync. Nothing is taken under it but a shard
+	// of kept/'s links.
 	journalMu = class{name: "journal.Journal.mu", under: &madeOpMu, noGoFuse: true}
+	// keptlinks.Table.mu: a shard of kept/'s links by identity
+	// (fusefs/journal/keptlinks), written under Journal.mu, read by a
+	// getattr; a map read or written, nothing under it.
+	keptLinksMu = class{name: "keptlinks.Table.mu", under: &journalMu, noGoFuse: true}
 	// journal.describedNames.mu: the described kept/ entries' names by
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
@@ -206,6 +212,7 @@ type (
 	ResolverTabMu  struct{}
 	JournalMu      struct{}
 	DescribedMu    struct{}
+	KeptLinksMu    struct{}
 	KeptGroupsMu   struct{}
 	UnpublishedMu  struct{}
 )
@@ -239,5 +246,6 @@ func (ResolverMu) class() *class     { return &resolverMu }
 func (ResolverTabMu) class() *class  { return &resolverTabMu }
 func (JournalMu) class() *class      { return &journalMu }
 func (DescribedMu) class() *class    { return &describedMu }
+func (KeptLinksMu) class() *class    { return &keptLinksMu }
 func (KeptGroupsMu) class() *class   { return &keptGroupsMu }
 func (UnpublishedMu) class() *class  { return &unpublishedMu }
