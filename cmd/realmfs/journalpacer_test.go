@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 )
 
 // counter is a mount's count of requests as a test drives it: each look
@@ -53,4 +54,35 @@ func TestPacer(t *testing.T) {
 	}
 	var p pacer // not mounted yet: no count to look at, no wait
 	p.pace(never)
+}
+
+// TestPacerMaxWait: a busy spell is waited through for maxWait, then the
+// pacer goes on while it lasts, and waits again after an idle look.
+func TestPacerMaxWait(t *testing.T) {
+	never := func() bool { return false }
+	var clock time.Time
+	n := uint64(0)
+	busy := func() uint64 { n++; return n } // a request between any two looks
+	p := &pacer{done: make(chan struct{}), now: func() time.Time { clock = clock.Add(20 * time.Second); return clock }}
+	p.paceBy(busy)
+	// The spell begins at the first look (20 s on the fake clock); the
+	// pacer goes on at the first look maxWait past it, the fourth (80 s).
+	p.pace(never)
+	if looks := n; looks != 4 {
+		t.Errorf("%d looks before the pacer went on, want 4 (maxWait %v, 20 s a look)", looks, maxWait)
+	}
+	if p.busy.IsZero() {
+		t.Error("the busy spell's start forgotten while it lasts")
+	}
+	n0 := n
+	p.pace(never) // the spell lasts: on at once
+	if n != n0+1 {
+		t.Errorf("%d looks in a busy spell already waited through, want 1", n-n0)
+	}
+	idle := n
+	p.paceBy(func() uint64 { return idle })
+	p.pace(never)
+	if !p.busy.IsZero() {
+		t.Error("an idle look left the busy spell's start")
+	}
 }
