@@ -56,12 +56,12 @@ func TestOpenJournalDefault(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dirfd.Close(root)
-			j, stop, err := openJournal(config{backing: backing, mount: mo}, root, nil, slog.New(slog.NewTextHandler(&log, nil)))
+			j, p, err := openJournal(config{backing: backing, mount: mo}, root, nil, slog.New(slog.NewTextHandler(&log, nil)))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("openJournal: %v, want an error: %v", err, tc.wantErr)
 			}
 			if err == nil {
-				stop.Stop()
+				p.Stop()
 			}
 			if j != nil {
 				j.Close()

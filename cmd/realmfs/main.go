@@ -414,17 +414,17 @@ func serve(cfg config, stderr io.Writer) int {
 	}
 	defer dirfd.Close(root)
 	room := diskroom.ForRoot(root, os.Geteuid() == 0) // BACKING's room: the mount's writes and the journal's records
-	jnl, pruner, err := openJournal(cfg, root, room, logger)
+	jnl, jpruner, err := openJournal(cfg, root, room, logger)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer closeJournal(jnl, pruner, logger)
+	defer closeJournal(jnl, jpruner, logger)
 	fsys, err := fusefs.NewAt(root, cfg.backing, fsOptions(cfg, auditor, owners, limit, logger, jnl, room))
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer fsys.Close()
-	pruner.paceBy(fsys.Requests)
+	jpruner.paceBy(fsys.Requests)
 	fopts := fsys.MountOptions(fuseOptions(cfg, logger))
 	// mountinfo names the mountpoint with symlinks resolved; resolving it
 	// once mounted would ask this daemon.

@@ -1,7 +1,8 @@
 package journal
 
-// The journal's bounds (package bounds: bytes, files, age) and Prune, which
-// holds the journal to them, its removals paced by the daemon (Bounds.Pace). What the journal holds is counted as it keeps
+// The journal's bounds (package bounds: bytes, files, age) and Prune,
+// which holds the journal to them, its removals paced by the daemon
+// (Bounds.Pace). What the journal holds is counted as it keeps
 // (docs/JOURNAL.md, Bounds): the bytes of its segments' and kept objects'
 // blocks, and the files it holds (its segments and kept/'s entries: each
 // an inode of BACKING's filesystem). Open sets both from what is on disk,
