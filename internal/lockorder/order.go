@@ -44,7 +44,8 @@
 //	               ├─ procinfo.Resolver.mu
 //	               ├─ procinfo.Resolver.tablesMu
 //	               ├─ journal.Journal.mu
-//	               │  └─ keptlinks.Table.mu
+//	               │  └─ keptlinks.Table.pendingMu
+//	               │     └─ keptlinks.Table.mu
 //	               ├─ journal.describedNames.mu
 //	               ├─ jdir.Groups.mu
 //	               └─ unpublished.Table.mu
@@ -150,12 +151,17 @@ var (
 	// written and where, what is durable) and the group commit's state;
 	// held across a record's pwrite and a segment's rotation, never across
 	// the group commit's fdatasync. Nothing is taken under it but a shard
-	// of kept/'s links.
+	// of kept/'s links and their pending list.
 	journalMu = class{name: "journal.Journal.mu", under: &madeOpMu, noGoFuse: true}
-	// keptlinks.Table.mu: a shard of kept/'s links by identity
-	// (fusefs/journal/keptlinks), written under Journal.mu, read by a
-	// getattr; a map read or written, nothing under it.
-	keptLinksMu = class{name: "keptlinks.Table.mu", under: &journalMu, noGoFuse: true}
+	// keptlinks.Table.pendingMu: the Adds to kept/'s links by identity
+	// not in the table's shards yet (fusefs/journal/keptlinks), appended
+	// under Journal.mu, put into the shards by a reader or at the list's
+	// bound; nothing under it but a shard's lock.
+	keptLinksPendingMu = class{name: "keptlinks.Table.pendingMu", under: &journalMu, noGoFuse: true}
+	// keptlinks.Table.mu: a shard of kept/'s links by identity, written
+	// under Journal.mu or pendingMu, read by a getattr; a map read or
+	// written, nothing under it.
+	keptLinksMu = class{name: "keptlinks.Table.mu", under: &keptLinksPendingMu, noGoFuse: true}
 	// journal.describedNames.mu: the described kept/ entries' names by
 	// seq; a map read or written, nothing else under it, and never taken
 	// under Journal.mu.
@@ -183,69 +189,71 @@ type breach struct {
 
 // The classes, one type each, named for the lock.
 type (
-	Entry          struct{}
-	FileMu         struct{}
-	NsMu           struct{}
-	CommitMu       struct{}
-	MadeOpMu       struct{}
-	StoreMu        struct{}
-	NodeMu         struct{}
-	HandleMu       struct{}
-	LockFdsMu      struct{}
-	RekeyedMu      struct{}
-	HeirsMu        struct{}
-	NodeOpensMu    struct{}
-	TempsMu        struct{}
-	CredInodesMu   struct{}
-	MadeSetMu      struct{}
-	WatcherMu      struct{}
-	NotifierMu     struct{}
-	AuditorMu      struct{}
-	FdCountsMu     struct{}
-	DirCacheMu     struct{}
-	RequestNotesMu struct{}
-	MovesMu        struct{}
-	ReadHoldsMu    struct{}
-	TableMu        struct{}
-	ResolverFdMu   struct{}
-	ResolverMu     struct{}
-	ResolverTabMu  struct{}
-	JournalMu      struct{}
-	DescribedMu    struct{}
-	KeptLinksMu    struct{}
-	KeptGroupsMu   struct{}
-	UnpublishedMu  struct{}
+	Entry              struct{}
+	FileMu             struct{}
+	NsMu               struct{}
+	CommitMu           struct{}
+	MadeOpMu           struct{}
+	StoreMu            struct{}
+	NodeMu             struct{}
+	HandleMu           struct{}
+	LockFdsMu          struct{}
+	RekeyedMu          struct{}
+	HeirsMu            struct{}
+	NodeOpensMu        struct{}
+	TempsMu            struct{}
+	CredInodesMu       struct{}
+	MadeSetMu          struct{}
+	WatcherMu          struct{}
+	NotifierMu         struct{}
+	AuditorMu          struct{}
+	FdCountsMu         struct{}
+	DirCacheMu         struct{}
+	RequestNotesMu     struct{}
+	MovesMu            struct{}
+	ReadHoldsMu        struct{}
+	TableMu            struct{}
+	ResolverFdMu       struct{}
+	ResolverMu         struct{}
+	ResolverTabMu      struct{}
+	JournalMu          struct{}
+	DescribedMu        struct{}
+	KeptLinksMu        struct{}
+	KeptLinksPendingMu struct{}
+	KeptGroupsMu       struct{}
+	UnpublishedMu      struct{}
 )
 
-func (Entry) class() *class          { return &entry }
-func (FileMu) class() *class         { return &fileMu }
-func (NsMu) class() *class           { return &nsMu }
-func (CommitMu) class() *class       { return &commitMu }
-func (MadeOpMu) class() *class       { return &madeOpMu }
-func (StoreMu) class() *class        { return &storeMu }
-func (NodeMu) class() *class         { return &nodeMu }
-func (HandleMu) class() *class       { return &handleMu }
-func (LockFdsMu) class() *class      { return &lockFdsMu }
-func (RekeyedMu) class() *class      { return &rekeyedMu }
-func (HeirsMu) class() *class        { return &heirsMu }
-func (NodeOpensMu) class() *class    { return &nodeOpensMu }
-func (TempsMu) class() *class        { return &tempsMu }
-func (CredInodesMu) class() *class   { return &credInodesMu }
-func (MadeSetMu) class() *class      { return &madeSetMu }
-func (WatcherMu) class() *class      { return &watcherMu }
-func (NotifierMu) class() *class     { return &notifierMu }
-func (AuditorMu) class() *class      { return &auditorMu }
-func (FdCountsMu) class() *class     { return &fdCountsMu }
-func (DirCacheMu) class() *class     { return &dirCacheMu }
-func (RequestNotesMu) class() *class { return &requestNotesMu }
-func (MovesMu) class() *class        { return &movesMu }
-func (ReadHoldsMu) class() *class    { return &readHoldsMu }
-func (TableMu) class() *class        { return &tableMu }
-func (ResolverFdMu) class() *class   { return &resolverFdMu }
-func (ResolverMu) class() *class     { return &resolverMu }
-func (ResolverTabMu) class() *class  { return &resolverTabMu }
-func (JournalMu) class() *class      { return &journalMu }
-func (DescribedMu) class() *class    { return &describedMu }
-func (KeptLinksMu) class() *class    { return &keptLinksMu }
-func (KeptGroupsMu) class() *class   { return &keptGroupsMu }
-func (UnpublishedMu) class() *class  { return &unpublishedMu }
+func (Entry) class() *class              { return &entry }
+func (FileMu) class() *class             { return &fileMu }
+func (NsMu) class() *class               { return &nsMu }
+func (CommitMu) class() *class           { return &commitMu }
+func (MadeOpMu) class() *class           { return &madeOpMu }
+func (StoreMu) class() *class            { return &storeMu }
+func (NodeMu) class() *class             { return &nodeMu }
+func (HandleMu) class() *class           { return &handleMu }
+func (LockFdsMu) class() *class          { return &lockFdsMu }
+func (RekeyedMu) class() *class          { return &rekeyedMu }
+func (HeirsMu) class() *class            { return &heirsMu }
+func (NodeOpensMu) class() *class        { return &nodeOpensMu }
+func (TempsMu) class() *class            { return &tempsMu }
+func (CredInodesMu) class() *class       { return &credInodesMu }
+func (MadeSetMu) class() *class          { return &madeSetMu }
+func (WatcherMu) class() *class          { return &watcherMu }
+func (NotifierMu) class() *class         { return &notifierMu }
+func (AuditorMu) class() *class          { return &auditorMu }
+func (FdCountsMu) class() *class         { return &fdCountsMu }
+func (DirCacheMu) class() *class         { return &dirCacheMu }
+func (RequestNotesMu) class() *class     { return &requestNotesMu }
+func (MovesMu) class() *class            { return &movesMu }
+func (ReadHoldsMu) class() *class        { return &readHoldsMu }
+func (TableMu) class() *class            { return &tableMu }
+func (ResolverFdMu) class() *class       { return &resolverFdMu }
+func (ResolverMu) class() *class         { return &resolverMu }
+func (ResolverTabMu) class() *class      { return &resolverTabMu }
+func (JournalMu) class() *class          { return &journalMu }
+func (DescribedMu) class() *class        { return &describedMu }
+func (KeptLinksMu) class() *class        { return &keptLinksMu }
+func (KeptLinksPendingMu) class() *class { return &keptLinksPendingMu }
+func (KeptGroupsMu) class() *class       { return &keptGroupsMu }
+func (UnpublishedMu) class() *class      { return &unpublishedMu }

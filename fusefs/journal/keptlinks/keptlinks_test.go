@@ -97,3 +97,34 @@ func TestConcurrentReaders(t *testing.T) {
 		t.Errorf("%d seqs left, want %d", n, 2000-666)
 	}
 }
+
+// TestFold: Adds past the pending list's bound, and some left in it, read
+// as they were added: each key's seqs in order, its first one first (the
+// value a removal of it compares), with a Remove between them.
+func TestFold(t *testing.T) {
+	var tab Table
+	const keys = 97
+	n := 3*foldAt + 11
+	want := map[Key][]uint64{}
+	for i := range n {
+		k := Key{Dev: uint64(i % 2), Ino: uint64(i % keys)}
+		tab.Add(k, uint64(i+1))
+		want[k] = append(want[k], uint64(i+1))
+		if i == foldAt+5 { // one removed from the shards, one from the list
+			tab.Remove(Key{0, 0}, 1)
+			tab.Remove(k, uint64(i+1))
+			want[Key{0, 0}] = want[Key{0, 0}][1:]
+			want[k] = want[k][:len(want[k])-1]
+		}
+	}
+	if tab.Len() != len(want) {
+		t.Fatalf("Len %d, want %d", tab.Len(), len(want))
+	}
+	for k, w := range want {
+		var got []uint64
+		tab.Each(k, func(seq uint64) bool { got = append(got, seq); return true })
+		if !slices.Equal(got, w) {
+			t.Fatalf("%v: seqs %v, want %v (in the order added)", k, got, w)
+		}
+	}
+}
