@@ -195,10 +195,8 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 		if l.Op != "" && j.failed != nil {
 			return 0, j.failed // nothing is durable since: no new change
 		}
-		b, err := l.encode()
-		if err != nil {
-			return 0, err
-		}
+		j.encoded = appendLineJSON(j.encoded[:0], &l)
+		b := j.encoded
 		if int64(len(b)) > j.opts.SegmentSize/2 {
 			return 0, fmt.Errorf("journal: record %d is %d bytes, more than half a segment", l.Seq, len(b))
 		}
@@ -219,12 +217,17 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 			}
 			return j.written, nil
 		}
-		out := b
-		if len(j.ends) > 0 {
-			out = append(j.ends, b...)
+		// The held lines and this one in one write, b appended to the
+		// held lines' own buffer (kept between writes) rather than to a
+		// new one; taken back off where the segment has no room for it.
+		out, before := b, len(j.ends)
+		if before > 0 {
+			j.ends = append(j.ends, b...)
+			out = j.ends
 		}
 		if cur := j.cur; cur != nil && cur.off+int64(len(out)) <= cur.cap {
 			if err := j.writeLocked(out); err != nil {
+				j.ends = j.ends[:before]
 				return 0, err
 			}
 			j.noteIn(cur, &l)
@@ -233,6 +236,7 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 			}
 			return j.written, nil
 		}
+		j.ends = j.ends[:before]
 		if j.syncing { // the group commit syncs cur: rotate after it
 			j.synced.Wait()
 			continue

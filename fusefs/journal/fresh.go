@@ -70,7 +70,7 @@ func (t *tail) freshDone(c *Change, after *ID) {
 		return
 	}
 	if c.before != nil && (c.op == OpRewrite || c.op == OpUnlink || c.op == OpRmdir) {
-		t.fresh.Forget(*c.before)
+		t.freshGone(*c.before)
 	}
 	if after == nil {
 		after = c.after
@@ -79,4 +79,12 @@ func (t *tail) freshDone(c *Change, after *ID) {
 		return
 	}
 	t.fresh.Made(*after, c.owner)
+}
+
+// freshGone forgets id, an object a change replaced or removed: what
+// freshDone does at the end of a removal, which has no Change. Under mu.
+func (t *tail) freshGone(id ID) {
+	if t.fresh != nil {
+		t.fresh.Forget(id)
+	}
 }

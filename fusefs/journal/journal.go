@@ -192,6 +192,10 @@ type tail struct {
 	syncing bool  // a group commit is under way, outside mu
 	failed  error // a sync failed: nothing is promised since
 	closed  bool
+	// encoded: the line appendLineHeld encodes, kept between lines so
+	// that a record costs no allocation of its own (every line is
+	// copied out of it before mu is let go).
+	encoded []byte
 }
 
 // Open opens the journal of BACKING, whose root directory rootFd holds:

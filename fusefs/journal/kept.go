@@ -92,10 +92,8 @@ func (j *Journal) removed(rec *Record, moved *unix.Stat_t, renamed bool) error {
 		link = &id
 	}
 	j.countKept(rec.Seq, keptWeight(moved), 1, link)
-	c := &Change{j: j, seq: rec.Seq, op: rec.Op, before: &id}
-	c.ended.Store(true)
 	_, err := j.appendLine(func() line {
-		j.freshDone(c, nil)
+		j.freshGone(id)
 		l := line{Seq: rec.Seq, End: Done}
 		if renamed {
 			l.Before = ObjectOf(moved)
@@ -135,19 +133,20 @@ func (j *Journal) unmove(verr error, kdir int, entry string, rec *Record, moved 
 // allow; else kept/<seq>, the intent appended and made durable
 // (Options.Durable) before the rename.
 func (j *Journal) removeIntent(rec *Record) (kdir int, entry string, done func(), err error) {
-	if j.describes {
-		if suffix, ok := keptname.Suffix(describedFields(rec), j.nameMax); ok {
-			if _, _, err := j.appendIntent(rec, true); err != nil {
-				return -1, "", nil, err
-			}
-			entry := keptEntry(rec.Seq) + suffix
-			g, err := j.groups.Acquire(rec.Seq, true)
-			if err != nil {
-				return -1, "", nil, errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
-			}
-			j.described.Store(rec.Seq, jdir.GroupPath(rec.Seq, entry))
-			return g.FD, entry, func() { j.groups.Release(g) }, nil
+	if f := describedFields(rec); j.describes && keptname.Fits(f, j.nameMax) {
+		if _, _, err := j.appendIntent(rec, true); err != nil {
+			return -1, "", nil, err
 		}
+		g, err := j.groups.Acquire(rec.Seq, true)
+		if err != nil {
+			return -1, "", nil, errors.Join(err, j.appendEnd(rec.Seq, Aborted, nil))
+		}
+		// The entry's path in its group and its name, in one string.
+		var buf [256]byte
+		dir := jdir.AppendGroupDir(buf[:0], rec.Seq)
+		path := string(keptname.AppendName(dir, rec.Seq, f))
+		j.described.Store(rec.Seq, path)
+		return g.FD, path[len(dir):], func() { j.groups.Release(g) }, nil
 	}
 	pos, lazy, err := j.appendIntent(rec, false)
 	if err != nil {

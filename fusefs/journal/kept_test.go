@@ -217,13 +217,15 @@ func TestKeepByLink(t *testing.T) {
 // this measures the journal's side of that without FUSE.
 // go test -run '^$' -bench RemoveKeptSize -benchtime 5000x ./fusefs/journal
 func BenchmarkRemoveKeptSize(b *testing.B) {
+	durable := Options{Durable: true, Ordered: true}
 	for _, tc := range []struct {
 		name string
 		kept int // entries in kept/ before the timed removals; -1: no journal
-	}{{"unlinkat", -1}, {"kept=0", 0}, {"kept=20000", 20000}} {
+		opts Options
+	}{{"unlinkat", -1, durable}, {"kept=0", 0, durable}, {"kept=20000", 20000, durable}, {"atomic", 0, Options{}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			bk := newBacking(b)
-			j, err := Open(bk.root, DefaultDir, Options{Durable: true, Ordered: true})
+			j, err := Open(bk.root, DefaultDir, tc.opts)
 			must(b, err)
 			defer j.Close()
 			must(b, os.Mkdir(filepath.Join(bk.path, "d"), 0o755))

@@ -59,6 +59,13 @@ func GroupNum(name string) (uint64, bool) {
 // group.
 func GroupPath(seq uint64, name string) string { return GroupName(seq) + "/" + name }
 
+// AppendGroupDir appends the path beneath kept/ of seq's group and a
+// slash to b: what GroupPath puts before the entry's name.
+func AppendGroupDir(b []byte, seq uint64) []byte {
+	b = strconv.AppendUint(append(b, groupPrefix...), seq>>GroupBits, 10)
+	return append(b, '/')
+}
+
 // SplitKept splits a path beneath kept/ into its group's name ("" for an
 // entry of kept/ itself) and the entry's. A described name holds no "/"
 // (package keptname escapes it).

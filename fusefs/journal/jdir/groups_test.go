@@ -14,6 +14,9 @@ func TestGroupName(t *testing.T) {
 		if num, ok := GroupNum(tc.name); !ok || num != tc.seq>>GroupBits {
 			t.Errorf("GroupNum(%q) = %d, %v", tc.name, num, ok)
 		}
+		if got, want := string(AppendGroupDir([]byte("x"), tc.seq))+"e", "x"+GroupPath(tc.seq, "e"); got != want {
+			t.Errorf("AppendGroupDir(%d) then a name: %q, want %q (GroupPath)", tc.seq, got, want)
+		}
 	}
 	for _, name := range []string{"g", "g01", "g+1", "g-1", "12", "12~pid:1~~~f", "gx", "G1"} {
 		if _, ok := GroupNum(name); ok {

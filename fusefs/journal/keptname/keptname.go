@@ -30,20 +30,29 @@ type Entry struct {
 func Plain(seq uint64) string { return strconv.FormatUint(seq, 10) }
 
 // Name is the described name of the removal seq of f, and whether such
-// names of f fit in nameMax bytes (Suffix).
+// names of f fit in nameMax bytes (Fits).
 func Name(seq uint64, f Fields, nameMax int) (string, bool) {
-	suffix, ok := Suffix(f, nameMax)
-	return Plain(seq) + suffix, ok
+	return string(AppendName(nil, seq, f)), Fits(f, nameMax)
 }
 
-// Suffix is what follows the seq in the described name of f, and whether
-// the name fits in nameMax bytes whatever the seq (f.Path set).
-func Suffix(f Fields, nameMax int) (string, bool) {
-	b := make([]byte, 0, 128)
-	for _, s := range []string{f.Owner, f.OwnerStart, f.Session, f.Path} {
+// AppendName appends the described name of the removal seq of f to b: a
+// removal makes its entry's path in one buffer with it.
+func AppendName(b []byte, seq uint64, f Fields) []byte {
+	b = strconv.AppendUint(b, seq, 10)
+	for _, s := range [...]string{f.Owner, f.OwnerStart, f.Session, f.Path} {
 		b = escape(append(b, Sep), s)
 	}
-	return string(b), len(b)+maxSeqDigits <= nameMax && f.Path != ""
+	return b
+}
+
+// Fits reports whether the described names of f fit in nameMax bytes
+// whatever their seq (f.Path set), without making one.
+func Fits(f Fields, nameMax int) bool {
+	n := maxSeqDigits
+	for _, s := range [...]string{f.Owner, f.OwnerStart, f.Session, f.Path} {
+		n += 1 + len(s) + 2*escapes(s)
+	}
+	return n <= nameMax && f.Path != ""
 }
 
 // maxSeqDigits is the length of the longest seq written out.
@@ -75,6 +84,17 @@ func Seq(name string) (uint64, bool) {
 	digits, _, _ := strings.Cut(name, string(Sep))
 	seq, err := strconv.ParseUint(digits, 10, 64)
 	return seq, err == nil && seq > 0
+}
+
+// escapes counts the bytes of s that escape writes as three.
+func escapes(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '%' || c == '/' || c == Sep {
+			n++
+		}
+	}
+	return n
 }
 
 // escape appends s with what a field may not hold in a name escaped.

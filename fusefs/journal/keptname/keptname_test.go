@@ -1,6 +1,7 @@
 package keptname
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,10 @@ func TestNameParse(t *testing.T) {
 			name, fits := Name(tc.seq, tc.f, 255)
 			if fits != tc.fits {
 				t.Fatalf("%q fits %v, want %v", name, fits, tc.fits)
+			}
+			// Fits counts what the longest seq's name would take.
+			if longest := len(AppendName(nil, math.MaxUint64, tc.f)); fits != (longest <= 255 && tc.f.Path != "") {
+				t.Fatalf("%q fits %v, but the longest seq's name is %d bytes", name, fits, longest)
 			}
 			if !fits {
 				return
