@@ -20,6 +20,15 @@ import (
 // (tens of microseconds), far shorter than a person's or an agent's pause.
 const idleFor = 5 * time.Millisecond
 
+// maxLook bounds the wait between two looks at a busy mount, which
+// doubles from idleFor after each look that found requests: a long busy
+// spell is looked at a few times a second, not every idleFor. Each look
+// is a timer the one P's blocked reader must be taken from (Go's sysmon
+// does it), which kept the runtime handing the P between threads for the
+// rest of an rm -rf (docs/PERFORMANCE.md); the prune then begins at most
+// maxLook after the spell ends.
+const maxLook = 100 * time.Millisecond
+
 // maxWait bounds how long the pacer waits through one busy spell: a mount
 // with no pause of idleFor in a minute (a build, a test suite) gets its
 // prune all the same, so that the age bound (journal_keep), which has no
@@ -38,10 +47,10 @@ type pacer struct {
 // paceBy makes p wait on the mount whose count of requests is requests.
 func (p *pacer) paceBy(requests func() uint64) { p.requests.Store(&requests) }
 
-// pace returns once the mount has been idle for idleFor since the last
-// look, at once where no request came since, and whenever urgent says so,
-// the pruner stops, or the busy spell has been waited through for
-// maxWait.
+// pace returns once the mount has seen no request for at least idleFor
+// since the last look, at once where no request came since, and whenever
+// urgent says so, the pruner stops, or the busy spell has been waited
+// through for maxWait.
 func (p *pacer) pace(urgent func() bool) {
 	rf := p.requests.Load()
 	if rf == nil {
@@ -50,14 +59,14 @@ func (p *pacer) pace(urgent func() bool) {
 	// A request that waits for the pruner's P runs first, and is counted.
 	runtime.Gosched()
 	n := (*rf)()
-	for n != p.seen && !urgent() {
+	for wait := idleFor; n != p.seen && !urgent(); wait = min(2*wait, maxLook) {
 		p.seen = n
 		if p.busy.IsZero() {
 			p.busy = p.clock()
 		} else if p.clock().Sub(p.busy) >= maxWait {
 			return
 		}
-		t := time.NewTimer(idleFor)
+		t := time.NewTimer(wait)
 		select {
 		case <-p.done:
 			t.Stop()
