@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/realm-dev/realm/fusefs/journal/jsontime"
 )
 
 // appendLine appends l as encoding/json writes it (the fields in line's
@@ -88,43 +90,9 @@ func appendObject(b []byte, o *Object) []byte {
 	return append(b, '}')
 }
 
-// appendTime appends t as time.Time's MarshalJSON does (RFC 3339 with
-// nanoseconds, quoted). A time of offset zero (a record's, and every
-// stat's on a host kept in UTC) is written by hand, where AppendFormat's
-// reading of its layout took a tenth of a removal's record.
-func appendTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	y, mo, d := t.Date()
-	if _, off := t.Zone(); off != 0 || y < 0 || y > 9999 {
-		return append(t.AppendFormat(b, time.RFC3339Nano), '"')
-	}
-	h, mi, s := t.Clock()
-	b = appendDigits(b, y, 4)
-	b = appendDigits(append(b, '-'), int(mo), 2)
-	b = appendDigits(append(b, '-'), d, 2)
-	b = appendDigits(append(b, 'T'), h, 2)
-	b = appendDigits(append(b, ':'), mi, 2)
-	b = appendDigits(append(b, ':'), s, 2)
-	if ns := t.Nanosecond(); ns != 0 {
-		n := len(b)
-		b = appendDigits(append(b, '.'), ns, 9)
-		for b[len(b)-1] == '0' && len(b) > n {
-			b = b[:len(b)-1]
-		}
-	}
-	return append(b, 'Z', '"')
-}
-
-// appendDigits appends v, not negative, in width decimal digits, zeros
-// first.
-func appendDigits(b []byte, v, width int) []byte {
-	var d [9]byte
-	for i := width - 1; i >= 0; i-- {
-		d[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return append(b, d[:width]...)
-}
+// appendTime appends t as time.Time's MarshalJSON does (package
+// jsontime).
+func appendTime(b []byte, t time.Time) []byte { return jsontime.Append(b, t) }
 
 // appendString appends s as a JSON string, escaped as encoding/json
 // escapes it with SetEscapeHTML(false): quotes, backslashes, control
