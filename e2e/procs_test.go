@@ -49,8 +49,8 @@ func TestOneProc(t *testing.T) {
 
 // TestAdaptiveProcs: a mount that asks for no Ps runs at one P while
 // requests come one at a time, raises its Ps while four writers that
-// fsync overlap, and returns to one P once they stop, each change in its
-// log. Where fusectl's count cannot be read, or Go gives the daemon one P
+// fsync overlap, and returns to one P at the requests after they stop,
+// each change in its log. Where fusectl's count cannot be read, or Go gives the daemon one P
 // anyway, the log says so and the Ps stay as Go gave them.
 func TestAdaptiveProcs(t *testing.T) {
 	t.Parallel()
@@ -84,5 +84,22 @@ func TestAdaptiveProcs(t *testing.T) {
 	if strings.Contains(raised, " procs=1 ") {
 		t.Fatalf("the first change was not a raise: %s", raised)
 	}
+	// The samples ride on requests (no timer wakes the daemon): the Ps
+	// return at the requests that come after the writers, which list the
+	// root, a request the kernel never answers from its cache.
+	done := make(chan struct{})
+	var lister sync.WaitGroup
+	lister.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				os.ReadDir(m.Path(""))
+			}
+		}
+	})
 	waitForLine(t, m.LogFile, "msg=procs procs=1 ")
+	close(done)
+	lister.Wait()
 }

@@ -555,6 +555,9 @@ func (f *FS) Mount(dir string, opts *fs.Options) (*fuse.Server, error) {
 // the journal's pruner waits while it changes (cmd/realmfs).
 func (f *FS) Requests() uint64 { return f.callers.Requests() }
 
+// OnRequest: fn runs at each request a caller waits for (callers.Set.OnRequest).
+func (f *FS) OnRequest(fn func()) { f.callers.OnRequest(fn) }
+
 // TakeCallers: how many processes made requests since the last call (adaptprocs.Counters).
 func (f *FS) TakeCallers() int { return f.callers.Take(procinfo.ThreadGroup) }
 

@@ -27,7 +27,6 @@ import (
 	"github.com/realm-dev/realm/fusefs/diskroom"
 	"github.com/realm-dev/realm/fusefs/journal"
 	"github.com/realm-dev/realm/fusefs/kernelcheck"
-	"github.com/realm-dev/realm/internal/adaptprocs"
 	"github.com/realm-dev/realm/internal/capdrop"
 	"github.com/realm-dev/realm/internal/gcroom"
 	"github.com/realm-dev/realm/internal/lockorder"
@@ -439,8 +438,7 @@ func serve(cfg config, stderr io.Writer) int {
 	dev, devKnown := settleMount(fsys, server, cfg, realMountpoint, logger)
 	defer recordMount(cfg, realMountpoint, logger)()
 	defer gcroom.Start(logger)()
-	defer adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), cfg.mount.procs > 0 || !devKnown,
-		adaptprocs.Counters{Syncs: dirfd.Syncs, Callers: fsys.TakeCallers}, logger)()
+	defer adaptProcs(fsys, dev, cfg.mount.procs > 0 || !devKnown, logger)()
 	if devKnown {
 		mountwatch.Start(realMountpoint, dev, cfg.mount.autoUnmount, logger)
 	} else if cfg.mount.autoUnmount {

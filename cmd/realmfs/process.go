@@ -1,10 +1,15 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/realm-dev/realm/fusefs"
+	"github.com/realm-dev/realm/fusefs/dirfd"
+	"github.com/realm-dev/realm/internal/adaptprocs"
 )
 
 // setupProcess makes the daemon's process-wide settings and returns its
@@ -34,4 +39,17 @@ func raiseFileLimit() uint64 {
 		return raised.Cur
 	}
 	return lim.Cur
+}
+
+// adaptProcs adapts the daemon's Ps to its mount's requests, sampled by
+// the requests themselves (internal/adaptprocs), unless fixed; the
+// function it returns ends it.
+func adaptProcs(fsys *fusefs.FS, dev uint64, fixed bool, logger *slog.Logger) (stop func()) {
+	procs := adaptprocs.Start(adaptprocs.WaitingFile(unix.Minor(dev)), fixed,
+		adaptprocs.Counters{Syncs: dirfd.Syncs, Callers: fsys.TakeCallers}, logger)
+	if procs == nil {
+		return func() {}
+	}
+	fsys.OnRequest(procs.Request)
+	return procs.Stop
 }

@@ -32,6 +32,8 @@ const slots = 64
 type Set struct {
 	s [slots]atomic.Uint32
 	n atomic.Uint64 // the requests noted, ever
+	// each: called at each request noted (OnRequest); nil: none.
+	each atomic.Pointer[func()]
 
 	groups map[uint32]uint32 // thread → its process, as Take's tgid said: Take's alone
 }
@@ -44,6 +46,9 @@ const maxGroups = 1024
 // Note adds thread tid (0, the kernel's own requests: none).
 func (c *Set) Note(tid uint32) {
 	c.n.Add(1)
+	if f := c.each.Load(); f != nil {
+		(*f)()
+	}
 	if tid == 0 {
 		return
 	}
@@ -52,6 +57,11 @@ func (c *Set) Note(tid uint32) {
 		sl.Store(tid)
 	}
 }
+
+// OnRequest has f called at each request noted from now on, on the
+// request's goroutine, before it is served: the daemon's Ps are sampled
+// so (internal/adaptprocs), not by a timer.
+func (c *Set) OnRequest(f func()) { c.each.Store(&f) }
 
 // Requests is how many requests Note has noted: one that changed since
 // a look is a mount not idle meanwhile.

@@ -95,3 +95,19 @@ func TestSetCountsProcesses(t *testing.T) {
 		t.Errorf("thread 501's process read %d times, want once", asked[501])
 	}
 }
+
+// TestOnRequest: the function set runs at each request noted, the
+// kernel's own included, and another set replaces it.
+func TestOnRequest(t *testing.T) {
+	var c Set
+	c.Note(7) // none set: nothing runs
+	a, b := 0, 0
+	c.OnRequest(func() { a++ })
+	c.Note(7)
+	c.Note(0)
+	c.OnRequest(func() { b++ })
+	c.Note(8)
+	if a != 2 || b != 1 || c.Requests() != 4 {
+		t.Errorf("runs %d then %d, requests %d; want 2, 1, 4", a, b, c.Requests())
+	}
+}

@@ -9,16 +9,28 @@
 // Go's own count of goroutines waiting for a P is no signal here: at one
 // P go-fuse starts a reader goroutine for each request read while no
 // other reader has run yet, and tens of them wait at a time.
+//
+// The samples are taken by the requests themselves (Controller.Request,
+// at most one every Interval), not by a timer: at one P a timer's
+// goroutine runs only once Go's monitor has taken the P from the go-fuse
+// reader blocked in read(2), and a timer every 50 ms left the monitor at
+// its 20 µs tick, handing the P between threads at every request, for
+// whole runs of a workload (an rm -rf 1.3 times as long in half the runs:
+// docs/PERFORMANCE.md). Where no request comes, nothing is sampled: the
+// first request after a pause counts it as the idle samples it would
+// have given.
 package adaptprocs
 
 import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,24 +88,8 @@ func DefaultPolicy(many int) Policy {
 		SyncRaise: 80, SyncLower: 20}
 }
 
-// Interval is how often the count is sampled; IdleInterval, once it has
-// read 0 for IdleAfter samples running at one P, so that an idle mount
-// wakes the daemon twice a second, not twenty times (work after it is
-// seen within one IdleInterval).
-const (
-	Interval     = 50 * time.Millisecond
-	IdleInterval = 500 * time.Millisecond
-	IdleAfter    = 20
-)
-
-// interval is the sampling interval after zeros samples of 0 running, at
-// cur Ps.
-func interval(zeros, cur int) time.Duration {
-	if zeros >= IdleAfter && cur == 1 {
-		return IdleInterval
-	}
-	return Interval
-}
+// Interval is how often the count is sampled while requests come.
+const Interval = 50 * time.Millisecond
 
 // Decide is the Ps to run with, running with cur, after samples (the
 // newest last).
@@ -146,89 +142,125 @@ type Counters struct {
 	Callers func() int    // the processes that made requests since the last call (fusefs/callers)
 }
 
+// A Controller adapts GOMAXPROCS from samples the mount's requests take
+// (Request). Its zero value, and a nil one, adapts nothing.
+type Controller struct {
+	next atomic.Int64 // when the next sample is due (ns since base); math.MaxInt64: none
+	busy atomic.Bool  // a request is taking a sample
+
+	// The sampling request's alone (busy held):
+	base    time.Time
+	path    string
+	policy  Policy
+	logger  *slog.Logger
+	rate    func() float64
+	callers func() int
+	samples []Sample
+	cur     int
+	last    time.Duration // when the last sample was taken
+}
+
 // Start adapts GOMAXPROCS to the count in path, to the rate of the
 // daemon's fsyncs and to the processes making requests (c), from one P,
-// until stop is called; each change is logged. It changes nothing, and
-// says why in the log, where fixed says so (-o procs asked for Ps, or the
-// mount's device is unknown), where GOMAXPROCS is in the environment,
-// where Go gives one P anyway, or where the count cannot be read (no
-// fusectl mounted, a daemon not allowed to read it).
-func Start(path string, fixed bool, c Counters, logger *slog.Logger) (stop func()) {
+// at the samples the mount's requests take (Controller.Request) until
+// Stop; each change is logged. It changes nothing, returning a Controller
+// that adapts nothing, and says why in the log, where fixed says so (-o
+// procs asked for Ps, or the mount's device is unknown), where GOMAXPROCS
+// is in the environment, where Go gives one P anyway, or where the count
+// cannot be read (no fusectl mounted, a daemon not allowed to read it).
+func Start(path string, fixed bool, c Counters, logger *slog.Logger) *Controller {
 	many := runtime.GOMAXPROCS(0)
 	if fixed || os.Getenv("GOMAXPROCS") != "" || many == 1 {
 		logger.Info("procs: fixed", "procs", many)
-		return func() {}
+		return nil
 	}
 	if _, err := readCount(path); err != nil {
 		logger.Info("procs: not adapted: the count of waiting requests is unread", "procs", many, "err", err)
-		return func() {}
+		return nil
 	}
 	runtime.GOMAXPROCS(1)
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		defer func() {
-			// A fault of the controller must not end the daemon: it
-			// leaves the Ps as Go gives them, as an unreadable count does.
-			if v := recover(); v != nil {
-				runtime.GOMAXPROCS(many)
-				logger.Error("procs: the controller failed; back to every P", "procs", many, "panic", v, "stack", string(debug.Stack()))
-			}
-		}()
-		run(path, c, DefaultPolicy(many), done, logger)
-	}()
-	return func() {
-		close(done)
-		<-exited
+	ctl := &Controller{base: time.Now(), path: path, policy: DefaultPolicy(many), logger: logger,
+		rate: syncRate(c.Syncs), callers: func() int { return UnknownCallers }, cur: 1}
+	if c.Callers != nil {
+		ctl.callers = c.Callers
+	}
+	p := ctl.policy
+	ctl.samples = make([]Sample, 0, 2*max(p.RaiseWindow, p.LowerWindow))
+	ctl.next.Store(int64(Interval))
+	return ctl
+}
+
+// Request is called by each request of the mount: where a sample is due
+// and no other request is taking one, it takes it, on the request's own
+// goroutine (a read of fusectl's count and, rarely, a change of the Ps).
+func (c *Controller) Request() {
+	if c == nil {
+		return
+	}
+	now := time.Since(c.base)
+	if int64(now) < c.next.Load() || !c.busy.CompareAndSwap(false, true) {
+		return
+	}
+	defer c.busy.Store(false)
+	if int64(now) < c.next.Load() { // taken by another meanwhile
+		return
+	}
+	c.next.Store(int64(now + Interval))
+	c.sampleSafely(now)
+}
+
+// Stop ends the adapting: the Ps stay as they are.
+func (c *Controller) Stop() {
+	if c != nil {
+		c.next.Store(math.MaxInt64)
 	}
 }
 
-// run samples path and c (at interval) until done, setting GOMAXPROCS as
-// p decides.
-func run(path string, c Counters, p Policy, done <-chan struct{}, logger *slog.Logger) {
-	every := Interval
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	samples := make([]Sample, 0, 2*max(p.RaiseWindow, p.LowerWindow))
-	cur, zeros := 1, 0
-	rate := syncRate(c.Syncs)
-	callers := func() int { return UnknownCallers }
-	if c.Callers != nil {
-		callers = c.Callers
+// sampleSafely is sample, a fault of which (a panic) must not end the
+// request or the daemon: it leaves every P and ends the adapting.
+func (c *Controller) sampleSafely(now time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.Stop()
+			runtime.GOMAXPROCS(c.policy.Many)
+			c.logger.Error("procs: the controller failed; back to every P", "procs", c.policy.Many, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	c.sample(now)
+}
+
+// sample takes one sample at now, after the idle samples the pause since
+// the last one stands for, and sets GOMAXPROCS as the policy decides.
+func (c *Controller) sample(now time.Duration) {
+	n, err := readCount(c.path)
+	if err != nil {
+		c.Stop()
+		c.logger.Warn("procs: the count of waiting requests went unread; back to every P", "procs", c.policy.Many, "err", err)
+		runtime.GOMAXPROCS(c.policy.Many)
+		return
 	}
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-		}
-		n, err := readCount(path)
-		if err != nil {
-			logger.Warn("procs: the count of waiting requests went unread; back to every P", "procs", p.Many, "err", err)
-			runtime.GOMAXPROCS(p.Many)
-			return
-		}
-		if len(samples) == cap(samples) {
-			samples = append(samples[:0], samples[len(samples)/2:]...)
-		}
-		r := rate()
-		samples = append(samples, Sample{Waiting: n, SyncsPerSec: r, Callers: callers()})
-		if next := p.Decide(cur, samples); next != cur {
-			runtime.GOMAXPROCS(next)
-			logger.Info("procs", "procs", next, "waiting_mean", mean(samples, p.RaiseWindow, waitingOf),
-				"fsyncs_per_sec", mean(samples, p.RaiseWindow, syncsOf), "callers_mean", mean(samples, p.RaiseWindow, callersOf))
-			cur, samples = next, samples[:0] // each change is judged on samples after it
-		}
-		if n == 0 && r == 0 {
-			zeros++
-		} else {
-			zeros = 0
-		}
-		if iv := interval(zeros, cur); iv != every {
-			every = iv
-			tick.Reset(every)
-		}
+	p := c.policy
+	idle := min(int((now-c.last)/Interval)-1, p.LowerWindow)
+	c.last = now
+	for range idle { // no request came: nothing waited, no fsync, no caller
+		c.add(Sample{})
 	}
+	r := c.rate()
+	c.add(Sample{Waiting: n, SyncsPerSec: r, Callers: c.callers()})
+	if next := p.Decide(c.cur, c.samples); next != c.cur {
+		runtime.GOMAXPROCS(next)
+		c.logger.Info("procs", "procs", next, "waiting_mean", mean(c.samples, p.RaiseWindow, waitingOf),
+			"fsyncs_per_sec", mean(c.samples, p.RaiseWindow, syncsOf), "callers_mean", mean(c.samples, p.RaiseWindow, callersOf))
+		c.cur, c.samples = next, c.samples[:0] // each change is judged on samples after it
+	}
+}
+
+// add adds s to the samples, the older half dropped where they are full.
+func (c *Controller) add(s Sample) {
+	if len(c.samples) == cap(c.samples) {
+		c.samples = append(c.samples[:0], c.samples[len(c.samples)/2:]...)
+	}
+	c.samples = append(c.samples, s)
 }
 
 // syncRate returns a function that gives the rate of syncs (a second)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,23 +109,6 @@ func TestDecideSyncs(t *testing.T) {
 	}
 }
 
-func TestInterval(t *testing.T) {
-	for _, tc := range []struct {
-		zeros, cur int
-		want       time.Duration
-	}{
-		{0, 1, Interval},
-		{IdleAfter - 1, 1, Interval},
-		{IdleAfter, 1, IdleInterval},
-		{IdleAfter * 10, 1, IdleInterval},
-		{IdleAfter, 4, Interval}, // raised: sampled on until it returns
-	} {
-		if got := interval(tc.zeros, tc.cur); got != tc.want {
-			t.Errorf("interval(%d, %d) = %v, want %v", tc.zeros, tc.cur, got, tc.want)
-		}
-	}
-}
-
 // events is a slog handler that hands each "procs" record's Ps to a
 // channel, so that the test waits for the change, not for time.
 type events chan int64
@@ -161,10 +145,12 @@ func TestStartFollowsTheCount(t *testing.T) {
 	write("1")
 	ev := make(events, 4)
 	var syncs atomic.Uint64
-	stop := Start(path, false, Counters{Syncs: syncs.Load}, slog.New(ev))
+	c := Start(path, false, Counters{Syncs: syncs.Load}, slog.New(ev))
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("after Start: GOMAXPROCS %d, want 1", got)
 	}
+	// Requests from two goroutines, each taking the samples that are due.
+	stopRequests := requests(c, 2)
 	expect := func(want int64) {
 		t.Helper()
 		select {
@@ -184,19 +170,80 @@ func TestStartFollowsTheCount(t *testing.T) {
 	expect(3)
 	write("0")
 	expect(1) // no fsync since, nothing waiting: a second of idle samples
-	stop()
+	stopRequests()
+	c.Stop()
 	if got := runtime.GOMAXPROCS(0); got != 1 {
-		t.Errorf("stop changed the Ps to %d", got)
+		t.Errorf("Stop changed the Ps to %d", got)
 	}
 
 	runtime.GOMAXPROCS(3)
-	Start(path, true, Counters{}, slog.New(ev))()
+	if c := Start(path, true, Counters{}, slog.New(ev)); c != nil {
+		t.Errorf("asked for: a controller")
+	}
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("asked for: GOMAXPROCS %d, want 3 left alone", got)
 	}
-	Start(filepath.Join(t.TempDir(), "none"), false, Counters{}, slog.New(ev))()
+	c = Start(filepath.Join(t.TempDir(), "none"), false, Counters{}, slog.New(ev))
+	c.Request() // a nil controller adapts nothing
+	c.Stop()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("no count to read: GOMAXPROCS %d, want 3 left alone", got)
+	}
+}
+
+// requests calls c.Request from n goroutines until the function it
+// returns is called, as a mount's requests do.
+func requests(c *Controller, n int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					c.Request()
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// TestRequestAfterAPause: the first request after a pause takes the idle
+// samples the pause stands for, so that Ps raised for a burst return to
+// one at the next request rather than a second of requests later, and no
+// request after a Stop samples.
+func TestRequestAfterAPause(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	path := filepath.Join(t.TempDir(), "waiting")
+	if err := os.WriteFile(path, []byte("4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev := make(events, 4)
+	c := Start(path, false, Counters{}, slog.New(ev))
+	for _, now := range []time.Duration{Interval, 2 * Interval, 3 * Interval} {
+		c.sample(now)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Fatalf("after three samples of 4 waiting: GOMAXPROCS %d, want 3", got)
+	}
+	<-ev
+	if err := os.WriteFile(path, []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.sample(3*Interval + time.Duration(c.policy.LowerWindow+1)*Interval) // a pause of a window's samples
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("the first sample after a pause: GOMAXPROCS %d, want 1", got)
+	}
+	c.Stop()
+	n := len(c.samples)
+	c.Request()
+	if len(c.samples) != n {
+		t.Errorf("a request after Stop took a sample")
 	}
 }
 
@@ -215,8 +262,8 @@ func (f failures) Handle(_ context.Context, r slog.Record) error {
 }
 
 // TestStartSurvivesAFault: a panic in the controller (here, the fsync
-// counter it reads) is logged and leaves every P; the daemon goes on and
-// stop still returns.
+// counter it reads) is logged and leaves every P; the request that took
+// the sample goes on, and Stop still returns.
 func TestStartSurvivesAFault(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
@@ -225,14 +272,23 @@ func TestStartSurvivesAFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	fails := make(failures, 1)
-	stop := Start(path, false, Counters{Syncs: func() uint64 { panic("a counter's fault") }}, slog.New(fails))
+	var faults atomic.Bool
+	c := Start(path, false, Counters{Syncs: func() uint64 {
+		if faults.Load() {
+			panic("a counter's fault")
+		}
+		return 0
+	}}, slog.New(fails))
+	faults.Store(true)
+	stopRequests := requests(c, 1) // a request taking the faulty sample goes on
 	select {
 	case msg := <-fails:
 		t.Logf("logged: %s", msg)
 	case <-time.After(time.Minute): // a deadline for a hang, not a measure
 		t.Fatal("no failure logged")
 	}
-	stop()
+	stopRequests()
+	c.Stop()
 	if got := runtime.GOMAXPROCS(0); got != 3 {
 		t.Errorf("after the fault: GOMAXPROCS %d, want every P (3)", got)
 	}
