@@ -25,7 +25,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -145,8 +144,9 @@ type Counters struct {
 // A Controller adapts GOMAXPROCS from samples the mount's requests take
 // (Request). Its zero value, and a nil one, adapts nothing.
 type Controller struct {
-	next atomic.Int64 // when the next sample is due (ns since base); math.MaxInt64: none
+	next atomic.Int64 // when the next sample is due (ns since base)
 	busy atomic.Bool  // a request is taking a sample
+	off  atomic.Bool  // stopped: no more samples
 
 	// The sampling request's alone (busy held):
 	base    time.Time
@@ -198,21 +198,22 @@ func (c *Controller) Request() {
 		return
 	}
 	now := time.Since(c.base)
-	if int64(now) < c.next.Load() || !c.busy.CompareAndSwap(false, true) {
+	if int64(now) < c.next.Load() || c.off.Load() || !c.busy.CompareAndSwap(false, true) {
 		return
 	}
 	defer c.busy.Store(false)
-	if int64(now) < c.next.Load() { // taken by another meanwhile
+	if int64(now) < c.next.Load() || c.off.Load() { // taken by another meanwhile, or stopped
 		return
 	}
 	c.next.Store(int64(now + Interval))
 	c.sampleSafely(now)
 }
 
-// Stop ends the adapting: the Ps stay as they are.
+// Stop ends the adapting: no request takes a sample after it (one under
+// way finishes), and the Ps stay as they are.
 func (c *Controller) Stop() {
 	if c != nil {
-		c.next.Store(math.MaxInt64)
+		c.off.Store(true)
 	}
 }
 
