@@ -463,7 +463,7 @@ func (j *Journal) WriteHeld() error {
 func (j *Journal) flushEnds() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.endsTimer = nil
+	j.armed = false // fired (or set again since, then firing again later: harmless)
 	if j.closed {
 		return
 	}

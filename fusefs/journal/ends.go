@@ -40,7 +40,8 @@ const endsHeldMax = 16 << 10
 type heldEnds struct {
 	ends      []byte
 	endsMax   uint64      // the highest seq among them
-	endsTimer *time.Timer // armed while ends are held
+	endsTimer *time.Timer // made at the first hold, kept
+	armed     bool        // endsTimer is set to fire: lines are held
 	// intents: the intents among them, as the segment written to notes
 	// them (their Before and paths left out).
 	intents []line
@@ -55,20 +56,34 @@ func (h *heldEnds) hold(b []byte, l *line) {
 	}
 }
 
-// drop lets go of the lines held, once written.
-func (h *heldEnds) drop() { h.ends, h.endsMax, h.intents = h.ends[:0], 0, h.intents[:0] }
+// drop lets go of the lines held, once written, and stops the timer:
+// while lines are written with the next ones (an rm -rf's every 45
+// removals) it never fires. A timer firing at one P must take the P from
+// the go-fuse reader blocked in read(2), which leaves Go's scheduler
+// handing it between threads for the rest of a workload
+// (internal/adaptprocs, docs/PERFORMANCE.md).
+func (h *heldEnds) drop() {
+	h.ends, h.endsMax, h.intents = h.ends[:0], 0, h.intents[:0]
+	h.stop()
+}
 
-// arm arms the timer that writes the ends (fn) unless it is armed.
+// arm sets the timer that writes the ends (fn) to fire endsDelay from
+// now, unless it is set.
 func (h *heldEnds) arm(fn func()) {
-	if h.endsTimer == nil {
+	switch {
+	case h.armed:
+	case h.endsTimer == nil:
 		h.endsTimer = time.AfterFunc(endsDelay, fn)
+	default:
+		h.endsTimer.Reset(endsDelay)
 	}
+	h.armed = true
 }
 
 // stop stops the timer.
 func (h *heldEnds) stop() {
-	if h.endsTimer != nil {
+	if h.armed {
 		h.endsTimer.Stop()
-		h.endsTimer = nil
+		h.armed = false
 	}
 }

@@ -2,7 +2,9 @@ package journal
 
 import (
 	"os"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -83,5 +85,48 @@ func TestFlushesCover(t *testing.T) {
 			t.Errorf("flushesCover(%s, f_type %#x) = %v, want %v", dir, st.Type, got, want)
 		}
 		unix.Close(fd)
+	}
+}
+
+// TestEndsTimerFollowsHeldLines: a held removal's lines set the timer
+// that writes them; written with the next lines (here WriteHeld) they stop
+// it, so that a busy journal's timer does not fire; lines left held are
+// written when it fires.
+func TestEndsTimerFollowsHeldLines(t *testing.T) {
+	b := newBacking(t)
+	j, err := Open(b.root, DefaultDir, Options{})
+	must(t, err)
+	defer j.Close()
+	b.write(t, "d/f", "f")
+	b.write(t, "d/g", "g")
+	dir := b.dirFd(t, "d")
+	armed := func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.armed
+	}
+	_, err = j.Remove(Record{Owner: "pid:1", Op: OpUnlink, Path: "d/f"}, dir, "f")
+	must(t, err)
+	if !armed() {
+		t.Fatal("lines held, no timer set")
+	}
+	must(t, j.WriteHeld())
+	if armed() {
+		t.Fatal("the held lines written, the timer still set")
+	}
+	_, err = j.Remove(Record{Owner: "pid:1", Op: OpUnlink, Path: "d/g"}, dir, "g")
+	must(t, err)
+	deadline := time.Now().Add(time.Minute) // a deadline for a hang, not a measure
+	for armed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the timer never wrote the held lines")
+		}
+		runtime.Gosched()
+	}
+	j.mu.Lock()
+	held := len(j.ends)
+	j.mu.Unlock()
+	if held != 0 {
+		t.Errorf("%d bytes still held after the timer fired", held)
 	}
 }
