@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/realm-dev/realm/fusefs/journal/keptname"
+	"github.com/realm-dev/realm/internal/testseed"
 )
 
 // tornCase ends a journal with the record a crash tears: last appends it
@@ -55,11 +55,7 @@ var tornSeed = flag.Uint64("journal.seed", 0, "TestTornTail: replay the junk of 
 // kept version there exactly when it is done, BACKING as the change left
 // it) and appends after the cut as before it.
 func TestTornTail(t *testing.T) {
-	seed := *tornSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: -journal.seed %d)", seed, seed)
+	seed := testseed.Seed(t, *tornSeed, "journal.seed")
 	for i, tc := range tornCases {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each case its own stream of the seed, so that the cases

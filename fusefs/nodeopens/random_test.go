@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/realm-dev/realm/internal/testseed"
 	"github.com/realm-dev/realm/locks"
 )
 
@@ -45,11 +46,7 @@ type model struct {
 // Set's answers and counts keep the kernel's rules, against the handles
 // the test knows open.
 func TestRandomized(t *testing.T) {
-	seed := *randomSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (-nodeopens.seed=%d replays it)", seed, seed)
+	seed := testseed.Seed(t, *randomSeed, "nodeopens.seed")
 	rng := rand.New(rand.NewSource(seed))
 	for run := 0; run < *randomRuns; run++ {
 		m := &model{t: t, rng: rng, mayPass: rng.Intn(2) == 0, now: t0}

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/realm-dev/realm/internal/testseed"
 )
 
 // proc is a test's stand-in for fusefs: it performs the machine's
@@ -641,11 +642,7 @@ var seedFlag = flag.Int64("writeproto.seed", 0, "seed of TestRandomized (0: from
 // TestRandomized drives one owner's write with random events from several
 // processes and checks the protocol's promises after each.
 func TestRandomized(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (-writeproto.seed=%d replays it)", seed, seed)
+	seed := testseed.Seed(t, *seedFlag, "writeproto.seed")
 	rng := rand.New(rand.NewSource(seed))
 	for run := 0; run < 2000; run++ {
 		randomRun(t, rng, run)

@@ -76,7 +76,7 @@ var layers = map[string]int{
 	"locks": 6, "fusefs/dirfd": 6,
 	// Leaves.
 	"errcode": 7, "sandbox/label": 7, "internal/lockorder": 7,
-	"internal/devthread": 7, "internal/capdrop": 7, "internal/mountwatch": 7, "internal/adaptprocs": 7, "internal/gcroom": 7, "internal/sysfail": 7, "internal/profiling": 7, "internal/ratelog": 7, "internal/layering": 7,
+	"internal/devthread": 7, "internal/capdrop": 7, "internal/mountwatch": 7, "internal/adaptprocs": 7, "internal/gcroom": 7, "internal/sysfail": 7, "internal/profiling": 7, "internal/ratelog": 7, "internal/layering": 7, "internal/testseed": 7,
 	"internal/rundir": 7, // where a daemon and the commands that ask it meet: control socket, mount record
 }
 

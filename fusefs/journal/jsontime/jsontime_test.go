@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/realm-dev/realm/internal/testseed"
 )
 
 var timeSeed = flag.Uint64("jsontime.seed", 0, "TestAppend: replay the times of this seed (0: from the clock)")
@@ -16,12 +18,7 @@ var timeSeed = flag.Uint64("jsontime.seed", 0, "TestAppend: replay the times of 
 // the years RFC 3339 writes, and for times of other offsets. Seeded; the
 // seed is printed.
 func TestAppend(t *testing.T) {
-	seed := *timeSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: -jsontime.seed=%d)", seed, seed)
-	r := rand.New(rand.NewPCG(seed, 0))
+	r := rand.New(rand.NewPCG(testseed.Seed(t, *timeSeed, "jsontime.seed"), 0))
 	base := time.Date(2026, 12, 7, 23, 59, 59, 0, time.UTC)
 	times := []time.Time{base, base.Add(1), base.Add(100 * time.Millisecond), base.Add(time.Second), base.Add(999999999),
 		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
