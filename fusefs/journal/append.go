@@ -217,9 +217,8 @@ func (j *Journal) appendLineHeld(mk func() (line, holding)) (uint64, error) {
 			}
 			return j.written, nil
 		}
-		// The held lines and this one in one write, b appended to the
-		// held lines' own buffer (kept between writes) rather than to a
-		// new one; taken back off where the segment has no room for it.
+		// The held lines and this one in one write, in the held lines'
+		// buffer; b taken back off it where the segment has no room.
 		out, before := b, len(j.ends)
 		if before > 0 {
 			j.ends = append(j.ends, b...)

@@ -56,19 +56,15 @@ func (h *heldEnds) hold(b []byte, l *line) {
 	}
 }
 
-// drop lets go of the lines held, once written, and stops the timer:
-// while lines are written with the next ones (an rm -rf's every 45
-// removals) it never fires. A timer firing at one P must take the P from
-// the go-fuse reader blocked in read(2), which leaves Go's scheduler
-// handing it between threads for the rest of a workload
-// (internal/adaptprocs, docs/PERFORMANCE.md).
+// drop lets go of the lines held, once written, and stops the timer, so
+// that it never fires while lines go with later ones: at one P a firing
+// takes the P from the reader in read(2) (internal/adaptprocs).
 func (h *heldEnds) drop() {
 	h.ends, h.endsMax, h.intents = h.ends[:0], 0, h.intents[:0]
 	h.stop()
 }
 
-// arm sets the timer that writes the ends (fn) to fire endsDelay from
-// now, unless it is set.
+// arm sets the timer that writes the ends (fn) unless it is set.
 func (h *heldEnds) arm(fn func()) {
 	switch {
 	case h.armed:

@@ -192,10 +192,7 @@ type tail struct {
 	syncing bool  // a group commit is under way, outside mu
 	failed  error // a sync failed: nothing is promised since
 	closed  bool
-	// encoded: the line appendLineHeld encodes, kept between lines so
-	// that a record costs no allocation of its own (every line is
-	// copied out of it before mu is let go).
-	encoded []byte
+	encoded []byte // appendLineHeld's line, copied out before mu is let go: no allocation a line
 }
 
 // Open opens the journal of BACKING, whose root directory rootFd holds:
