@@ -23,6 +23,7 @@ package adaptprocs
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -142,7 +143,7 @@ type Counters struct {
 }
 
 // A Controller adapts GOMAXPROCS from samples the mount's requests take
-// (Request). Its zero value, and a nil one, adapts nothing.
+// (Request); Start makes one. A nil one adapts nothing.
 type Controller struct {
 	next atomic.Int64 // when the next sample is due (ns since base)
 	busy atomic.Bool  // a request is taking a sample
@@ -222,12 +223,18 @@ func (c *Controller) Stop() {
 func (c *Controller) sampleSafely(now time.Duration) {
 	defer func() {
 		if v := recover(); v != nil {
-			c.Stop()
-			runtime.GOMAXPROCS(c.policy.Many)
-			c.logger.Error("procs: the controller failed; back to every P", "procs", c.policy.Many, "panic", v, "stack", string(debug.Stack()))
+			c.giveUp(slog.LevelError, "procs: the controller failed; back to every P", "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	c.sample(now)
+}
+
+// giveUp ends the adapting with every P, logged at level with msg and
+// args.
+func (c *Controller) giveUp(level slog.Level, msg string, args ...any) {
+	c.Stop()
+	runtime.GOMAXPROCS(c.policy.Many)
+	c.logger.Log(context.Background(), level, msg, append([]any{"procs", c.policy.Many}, args...)...)
 }
 
 // sample takes one sample at now, after the idle samples the pause since
@@ -235,9 +242,7 @@ func (c *Controller) sampleSafely(now time.Duration) {
 func (c *Controller) sample(now time.Duration) {
 	n, err := readCount(c.path)
 	if err != nil {
-		c.Stop()
-		c.logger.Warn("procs: the count of waiting requests went unread; back to every P", "procs", c.policy.Many, "err", err)
-		runtime.GOMAXPROCS(c.policy.Many)
+		c.giveUp(slog.LevelWarn, "procs: the count of waiting requests went unread; back to every P", "err", err)
 		return
 	}
 	p := c.policy
