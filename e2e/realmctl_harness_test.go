@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // realmctl's e2e tests run against a real `podman system service` (started by
@@ -260,21 +263,48 @@ func realmfsPid(tb testing.TB, mnt string) int {
 	return 0
 }
 
-// waitGone waits until pid has exited (or is a zombie).
+// waitGone waits until every thread of process pid has exited, so that the
+// descriptors it held (a realmfs's /dev/fuse) are closed. A pidfd polls
+// readable only then (pidfd_open(2): the thread group has exited); the
+// leader's zombie state in /proc comes earlier, while its other threads
+// may still be serving requests.
 func waitGone(tb testing.TB, pid int) {
 	tb.Helper()
-	deadline := time.Now().Add(stateTimeout)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			var ws syscall.WaitStatus
-			syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
 	}
-	tb.Fatalf("pid %d did not exit", pid)
+	if err != nil {
+		tb.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(stateTimeout/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			tb.Fatalf("poll of pid %d: %v", pid, err)
+		}
+		if n == 0 {
+			tb.Fatalf("pid %d did not exit", pid)
+		}
+		break
+	}
+	// A zombie whose parent is this process is reaped; any other is its
+	// parent's to reap.
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+}
+
+// wantDeadMount wants mountpoint mnt, whose daemon has exited (waitGone),
+// to answer a directory read as a dead FUSE connection does: ENOTCONN, or
+// ECONNABORTED for a request that was in flight as it went down. A read
+// goes to the daemon; stat may be answered from cached attributes.
+func wantDeadMount(tb testing.TB, mnt string) {
+	tb.Helper()
+	if _, err := os.ReadDir(mnt); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		tb.Fatalf("reading the dead mount: %v, want ENOTCONN or ECONNABORTED", err)
+	}
 }
