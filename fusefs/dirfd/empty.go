@@ -28,7 +28,7 @@ func OpenEmptyDir(dir int, name string, st *unix.Stat_t) (int, error) {
 		Close(fd)
 		return -1, err
 	}
-	if err := CheckEmpty(fd); err != nil {
+	if err := checkEmptyFrom(fd, false); err != nil { // fresh: at its start
 		Close(fd)
 		return -1, err
 	}
@@ -38,8 +38,12 @@ func OpenEmptyDir(dir int, name string, st *unix.Stat_t) (int, error) {
 // CheckEmpty answers ENOTEMPTY for the directory open for reading as fd
 // (OpenEmptyDir's) if it has entries, read from its start: a second call
 // on one fd reads the directory again.
-func CheckEmpty(fd int) error {
-	ok, err := empty(fd)
+func CheckEmpty(fd int) error { return checkEmptyFrom(fd, true) }
+
+// checkEmptyFrom is CheckEmpty; rewind says fd may not be at its start
+// (a fresh fd is: an rmdir's first read spares the lseek).
+func checkEmptyFrom(fd int, rewind bool) error {
+	ok, err := empty(fd, rewind)
 	if err == nil && !ok {
 		err = unix.ENOTEMPTY
 	}
@@ -47,12 +51,14 @@ func CheckEmpty(fd int) error {
 }
 
 // empty reports whether the directory fd holds no entry but "." and
-// "..". It stops at the first other entry, and reads into a buffer of
-// its own stack: an rmdir asks twice (journal.Remove), and most
-// directories it asks of are empty.
-func empty(fd int) (bool, error) {
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return false, err
+// "..", read from its start (rewound first with rewind). It stops at the
+// first other entry, and reads into a buffer of its own stack: an rmdir
+// asks twice (journal.Remove), and most directories it asks of are empty.
+func empty(fd int, rewind bool) (bool, error) {
+	if rewind {
+		if _, err := unix.Seek(fd, 0, 0); err != nil {
+			return false, err
+		}
 	}
 	var buf [512]byte
 	for {
