@@ -273,13 +273,59 @@ func TestJournalPrunesWhenIdle(t *testing.T) {
 	}))
 	run(t, "", nil, "rm", "-rf", m.Path("d"))
 	after := keptFiles(t, m.Backing)
-	deadline := time.Now().Add(stateTimeout)
-	for n := after; n > bound; n = keptFiles(t, m.Backing) {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(m.LogFile)
-			t.Fatalf("kept/ holds %d files %v after the rm -rf, past journal_max_files=%d on an idle mount; log:\n%s", n, stateTimeout, bound, log)
-		}
-		time.Sleep(20 * time.Millisecond) // the daemon prunes; the test has no other event to wait on
+	if n := waitKeptAtMost(t, m.Backing, bound); n > bound {
+		log, _ := os.ReadFile(m.LogFile)
+		t.Fatalf("kept/ holds %d files %v after the rm -rf, past journal_max_files=%d on an idle mount; log:\n%s", n, stateTimeout, bound, log)
 	}
 	t.Logf("kept/ held %d files right after the rm -rf of %d, at most %d once idle", after, files, bound)
+}
+
+// waitKeptAtMost waits until kept/ in backing's journal holds at most n
+// files, and returns how many it holds then (more than n once
+// stateTimeout has passed). It counts again at each removal inotify
+// reports in kept/ or its groups (a prune's), never on a timer; the
+// watches are set before the first count, so no removal goes unseen.
+func waitKeptAtMost(t *testing.T, backing string, n int) int {
+	t.Helper()
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+	const mask = unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_DELETE_SELF
+	kept := filepath.Join(backing, ".realm-journal", "kept")
+	dirs := []string{kept}
+	ents, err := os.ReadDir(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() { // a group: the idle mount makes no new one
+			dirs = append(dirs, filepath.Join(kept, e.Name()))
+		}
+	}
+	for _, d := range dirs {
+		// A group gone already was pruned: the first count sees it.
+		if _, err := unix.InotifyAddWatch(in, d, mask); err != nil && !errors.Is(err, unix.ENOENT) {
+			t.Fatalf("watching %s: %v", d, err)
+		}
+	}
+	deadline := time.Now().Add(stateTimeout)
+	buf := make([]byte, 64<<10)
+	for {
+		c := keptFiles(t, backing)
+		left := time.Until(deadline)
+		if c <= n || left <= 0 {
+			return c
+		}
+		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+		for { // drain: the next count sees every removal reported
+			if _, err := unix.Read(in, buf); err != nil {
+				break
+			}
+		}
+	}
 }

@@ -70,7 +70,7 @@ func (o *Ops[N]) removeOnce(ctx context.Context, op string, dir N, pfd int, at D
 	mfd := o.Gate.Guard.MadeFd(pfd, name)
 	defer dirfd.Close(mfd)
 	rec := o.Journal.Record(ctx, "", "", rel)
-	if looked {
+	if looked && o.Journal.On() { // without a journal, unlinkat needs none
 		rec.Before = journal.ObjectOf(&st)
 	}
 	err := o.Gate.Guard.OwnChange([]int{mfd}, func() error { return o.Journal.Remove(rec, pfd, name, flags) })
