@@ -37,7 +37,7 @@ func Fdatasync(fd int) error {
 // waits for those writes to complete (sync_file_range with WAIT_BEFORE,
 // WRITE and WAIT_AFTER), with no flush of the device's cache: the data is
 // durable once a flush is issued after WriteOut returns (the journal's
-// write-through, fusefs/journal/flush.go). It writes no metadata, so it
+// write-through, fusefs/journal/logsync). It writes no metadata, so it
 // is for a file whose blocks are allocated and written already.
 func WriteOut(fd int) error {
 	const all = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER

@@ -45,7 +45,7 @@ func (c *Change) Seq() uint64 { return c.seq }
 // made (fresh.go), which the next sync makes durable, for the making of
 // an empty object on ext4, written through to the device for the next
 // flush to carry, and on ext4 with a jbd2 journal, where it is carried
-// (flush.go).
+// (package logsync).
 //
 // The caller then makes the change and ends it: Done once made, Abort if
 // not. An error means no change may be made: the intent is ended aborted.
@@ -342,7 +342,7 @@ func (j *Journal) linked() uint64 {
 // filesystem orders what follows it (Options.Ordered), or for an op of
 // writeThroughOps where the filesystem's fsyncs flush.
 func (j *Journal) settle(op Op, pos, gen uint64) error {
-	return j.syncTo(pos, gen, !j.flush.through(op, gen))
+	return j.syncTo(pos, gen, !j.flush.Through(writeThroughOps[op], gen))
 }
 
 // syncTo returns once the records up to pos and the links into kept/ up
@@ -383,7 +383,7 @@ func (j *Journal) syncRound(flush bool) {
 	}
 	needKept := flush && j.keptDurable < keptGen
 	j.mu.Unlock()
-	err := j.flush.round(flush, needKept, fd, j.keptRead)
+	err := j.flush.Round(flush, needKept, fd, j.keptRead)
 	j.mu.Lock()
 	j.syncing = false
 	if err != nil {

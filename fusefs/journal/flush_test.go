@@ -1,16 +1,15 @@
 package journal
 
 import (
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/realm-dev/realm/fusefs/journal/logsync"
 )
 
 // TestWriteThrough: with Options.Durable on a filesystem whose fsyncs
-// flush (flushCovers), the intent of an empty object's making (create,
+// flush (logsync.FlushesCover), the intent of an empty object's making (create,
 // mkdir) is written to the device and not flushed; every other intent,
 // and a making where the filesystem does not say so, is flushed before
 // Begin returns, with the link it keeps; on a filesystem that orders its
@@ -37,7 +36,7 @@ func TestWriteThrough(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBacking(t)
 			j := b.open(t, Options{Durable: true})
-			j.flush = flusher{covers: tc.covers, ordered: tc.ordered}
+			j.flush = logsync.Policy{Covers: tc.covers, Ordered: tc.ordered}
 			rec := Record{Owner: "session:1", Op: tc.op, Path: "f"}
 			keep := NoKeep
 			if tc.keep {
@@ -62,29 +61,6 @@ func TestWriteThrough(t *testing.T) {
 			}
 			must(t, c.Done(nil))
 		})
-	}
-}
-
-// TestFlushesCover: ext4 says its fsyncs flush; tmpfs does not (it has no
-// device to flush).
-func TestFlushesCover(t *testing.T) {
-	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
-		var st unix.Statfs_t
-		if err := unix.Statfs(dir, &st); err != nil {
-			t.Fatal(err)
-		}
-		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
-			t.Fatal(err)
-		}
-		want := st.Type == unix.EXT4_SUPER_MAGIC
-		if got := flushesCover(fd); got != want {
-			t.Errorf("flushesCover(%s, f_type %#x) = %v, want %v", dir, st.Type, got, want)
-		}
-		unix.Close(fd)
 	}
 }
 

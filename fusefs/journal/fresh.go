@@ -5,7 +5,7 @@ import "github.com/realm-dev/realm/fusefs/journal/makers"
 // Fresh objects: what an owner made through the journal (create, mkdir,
 // symlink, mknod: their intents made durable before the object was made,
 // or written through for the flush that comes before anything durable is
-// made of the object: flush.go)
+// made of the object: package logsync)
 // and has changed since with no other owner's record in between. Undoing
 // the making removes the object, whatever was done to it after, so the
 // records of the owner's later changes to it (a setattr, a rewrite, an

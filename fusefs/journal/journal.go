@@ -33,6 +33,7 @@ import (
 	"github.com/realm-dev/realm/fusefs/journal/carry"
 	"github.com/realm-dev/realm/fusefs/journal/jdir"
 	"github.com/realm-dev/realm/fusefs/journal/keptlinks"
+	"github.com/realm-dev/realm/fusefs/journal/logsync"
 	"github.com/realm-dev/realm/fusefs/journal/makers"
 	"github.com/realm-dev/realm/fusefs/journal/rootbind"
 	"github.com/realm-dev/realm/fusefs/journal/seqtable"
@@ -74,7 +75,7 @@ type Options struct {
 	// changes durable in the order they were made, each by a journal
 	// commit written after a flush of the device (ext4 with a jbd2
 	// journal: writeengine.OrdersRenamedData). Every intent is then
-	// carried or written through, none flushed at Begin (flush.go).
+	// carried or written through, none flushed at Begin (package logsync).
 	Ordered bool
 	// SegmentSize is the size segments are preallocated to and rotated
 	// at; 0 is DefaultSegmentSize.
@@ -115,13 +116,13 @@ type Recovery struct {
 // Journal is an open journal: its directory's descriptors, its LOCK, and
 // the segment appended to.
 type Journal struct {
-	root     int      // BACKING's root (a dup)
-	dir      int      // the journal directory (O_PATH)
-	log      int      // log/ (O_PATH)
-	kept     int      // kept/ (O_PATH)
-	keptRead int      // kept/ opened for reading: its fsync
-	flush    flusher  // how intents are made durable (flush.go), set at Open
-	lock     *os.File // LOCK, flocked
+	root     int            // BACKING's root (a dup)
+	dir      int            // the journal directory (O_PATH)
+	log      int            // log/ (O_PATH)
+	kept     int            // kept/ (O_PATH)
+	keptRead int            // kept/ opened for reading: its fsync
+	flush    logsync.Policy // how intents are made durable, set at Open
+	lock     *os.File       // LOCK, flocked
 	opts     Options
 	recovery Recovery
 
@@ -171,8 +172,8 @@ type tail struct {
 	// written counts the bytes appended since Open, across segments;
 	// durable, those made durable. keptGen counts the links made into
 	// kept/; keptDurable, those made durable (kept/ fsynced after them).
-	// completed, those written to the device and waited for (flush.go:
-	// durable at the next flush).
+	// completed, those written to the device and waited for (package
+	// logsync: durable at the next flush).
 	written, durable, completed uint64
 	heldEnds
 	keptGen, keptDurable uint64
@@ -222,10 +223,10 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 		j.closeFds()
 		return nil, err
 	}
-	covers := opts.Durable && flushesCover(j.dir)
-	j.flush = flusher{covers: covers, ordered: covers && opts.Ordered}
+	covers := opts.Durable && logsync.FlushesCover(j.dir)
+	j.flush = logsync.Policy{Covers: covers, Ordered: covers && opts.Ordered}
 	nameMax, atomic := keptFilesystem(j.kept)
-	j.nameMax, j.describes = nameMax, !opts.Durable || j.flush.ordered || atomic
+	j.nameMax, j.describes = nameMax, !opts.Durable || j.flush.Ordered || atomic
 	if err := j.load(); err != nil {
 		j.closeFds()
 		return nil, err
@@ -233,7 +234,7 @@ func Open(rootFd, dir int, opts Options) (*Journal, error) {
 	// Recovery may have held ends whose timer (flushEnds) writes them
 	// under mu while Open goes on: what that write reads is set under mu.
 	j.mu.Lock()
-	if j.flush.ordered {
+	if j.flush.Ordered {
 		j.carry = carry.New(int(j.lock.Fd()))
 	}
 	j.mu.Unlock()

@@ -71,6 +71,7 @@ var layers = map[string]int{
 	"fusefs/journal/bounds":    5, // what the journal may hold, and its slack while a prune waits, pure
 	"fusefs/journal/keptlinks": 5, // kept/'s links to an object, by identity, for its st_nlink: pure
 	"fusefs/journal/jsontime":  5, // a record's times written as encoding/json writes them, pure
+	"fusefs/journal/logsync":   5, // the system calls that make the log and kept/ durable, and which intents are written through
 	// The lock table (procinfo names its owners); the one syscall layer
 	// on BACKING.
 	"locks": 6, "fusefs/dirfd": 6,
